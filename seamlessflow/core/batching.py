@@ -1,0 +1,231 @@
+"""From a stream of finished trajectories to training batches of GRPO groups.
+
+Why pure: which trajectories are trained, skipped or dropped decides what the model learns, so the rules
+(de-duplication, group completion, staleness bound, SRPO's zero-variance skip, batch threshold) are plain
+arithmetic on values, tested without a broker. The caller supplies the current policy version and the time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class TrajectorySample:
+    """One trainable token sequence, as the assembler emitted it.
+
+    ``versions[t]`` is the policy version that generated token t, -1 where the token was not generated
+    (prompt, tool output). ``logprobs[t]`` is the inference engine's logprob of token t (0 where not
+    generated).
+    """
+
+    trajectory_id: str
+    group_id: str
+    task_id: str
+    tokens: tuple[int, ...]
+    loss_mask: tuple[int, ...]
+    logprobs: tuple[float, ...]
+    versions: tuple[int, ...]
+    reward: float
+    status: str = "complete"
+
+    def __post_init__(self) -> None:
+        lengths = {len(self.tokens), len(self.loss_mask), len(self.logprobs), len(self.versions)}
+        if len(lengths) != 1:
+            raise ValueError(f"trajectory {self.trajectory_id}: per-token fields differ in length {lengths}")
+
+    @property
+    def oldest_version(self) -> int | None:
+        """Oldest policy version among generated tokens; None if nothing was generated."""
+        generated = [v for v in self.versions if v >= 0]
+        return min(generated) if generated else None
+
+    @property
+    def trained_tokens(self) -> int:
+        return sum(1 for m in self.loss_mask if m)
+
+
+@dataclass(frozen=True)
+class StalenessPolicy:
+    """How far behind the current version a trajectory's oldest token may be.
+
+    Beyond ``max_staleness`` a trajectory is dropped, or in ``downweight`` mode kept with weight
+    ``decay ** (versions beyond the bound)``. ``max_staleness=None`` accepts everything.
+    """
+
+    max_staleness: int | None = None
+    mode: Literal["drop", "downweight"] = "drop"
+    decay: float = 0.5
+
+    def weight(self, sample: TrajectorySample, current_version: int) -> float:
+        """1.0 for fresh enough, 0.0 for dropped, in between for down-weighted."""
+        oldest = sample.oldest_version
+        if self.max_staleness is None or oldest is None:
+            return 1.0
+        excess = current_version - oldest - self.max_staleness
+        if excess <= 0:
+            return 1.0
+        return 0.0 if self.mode == "drop" else self.decay**excess
+
+
+def rewards_all_equal(samples: list[TrajectorySample], tolerance: float = 1e-9) -> bool:
+    """A group whose rewards are all equal has zero advantage everywhere: no learning signal."""
+    rewards = [s.reward for s in samples]
+    return max(rewards) - min(rewards) <= tolerance
+
+
+@dataclass(frozen=True)
+class BatchConfig:
+    """``group_size``: samples per task that close a group. A batch is formed once ``threshold`` groups
+    (``threshold_kind="groups"``) or trained tokens (``"tokens"``) are ready. A group still incomplete
+    ``group_timeout_s`` after its first sample is closed with what arrived (None: wait forever).
+    ``success_reward``: a group whose rewards all reach it marks its task "too easy" (SRPO)."""
+
+    group_size: int
+    threshold: int = 1
+    threshold_kind: Literal["groups", "tokens"] = "groups"
+    group_timeout_s: float | None = None
+    staleness: StalenessPolicy = StalenessPolicy()
+    success_reward: float = 1.0
+    trainable_statuses: frozenset[str] = frozenset({"complete"})
+
+
+@dataclass
+class KeptGroup:
+    """A group that carries signal, with one weight per sample (staleness down-weighting)."""
+
+    group_id: str
+    task_id: str
+    samples: list[TrajectorySample]
+    weights: list[float]
+
+    @property
+    def trained_tokens(self) -> int:
+        return sum(s.trained_tokens for s in self.samples)
+
+
+@dataclass
+class Counters:
+    """Cumulative counts since the builder started; the trainer logs their per-step difference."""
+
+    duplicates: int = 0
+    late: int = 0
+    bad_status: int = 0
+    stale_dropped: int = 0
+    groups_kept: int = 0
+    groups_skipped_equal: int = 0
+    groups_too_small: int = 0
+
+    def minus(self, earlier: "Counters") -> "Counters":
+        return Counters(**{k: v - getattr(earlier, k) for k, v in vars(self).items()})
+
+
+@dataclass
+class PollResult:
+    """``batch``: groups to train now (empty list: not enough yet). ``discarded``: samples finished
+    without training (stale, no signal, bad status), which the caller may treat as consumed."""
+
+    batch: list[KeptGroup]
+    discarded: list[TrajectorySample]
+
+
+@dataclass
+class _OpenGroup:
+    group_id: str
+    task_id: str
+    first_seen: float
+    arrived: int = 0
+    samples: list[TrajectorySample] = field(default_factory=list)
+
+
+class BatchBuilder:
+    """Collects samples into GRPO groups and hands out batches of groups with signal."""
+
+    def __init__(self, config: BatchConfig, seen_ids: set[str] | None = None) -> None:
+        self.config = config
+        self.counters = Counters()
+        self.too_easy_tasks: set[str] = set()
+        self._seen_ids: set[str] = set(seen_ids or ())
+        self._open: dict[str, _OpenGroup] = {}
+        self._closed_ids: set[str] = set()
+        self._closed: list[_OpenGroup] = []
+        self._ready: list[KeptGroup] = []
+        self._discarded: list[TrajectorySample] = []
+
+    def add(self, sample: TrajectorySample, now: float) -> bool:
+        """Take one sample; False when it will not be trained (duplicate id, late for a closed group, or a
+        status such as an error, which still counts towards closing its group)."""
+        if sample.trajectory_id in self._seen_ids:
+            self.counters.duplicates += 1
+            return False
+        self._seen_ids.add(sample.trajectory_id)
+        if sample.group_id in self._closed_ids:
+            self.counters.late += 1
+            self._discarded.append(sample)
+            return False
+        group = self._open.setdefault(sample.group_id, _OpenGroup(sample.group_id, sample.task_id, now))
+        group.arrived += 1
+        trainable = sample.status in self.config.trainable_statuses
+        if trainable:
+            group.samples.append(sample)
+        else:
+            self.counters.bad_status += 1
+            self._discarded.append(sample)
+        if group.arrived >= self.config.group_size:
+            self._close(sample.group_id)
+        return trainable
+
+    def poll(self, current_version: int, now: float) -> PollResult:
+        """Close timed-out groups, judge closed ones against ``current_version``, form a batch if due."""
+        self._close_timed_out(now)
+        for group in self._closed:
+            self._judge(group, current_version)
+        self._closed.clear()
+        discarded, self._discarded = self._discarded, []
+        if self._ready_amount() < self.config.threshold:
+            return PollResult([], discarded)
+        batch, self._ready = self._ready, []
+        return PollResult(batch, discarded)
+
+    @property
+    def pending_samples(self) -> list[TrajectorySample]:
+        """Samples held (open, closed or ready groups) and not yet handed out."""
+        held = [s for g in self._open.values() for s in g.samples]
+        held += [s for g in self._closed for s in g.samples]
+        return held + [s for g in self._ready for s in g.samples]
+
+    def _close(self, group_id: str) -> None:
+        self._closed.append(self._open.pop(group_id))
+        self._closed_ids.add(group_id)
+
+    def _close_timed_out(self, now: float) -> None:
+        timeout = self.config.group_timeout_s
+        if timeout is None:
+            return
+        for group_id in [g for g, o in self._open.items() if now - o.first_seen >= timeout]:
+            self._close(group_id)
+
+    def _judge(self, group: _OpenGroup, current_version: int) -> None:
+        weighted = [(s, self.config.staleness.weight(s, current_version)) for s in group.samples]
+        kept = [(s, w) for s, w in weighted if w > 0]
+        dropped = [s for s, w in weighted if w == 0]
+        self.counters.stale_dropped += len(dropped)
+        self._discarded.extend(dropped)
+        samples = [s for s, _ in kept]
+        if len(samples) < 2:
+            self.counters.groups_too_small += 1
+            self._discarded.extend(samples)
+        elif rewards_all_equal(samples):
+            self.counters.groups_skipped_equal += 1
+            if min(s.reward for s in samples) >= self.config.success_reward:
+                self.too_easy_tasks.add(group.task_id)
+            self._discarded.extend(samples)
+        else:
+            self.counters.groups_kept += 1
+            self._ready.append(KeptGroup(group.group_id, group.task_id, samples, [w for _, w in kept]))
+
+    def _ready_amount(self) -> int:
+        if self.config.threshold_kind == "groups":
+            return len(self._ready)
+        return sum(g.trained_tokens for g in self._ready)

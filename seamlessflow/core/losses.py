@@ -1,0 +1,154 @@
+"""GRPO / PPO maths on plain tensors.
+
+Why it lives here: the trainer, the simulator and the tests need the same numbers, and none of them
+should need DeepSpeed or Kafka to get them. Everything is torch only.
+
+Shapes used throughout (B sequences, T tokens, V vocabulary):
+
+- ``tokens``          LongTensor [B, T]
+- ``logprobs``        FloatTensor [B, T]; ``logprobs[b, t] = log p(tokens[b, t] | tokens[b, :t])``,
+                       0 at t = 0 (the first token has no predecessor)
+- ``loss_mask``       [B, T], 1 on generated tokens that are trained, 0 on prompt, tool output, padding
+- ``advantages``      [B] (one per sequence, broadcast over tokens) or [B, T]
+
+The behaviour policy is the one that generated the tokens: its logprobs were recorded by the inference
+engine and travel with the trajectory, so there is no recomputation pass.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+import torch.nn.functional as F
+
+
+def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
+    """Per-token logprobs [B, T] of ``tokens`` under causal-LM ``logits`` [B, T, V]; 0 at t = 0."""
+    shifted = torch.log_softmax(logits[:, :-1].float(), dim=-1)
+    picked = shifted.gather(-1, tokens[:, 1:, None]).squeeze(-1)
+    return F.pad(picked, (1, 0))
+
+
+def group_relative_advantages(
+    rewards: torch.Tensor,
+    group_index: torch.Tensor,
+    scale_by_std: bool = True,
+    eps: float = 1e-6,
+) -> torch.Tensor:
+    """GRPO advantages [B]: reward minus its group's mean, optionally divided by the group's std.
+
+    ``group_index`` [B] holds 0..G-1. The std is the unbiased sample std (as in verl and TRL); a group of
+    one has std 0. ``scale_by_std=False`` is the Dr. GRPO variant, which avoids favouring groups whose
+    rewards barely differ.
+    """
+    rewards = rewards.float()
+    n_groups = int(group_index.max()) + 1
+    counts = rewards.new_zeros(n_groups).index_add_(0, group_index, torch.ones_like(rewards))
+    means = rewards.new_zeros(n_groups).index_add_(0, group_index, rewards) / counts
+    centred = rewards - means[group_index]
+    if not scale_by_std:
+        return centred
+    squares = rewards.new_zeros(n_groups).index_add_(0, group_index, centred**2)
+    stds = (squares / (counts - 1).clamp(min=1)).sqrt()
+    return centred / (stds[group_index] + eps)
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    """Mean of ``values`` where ``mask`` is 1; 0 when the mask is empty."""
+    mask = mask.to(values.dtype)
+    return (values * mask).sum() / mask.sum().clamp(min=1)
+
+
+def logprob_abs_diff(train: torch.Tensor, rollout: torch.Tensor, loss_mask: torch.Tensor) -> float:
+    """Mean |train - rollout| logprob over trained tokens: how far the trainer's numbers drift from
+    the inference engine's on the very same tokens (precision, kernels, staleness)."""
+    return float(masked_mean((train.detach() - rollout).abs(), loss_mask))
+
+
+def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
+    """Per-token KL(pi || ref) estimate k3 = exp(ref - lp) - (ref - lp) - 1: unbiased and >= 0."""
+    delta = ref_logprobs - logprobs
+    return torch.exp(delta) - delta - 1
+
+
+@dataclass(frozen=True)
+class PolicyLossConfig:
+    """Knobs of the clipped objective.
+
+    ``clip_high`` may exceed ``clip_low`` (DAPO's clip-higher). ``kl_coef`` 0 or no reference logprobs
+    means KL-free. ``tis_cap`` switches on truncated importance sampling (Yao et al. 2025): the PPO ratio
+    is taken against the trainer's own detached logprobs, and each token is weighted by
+    min(pi_train / pi_rollout, tis_cap), which corrects for the train/inference mismatch instead of
+    letting the clip silence those tokens.
+    """
+
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    kl_coef: float = 0.0
+    tis_cap: float | None = None
+
+
+@dataclass
+class PolicyLoss:
+    """The loss to back-propagate and what it was made of (plain floats for logging)."""
+
+    loss: torch.Tensor
+    tokens: int
+    clip_fraction: float
+    ratio_mean: float
+    kl_mean: float
+    is_weight_mean: float
+
+
+def ppo_clip_loss(
+    logprobs: torch.Tensor,
+    behaviour_logprobs: torch.Tensor,
+    advantages: torch.Tensor,
+    loss_mask: torch.Tensor,
+    config: PolicyLossConfig = PolicyLossConfig(),
+    ref_logprobs: torch.Tensor | None = None,
+    sample_weights: torch.Tensor | None = None,
+    normaliser: float | None = None,
+) -> PolicyLoss:
+    """Token-level PPO-clip loss: sum over masked tokens divided by ``normaliser``.
+
+    ``normaliser`` defaults to the number of masked tokens here; pass the count of the whole optimizer
+    step when a step is split into micro-batches, so every token weighs the same (DAPO's token-level
+    aggregation). ``sample_weights`` [B] scale whole sequences (down-weighted stale trajectories).
+    """
+    mask = loss_mask.to(logprobs.dtype)
+    adv = advantages[:, None] if advantages.dim() == 1 else advantages
+    if config.tis_cap is None:
+        ratio = torch.exp(logprobs - behaviour_logprobs)
+        is_weight = torch.ones_like(ratio)
+    else:
+        ratio = torch.exp(logprobs - logprobs.detach())
+        is_weight = torch.exp(logprobs.detach() - behaviour_logprobs).clamp(max=config.tis_cap)
+    unclipped = -adv * ratio
+    clipped = -adv * ratio.clamp(1 - config.clip_low, 1 + config.clip_high)
+    per_token = torch.maximum(unclipped, clipped) * is_weight
+    kl = torch.zeros_like(per_token)
+    if ref_logprobs is not None and config.kl_coef > 0:
+        kl = k3_kl(logprobs, ref_logprobs)
+        per_token = per_token + config.kl_coef * kl
+    if sample_weights is not None:
+        per_token = per_token * sample_weights[:, None]
+    tokens = int(mask.sum())
+    denominator = normaliser if normaliser is not None else max(tokens, 1)
+    return PolicyLoss(
+        loss=(per_token * mask).sum() / denominator,
+        tokens=tokens,
+        clip_fraction=float(masked_mean((clipped > unclipped).float(), mask)),
+        ratio_mean=float(masked_mean(ratio.detach(), mask)),
+        kl_mean=float(masked_mean(kl.detach(), mask)),
+        is_weight_mean=float(masked_mean(is_weight, mask)),
+    )
+
+
+def reward_stats(rewards: list[float]) -> tuple[float, float]:
+    """Mean and population std of a step's rewards, for logging (0, 0 when empty)."""
+    if not rewards:
+        return 0.0, 0.0
+    values = torch.tensor(rewards, dtype=torch.float64)
+    return float(values.mean()), float(values.std(unbiased=False))

@@ -1,0 +1,138 @@
+"""Batch formation: de-dup, group completion, staleness, zero-variance skip, thresholds."""
+
+import pytest
+
+from seamlessflow.core.batching import (
+    BatchBuilder,
+    BatchConfig,
+    StalenessPolicy,
+    TrajectorySample,
+    rewards_all_equal,
+)
+
+
+def sample(tid, group="g1", reward=1.0, versions=(-1, 0, 0), task="t1", status="complete"):
+    n = len(versions)
+    return TrajectorySample(
+        trajectory_id=tid, group_id=group, task_id=task, tokens=tuple(range(1, n + 1)),
+        loss_mask=tuple(int(v >= 0) for v in versions), logprobs=(0.0,) * n, versions=tuple(versions),
+        reward=reward, status=status,
+    )
+
+
+def test_sample_fields_must_have_equal_length():
+    with pytest.raises(ValueError):
+        TrajectorySample("a", "g", "t", (1, 2), (0, 1), (0.0,), (-1, 0), 1.0)
+
+
+def test_oldest_version_ignores_non_generated_tokens():
+    assert sample("a", versions=(-1, 3, 2, -1, 4)).oldest_version == 2
+    assert sample("a", versions=(-1, -1)).oldest_version is None
+    assert sample("a", versions=(-1, 3, 2)).trained_tokens == 2
+
+
+def test_staleness_drop_and_downweight():
+    old = sample("a", versions=(-1, 2, 5))  # oldest 2
+    drop = StalenessPolicy(max_staleness=1, mode="drop")
+    assert drop.weight(old, current_version=3) == 1.0
+    assert drop.weight(old, current_version=4) == 0.0
+    down = StalenessPolicy(max_staleness=1, mode="downweight", decay=0.5)
+    assert down.weight(old, current_version=5) == 0.25
+    assert StalenessPolicy().weight(old, current_version=100) == 1.0
+
+
+def test_rewards_all_equal():
+    assert rewards_all_equal([sample("a", reward=1.0), sample("b", reward=1.0)])
+    assert not rewards_all_equal([sample("a", reward=1.0), sample("b", reward=0.0)])
+
+
+def test_group_closes_at_size_and_batch_forms_at_group_threshold():
+    builder = BatchBuilder(BatchConfig(group_size=2, threshold=2))
+    builder.add(sample("a", "g1", 1.0), now=0)
+    builder.add(sample("b", "g1", 0.0), now=0)
+    assert builder.poll(current_version=0, now=0).batch == []  # one group, threshold two
+    builder.add(sample("c", "g2", 1.0), now=0)
+    assert builder.poll(0, 0).batch == []  # g2 still open
+    builder.add(sample("d", "g2", 0.5), now=0)
+    batch = builder.poll(0, 0).batch
+    assert [g.group_id for g in batch] == ["g1", "g2"]
+    assert [s.trajectory_id for s in batch[0].samples] == ["a", "b"]
+    assert builder.pending_samples == []
+
+
+def test_token_threshold():
+    builder = BatchBuilder(BatchConfig(group_size=2, threshold=5, threshold_kind="tokens"))
+    builder.add(sample("a", "g1", 1.0), 0)  # 2 trained tokens each
+    builder.add(sample("b", "g1", 0.0), 0)
+    assert builder.poll(0, 0).batch == []
+    builder.add(sample("c", "g2", 1.0), 0)
+    builder.add(sample("d", "g2", 0.0), 0)
+    assert sum(g.trained_tokens for g in builder.poll(0, 0).batch) == 8
+
+
+def test_duplicates_are_ignored_and_counted():
+    builder = BatchBuilder(BatchConfig(group_size=2), seen_ids={"old"})
+    assert builder.add(sample("a", reward=1.0), 0)
+    assert not builder.add(sample("a", reward=1.0), 0)
+    assert not builder.add(sample("old", reward=0.0), 0)
+    assert builder.counters.duplicates == 2
+    assert builder.poll(0, 0).batch == []  # group still waiting for a second distinct sample
+
+
+def test_zero_variance_group_is_skipped_and_task_remembered_when_too_easy():
+    builder = BatchBuilder(BatchConfig(group_size=2, success_reward=1.0))
+    for tid, group, task, reward in [("a", "g1", "easy", 1.0), ("b", "g1", "easy", 1.0),
+                                      ("c", "g2", "hard", 0.0), ("d", "g2", "hard", 0.0)]:
+        builder.add(sample(tid, group, reward, task=task), 0)
+    result = builder.poll(0, 0)
+    assert result.batch == []
+    assert {s.trajectory_id for s in result.discarded} == {"a", "b", "c", "d"}
+    assert builder.counters.groups_skipped_equal == 2
+    assert builder.too_easy_tasks == {"easy"}
+
+
+def test_stale_samples_dropped_and_group_judged_on_the_rest():
+    policy = StalenessPolicy(max_staleness=2, mode="drop")
+    builder = BatchBuilder(BatchConfig(group_size=3, staleness=policy))
+    builder.add(sample("old", "g1", 0.0, versions=(-1, 1)), 0)
+    builder.add(sample("new1", "g1", 1.0, versions=(-1, 4)), 0)
+    builder.add(sample("new2", "g1", 1.0, versions=(-1, 4)), 0)
+    result = builder.poll(current_version=5, now=0)
+    # without "old" the group has equal rewards: nothing to learn
+    assert builder.counters.stale_dropped == 1
+    assert builder.counters.groups_skipped_equal == 1
+    assert result.batch == []
+    assert len(result.discarded) == 3
+
+
+def test_downweighted_samples_carry_weights():
+    policy = StalenessPolicy(max_staleness=0, mode="downweight", decay=0.5)
+    builder = BatchBuilder(BatchConfig(group_size=2, staleness=policy))
+    builder.add(sample("a", reward=1.0, versions=(-1, 3)), 0)
+    builder.add(sample("b", reward=0.0, versions=(-1, 5)), 0)
+    [group] = builder.poll(current_version=5, now=0).batch
+    assert group.weights == [0.25, 1.0]
+
+
+def test_timeout_closes_incomplete_group_and_late_members_are_discarded():
+    builder = BatchBuilder(BatchConfig(group_size=4, group_timeout_s=10))
+    builder.add(sample("a", reward=1.0), now=0)
+    builder.add(sample("b", reward=0.0), now=5)
+    assert builder.poll(0, now=9).batch == []
+    [group] = builder.poll(0, now=10).batch
+    assert len(group.samples) == 2
+    assert not builder.add(sample("c", reward=0.5), now=11)
+    assert builder.counters.late == 1
+    assert [s.trajectory_id for s in builder.poll(0, 11).discarded] == ["c"]
+
+
+def test_failed_sample_counts_towards_group_and_lone_survivor_is_discarded():
+    builder = BatchBuilder(BatchConfig(group_size=2))
+    assert not builder.add(sample("x", reward=1.0, status="error"), 0)
+    builder.add(sample("a", reward=1.0), 0)
+    result = builder.poll(0, 0)
+    assert result.batch == []
+    assert builder.counters.bad_status == 1
+    assert builder.counters.groups_too_small == 1
+    assert [s.trajectory_id for s in result.discarded] == ["x", "a"]
+    assert builder.pending_samples == []

@@ -1,0 +1,140 @@
+"""Loss maths on hand-computed tensors."""
+
+import math
+
+import pytest
+import torch
+
+from seamlessflow.core.losses import (
+    PolicyLossConfig,
+    group_relative_advantages,
+    k3_kl,
+    logprob_abs_diff,
+    ppo_clip_loss,
+    reward_stats,
+    token_logprobs,
+)
+
+
+def test_advantages_with_std_normalisation():
+    rewards = torch.tensor([1.0, 0.0, 3.0, 5.0])
+    groups = torch.tensor([0, 0, 1, 1])
+    adv = group_relative_advantages(rewards, groups, scale_by_std=True, eps=0.0)
+    # group 0: mean 0.5, unbiased std sqrt(0.5); group 1: mean 4, std sqrt(2)
+    expected = torch.tensor([0.5 / math.sqrt(0.5), -0.5 / math.sqrt(0.5), -1 / math.sqrt(2), 1 / math.sqrt(2)])
+    assert torch.allclose(adv, expected)
+
+
+def test_advantages_without_std_normalisation_are_centred_rewards():
+    adv = group_relative_advantages(torch.tensor([1.0, 0.0, 3.0, 5.0]), torch.tensor([0, 0, 1, 1]), scale_by_std=False)
+    assert adv.tolist() == [0.5, -0.5, -1.0, 1.0]
+
+
+def test_equal_rewards_give_zero_advantage():
+    adv = group_relative_advantages(torch.tensor([2.0, 2.0, 2.0]), torch.tensor([0, 0, 0]))
+    assert adv.tolist() == [0.0, 0.0, 0.0]
+
+
+def test_token_logprobs_align_with_next_token():
+    logits = torch.zeros(1, 3, 4)
+    logits[0, 0, 2] = math.log(3.0)  # position 0 predicts token 1 -> p(2) = 3/6
+    tokens = torch.tensor([[1, 2, 3]])
+    lp = token_logprobs(logits, tokens)
+    assert lp[0, 0] == 0.0
+    assert lp[0, 1].item() == pytest.approx(math.log(0.5))
+    assert lp[0, 2].item() == pytest.approx(math.log(0.25))
+
+
+def _one_token_loss(ratio: float, advantage: float, config=PolicyLossConfig()):
+    logprob = torch.tensor([[0.0, math.log(ratio)]], requires_grad=True)
+    out = ppo_clip_loss(logprob, torch.zeros(1, 2), torch.tensor([advantage]), torch.tensor([[0, 1]]), config)
+    out.loss.backward()
+    return out, logprob.grad[0, 1].item()
+
+
+def test_clip_upper_side_positive_advantage_stops_gradient():
+    out, grad = _one_token_loss(1.5, 1.0)
+    assert out.loss.item() == pytest.approx(-1.2)
+    assert grad == 0.0
+    assert out.clip_fraction == 1.0
+
+
+def test_clip_lower_side_negative_advantage_stops_gradient():
+    out, grad = _one_token_loss(0.5, -1.0)
+    assert out.loss.item() == pytest.approx(0.8)
+    assert grad == 0.0
+
+
+def test_unclipped_sides_keep_gradient():
+    out, grad = _one_token_loss(0.5, 1.0)  # ratio below range but advantage positive: pessimistic term is unclipped
+    assert out.loss.item() == pytest.approx(-0.5)
+    assert grad == pytest.approx(-0.5)  # d(-A * exp(lp))/dlp = -A * ratio
+    out, grad = _one_token_loss(1.5, -1.0)
+    assert out.loss.item() == pytest.approx(1.5)
+    assert grad == pytest.approx(1.5)
+    assert out.clip_fraction == 0.0
+
+
+def test_clip_higher_asymmetric_bounds():
+    out, _ = _one_token_loss(1.25, 1.0, PolicyLossConfig(clip_low=0.2, clip_high=0.28))
+    assert out.loss.item() == pytest.approx(-1.25)
+    out, _ = _one_token_loss(1.5, 1.0, PolicyLossConfig(clip_low=0.2, clip_high=0.28))
+    assert out.loss.item() == pytest.approx(-1.28)
+
+
+def test_loss_counts_exactly_the_masked_tokens():
+    logprobs = torch.zeros(2, 3, requires_grad=True)  # ratio 1 everywhere: per-token loss = -A
+    mask = torch.tensor([[0, 1, 1], [0, 0, 1]])
+    out = ppo_clip_loss(logprobs, torch.zeros(2, 3), torch.tensor([1.0, -2.0]), mask)
+    assert out.tokens == 3
+    assert out.loss.item() == pytest.approx((-1 - 1 + 2) / 3)
+    out.loss.backward()
+    assert (logprobs.grad[mask == 0] == 0).all()
+    assert logprobs.grad[0, 1].item() == pytest.approx(-1 / 3)
+    assert logprobs.grad[1, 2].item() == pytest.approx(2 / 3)
+
+
+def test_normaliser_and_sample_weights():
+    logprobs = torch.zeros(2, 2)
+    out = ppo_clip_loss(
+        logprobs, torch.zeros(2, 2), torch.tensor([1.0, 1.0]), torch.tensor([[0, 1], [0, 1]]),
+        sample_weights=torch.tensor([1.0, 0.5]), normaliser=10,
+    )
+    assert out.loss.item() == pytest.approx(-(1 + 0.5) / 10)
+
+
+def test_truncated_importance_sampling_weights_tokens_and_caps():
+    # train logprob 0, rollout logprob log(0.5) -> pi_train/pi_rollout = 2, capped at 1.5
+    logprobs = torch.zeros(1, 3, requires_grad=True)
+    rollout = torch.tensor([[0.0, math.log(0.5), math.log(2.0)]])
+    out = ppo_clip_loss(logprobs, rollout, torch.tensor([1.0]), torch.tensor([[0, 1, 1]]), PolicyLossConfig(tis_cap=1.5))
+    out.loss.backward()
+    assert out.is_weight_mean == pytest.approx((1.5 + 0.5) / 2)
+    assert logprobs.grad[0, 1].item() == pytest.approx(-1.5 / 2)
+    assert logprobs.grad[0, 2].item() == pytest.approx(-0.5 / 2)
+
+
+def test_kl_term_only_with_reference_and_coefficient():
+    logprobs = torch.zeros(1, 2)
+    ref = torch.tensor([[0.0, math.log(0.5)]])
+    base = ppo_clip_loss(logprobs, logprobs, torch.tensor([0.0]), torch.tensor([[0, 1]]))
+    free = ppo_clip_loss(logprobs, logprobs, torch.tensor([0.0]), torch.tensor([[0, 1]]), ref_logprobs=ref)
+    with_kl = ppo_clip_loss(
+        logprobs, logprobs, torch.tensor([0.0]), torch.tensor([[0, 1]]), PolicyLossConfig(kl_coef=0.1), ref_logprobs=ref
+    )
+    expected_kl = 0.5 - math.log(0.5) - 1
+    assert base.loss.item() == 0.0 and free.loss.item() == 0.0
+    assert with_kl.kl_mean == pytest.approx(expected_kl)
+    assert with_kl.loss.item() == pytest.approx(0.1 * expected_kl)
+    assert k3_kl(torch.zeros(1), torch.zeros(1)).item() == 0.0
+
+
+def test_logprob_abs_diff_only_on_generated_tokens():
+    train = torch.tensor([[5.0, -1.0, -2.0]])
+    rollout = torch.tensor([[0.0, -1.5, -1.0]])
+    assert logprob_abs_diff(train, rollout, torch.tensor([[0, 1, 1]])) == pytest.approx(0.75)
+
+
+def test_reward_stats():
+    assert reward_stats([1.0, 3.0]) == (2.0, 1.0)
+    assert reward_stats([]) == (0.0, 0.0)
