@@ -1,0 +1,40 @@
+"""Spatiotemporal multiplexing (the SeamlessFlow paper's policy).
+
+Disaggregated, except that `{rollout, train}` resources do not sit idle while the trainer waits for data:
+they generate, are preempted to `train` when a batch is ready (their in-flight calls move to other engines
+through the proxy's partial rollout), and return to rollout after the weight update. `{rollout}`-only
+resources never stop; they keep generating with the previous weights (one step off-policy).
+
+Switching is priced: a flexible resource that just finished a step stays on `train` if the next batch is
+expected sooner than a round trip of switches would take, and no resource switches again before its
+minimum dwell time, so roles do not thrash when batches arrive at about the rate the trainer eats them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from seamlessflow.core.policies.base import Command, PipelineState, SchedulerConfig, hold_role
+from seamlessflow.core.resources import Resource, Tag
+
+
+def multiplexed(resources: Sequence[Resource], pipeline: PipelineState, config: SchedulerConfig, now: float) -> list[Command]:
+    commands: list[Command] = []
+    for resource in resources:
+        commands += hold_role(resource, _role(resource, pipeline, config), pipeline, config, now)
+    return commands
+
+
+def _role(resource: Resource, pipeline: PipelineState, config: SchedulerConfig) -> str:
+    if not resource.flexible:
+        return Tag.ROLLOUT if resource.can(Tag.ROLLOUT) else Tag.TRAIN
+    if pipeline.batch_ready:
+        return Tag.TRAIN
+    if resource.active == Tag.TRAIN and (pipeline.training or _next_batch_is_close(pipeline, config)):
+        return Tag.TRAIN
+    return Tag.ROLLOUT
+
+
+def _next_batch_is_close(pipeline: PipelineState, config: SchedulerConfig) -> bool:
+    """Waiting is cheaper than leaving and coming back (two switches)."""
+    return pipeline.seconds_to_batch() <= config.stay_margin * 2 * config.switch_cost_s
