@@ -1,0 +1,34 @@
+# The README's two commands: `make up` and `make test`. Both install first.
+# SEAMLESSFLOW_ACCEL=gpu selects upstream vLLM + CUDA torch instead of the CPU builds.
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+ACCEL ?= $(or $(SEAMLESSFLOW_ACCEL),cpu)
+STAMP := $(VENV)/.installed-$(ACCEL)
+# uv does not read pip's configuration; pass pip's find-links (where the CPU torch wheel lies) on.
+FIND_LINKS := $(or $(PIP_FIND_LINKS),$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))
+UV_FLAGS := $(foreach d,$(FIND_LINKS),--find-links $(d)) --override infra/overrides.txt
+PYTEST_ARGS ?=
+
+.PHONY: install up test down clean-venv
+
+install: $(STAMP)
+
+$(STAMP): pyproject.toml infra/overrides.txt
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	@test -x $(BIN)/uv || $(BIN)/pip install -q "uv>=0.5"
+	$(BIN)/uv pip install --python $(BIN)/python $(UV_FLAGS) -e ".[$(ACCEL),dev]"
+	@rm -f $(VENV)/.installed-*
+	@touch $@
+
+up: install
+	$(BIN)/seamlessflow up
+
+down: install
+	$(BIN)/seamlessflow down
+
+test: install
+	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+clean-venv:
+	rm -rf $(VENV)

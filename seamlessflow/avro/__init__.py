@@ -1,0 +1,14 @@
+"""Avro schemas and the Confluent wire-format codec."""
+
+from seamlessflow.avro.codec import Codec, CodecError, RecordTooLarge
+from seamlessflow.avro.registry import ConfluentRegistry, LocalRegistry
+
+__all__ = ["Codec", "CodecError", "ConfluentRegistry", "LocalRegistry", "RecordTooLarge", "codec_for"]
+
+
+def codec_for(settings) -> Codec:
+    """The codec a process should use: Schema Registry if configured, else the local deterministic one."""
+    registry = None
+    if settings.schema_registry_url:
+        registry = ConfluentRegistry(settings.schema_registry_url, settings.schema_registry_conf)
+    return Codec(registry, max_record_bytes=settings.max_record_bytes)

@@ -1,0 +1,95 @@
+"""Confluent wire format: magic byte 0, 4-byte big-endian schema id, Avro binary (fastavro).
+
+Records are decoded with the writer's schema (looked up by id) resolved against the reader's current
+dataclass schema, so a BACKWARD-compatible change (new field with a default) reads old and new records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import struct
+from typing import Any
+
+import fastavro
+
+from seamlessflow.avro.registry import LocalRegistry, Registry
+from seamlessflow.avro.schema import avro_schema_of, load_schema_file
+from seamlessflow.messages import MESSAGE_TYPES, NAMESPACE
+
+MAGIC = 0
+HEADER = struct.Struct(">bI")
+DEFAULT_MAX_RECORD_BYTES = 1_000_000  # below Kafka's default message.max.bytes (1 MiB + overhead)
+
+
+def _shallow_dict(message: Any) -> dict:
+    """`dataclasses.asdict` deep-copies every list; the writer only needs to read the fields."""
+    return {f.name: getattr(message, f.name) for f in dataclasses.fields(message)}
+
+
+class CodecError(ValueError):
+    """A record that cannot be encoded or decoded; the message says why."""
+
+
+class RecordTooLarge(CodecError):
+    pass
+
+
+class Codec:
+    """Encodes message dataclasses to Confluent-framed Avro and back."""
+
+    def __init__(self, registry: Registry | None = None, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES):
+        self._registry = registry or LocalRegistry([load_schema_file(cls) for cls in MESSAGE_TYPES])
+        self.max_record_bytes = max_record_bytes
+        self._classes = {f"{NAMESPACE}.{cls.__name__}": cls for cls in MESSAGE_TYPES}
+        self._reader = {name: fastavro.parse_schema(avro_schema_of(cls)) for name, cls in self._classes.items()}
+        self._writer_ids: dict[tuple[type, str], int] = {}
+        self._parsed_by_id: dict[int, Any] = {}
+
+    def encode(self, message: Any, topic: str) -> bytes:
+        cls = type(message)
+        schema_id = self._schema_id(cls, topic)
+        buf = io.BytesIO()
+        buf.write(HEADER.pack(MAGIC, schema_id))
+        try:
+            fastavro.schemaless_writer(buf, self._reader[f"{NAMESPACE}.{cls.__name__}"], _shallow_dict(message))
+        except (TypeError, ValueError, KeyError) as exc:
+            raise CodecError(f"cannot encode {cls.__name__}: {exc}") from exc
+        data = buf.getvalue()
+        if len(data) > self.max_record_bytes:
+            raise RecordTooLarge(
+                f"{cls.__name__} record is {len(data)} bytes, over the {self.max_record_bytes}-byte limit"
+            )
+        return data
+
+    def decode(self, data: bytes) -> Any:
+        if data is None or len(data) < HEADER.size:
+            raise CodecError("record is empty or shorter than the 5-byte Confluent header")
+        magic, schema_id = HEADER.unpack_from(data)
+        if magic != MAGIC:
+            raise CodecError(f"unknown magic byte {magic} (expected 0, Confluent wire format)")
+        writer = self._writer_schema(schema_id)
+        cls = self._classes.get(writer["name"])
+        if cls is None:
+            raise CodecError(f"schema id {schema_id} names {writer['name']}, which this process does not know")
+        try:
+            record = fastavro.schemaless_reader(io.BytesIO(data[HEADER.size:]), writer, self._reader[writer["name"]])
+        except Exception as exc:  # fastavro raises several types for corrupt data
+            raise CodecError(f"corrupt {cls.__name__} record: {exc}") from exc
+        return cls(**record)
+
+    def _schema_id(self, cls: type, topic: str) -> int:
+        key = (cls, topic)
+        if key not in self._writer_ids:
+            subject = f"{topic}-{NAMESPACE}.{cls.__name__}"  # TopicRecordNameStrategy: several types per topic
+            self._writer_ids[key] = self._registry.id_for(avro_schema_of(cls), subject)
+        return self._writer_ids[key]
+
+    def _writer_schema(self, schema_id: int) -> Any:
+        if schema_id not in self._parsed_by_id:
+            try:
+                raw = self._registry.schema_for(schema_id)
+            except LookupError as exc:
+                raise CodecError(str(exc)) from exc
+            self._parsed_by_id[schema_id] = fastavro.parse_schema(raw)
+        return self._parsed_by_id[schema_id]

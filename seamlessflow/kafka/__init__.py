@@ -1,0 +1,1 @@
+"""Kafka adapters: client settings (one place), topic admin, and small produce/consume helpers."""

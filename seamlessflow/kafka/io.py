@@ -1,0 +1,128 @@
+"""Small produce/read helpers over confluent-kafka with the project codec.
+
+`MessageProducer` is for services that publish message dataclasses; `read_topic` reads a topic from the
+beginning (or given offsets) up to its current end without joining a group: for `tail`, `replay`, the
+scheduler's rebuild from compacted topics, and tests.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable, Iterator
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from seamlessflow.avro import Codec, CodecError
+from seamlessflow.config import Settings
+from seamlessflow.kafka.clients import consumer_config, producer_config
+
+
+class DeliveryFailed(RuntimeError):
+    pass
+
+
+class MessageProducer:
+    """Encodes and produces message dataclasses; `send_and_wait` confirms durable delivery."""
+
+    def __init__(self, settings: Settings, codec: Codec, **extra: Any):
+        self.codec = codec
+        self._producer = Producer(producer_config(settings, **extra))
+
+    def send(self, topic: str, key: str | None, message: Any, on_delivery: Callable | None = None) -> None:
+        value = self.codec.encode(message, topic)
+        while True:
+            try:
+                self._producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
+                break
+            except BufferError:  # local queue full: serve callbacks, then retry
+                self._producer.poll(0.05)
+        self._producer.poll(0)
+
+    def send_and_wait(self, topic: str, key: str | None, message: Any, timeout_s: float = 30.0) -> None:
+        errors: list[KafkaError] = []
+        self.send(topic, key, message, on_delivery=lambda err, _msg: errors.append(err) if err else None)
+        self.flush(timeout_s)
+        if errors:
+            raise DeliveryFailed(str(errors[0]))
+
+    def poll(self, timeout_s: float = 0.0) -> int:
+        return self._producer.poll(timeout_s)
+
+    def flush(self, timeout_s: float = 30.0) -> None:
+        remaining = self._producer.flush(timeout_s)
+        if remaining:
+            raise DeliveryFailed(f"{remaining} records not delivered within {timeout_s} s")
+
+
+@dataclass
+class Record:
+    topic: str
+    partition: int
+    offset: int
+    key: bytes | None
+    value: bytes | None
+    timestamp_ms: int
+    message: Any = None  # decoded dataclass, when decoding succeeded
+    error: str | None = None  # why decoding failed
+
+
+def read_topic(
+    settings: Settings,
+    topic: str,
+    codec: Codec | None = None,
+    start_offsets: dict[int, int] | None = None,
+    timeout_s: float = 30.0,
+    settle_s: float = 0.3,
+) -> Iterator[Record]:
+    """Yields every record from the start offsets (default: beginning) to the end of the topic at call time.
+
+    The end is not simply the high watermark: Tansu reports it as the last *batch's* base offset + 1, so a
+    multi-record batch at the end is under-counted. We read until the watermark's record, then keep going
+    until the partition is quiet for `settle_s` (the rest of that batch arrives in the same fetch).
+    """
+    consumer = Consumer(consumer_config(settings, group_id=f"reader-{time.monotonic_ns()}"))
+    try:
+        partitions = consumer.list_topics(topic, timeout=timeout_s).topics[topic].partitions
+        starts = {p: (start_offsets or {}).get(p, OFFSET_BEGINNING) for p in partitions}
+        marks = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)[1] for p in partitions}
+        behind = {p for p in partitions if marks[p] > max(starts[p], 0)}
+        consumer.assign([TopicPartition(topic, p, starts[p]) for p in partitions])
+        deadline = time.monotonic() + timeout_s
+        while True:
+            msg = consumer.poll(settle_s if not behind else 0.5)
+            if msg is None:
+                if not behind:
+                    return
+                if time.monotonic() > deadline:
+                    raise TimeoutError(f"reading {topic}: partitions {sorted(behind)} did not reach their end")
+                continue
+            if msg.error():
+                if msg.error().code() == KafkaError._PARTITION_EOF:
+                    continue
+                raise KafkaException(msg.error())
+            yield _record(msg, codec)
+            if msg.offset() + 1 >= marks[msg.partition()]:
+                behind.discard(msg.partition())
+    finally:
+        consumer.close()
+
+
+def _record(msg: Any, codec: Codec | None) -> Record:
+    record = Record(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(), msg.timestamp()[1])
+    if codec is not None:
+        try:
+            record.message = codec.decode(msg.value())
+        except CodecError as exc:
+            record.error = str(exc)
+    return record
+
+
+def read_messages(settings: Settings, topic: str, codec: Codec, timeout_s: float = 30.0) -> list[Any]:
+    """Decoded messages of a whole topic (raises on a record that does not decode)."""
+    out = []
+    for record in read_topic(settings, topic, codec, timeout_s=timeout_s):
+        if record.error:
+            raise CodecError(f"{topic}[{record.partition}]@{record.offset}: {record.error}")
+        out.append(record.message)
+    return out

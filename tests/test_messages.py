@@ -1,0 +1,34 @@
+"""The dataclasses in seamlessflow.messages and the files in schemas/ must stay identical."""
+
+import json
+
+import pytest
+
+from seamlessflow.avro.schema import avro_schema_of, load_schema_file, schema_file_name, schemas_dir
+from seamlessflow.messages import MESSAGE_TYPES
+
+
+@pytest.mark.parametrize("cls", MESSAGE_TYPES, ids=lambda c: c.__name__)
+def test_dataclass_matches_avsc(cls):
+    assert avro_schema_of(cls) == load_schema_file(cls), (
+        f"{cls.__name__} and schemas/{schema_file_name(cls)} differ: regenerate with "
+        "`python -c 'from seamlessflow.avro.schema import write_schema_files; write_schema_files()'`"
+    )
+
+
+def test_every_avsc_has_a_dataclass():
+    files = {p.name for p in schemas_dir().glob("*.avsc")}
+    assert files == {schema_file_name(cls) for cls in MESSAGE_TYPES}
+
+
+def test_every_message_names_team_run_and_event_id():
+    for cls in MESSAGE_TYPES:
+        names = {f["name"] for f in load_schema_file(cls)["fields"]}
+        assert {"event_id", "team", "run", "created_at_ms"} <= names, cls.__name__
+
+
+def test_token_arrays_have_the_declared_types():
+    fields = {f["name"]: f["type"] for f in json.loads((schemas_dir() / "token_io.avsc").read_text())["fields"]}
+    assert fields["prompt_ids"] == {"type": "array", "items": "int"}
+    assert fields["logprobs"] == {"type": "array", "items": "float"}
+    assert fields["versions"] == {"type": "array", "items": "int"}
