@@ -1,0 +1,131 @@
+"""One session's assembler: calls in, training sequences out at episode end.
+
+Why: the prefix tree only knows tokens. A session also has to ignore replayed calls (the stream is
+at-least-once), count what each call did (so operators see how often agents fork or restart), stop
+growing once it reaches its token bound, and decide which leaves become trajectories. The state
+round-trips through plain data so a stream job can store or rebuild it.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import zlib
+from dataclasses import dataclass
+
+from seamlessflow.core.prefix_tree import Call, LineageEntry, Outcome, PrefixTree
+
+
+class Selection(enum.Enum):
+    """Which leaves of a finished session become trajectories."""
+
+    ALL = "all"
+    LONGEST = "longest"
+
+
+class SessionStatus(enum.Enum):
+    OPEN = "open"
+    TRUNCATED = "truncated"  # reached max_tokens: later calls were not stored
+
+
+@dataclass(frozen=True)
+class AssemblerConfig:
+    max_tokens: int = 1 << 20  # stored tokens per session (shared prefixes count once)
+    selection: Selection = Selection.ALL
+
+
+@dataclass(frozen=True)
+class AssembledSequence:
+    """One leaf as a training sequence. Lists are equally long."""
+
+    branch_id: int
+    tokens: list[int]
+    loss_mask: list[int]  # 1 where the engine generated the token
+    logprobs: list[float]  # engine-reported logprob; 0.0 where not generated
+    versions: list[int]  # policy version that generated the token; -1 where not generated
+    fork_count: int  # forks in the whole session
+    truncated: bool  # the session hit its token bound before the episode ended
+    lineage: tuple[LineageEntry, ...]  # which call wrote which positions
+    last_call: Call  # tokens == last_call.prompt_ids + last_call.completion_ids
+
+    @property
+    def generated(self) -> int:
+        return sum(self.loss_mask)
+
+
+class SessionAssembler:
+    """Longest-prefix matching for one session, with de-duplication, counts and a token bound."""
+
+    def __init__(self, config: AssemblerConfig = AssemblerConfig()) -> None:
+        self.config = config
+        self.tree = PrefixTree()
+        self.seen_call_ids: set[str] = set()
+        self.counts: dict[Outcome, int] = {outcome: 0 for outcome in Outcome}
+        self.status = SessionStatus.OPEN
+
+    def add(self, call: Call) -> Outcome:
+        """Match one call into the session; raises InvalidCall for malformed calls."""
+        if call.call_id in self.seen_call_ids:
+            return self._count(Outcome.DUPLICATE)
+        call.validate()
+        self.seen_call_ids.add(call.call_id)
+        if self.status is SessionStatus.TRUNCATED:
+            return self._count(Outcome.TRUNCATED)
+        outcome = self.tree.insert(call, budget=self.config.max_tokens)
+        if outcome is Outcome.TRUNCATED:
+            self.status = SessionStatus.TRUNCATED
+        return self._count(outcome)
+
+    def finish(self) -> list[AssembledSequence]:
+        """The session's trajectories (all leaves, or the longest one), in branch id order."""
+        leaves = self.tree.leaves()
+        if self.config.selection is Selection.LONGEST and leaves:
+            leaves = [max(leaves, key=lambda leaf: (len(leaf.tokens), -leaf.branch_id))]
+        truncated = self.status is SessionStatus.TRUNCATED
+        forks = self.counts[Outcome.FORK]
+        return [
+            AssembledSequence(
+                leaf.branch_id, leaf.tokens, leaf.loss_mask, leaf.logprobs, leaf.versions,
+                forks, truncated, leaf.lineage, leaf.last_call,
+            )
+            for leaf in leaves
+        ]
+
+    @property
+    def total_tokens(self) -> int:
+        return self.tree.total_tokens
+
+    def _count(self, outcome: Outcome) -> Outcome:
+        self.counts[outcome] += 1
+        return outcome
+
+    # -- plain data -------------------------------------------------------------------------
+
+    def to_dict(self) -> dict:
+        return {
+            "tree": self.tree.to_dict(),
+            "seen": sorted(self.seen_call_ids),
+            "counts": {o.value: n for o, n in self.counts.items() if n},
+            "status": self.status.value,
+            "max_tokens": self.config.max_tokens,
+            "selection": self.config.selection.value,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "SessionAssembler":
+        config = AssemblerConfig(data["max_tokens"], Selection(data["selection"]))
+        session = cls(config)
+        session.tree = PrefixTree.from_dict(data["tree"])
+        session.seen_call_ids = set(data["seen"])
+        for name, n in data["counts"].items():
+            session.counts[Outcome(name)] = n
+        session.status = SessionStatus(data["status"])
+        return session
+
+    def to_bytes(self) -> bytes:
+        """Compact form: zlib-compressed JSON (floats round-trip exactly through repr)."""
+        return zlib.compress(json.dumps(self.to_dict(), separators=(",", ":")).encode(), 1)
+
+    @classmethod
+    def from_bytes(cls, blob: bytes) -> "SessionAssembler":
+        return cls.from_dict(json.loads(zlib.decompress(blob)))

@@ -1,0 +1,86 @@
+"""Readable cases for one session's assembler: duplicates, counts, bound, selection, round trip."""
+
+from seamlessflow.core.assembler import AssemblerConfig, SessionAssembler, SessionStatus, Selection
+from seamlessflow.core.assembly_invariants import check_against_calls, check_sequence
+from seamlessflow.core.prefix_tree import Call, Outcome
+
+
+def call(call_id, prompt, completion, version=0):
+    return Call(call_id, prompt, completion, [-0.25] * len(completion), [version] * len(completion))
+
+
+def three_turns_with_a_fork(config=AssemblerConfig()):
+    session = SessionAssembler(config)
+    calls = [
+        call("t1", [1, 2], [3]),
+        call("t2", [1, 2, 3, 4], [5, 6], version=1),
+        call("t3", [1, 2, 3, 7], [8]),
+    ]
+    outcomes = [session.add(c) for c in calls]
+    return session, calls, outcomes
+
+
+def test_outcomes_are_named_and_counted():
+    session, _, outcomes = three_turns_with_a_fork()
+    assert outcomes == [Outcome.START, Outcome.EXTENSION, Outcome.FORK]
+    assert session.counts[Outcome.FORK] == 1 and session.counts[Outcome.EXTENSION] == 1
+
+
+def test_same_call_id_again_is_ignored_as_duplicate():
+    session, calls, _ = three_turns_with_a_fork()
+    assert session.add(calls[1]) is Outcome.DUPLICATE
+    assert len(session.finish()) == 2
+
+
+def test_finish_gives_every_leaf_with_fork_count():
+    session, calls, _ = three_turns_with_a_fork()
+    first, second = session.finish()
+    assert (first.branch_id, first.tokens) == (0, [1, 2, 3, 4, 5, 6])
+    assert (second.branch_id, second.tokens) == (1, [1, 2, 3, 7, 8])
+    assert first.loss_mask == [0, 0, 1, 0, 1, 1]
+    assert first.versions == [-1, -1, 0, -1, 1, 1]
+    assert first.fork_count == second.fork_count == 1
+    by_id = {c.call_id: c for c in calls}
+    assert check_against_calls(first, by_id) == [] and check_against_calls(second, by_id) == []
+
+
+def test_longest_selection_keeps_one_leaf():
+    session, _, _ = three_turns_with_a_fork(AssemblerConfig(selection=Selection.LONGEST))
+    (only,) = session.finish()
+    assert only.tokens == [1, 2, 3, 4, 5, 6]
+
+
+def test_token_bound_marks_the_session_truncated_and_stops_growth():
+    session = SessionAssembler(AssemblerConfig(max_tokens=5))
+    assert session.add(call("t1", [1, 2], [3])) is Outcome.START
+    assert session.add(call("t2", [1, 2, 3, 4], [5, 6])) is Outcome.TRUNCATED
+    assert session.add(call("t3", [9], [])) is Outcome.TRUNCATED  # no growth after the cut
+    assert session.status is SessionStatus.TRUNCATED
+    (seq,) = session.finish()
+    assert seq.truncated and seq.tokens == [1, 2, 3]
+    assert check_sequence(seq) == []
+
+
+def test_bytes_round_trip_mid_session_continues_identically():
+    session, calls, _ = three_turns_with_a_fork()
+    copy = SessionAssembler.from_bytes(session.to_bytes())
+    follow_up = call("t4", [1, 2, 3, 7, 8, 9], [10])
+    assert copy.add(follow_up) is session.add(follow_up) is Outcome.EXTENSION
+    assert copy.add(calls[0]) is session.add(calls[0]) is Outcome.DUPLICATE
+    assert copy.finish() == session.finish()
+    assert copy.counts == session.counts
+
+
+def test_check_sequence_catches_a_wrong_logprob():
+    session, _, _ = three_turns_with_a_fork()
+    seq = session.finish()[0]
+    seq.logprobs[-1] = -9.0
+    assert check_sequence(seq)
+
+
+def test_check_against_calls_catches_a_wrong_earlier_token():
+    session, calls, _ = three_turns_with_a_fork()
+    seq = session.finish()[0]
+    tampered = {c.call_id: c for c in calls}
+    tampered["t1"] = call("t1", [1, 2], [4])
+    assert check_against_calls(seq, tampered)

@@ -1,0 +1,114 @@
+"""Property tests: random agent sessions come out bit-exact.
+
+A random "agent" keeps the histories it has seen (each earlier call's prompt + completion) and
+issues calls that extend one (with tool/user gap tokens), rewrite one (cut and diverge), retry a
+prompt, sample n>1 choices, restart from scratch, or resend an earlier call (duplicate). A small
+token alphabet makes accidental shared prefixes common, which is where matching goes wrong.
+"""
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from seamlessflow.core.assembler import AssemblerConfig, SessionAssembler, Selection
+from seamlessflow.core.assembly_invariants import check_against_calls
+from seamlessflow.core.prefix_tree import Call, Outcome
+
+TOKENS = st.integers(min_value=0, max_value=4)
+
+
+@st.composite
+def sessions(draw, max_calls=25, max_chunk=6):
+    calls: list[Call] = []
+    sent: list[Call] = []
+    for i in range(draw(st.integers(1, max_calls))):
+        kind = draw(st.sampled_from(["extend", "extend", "extend", "rewrite", "retry", "n", "restart", "dup"]))
+        if not calls or kind == "restart":
+            prompt = draw(st.lists(TOKENS, min_size=1, max_size=max_chunk))
+        elif kind == "dup":
+            sent.append(draw(st.sampled_from(calls)))
+            continue
+        else:
+            base = draw(st.sampled_from(calls))
+            history = list(base.prompt_ids) + list(base.completion_ids)
+            if kind == "extend":
+                prompt = history + draw(st.lists(TOKENS, max_size=max_chunk))
+            elif kind == "rewrite":
+                cut = draw(st.integers(0, len(history)))
+                prompt = history[:cut] + draw(st.lists(TOKENS, min_size=1, max_size=max_chunk))
+            else:
+                prompt = list(base.prompt_ids)
+        n_choices = draw(st.integers(2, 3)) if kind == "n" else 1
+        for choice in range(n_choices):
+            completion = draw(st.lists(TOKENS, max_size=max_chunk))
+            logprobs = draw(st.lists(st.floats(-20, 0), min_size=len(completion), max_size=len(completion)))
+            version = draw(st.integers(0, 3))
+            new = Call(f"c{i}:{choice}", prompt, completion, logprobs, [version] * len(completion))
+            if new.prompt_ids or new.completion_ids:
+                calls.append(new)
+                sent.append(new)
+    return sent
+
+
+def assemble(sent, config=AssemblerConfig()):
+    session = SessionAssembler(config)
+    outcomes = [session.add(c) for c in sent]
+    return session, outcomes
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sessions())
+def test_every_sequence_is_bit_exact_and_every_call_survives(sent):
+    session, outcomes = assemble(sent)
+    calls = {c.call_id: c for c in sent}
+    sequences = session.finish()
+    for seq in sequences:
+        assert check_against_calls(seq, calls) == []
+    branching = [o for o in outcomes if o in (Outcome.START, Outcome.RESTART, Outcome.FORK)]
+    assert len(sequences) == len(branching)
+    assert [s.branch_id for s in sequences] == list(range(len(sequences)))
+    for c in calls.values():  # nothing stored is ever lost: some leaf still starts with the call
+        full = list(c.prompt_ids) + list(c.completion_ids)
+        assert any(s.tokens[: len(full)] == full and any(
+            e.call_id == c.call_id and e.end == len(full) for e in s.lineage) for s in sequences)
+
+
+@settings(max_examples=80, deadline=None)
+@given(sessions(), st.data())
+def test_round_trip_at_any_point_changes_nothing(sent, data):
+    cut = data.draw(st.integers(0, len(sent)))
+    straight, straight_outcomes = assemble(sent)
+    first, outcomes = assemble(sent[:cut])
+    resumed = SessionAssembler.from_bytes(first.to_bytes())
+    outcomes += [resumed.add(c) for c in sent[cut:]]
+    assert outcomes == straight_outcomes
+    assert resumed.finish() == straight.finish()
+
+
+@settings(max_examples=80, deadline=None)
+@given(sessions(), st.integers(1, 60))
+def test_token_bound_is_never_exceeded_and_truncated_output_stays_exact(sent, bound):
+    session, _ = assemble(sent, AssemblerConfig(max_tokens=bound))
+    assert session.total_tokens <= bound
+    calls = {c.call_id: c for c in sent}
+    for seq in session.finish():
+        assert check_against_calls(seq, calls) == []
+
+
+@settings(max_examples=50, deadline=None)
+@given(sessions())
+def test_longest_selection_is_one_of_all_leaves(sent):
+    all_leaves, _ = assemble(sent)
+    longest, _ = assemble(sent, AssemblerConfig(selection=Selection.LONGEST))
+    (only,) = longest.finish()
+    everything = all_leaves.finish()
+    assert only in everything
+    assert len(only.tokens) == max(len(s.tokens) for s in everything)
+
+
+@settings(max_examples=10, deadline=None)
+@given(sessions(max_calls=60, max_chunk=400))
+def test_very_long_histories(sent):
+    session, _ = assemble(sent)
+    calls = {c.call_id: c for c in sent}
+    for seq in session.finish():
+        assert check_against_calls(seq, calls) == []
