@@ -1,0 +1,3 @@
+from seamlessflow.cli.main import cli
+
+cli()

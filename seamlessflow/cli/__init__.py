@@ -1,0 +1,1 @@
+"""The `seamlessflow` command line."""

@@ -1,0 +1,25 @@
+"""`seamlessflow`: run, inspect and debug a SeamlessFlow stack."""
+
+from __future__ import annotations
+
+import click
+
+from seamlessflow.cli.context import global_options, load_settings
+from seamlessflow.cli.stack import down, status, up
+from seamlessflow.cli.topics import tail, topics
+
+
+@click.group(context_settings={"auto_envvar_prefix": "SEAMLESSFLOW", "help_option_names": ["-h", "--help"]})
+@global_options
+@click.pass_context
+def cli(ctx, config_path, **overrides):
+    """SeamlessFlow: server-based RL for LLM agents over Kafka."""
+    ctx.obj = load_settings(config_path, **overrides)
+
+
+for command in (up, down, status, topics, tail):
+    cli.add_command(command)
+
+
+if __name__ == "__main__":
+    cli()

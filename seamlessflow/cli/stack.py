@@ -1,0 +1,127 @@
+"""`seamlessflow up`, `down` and `status`: the one-command stack."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import click
+from rich.console import Console
+from rich.live import Live
+
+from seamlessflow.cli.context import pass_settings
+from seamlessflow.cli.status_view import render_status, stack_status
+from seamlessflow.stack import config_path, log_dir, run_dir, start_stack
+from seamlessflow.supervisor import StartupFailed, Supervisor, pid_alive, read_state, stop_group
+
+
+class _Stop(Exception):
+    pass
+
+
+def _raise_stop(*_):
+    raise _Stop()
+
+
+@click.command()
+@click.option("--detach", is_flag=True, help="Return once the stack is healthy; stop it with `seamlessflow down`.")
+@click.option("--wait-s", type=float, default=600.0, show_default=True, help="With --detach: how long to wait.")
+@pass_settings
+def up(settings, detach, wait_s):
+    """Start the stack: embedded broker (unless --bootstrap-servers), topics, services."""
+    state = read_state(run_dir(settings))
+    if state and pid_alive(state.get("supervisor_pid")):
+        raise click.ClickException(f"already running (supervisor pid {state['supervisor_pid']}); `seamlessflow down` first")
+    if detach:
+        _up_detached(settings, wait_s)
+    else:
+        _up_foreground(settings)
+
+
+def _up_foreground(settings) -> None:
+    supervisor = Supervisor(run_dir(settings), log_dir(settings), settings.stop_grace_s)
+    signal.signal(signal.SIGTERM, _raise_stop)
+    console = Console()
+    try:
+        start_stack(settings, supervisor)
+        _print_ready(console, supervisor.info, settings)
+        with Live(render_status(stack_status(settings)), console=console, refresh_per_second=1,
+                  auto_refresh=False, redirect_stdout=False) as live:
+            while True:
+                supervisor.check()
+                live.update(render_status(stack_status(settings)), refresh=console.is_terminal)
+                time.sleep(1.0)
+    except StartupFailed as exc:
+        console.print(f"[red]startup failed:[/red] {exc}")
+        raise SystemExit(1)
+    except (_Stop, KeyboardInterrupt):
+        console.print("stopping ...")
+    finally:
+        supervisor.stop_all()
+
+
+def _up_detached(settings, wait_s: float) -> None:
+    path = settings.dump_yaml(config_path(settings))
+    logs = log_dir(settings)
+    logs.mkdir(parents=True, exist_ok=True)
+    out = open(logs / "supervisor.log", "ab")
+    proc = subprocess.Popen([sys.executable, "-m", "seamlessflow", "--config", str(path), "up"], stdout=out,
+                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    deadline = time.monotonic() + wait_s
+    while time.monotonic() < deadline:
+        state = read_state(run_dir(settings)) or {}
+        if state.get("supervisor_pid") == proc.pid and state.get("ready"):
+            _print_ready(Console(), state.get("info", {}), settings)
+            click.echo(f"supervisor pid {proc.pid}; logs in {logs}; stop with `seamlessflow down`")
+            return
+        if proc.poll() is not None:
+            raise click.ClickException(f"the stack did not start; see {logs / 'supervisor.log'}")
+        time.sleep(0.5)
+    raise click.ClickException(f"the stack was not ready within {wait_s:.0f} s; see {logs}")
+
+
+def _print_ready(console: Console, info: dict, settings) -> None:
+    console.print(f"[green]SeamlessFlow is up[/green]  Kafka: {info.get('bootstrap_servers')}  "
+                  f"topics: {info.get('topic_prefix')}.*  data: {os.path.abspath(settings.data_dir)}")
+    for key, value in info.items():
+        if key not in ("bootstrap_servers", "topic_prefix"):
+            console.print(f"  {key}: {value}")
+
+
+@click.command()
+@pass_settings
+def down(settings):
+    """Stop the stack: SIGTERM, then SIGKILL after the grace period; no process is left behind."""
+    state = read_state(run_dir(settings))
+    if not state:
+        click.echo("nothing is running here")
+        return
+    sup = state.get("supervisor_pid")
+    services = state.get("services", {})
+    if pid_alive(sup):
+        os.kill(sup, signal.SIGTERM)
+        deadline = time.monotonic() + settings.stop_grace_s * (len(services) + 1) + 5
+        while pid_alive(sup) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        if pid_alive(sup):
+            os.kill(sup, signal.SIGKILL)
+    for svc in services.values():  # anything the supervisor could not stop (it was killed, say)
+        if pid_alive(svc.get("pid")):
+            stop_group(svc["pid"], settings.stop_grace_s)
+    click.echo("stopped")
+
+
+@click.command()
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+@pass_settings
+def status(settings, as_json):
+    """Services, their processes and restarts, and the broker."""
+    data = stack_status(settings)
+    if as_json:
+        click.echo(json.dumps(data, indent=2))
+    else:
+        Console().print(render_status(data))

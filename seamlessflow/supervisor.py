@@ -1,0 +1,171 @@
+"""Runs the stack's processes, restarts crashed ones with backoff, and records their state on disk.
+
+Each child gets its own process group, so stopping a service also stops whatever it started (a vLLM server
+under a rollout worker). Stopping escalates from SIGTERM to SIGKILL after a grace period: a Faust worker
+can ignore SIGTERM. `state.json` lets `seamlessflow status` and `down` work from another process.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable
+
+MAX_BACKOFF_S = 30.0
+HEALTHY_AFTER_S = 60.0  # a process that ran this long has its backoff reset
+
+
+@dataclass
+class ServiceSpec:
+    name: str
+    argv: list[str]
+    env: dict[str, str] = field(default_factory=dict)
+    ready: Callable[[], bool] | None = None  # a real check (a client call), polled after start
+    ready_timeout_s: float = 120.0
+
+
+@dataclass
+class ServiceState:
+    name: str
+    pid: int | None = None
+    state: str = "pending"  # pending | starting | running | backoff | stopped | failed
+    restarts: int = 0
+    started_at: float | None = None
+    exit_code: int | None = None
+    log: str = ""
+
+
+class StartupFailed(RuntimeError):
+    pass
+
+
+def pid_alive(pid: int | None) -> bool:
+    if not pid:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:  # a zombie child counts as dead
+        with open(f"/proc/{pid}/stat") as f:
+            return f.read().split(")")[-1].split()[0] != "Z"
+    except OSError:
+        return True
+
+
+def stop_group(pid: int, grace_s: float) -> None:
+    """SIGTERM the process group of `pid`, then SIGKILL it if anything is left after `grace_s`."""
+    try:
+        os.killpg(pid, signal.SIGTERM)
+    except ProcessLookupError:
+        return
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and pid_alive(pid):
+        time.sleep(0.1)
+    try:
+        os.killpg(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
+
+
+class Supervisor:
+    def __init__(self, run_dir: Path, log_dir: Path, grace_s: float = 10.0):
+        self.run_dir, self.log_dir, self.grace_s = run_dir, log_dir, grace_s
+        self.specs: dict[str, ServiceSpec] = {}
+        self.states: dict[str, ServiceState] = {}
+        self._procs: dict[str, subprocess.Popen] = {}
+        self._next_start: dict[str, float] = {}
+        self.info: dict[str, str] = {}
+        self.ready = False
+        self.stopping = False
+        run_dir.mkdir(parents=True, exist_ok=True)
+        log_dir.mkdir(parents=True, exist_ok=True)
+
+    @property
+    def state_path(self) -> Path:
+        return self.run_dir / "state.json"
+
+    def start(self, spec: ServiceSpec) -> None:
+        """Starts one service and waits for its readiness check, if it has one."""
+        self.specs[spec.name] = spec
+        self.states[spec.name] = ServiceState(spec.name, log=str(self.log_dir / f"{spec.name}.log"))
+        self._spawn(spec.name)
+        if spec.ready:
+            self._wait_ready(spec)
+        self.write_state()
+
+    def _spawn(self, name: str) -> None:
+        spec, state = self.specs[name], self.states[name]
+        log = open(state.log, "ab", buffering=0)
+        log.write(f"\n--- start {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(spec.argv)}\n".encode())
+        proc = subprocess.Popen(
+            spec.argv, env={**os.environ, **spec.env}, stdout=log, stderr=subprocess.STDOUT,
+            stdin=subprocess.DEVNULL, start_new_session=True,
+        )
+        log.close()
+        self._procs[name] = proc
+        state.pid, state.state, state.started_at, state.exit_code = proc.pid, "running", time.time(), None
+
+    def _wait_ready(self, spec: ServiceSpec) -> None:
+        state = self.states[spec.name]
+        state.state = "starting"
+        deadline = time.monotonic() + spec.ready_timeout_s
+        while not spec.ready():
+            if self._procs[spec.name].poll() is not None:
+                raise StartupFailed(f"{spec.name} exited with {self._procs[spec.name].returncode}; see {state.log}")
+            if time.monotonic() > deadline:
+                raise StartupFailed(f"{spec.name} not ready after {spec.ready_timeout_s:.0f} s; see {state.log}")
+            time.sleep(0.25)
+        state.state = "running"
+
+    def check(self) -> None:
+        """Restarts exited services, with exponential backoff; call this periodically."""
+        now = time.monotonic()
+        for name, proc in list(self._procs.items()):
+            state = self.states[name]
+            if proc.poll() is None or self.stopping:
+                continue
+            if state.state == "running":
+                ran_s = time.time() - (state.started_at or time.time())
+                state.exit_code, state.state = proc.returncode, "backoff"
+                state.restarts = 0 if ran_s > HEALTHY_AFTER_S else state.restarts
+                self._next_start[name] = now + min(MAX_BACKOFF_S, 2.0 ** state.restarts)
+            elif state.state == "backoff" and now >= self._next_start[name]:
+                state.restarts += 1
+                self._spawn(name)
+        self.write_state()
+
+    def stop_all(self) -> None:
+        """Stops services in reverse start order (the broker last)."""
+        self.stopping = True
+        for name in reversed(list(self._procs)):
+            stop_group(self._procs[name].pid, self.grace_s)
+            self._procs[name].wait()
+            self.states[name].state, self.states[name].pid = "stopped", None
+        self.write_state()
+
+    def write_state(self) -> None:
+        data = {
+            "supervisor_pid": os.getpid(),
+            "ready": self.ready,
+            "stopping": self.stopping,
+            "info": self.info,
+            "services": {name: asdict(state) for name, state in self.states.items()},
+        }
+        tmp = self.state_path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(data, indent=2))
+        os.replace(tmp, self.state_path)
+
+
+def read_state(run_dir: Path) -> dict | None:
+    try:
+        return json.loads((run_dir / "state.json").read_text())
+    except (FileNotFoundError, json.JSONDecodeError):
+        return None
