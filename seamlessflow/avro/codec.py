@@ -12,6 +12,7 @@ import struct
 from typing import Any
 
 import fastavro
+from fastavro.schema import to_parsing_canonical_form
 
 from seamlessflow.avro.registry import LocalRegistry, Registry
 from seamlessflow.avro.schema import avro_schema_of, load_schema_file
@@ -45,6 +46,7 @@ class Codec:
         self._reader = {name: fastavro.parse_schema(avro_schema_of(cls)) for name, cls in self._classes.items()}
         self._writer_ids: dict[tuple[type, str], int] = {}
         self._parsed_by_id: dict[int, Any] = {}
+        self._resolve_by_id: dict[int, Any] = {}  # reader schema to resolve against; None when identical
 
     def encode(self, message: Any, topic: str) -> bytes:
         cls = type(message)
@@ -73,7 +75,7 @@ class Codec:
         if cls is None:
             raise CodecError(f"schema id {schema_id} names {writer['name']}, which this process does not know")
         try:
-            record = fastavro.schemaless_reader(io.BytesIO(data[HEADER.size:]), writer, self._reader[writer["name"]])
+            record = fastavro.schemaless_reader(io.BytesIO(data[HEADER.size:]), writer, self._resolve_by_id[schema_id])
         except Exception as exc:  # fastavro raises several types for corrupt data
             raise CodecError(f"corrupt {cls.__name__} record: {exc}") from exc
         return cls(**record)
@@ -91,5 +93,8 @@ class Codec:
                 raw = self._registry.schema_for(schema_id)
             except LookupError as exc:
                 raise CodecError(str(exc)) from exc
-            self._parsed_by_id[schema_id] = fastavro.parse_schema(raw)
+            parsed = fastavro.parse_schema(raw)
+            reader = self._reader.get(parsed["name"])
+            same = reader is not None and to_parsing_canonical_form(parsed) == to_parsing_canonical_form(reader)
+            self._parsed_by_id[schema_id], self._resolve_by_id[schema_id] = parsed, (None if same else reader)
         return self._parsed_by_id[schema_id]

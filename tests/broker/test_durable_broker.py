@@ -5,7 +5,7 @@ import pytest
 from seamlessflow.kafka.admin import ensure_topics
 from seamlessflow.kafka.io import MessageProducer, read_topic
 from seamlessflow.topics import Topics
-from tests.conftest import BrokerProcess
+from seamlessflow.broker.local import LocalBroker as BrokerProcess
 from tests.samples import SAMPLES
 
 

@@ -1,0 +1,89 @@
+"""Produce/consume rates through the embedded broker: Avro codec (TokenIO, 8-turn-sized calls) vs raw bytes.
+
+Both sides run in one process against one broker, alternating, so the printed ratio is fair on a noisy
+machine. Usage: python benchmarks/bench_codec.py [--records 20000] [--rounds 3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import tempfile
+import time
+
+from confluent_kafka import Consumer, Producer
+
+from seamlessflow.avro import Codec
+from seamlessflow.broker.local import LocalBroker
+from seamlessflow.kafka.admin import ensure_topics
+from seamlessflow.kafka.clients import consumer_config, producer_config
+from seamlessflow.messages import TokenIO, now_ms
+from seamlessflow.topics import Topics
+
+
+def sample(i: int) -> TokenIO:
+    prompt = list(range(i % 50, i % 50 + 400))
+    return TokenIO(f"c{i}.0", f"s{i % 64}", "bench", "bench", f"c{i}", "engine-0", 0, prompt, list(range(64)),
+                   [-0.25] * 64, [1] * 64, "stop", 0.1, 5.0, 20.0, now_ms())
+
+
+def produce(settings, topic, values, keys) -> float:
+    producer = Producer(producer_config(settings, **{"linger.ms": 5}))
+    start = time.perf_counter()
+    for key, value in zip(keys, values()):
+        while True:
+            try:
+                producer.produce(topic, value=value, key=key)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    producer.flush(60)
+    return len(keys) / (time.perf_counter() - start)
+
+
+def consume(settings, topic, count, decode) -> float:
+    consumer = Consumer(consumer_config(settings, f"bench-{time.monotonic_ns()}"))
+    consumer.subscribe([topic])
+    seen, start = 0, None
+    while seen < count:
+        for msg in consumer.consume(500, timeout=1.0):
+            if msg.error():
+                continue
+            start = start or time.perf_counter()
+            decode(msg.value())
+            seen += 1
+    rate = count / (time.perf_counter() - start)
+    consumer.close()
+    return rate
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--records", type=int, default=20000)
+    parser.add_argument("--rounds", type=int, default=3)
+    args = parser.parse_args()
+    codec = Codec()
+    messages = [sample(i) for i in range(args.records)]
+    raw = [codec.encode(m, "x") for m in messages]  # same bytes on the wire: isolates the codec's CPU cost
+    keys = [m.session_id.encode() for m in messages]
+    results = {"avro produce": [], "raw produce": [], "avro consume": [], "raw consume": []}
+    with LocalBroker(tempfile.mkdtemp(prefix="bench-codec-")) as broker:
+        for r in range(args.rounds):
+            settings = broker.client_settings.with_overrides(topic_prefix=f"bench{r}")
+            ensure_topics(settings)
+            topic_a, topic_b = Topics(settings).session_events, Topics(settings).trajectories
+            results["avro produce"].append(produce(settings, topic_a, lambda: (codec.encode(m, topic_a) for m in messages), keys))
+            results["raw produce"].append(produce(settings, topic_b, lambda: iter(raw), keys))
+            results["avro consume"].append(consume(settings, topic_a, len(messages), codec.decode))
+            results["raw consume"].append(consume(settings, topic_b, len(messages), lambda b: b))
+    med = {k: statistics.median(v) for k, v in results.items()}
+    size = sum(map(len, raw)) / len(raw)
+    print(f"records: {args.records} TokenIO (~{size:.0f} B each: 400 prompt + 64 completion tokens), rounds: {args.rounds}")
+    for name, rate in med.items():
+        print(f"  {name:13s} {rate:10.0f} records/s")
+    print(f"ratio avro/raw produce: {med['avro produce'] / med['raw produce']:.2f}")
+    print(f"ratio avro/raw consume: {med['avro consume'] / med['raw consume']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
