@@ -1,0 +1,91 @@
+"""One session of a task: call the user's agent with an OpenAI client bound to a fresh proxy session, then
+end the session on the proxy with the reward and status.
+
+Agent functions take `(task, client)` and return a reward (a number) or `(reward, info_dict)`, or raise.
+A plain `def` gets a sync `openai.OpenAI` client and runs in a worker thread; an `async def` gets an
+`openai.AsyncOpenAI` client and runs in its own event loop in that thread (its `episode_timeout_s` is
+enforced). Both clients are already pointed at `.../sessions/{session_id}/v1` with the team's key.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import math
+import traceback
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import httpx
+import openai
+
+from seamlessflow.agents.proxy import ProxyClient, SessionEnd, session_base_url
+from seamlessflow.agents.settings import AgentSettings
+from seamlessflow.messages import Task
+
+DONE, FAILED, ABORTED = "done", "failed", "aborted"
+
+
+@dataclass(frozen=True)
+class SessionOutcome:
+    """What happened to one session; `end_error` is set when the proxy did not accept the end."""
+
+    session_id: str
+    index: int
+    status: str
+    reward: float
+    info: dict[str, Any] = field(default_factory=dict)
+    end_error: BaseException | None = None
+
+
+def parse_result(value: Any) -> tuple[float, dict]:
+    """An agent's return value -> (reward, info); raises TypeError/ValueError on anything else."""
+    info: dict = {}
+    if isinstance(value, tuple):
+        if len(value) != 2 or not isinstance(value[1], dict):
+            raise TypeError(f"an agent returns a reward or (reward, info_dict), got {value!r}")
+        value, info = value
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError(f"an agent returns a numeric reward, got {type(value).__name__}")
+    reward = float(value)
+    if not math.isfinite(reward):
+        raise ValueError(f"reward must be finite, got {reward}")
+    return reward, info
+
+
+def failure_status(attempt: int, max_attempts: int) -> str:
+    """A failed session is retried (ended as aborted) until its task's last attempt, then ends failed."""
+    return ABORTED if attempt + 1 < max_attempts else FAILED
+
+
+def call_agent(fn: Callable, task: Task, base_url: str, key: str, opts: AgentSettings,
+               http_client: httpx.Client | None = None) -> Any:
+    if inspect.iscoroutinefunction(fn):
+        return asyncio.run(_call_async(fn, task, base_url, key, opts))
+    client = openai.OpenAI(base_url=base_url, api_key=key, timeout=opts.request_timeout_s,
+                           max_retries=opts.client_max_retries, http_client=http_client)
+    return fn(task, client)
+
+
+async def _call_async(fn: Callable, task: Task, base_url: str, key: str, opts: AgentSettings) -> Any:
+    async with openai.AsyncOpenAI(base_url=base_url, api_key=key, timeout=opts.request_timeout_s,
+                                  max_retries=opts.client_max_retries) as client:
+        return await asyncio.wait_for(fn(task, client), opts.episode_timeout_s)
+
+
+def run_session(fn: Callable, task: Task, session_id: str, index: int, key: str, opts: AgentSettings,
+                proxy: ProxyClient, info: dict[str, Any], http_client: httpx.Client | None = None) -> SessionOutcome:
+    """Runs the agent once and ends its session; never raises (errors are in the outcome)."""
+    base_url = session_base_url(opts.proxy_url, session_id)
+    try:
+        reward, agent_info = parse_result(call_agent(fn, task, base_url, key, opts, http_client))
+        status, info = DONE, {**info, **agent_info}
+    except Exception as exc:  # the agent's failure is data: it decides the session's status
+        status, reward = failure_status(task.attempt, opts.max_attempts), opts.failure_reward
+        info = {**info, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=5)}
+    end = SessionEnd(reward, status, task.group_id, task.task_id, info)
+    try:
+        proxy.end_session(session_id, end, opts.end_timeout_s)
+    except Exception as exc:
+        return SessionOutcome(session_id, index, status, reward, info, end_error=exc)
+    return SessionOutcome(session_id, index, status, reward, info)

@@ -1,0 +1,35 @@
+"""Options of agent workers, read from the `agents` section of the settings (validated here)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from seamlessflow.config import Settings
+
+
+class AgentSettings(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    proxy_url: str = "http://127.0.0.1:8000"  # the proxy's root; sessions live under /sessions/{id}/v1
+    pool: str = "default"
+    concurrency: int = Field(4, ge=1)  # sessions run at the same time by one worker
+    max_attempts: int = Field(3, ge=1)  # runs of a failing session before it ends as "failed"
+    kinds: list[str] = Field(default_factory=list)  # task kinds this pool runs (empty: all)
+    request_timeout_s: float = 600.0  # one LLM call through the proxy (slow under weight updates)
+    client_max_retries: int = 2  # the openai client's own retries of a failed request
+    episode_timeout_s: float | None = None  # whole agent call; enforced for async agents only
+    end_timeout_s: float = 60.0  # keep retrying a session end this long before the worker gives up
+    revoke_grace_s: float = 20.0  # on a rebalance, wait this long for running tasks to finish
+    failure_reward: float = 0.0  # reward reported with a failed or aborted session
+    poll_s: float = 0.2
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **overrides) -> "AgentSettings":
+        data = settings.section("agents")
+        data.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.model_validate(data)
+
+
+def consumer_group(team: str, pool: str) -> str:
+    """One consumer group per team pool: every pool gets every task; workers in a pool share them."""
+    return f"{team}.{pool}"

@@ -1,0 +1,256 @@
+"""The agent worker: a member of consumer group `<team>.<pool>` on the shared tasks topic.
+
+For each task it runs `group_size` sessions of the user's agent (see episode.py), at most `concurrency` at
+a time. A task's offset is committed only after the proxy accepted the end of every one of its sessions
+(and any retry record was durably published), so a worker that dies loses nothing: the group hands its
+uncommitted tasks to another worker. A session whose agent raised is ended as `aborted` and its task is
+republished with `attempt + 1` (only the sessions still owed, same group id), addressed by a record header
+to this pool alone, so other teams sharing the topic do not run it twice; on the last attempt the session
+ends as `failed`. Delivery is at-least-once: a task whose partition moves mid-run may run again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import queue
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+import httpx
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+
+from seamlessflow.agents.episode import ABORTED, SessionOutcome, run_session
+from seamlessflow.agents.offsets import OffsetTracker
+from seamlessflow.agents.proxy import EndRejected, ProxyClient
+from seamlessflow.agents.settings import AgentSettings, consumer_group
+from seamlessflow.avro import Codec, CodecError
+from seamlessflow.config import Settings
+from seamlessflow.kafka.clients import consumer_config, producer_config
+from seamlessflow.messages import DeadLetter, Task, new_id, now_ms
+from seamlessflow.topics import Topics
+
+log = logging.getLogger(__name__)
+POOL_HEADER = "seamlessflow-pool"  # set on retry records: only this consumer group runs them
+
+
+class WorkerFailed(RuntimeError):
+    """The worker stopped because the proxy would not accept session ends; uncommitted tasks remain."""
+
+
+@dataclass
+class TaskRun:
+    task: Task
+    partition: int
+    offset: int
+    outcomes: list[SessionOutcome] = field(default_factory=list)
+
+    @property
+    def finished(self) -> bool:
+        return len(self.outcomes) == self.task.group_size
+
+
+@dataclass
+class WorkerStats:
+    tasks_done: int = 0
+    tasks_skipped: int = 0
+    retries_published: int = 0
+    dead_letters: int = 0
+    sessions: dict[str, int] = field(default_factory=dict)  # status -> count
+
+
+class AgentWorker:
+    def __init__(self, settings: Settings, codec: Codec, agent: Callable, team: str, key: str,
+                 opts: AgentSettings | None = None):
+        self.settings, self.codec, self.agent, self.team, self.key = settings, codec, agent, team, key
+        self.opts = opts or AgentSettings.from_settings(settings)
+        self.group = consumer_group(team, self.opts.pool)
+        self.topics = Topics(settings)
+        self.stats = WorkerStats()
+        self._stop = threading.Event()
+        self._assigned = threading.Event()
+        self._tracker = OffsetTracker()
+        self._done: queue.Queue[tuple[TaskRun, SessionOutcome]] = queue.Queue()
+        self._sessions_in_flight = 0
+        self._paused = False
+        self._fatal: BaseException | None = None
+        self._closing = False
+
+    # -- lifecycle ---------------------------------------------------------------------------
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def wait_assigned(self, timeout_s: float) -> bool:
+        """True once the group gave this worker its partitions (tests wait for it before producing)."""
+        return self._assigned.wait(timeout_s)
+
+    def run(self) -> WorkerStats:
+        self._consumer = Consumer(consumer_config(self.settings, self.group))
+        self._producer = Producer(producer_config(self.settings))
+        self._proxy = ProxyClient(self.opts.proxy_url, self.key)
+        self._http = httpx.Client(limits=httpx.Limits(max_connections=self.opts.concurrency * 2))
+        self._pool = ThreadPoolExecutor(self.opts.concurrency, thread_name_prefix=f"agent-{self.group}")
+        self._consumer.subscribe([self.topics.tasks], on_assign=self._on_assign, on_revoke=self._on_revoke)
+        try:
+            while not self._stop.is_set() and self._fatal is None:
+                self._drain(0)
+                self._commit()
+                self._apply_backpressure()
+                msg = self._consumer.poll(0.05 if self._sessions_in_flight else self.opts.poll_s)
+                if msg is not None:
+                    self._on_message(msg)
+            self._settle(None, self.opts.revoke_grace_s)
+        finally:
+            self._closing = True
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            self._consumer.close()
+            self._producer.flush(10)
+            self._proxy.close()
+            self._http.close()
+        if self._fatal is not None:
+            raise WorkerFailed(str(self._fatal)) from self._fatal
+        return self.stats
+
+    # -- tasks in ------------------------------------------------------------------------------
+
+    def _on_message(self, msg: Any) -> None:
+        if msg.error():
+            if msg.error().code() != KafkaError._PARTITION_EOF:
+                log.warning("tasks topic: %s", msg.error())
+            return
+        self._tracker.started(msg.partition(), msg.offset())
+        try:
+            task = self.codec.decode(msg.value())
+            if not isinstance(task, Task):
+                raise CodecError(f"expected a Task, got {type(task).__name__}")
+        except CodecError as exc:
+            self._dead_letter(msg, f"undecodable task: {exc}")
+            self._tracker.done(msg.partition(), msg.offset())
+            return
+        if not self._wanted(task, dict(msg.headers() or [])):
+            self.stats.tasks_skipped += 1
+            self._tracker.done(msg.partition(), msg.offset())
+            return
+        run = TaskRun(task, msg.partition(), msg.offset())
+        for index in range(task.group_size):
+            self._sessions_in_flight += 1
+            self._pool.submit(self._session_job, run, index)
+
+    def _wanted(self, task: Task, headers: dict[str, bytes]) -> bool:
+        addressed = headers.get(POOL_HEADER)
+        if addressed is not None and addressed.decode() != self.group:
+            return False
+        if task.group_size <= 0:
+            return False
+        return not self.opts.kinds or task.kind in self.opts.kinds
+
+    def _session_job(self, run: TaskRun, index: int) -> None:
+        session_id = new_id()
+        info = {"team": self.team, "pool": self.opts.pool, "attempt": run.task.attempt, "index": index}
+        outcome = run_session(self.agent, run.task, session_id, index, self.key, self.opts, self._proxy, info, self._http)
+        self._done.put((run, outcome))
+
+    # -- sessions out --------------------------------------------------------------------------
+
+    def _drain(self, wait_s: float) -> None:
+        try:
+            item = self._done.get(timeout=wait_s) if wait_s > 0 else self._done.get_nowait()
+        except queue.Empty:
+            return
+        while True:
+            self._session_finished(*item)
+            try:
+                item = self._done.get_nowait()
+            except queue.Empty:
+                return
+
+    def _session_finished(self, run: TaskRun, outcome: SessionOutcome) -> None:
+        self._sessions_in_flight -= 1
+        run.outcomes.append(outcome)
+        self.stats.sessions[outcome.status] = self.stats.sessions.get(outcome.status, 0) + 1
+        if run.finished:
+            self._task_finished(run)
+
+    def _task_finished(self, run: TaskRun) -> None:
+        unreachable = [o for o in run.outcomes if o.end_error and not isinstance(o.end_error, EndRejected)]
+        if unreachable:  # not accepted: leave the offset uncommitted and stop; another worker redoes it
+            self._fatal = unreachable[0].end_error
+            return
+        for rejected in (o for o in run.outcomes if o.end_error):
+            self._dead_letter_task(run, f"proxy rejected the end of session {rejected.session_id}: {rejected.end_error}")
+        owed = sum(1 for o in run.outcomes if o.status == ABORTED and not o.end_error)
+        if owed:
+            self._republish(run.task, owed)
+        self.stats.tasks_done += 1
+        self._tracker.done(run.partition, run.offset)
+
+    def _republish(self, task: Task, owed: int) -> None:
+        retry = dataclasses.replace(task, event_id=new_id(), attempt=task.attempt + 1, group_size=owed,
+                                    created_at_ms=now_ms())
+        self._produce(self.topics.tasks, task.group_id, self.codec.encode(retry, self.topics.tasks),
+                      [(POOL_HEADER, self.group.encode())])
+        self.stats.retries_published += 1
+
+    def _dead_letter(self, msg: Any, reason: str) -> None:
+        record = DeadLetter(new_id(), msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value() or b"",
+                            reason, f"agent:{self.group}", self.team, self.settings.run, now_ms())
+        topic = self.topics.dead_letter
+        self._produce(topic, msg.key().decode() if msg.key() else None, self.codec.encode(record, topic))
+        self.stats.dead_letters += 1
+
+    def _dead_letter_task(self, run: TaskRun, reason: str) -> None:
+        value = self.codec.encode(run.task, self.topics.tasks)
+        record = DeadLetter(new_id(), self.topics.tasks, run.partition, run.offset, run.task.group_id.encode(),
+                            value, reason, f"agent:{self.group}", self.team, self.settings.run, now_ms())
+        self._produce(self.topics.dead_letter, run.task.group_id, self.codec.encode(record, self.topics.dead_letter))
+        self.stats.dead_letters += 1
+
+    def _produce(self, topic: str, key: str | None, value: bytes, headers: list | None = None) -> None:
+        """Durable before the task's offset may be committed."""
+        errors: list = []
+        self._producer.produce(topic, value=value, key=key, headers=headers,
+                               on_delivery=lambda err, _m: errors.append(err) if err else None)
+        if self._producer.flush(30) or errors:
+            raise KafkaException(errors[0] if errors else "record not delivered within 30 s")
+
+    # -- offsets and group membership -----------------------------------------------------------
+
+    def _commit(self) -> None:
+        moved = self._tracker.committable()
+        if moved:
+            self._consumer.commit(offsets=[TopicPartition(self.topics.tasks, p, o) for p, o in moved.items()],
+                                  asynchronous=False)
+
+    def _apply_backpressure(self) -> None:
+        full = self._sessions_in_flight >= self.opts.concurrency
+        if full != self._paused:
+            assignment = self._consumer.assignment()
+            (self._consumer.pause if full else self._consumer.resume)(assignment)
+            self._paused = full
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if self._paused:
+            consumer.pause(partitions)
+        self._assigned.set()
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        if not self._closing:
+            self._settle({tp.partition for tp in partitions}, self.opts.revoke_grace_s)
+        self._tracker.forget({tp.partition for tp in partitions})
+
+    def _settle(self, partitions: set[int] | None, grace_s: float) -> None:
+        """Waits (bounded) for running tasks of these partitions, then commits what finished."""
+        deadline = threading.Event()
+        timer = threading.Timer(grace_s, deadline.set)
+        timer.start()
+        try:
+            while self._tracker.in_flight(partitions) and not deadline.is_set() and self._fatal is None:
+                self._drain(0.1)
+            self._commit()
+        except KafkaException as exc:
+            log.warning("commit while settling: %s", exc)
+        finally:
+            timer.cancel()

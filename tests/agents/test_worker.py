@@ -1,0 +1,151 @@
+"""The worker against the real broker; the proxy's end endpoint is a stand-in (end_proxy_stand_in.py)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+
+from seamlessflow.agents import AgentSettings, AgentWorker, WorkerFailed, make_task, publish_tasks
+from seamlessflow.kafka.clients import consumer_config
+from seamlessflow.kafka.io import read_topic
+from seamlessflow.topics import Topics
+from tests.agents import agent_fns
+from tests.agents.end_proxy_stand_in import EndProxyStandIn
+
+KEY = "sf-red-test-key"
+
+
+class Running:
+    """A worker in a thread; `result` is its stats or the exception it stopped with."""
+
+    def __init__(self, worker: AgentWorker):
+        self.worker, self.result = worker, None
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+        assert worker.wait_assigned(60), "worker never joined its consumer group"
+
+    def _run(self):
+        try:
+            self.result = self.worker.run()
+        except Exception as exc:  # surfaced to the test through `result`
+            self.result = exc
+
+    def stop(self):
+        self.worker.stop()
+        self.thread.join(60)
+        return self.result
+
+
+def worker(settings, codec, agent, proxy, team="red", **opts):
+    options = AgentSettings(proxy_url=proxy.url, concurrency=3, end_timeout_s=1.0, revoke_grace_s=2.0, **opts)
+    return AgentWorker(settings, codec, agent, team, KEY, options)
+
+
+def wait_for(condition, timeout_s=60.0):
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        assert time.monotonic() < deadline, "condition not reached in time"
+        time.sleep(0.1)
+
+
+def committed(settings, group):
+    topic = Topics(settings).tasks
+    consumer = Consumer(consumer_config(settings, group))
+    try:
+        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
+        found = consumer.committed([TopicPartition(topic, p) for p in parts], timeout=10)
+        return {tp.partition: tp.offset for tp in found if tp.offset >= 0}
+    finally:
+        consumer.close()
+
+
+def end_offsets(settings):
+    ends = {}
+    for record in read_topic(settings, Topics(settings).tasks):
+        ends[record.partition] = record.offset + 1
+    return ends
+
+
+def test_group_size_sessions_per_task_ended_then_committed(settings, codec):
+    tasks = [make_task("demo", f"q{i}", {"reward": i / 4}, group_size=2, task_id=f"t{i}") for i in range(3)]
+    with EndProxyStandIn() as proxy:
+        running = Running(worker(settings, codec, agent_fns.reward_from_payload, proxy))
+        publish_tasks(settings, codec, tasks)
+        wait_for(lambda: running.worker.stats.tasks_done == 3)
+        stats = running.stop()
+    ends = proxy.accepted()
+    assert stats.sessions == {"done": 6}
+    assert sorted(e["body"]["task_id"] for e in ends) == ["t0", "t0", "t1", "t1", "t2", "t2"]
+    assert len({e["session_id"] for e in ends}) == 6  # a fresh session per run
+    for end in ends:
+        task = next(t for t in tasks if t.task_id == end["body"]["task_id"])
+        assert end["body"]["group_id"] == task.group_id
+        assert end["body"]["status"] == "done"
+        assert end["body"]["reward"] == pytest.approx(int(task.task_id[1]) / 4)
+        assert end["authorization"] == f"Bearer {KEY}"
+        assert end["body"]["info"]["base_url"] == f"{proxy.url}/sessions/{end['session_id']}/v1/"
+    assert committed(settings, "red.default") == end_offsets(settings)
+
+
+def test_nothing_committed_until_the_proxy_accepts_then_another_worker_redoes_it(settings, codec):
+    with EndProxyStandIn() as proxy:
+        proxy.answer_status = 503
+        first = Running(worker(settings, codec, agent_fns.reward_from_payload, proxy))
+        publish_tasks(settings, codec, [make_task("demo", "q", {"reward": 1.0}, task_id="t0")])
+        first.thread.join(60)
+        assert isinstance(first.result, WorkerFailed)
+        assert committed(settings, "red.default") == {}
+        proxy.answer_status = 200
+        second = Running(worker(settings, codec, agent_fns.reward_from_payload, proxy))
+        wait_for(lambda: second.worker.stats.tasks_done == 1)
+        second.stop()
+    assert [e["body"]["task_id"] for e in proxy.accepted()] == ["t0"]
+    assert committed(settings, "red.default") == end_offsets(settings)
+
+
+def test_failing_agent_is_retried_by_its_own_pool_only_then_fails(settings, codec):
+    with EndProxyStandIn() as proxy:
+        red = Running(worker(settings, codec, agent_fns.always_raises, proxy, max_attempts=2))
+        blue = Running(worker(settings, codec, agent_fns.reward_from_payload, proxy, team="blue"))
+        publish_tasks(settings, codec, [make_task("demo", "q", {"reward": 1.0}, group_size=2, task_id="t0")])
+        wait_for(lambda: red.worker.stats.tasks_done == 2 and blue.worker.stats.tasks_done == 1)
+        red_stats, blue_stats = red.stop(), blue.stop()
+    assert red_stats.sessions == {"aborted": 2, "failed": 2}
+    assert red_stats.retries_published == 1
+    assert blue_stats.sessions == {"done": 2} and blue_stats.tasks_skipped == 1  # the retry was red's
+    red_ends = [e["body"] for e in proxy.accepted() if e["body"]["info"]["team"] == "red"]
+    assert sorted((e["info"]["attempt"], e["status"]) for e in red_ends) == [
+        (0, "aborted"), (0, "aborted"), (1, "failed"), (1, "failed")]
+    assert all("environment crashed" in e["info"]["error"] for e in red_ends)
+    retry = list(read_topic(settings, Topics(settings).tasks, codec))[-1]
+    assert retry.message.attempt == 1 and retry.message.group_size == 2
+    assert retry.message.group_id == "t0.g"
+    assert committed(settings, "red.default") == end_offsets(settings)
+
+
+def test_bad_return_value_and_async_agents(settings, codec):
+    with EndProxyStandIn() as proxy:
+        bad = Running(worker(settings, codec, agent_fns.returns_text, proxy, max_attempts=1, pool="bad"))
+        good = Running(worker(settings, codec, agent_fns.async_reward, proxy, pool="async"))
+        publish_tasks(settings, codec, [make_task("demo", "q", {}, task_id="t0")])
+        wait_for(lambda: bad.worker.stats.tasks_done == 1 and good.worker.stats.tasks_done == 1)
+        bad.stop(), good.stop()
+    by_pool = {e["body"]["info"]["pool"]: e["body"] for e in proxy.accepted()}
+    assert by_pool["bad"]["status"] == "failed" and "TypeError" in by_pool["bad"]["info"]["error"]
+    assert by_pool["async"]["status"] == "done" and by_pool["async"]["info"]["client"] == "AsyncOpenAI"
+
+
+def test_rejected_end_goes_to_dead_letter_and_is_committed(settings, codec):
+    with EndProxyStandIn() as proxy:
+        proxy.answer_status = 404
+        running = Running(worker(settings, codec, agent_fns.reward_from_payload, proxy))
+        publish_tasks(settings, codec, [make_task("demo", "q", {"reward": 1.0}, task_id="t0")])
+        wait_for(lambda: running.worker.stats.tasks_done == 1)
+        running.stop()
+    letters = [r.message for r in read_topic(settings, Topics(settings).dead_letter, codec)]
+    assert len(letters) == 1 and "rejected" in letters[0].reason
+    assert codec.decode(letters[0].value).task_id == "t0"
+    assert committed(settings, "red.default") == end_offsets(settings)
