@@ -5,9 +5,11 @@ they generate, are preempted to `train` when a batch is ready (their in-flight c
 through the proxy's partial rollout), and return to rollout after the weight update. `{rollout}`-only
 resources never stop; they keep generating with the previous weights (one step off-policy).
 
-Switching is priced: a flexible resource that just finished a step stays on `train` if the next batch is
-expected sooner than a round trip of switches would take, and no resource switches again before its
-minimum dwell time, so roles do not thrash when batches arrive at about the rate the trainer eats them.
+Switching is priced: a flexible resource that just finished a step goes back to rollout only if there is
+a backlog of tasks the rollout-only resources cannot take (`queued_tasks > 0`: otherwise it would find
+nothing to generate) and the next batch is not expected sooner than a round trip of switches would take;
+no resource switches again before its minimum dwell time. So roles do not thrash when batches arrive at
+about the rate the trainer eats them.
 """
 
 from __future__ import annotations
@@ -30,9 +32,14 @@ def _role(resource: Resource, pipeline: PipelineState, config: SchedulerConfig) 
         return Tag.ROLLOUT if resource.can(Tag.ROLLOUT) else Tag.TRAIN
     if pipeline.batch_ready:
         return Tag.TRAIN
-    if resource.active == Tag.TRAIN and (pipeline.training or _next_batch_is_close(pipeline, config)):
+    if resource.active == Tag.TRAIN and (pipeline.training or not _worth_leaving(pipeline, config)):
         return Tag.TRAIN
     return Tag.ROLLOUT
+
+
+def _worth_leaving(pipeline: PipelineState, config: SchedulerConfig) -> bool:
+    """There is work nobody takes, and waiting for the next batch is dearer than two switches."""
+    return pipeline.queued_tasks > 0 and not _next_batch_is_close(pipeline, config)
 
 
 def _next_batch_is_close(pipeline: PipelineState, config: SchedulerConfig) -> bool:

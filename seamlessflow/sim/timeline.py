@@ -1,0 +1,127 @@
+"""Role timelines: bubble ratio and a resources x time PNG, from recorded intervals.
+
+Used by the simulator and meant for the real `seamlessflow timeline` command too: whoever records role
+switches and phases turns them into `Interval`s and calls `bubble_ratio` / `draw_timeline`.
+
+Kinds: `rollout` and `train` are useful work; `switch` (changing role) and `sync` (loading weights) are
+overhead; `idle` is a resource with a role but nothing to do; `failed` is a dead resource. The bubble
+ratio is idle resource-time over total resource-time, where everything that is not useful work counts
+as idle (switch, sync, idle, and gaps nobody recorded); `failed` time is excluded from both sides.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+BUSY_KINDS = frozenset({"rollout", "train"})
+COLOURS = {
+    "rollout": "#1f77b4",
+    "train": "#ff7f0e",
+    "switch": "#7f7f7f",
+    "sync": "#9467bd",
+    "idle": "#f2f2f2",
+    "failed": "#d62728",
+}
+
+
+@dataclass(frozen=True)
+class Interval:
+    resource_id: str
+    start: float
+    end: float
+    kind: str
+
+    @property
+    def duration(self) -> float:
+        return max(0.0, self.end - self.start)
+
+
+def span(intervals: Iterable[Interval]) -> tuple[float, float]:
+    items = list(intervals)
+    if not items:
+        return 0.0, 0.0
+    return min(i.start for i in items), max(i.end for i in items)
+
+
+def time_by_kind(intervals: Iterable[Interval]) -> dict[str, float]:
+    totals: dict[str, float] = defaultdict(float)
+    for interval in intervals:
+        totals[interval.kind] += interval.duration
+    return dict(totals)
+
+
+def bubble_ratio(intervals: Sequence[Interval], resource_ids: Iterable[str] | None = None) -> float:
+    """Idle resource-time / total resource-time over the recorded span (0.0 when nothing recorded)."""
+    ids = set(resource_ids) if resource_ids is not None else {i.resource_id for i in intervals}
+    start, end = span(intervals)
+    by_kind = time_by_kind(intervals)
+    total = len(ids) * (end - start) - by_kind.get("failed", 0.0)
+    if total <= 0:
+        return 0.0
+    busy = sum(by_kind.get(kind, 0.0) for kind in BUSY_KINDS)
+    return max(0.0, 1.0 - busy / total)
+
+
+def exclusive_share(intervals: Sequence[Interval], kind: str) -> float:
+    """Share of wall-clock time in which some resource does `kind` and none does other useful work.
+
+    For a synchronous run this is the rollout phase's share of step time, the figure papers report.
+    """
+    edges: list[tuple[float, int, str]] = []
+    for interval in intervals:
+        if interval.kind in BUSY_KINDS and interval.duration > 0:
+            edges += [(interval.start, 1, interval.kind), (interval.end, -1, interval.kind)]
+    start, end = span(intervals)
+    if end <= start:
+        return 0.0
+    active: dict[str, int] = defaultdict(int)
+    exclusive, last = 0.0, start
+    for time, delta, which in sorted(edges):
+        if active[kind] > 0 and all(n == 0 for k, n in active.items() if k != kind):
+            exclusive += time - last
+        active[which] += delta
+        last = time
+    return exclusive / (end - start)
+
+
+def draw_timeline(intervals: Sequence[Interval], path: str | Path, title: str = "") -> Path:
+    """Write a PNG: one row per resource, bars coloured by kind, idle gaps left pale."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.patches import Patch
+
+    rows = sorted({i.resource_id for i in intervals}, key=_natural_key)
+    index = {rid: n for n, rid in enumerate(rows)}
+    height = min(12.0, 1.5 + 0.12 * len(rows))
+    fig, ax = plt.subplots(figsize=(12, height))
+    by_kind: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
+    for interval in intervals:
+        by_kind[(interval.resource_id, interval.kind)].append((interval.start, interval.duration))
+    for (rid, kind), bars in by_kind.items():
+        ax.broken_barh(bars, (index[rid] - 0.4, 0.8), facecolors=COLOURS.get(kind, "#000000"), linewidth=0)
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_yticks(range(len(rows)) if len(rows) <= 40 else [])
+    if len(rows) <= 40:
+        ax.set_yticklabels(rows, fontsize=7)
+    ax.set_xlabel("time (s)")
+    ax.set_ylabel(f"resources ({len(rows)})")
+    ax.set_title(f"{title}  bubble ratio {bubble_ratio(intervals):.1%}".strip())
+    kinds = [k for k in COLOURS if any(i.kind == k for i in intervals)]
+    ax.legend(handles=[Patch(color=COLOURS[k], label=k) for k in kinds], loc="upper right", fontsize=8)
+    out = Path(path)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+    plt.close(fig)
+    return out
+
+
+def _natural_key(resource_id: str) -> tuple:
+    head = resource_id.rstrip("0123456789")
+    tail = resource_id[len(head):]
+    return (head, int(tail) if tail else -1)
