@@ -1,0 +1,28 @@
+"""The assembler's own options: the `assembler:` section of the settings file (or SEAMLESSFLOW_ASSEMBLER__*)."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict
+
+from seamlessflow.config import Settings
+from seamlessflow.core.assembler import AssemblerConfig, Selection
+
+
+class AssemblyConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    app_id: str = "assembler"  # Faust app id; with the topic prefix it names the consumer groups
+    selection: Selection = Selection.ALL  # which leaves become trajectories: all | longest
+    max_tokens_per_session: int = 1 << 20  # stored tokens; above it the session is cut ("truncated")
+    idle_timeout_s: float = 600.0  # a session without events this long is closed as "aborted"
+    keep_aborted: bool = True  # publish trajectories of aborted sessions (else drop them)
+    checkpoint_interval_s: float = 0.5  # how often outputs are flushed and offsets committed
+    closed_memory: int = 100_000  # closed session ids remembered to ignore late or repeated events
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> "AssemblyConfig":
+        return cls.model_validate(settings.section("assembler"))
+
+    def core(self) -> AssemblerConfig:
+        return AssemblerConfig(max_tokens=self.max_tokens_per_session, selection=self.selection)

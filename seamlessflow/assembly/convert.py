@@ -1,0 +1,44 @@
+"""Between message dataclasses and the pure core's types. No re-tokenisation: ids are copied as they are."""
+
+from __future__ import annotations
+
+import json
+
+from seamlessflow.core.assembler import AssembledSequence
+from seamlessflow.core.prefix_tree import Call
+from seamlessflow.messages import EpisodeEnd, TokenIO, Trajectory
+
+
+def call_from_token_io(record: TokenIO) -> Call:
+    """One choice of one engine call. The event id (call id + choice) is the de-duplication key."""
+    return Call(record.event_id, record.prompt_ids, record.completion_ids, record.logprobs, record.versions)
+
+
+def trajectory_id(session_id: str, branch_id: int) -> str:
+    """Stable across replays: the key a consumer de-duplicates on."""
+    return f"{session_id}/{branch_id}"
+
+
+def trajectory_of(
+    seq: AssembledSequence, end: EpisodeEnd, status: str, num_calls: int, info: dict | None = None
+) -> Trajectory:
+    """A Trajectory record for one leaf. Every field derives from the input, so a replay yields equal records."""
+    return Trajectory(
+        event_id=trajectory_id(end.session_id, seq.branch_id),
+        session_id=end.session_id,
+        branch_id=seq.branch_id,
+        group_id=end.group_id or end.session_id,
+        task_id=end.task_id or "",
+        team=end.team,
+        run=end.run,
+        tokens=seq.tokens,
+        loss_mask=seq.loss_mask,
+        logprobs=seq.logprobs,
+        versions=seq.versions,
+        reward=end.reward,
+        status=status,
+        num_calls=num_calls,
+        num_forks=seq.fork_count,
+        created_at_ms=end.created_at_ms,
+        info_json=json.dumps(info or {}, sort_keys=True),
+    )

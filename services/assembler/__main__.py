@@ -1,0 +1,17 @@
+"""Runs the assembler worker: `python -m services.assembler --config PATH`."""
+
+import argparse
+
+from seamlessflow.config import Settings
+from services.assembler.app import run
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m services.assembler")
+    parser.add_argument("--config", help="settings YAML (default: SEAMLESSFLOW_CONFIG or built-in defaults)")
+    args = parser.parse_args()
+    run(Settings.load(args.config))
+
+
+if __name__ == "__main__":
+    main()

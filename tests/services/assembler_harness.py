@@ -1,0 +1,104 @@
+"""Helpers for assembler tests through the real broker: a worker process, sessions in, records out."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from seamlessflow.core.assembler import AssemblerConfig, SessionAssembler
+from seamlessflow.core.prefix_tree import Call
+from seamlessflow.kafka.io import MessageProducer, read_topic
+from seamlessflow.messages import EpisodeEnd, TokenIO, Trajectory
+from seamlessflow.topics import Topics
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+class AssemblerProcess:
+    """`python -m services.assembler --config PATH` as a real process that tests can kill -9."""
+
+    def __init__(self, settings, tmp_path: Path, **options):
+        self.settings = settings.with_overrides(assembler={"checkpoint_interval_s": 0.2, **options})
+        self.config = self.settings.dump_yaml(tmp_path / "assembler.yaml")
+        self.log_path = tmp_path / "assembler.log"
+        self.proc: subprocess.Popen | None = None
+
+    def start(self) -> "AssemblerProcess":
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-m", "services.assembler", "--config", str(self.config)],
+                                     cwd=ROOT, stdout=log, stderr=log, start_new_session=True)
+        return self
+
+    def kill9(self) -> None:
+        os.killpg(self.proc.pid, signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            self.kill9()
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace")[-4000:]
+
+
+def token_io(session_id: str, call: Call) -> TokenIO:
+    return TokenIO(call.call_id, session_id, "teamA", "run1", call.call_id.split(".")[0], "engine-0", 0,
+                   list(call.prompt_ids), list(call.completion_ids), list(call.logprobs), list(call.versions),
+                   "stop", 0.0, 0.0, 0.0, 1)
+
+
+def episode_end(session_id: str, reward: float = 1.0, status: str = "done") -> EpisodeEnd:
+    return EpisodeEnd(f"{session_id}/end", session_id, "teamA", "run1", reward, status, "{}", -1, 2,
+                      group_id=f"g-{session_id}", task_id="t")
+
+
+def float32(values):
+    import struct
+
+    return [struct.unpack("f", struct.pack("f", v))[0] for v in values]
+
+
+def as_engine_reports(calls: list[Call]) -> list[Call]:
+    """Calls as they read back from Avro (logprobs are 32-bit floats on the wire)."""
+    return [Call(c.call_id, list(c.prompt_ids), list(c.completion_ids), float32(c.logprobs), list(c.versions))
+            for c in calls]
+
+
+def expected_trajectories(sessions: dict[str, list[Call]]) -> dict[str, tuple]:
+    """The truth, from the pure core: trajectory id -> (tokens, mask, logprobs, versions)."""
+    truth = {}
+    for session_id, calls in sessions.items():
+        assembler = SessionAssembler(AssemblerConfig())
+        for call in as_engine_reports(calls):
+            assembler.add(call)
+        for seq in assembler.finish():
+            truth[f"{session_id}/{seq.branch_id}"] = (seq.tokens, seq.loss_mask, seq.logprobs, seq.versions)
+    return truth
+
+
+def publish(settings, codec, items: list[tuple[str, object]]) -> None:
+    producer = MessageProducer(settings, codec)
+    topic = Topics(settings).session_events
+    for key, message in items:
+        producer.send(topic, key, message)
+    producer.flush()
+
+
+def read_trajectories(settings, codec) -> list[Trajectory]:
+    return [r.message for r in read_topic(settings, Topics(settings).trajectories, codec)]
+
+
+def wait_for(settings, codec, topic_attr: str, count: int, timeout_s: float, proc: AssemblerProcess):
+    topic = getattr(Topics(settings), topic_attr)
+    deadline = time.monotonic() + timeout_s
+    while True:
+        records = [r.message for r in read_topic(settings, topic, codec)]
+        if len(records) >= count or time.monotonic() > deadline:
+            return records
+        if proc.proc.poll() is not None:
+            raise AssertionError(f"assembler exited with {proc.proc.returncode}:\n{proc.log()}")
+        time.sleep(0.5)
