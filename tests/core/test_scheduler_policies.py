@@ -88,17 +88,22 @@ def test_multiplexed_preempts_flexible_resources_when_a_batch_is_ready():
 
 def test_multiplexed_returns_flexible_resources_after_the_update_and_updates_rollout_only_ones():
     resources = [res("g", "rollout", "rollout"), res("f", "train", "rollout", "train", last_switch=50.0)]
-    commands = decide("multiplexed", resources, buffered=0, current_version=1, trajectory_rate=0.1)
+    commands = decide("multiplexed", resources, buffered=0, queued_tasks=3, current_version=1, trajectory_rate=0.1)
     assert commands == [Pause("g"), LoadWeights("g", 1), Resume("g"), SetActive("f", "rollout"), LoadWeights("f", 1)]
 
 
 def test_multiplexed_stays_on_train_when_the_next_batch_is_closer_than_a_round_trip():
     flex = [res("f", "train", "rollout", "train", last_switch=50.0)]
     # 2 trajectories missing at 1/s: 2 s < two switches of 5 s
-    assert decide("multiplexed", flex, buffered=2, current_version=1, trajectory_rate=1.0) == []
+    assert decide("multiplexed", flex, buffered=2, queued_tasks=3, current_version=1, trajectory_rate=1.0) == []
     # 2 missing at 0.1/s: 20 s > 10 s, so going back to rollout pays
-    assert decide("multiplexed", flex, buffered=2, current_version=1, trajectory_rate=0.1) == [
+    assert decide("multiplexed", flex, buffered=2, queued_tasks=3, current_version=1, trajectory_rate=0.1) == [
         SetActive("f", "rollout"), LoadWeights("f", 1)]
+
+
+def test_multiplexed_stays_on_train_when_rollout_only_resources_take_all_the_work():
+    flex = [res("f", "train", "rollout", "train", last_switch=50.0)]
+    assert decide("multiplexed", flex, buffered=0, queued_tasks=0, current_version=1, trajectory_rate=0.01) == []
 
 
 def test_multiplexed_respects_minimum_dwell_time_before_switching_again():
