@@ -89,36 +89,51 @@ def exclusive_share(intervals: Sequence[Interval], kind: str) -> float:
 
 def draw_timeline(intervals: Sequence[Interval], path: str | Path, title: str = "") -> Path:
     """Write a PNG: one row per resource, bars coloured by kind, idle gaps left pale."""
+    return draw_timelines([(title, intervals)], path)
+
+
+def draw_timelines(panels: Sequence[tuple[str, Sequence[Interval]]], path: str | Path) -> Path:
+    """One PNG with a timeline panel per (title, intervals), stacked on a shared time axis."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
     from matplotlib.patches import Patch
 
-    rows = sorted({i.resource_id for i in intervals}, key=_natural_key)
-    index = {rid: n for n, rid in enumerate(rows)}
-    height = min(12.0, 1.5 + 0.12 * len(rows))
-    fig, ax = plt.subplots(figsize=(12, height))
-    by_kind: dict[tuple[str, str], list[tuple[float, float]]] = defaultdict(list)
-    for interval in intervals:
-        by_kind[(interval.resource_id, interval.kind)].append((interval.start, interval.duration))
-    for (rid, kind), bars in by_kind.items():
-        ax.broken_barh(bars, (index[rid] - 0.4, 0.8), facecolors=COLOURS.get(kind, "#000000"), linewidth=0)
-    ax.set_ylim(-0.6, len(rows) - 0.4)
-    ax.set_yticks(range(len(rows)) if len(rows) <= 40 else [])
-    if len(rows) <= 40:
-        ax.set_yticklabels(rows, fontsize=7)
-    ax.set_xlabel("time (s)")
-    ax.set_ylabel(f"resources ({len(rows)})")
-    ax.set_title(f"{title}  bubble ratio {bubble_ratio(intervals):.1%}".strip())
-    kinds = [k for k in COLOURS if any(i.kind == k for i in intervals)]
-    ax.legend(handles=[Patch(color=COLOURS[k], label=k) for k in kinds], loc="upper right", fontsize=8)
+    heights = [min(8.0, 1.2 + 0.1 * len({i.resource_id for i in ivs})) for _, ivs in panels]
+    fig, axes = plt.subplots(len(panels), 1, figsize=(12, sum(heights) + 0.6), sharex=True, squeeze=False,
+                             gridspec_kw={"height_ratios": heights})
+    for ax, (title, intervals) in zip(axes[:, 0], panels):
+        _draw_panel(ax, intervals, title)
+    seen = {i.kind for _, ivs in panels for i in ivs}
+    handles = [Patch(color=colour, label=kind) for kind, colour in COLOURS.items() if kind in seen]
+    axes[0, 0].legend(handles=handles, loc="upper right", fontsize=8, ncols=len(handles))
+    axes[-1, 0].set_xlabel("time (s)")
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     fig.savefig(out, dpi=110)
     plt.close(fig)
     return out
+
+
+def _draw_panel(ax, intervals: Sequence[Interval], title: str) -> None:
+    rows = sorted({i.resource_id for i in intervals}, key=_natural_key)
+    index = {rid: n for n, rid in enumerate(rows)}
+    bars: dict[str, list[tuple[float, float]]] = defaultdict(list)
+    lanes: dict[str, list[float]] = defaultdict(list)
+    for interval in intervals:
+        bars[interval.kind].append((interval.start, interval.duration))
+        lanes[interval.kind].append(index[interval.resource_id] - 0.4)
+    for kind, spans in bars.items():
+        ax.bar([s + d / 2 for s, d in spans], 0.8, width=[d for _, d in spans], bottom=lanes[kind],
+               color=COLOURS.get(kind, "#000000"), linewidth=0, align="center")
+    ax.set_ylim(-0.6, len(rows) - 0.4)
+    ax.set_yticks(range(len(rows)) if len(rows) <= 32 else [])
+    if len(rows) <= 32:
+        ax.set_yticklabels(rows, fontsize=6)
+    ax.set_ylabel(f"{len(rows)} resources", fontsize=8)
+    ax.set_title(f"{title}  bubble ratio {bubble_ratio(intervals):.1%}".strip(), fontsize=10)
 
 
 def _natural_key(resource_id: str) -> tuple:
