@@ -1,0 +1,24 @@
+"""Core commands to `ControlCommand` records (and back, for rebuilding from the control topic)."""
+
+from __future__ import annotations
+
+from seamlessflow.core.policies import Command, LoadWeights, Pause, SetActive
+from seamlessflow.messages import ControlCommand, new_id, now_ms
+
+
+def to_message(command: Command, epoch: int, team: str, run: str, weights: dict[int, str]) -> ControlCommand:
+    """`weights` maps version -> uri so a `load_weights` names where the trainer saved that version."""
+    message = ControlCommand(new_id(), command.resource_id, epoch, command.kind, team, run, now_ms())
+    if isinstance(command, SetActive):
+        message.role = command.role
+    elif isinstance(command, Pause):
+        message.mode = command.mode
+    elif isinstance(command, LoadWeights):
+        message.weight_version = command.version
+        message.weight_uri = weights.get(command.version)
+    return message
+
+
+def describe(message: ControlCommand) -> str:
+    detail = message.role or message.mode or (f"v{message.weight_version}" if message.weight_version is not None else "")
+    return f"{message.resource_id}#{message.epoch} {message.command} {detail}".rstrip()

@@ -1,0 +1,111 @@
+"""The rollout manager: publishes task groups within the rollout capacity and counts finished ones.
+
+Capacity is the core's `RolloutLedger` counted in *groups*: at most `max_in_flight` groups published and not
+finished, and no more than the staleness bound allows for the trainer's current version (a step consumes
+`ceil(batch_threshold / group_size)` groups). A group is finished when trajectories from `group_size`
+distinct sessions have arrived (a forked session yields several trajectories but counts once; failed
+episodes still arrive as trajectories with status `failed`). A group silent for `task_timeout_s` is given
+up (`lost`), so one lost session cannot stall the pipeline; the count is reported, never hidden.
+
+The weight-update sequence (pause -> load vN -> resume) is not run here: the core policies already emit
+it for every rollout resource whose weights are older than the trainer's (core.policies.base.keep_generating).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from seamlessflow.core.staleness import RolloutLedger
+from seamlessflow.messages import Task, Trajectory, new_id, now_ms
+from seamlessflow.scheduling.options import ManagerOptions
+from seamlessflow.tasks import ArithmeticTask, generate_tasks, load_tasks
+
+
+def task_set(options: ManagerOptions) -> list[ArithmeticTask]:
+    if options.source == "demo":
+        return generate_tasks(options.demo_seed, options.demo_count)
+    return load_tasks(options.source)
+
+
+@dataclass
+class Group:
+    size: int
+    published_at: float
+    sessions: set[str] = field(default_factory=set)
+
+
+@dataclass
+class RolloutManager:
+    options: ManagerOptions
+    tasks: list[ArithmeticTask]
+    team: str
+    run: str
+    batch_threshold: int
+    max_staleness: int
+    clock: Callable[[], float]
+    groups: dict[str, Group] = field(default_factory=dict)
+    published: int = 0
+    finished: int = 0
+    lost: int = 0
+    trajectories: int = 0
+    ledger: RolloutLedger = field(init=False)
+
+    def __post_init__(self) -> None:
+        batch_groups = math.ceil(self.batch_threshold / self.options.group_size)
+        self.ledger = RolloutLedger(batch_groups, self.max_staleness, self.options.max_in_flight)
+
+    @property
+    def outstanding(self) -> int:
+        return self.ledger.running
+
+    def on_task(self, task: Task) -> None:
+        """A task record of this run (ours, seen on the tasks topic or just published)."""
+        if task.group_id in self.groups or task.team != self.team or task.run != self.run:
+            return
+        self.groups[task.group_id] = Group(task.group_size, self.clock())
+        self.published += 1
+        self.ledger.on_submitted()
+
+    def on_trajectory(self, trajectory: Trajectory) -> bool:
+        """Count one trajectory; True when it completes its group."""
+        group = self.groups.get(trajectory.group_id)
+        if group is None or len(group.sessions) >= group.size:
+            return False
+        self.trajectories += 1
+        group.sessions.add(trajectory.session_id)
+        if len(group.sessions) < group.size:
+            return False
+        self.finished += 1
+        self.ledger.on_accepted()
+        return True
+
+    def expire(self) -> list[str]:
+        now, expired = self.clock(), []
+        for group_id, group in self.groups.items():
+            if 0 <= len(group.sessions) < group.size and now - group.published_at > self.options.task_timeout_s:
+                group.size = -1  # closed: late trajectories are ignored
+                expired.append(group_id)
+        self.lost += len(expired)
+        self.ledger.on_rejected(len(expired))
+        return expired
+
+    def next_tasks(self, current_version: int) -> list[Task]:
+        """Tasks to publish now (caller publishes them, then feeds each to `on_task`)."""
+        room = self.ledger.capacity(current_version)
+        if self.options.max_tasks is not None:
+            room = min(room, self.options.max_tasks - self.published)
+        return [self._task(self.published + n) for n in range(max(0, room))]
+
+    def _task(self, index: int) -> Task:
+        source = self.tasks[index % len(self.tasks)]
+        task_id = f"{source.task_id}.r{index // len(self.tasks)}"
+        payload = json.dumps({"answer": source.answer, "source_task_id": source.task_id})
+        return Task(new_id(), task_id, f"{self.run}.{task_id}", self.team, self.run, self.options.kind,
+                    source.prompt, payload, self.options.group_size, 0, now_ms())
+
+    def figures(self) -> dict[str, float]:
+        return {"tasks_published": self.published, "groups_finished": self.finished, "groups_lost": self.lost,
+                "groups_in_flight": self.outstanding, "trajectories": self.trajectories}

@@ -1,0 +1,62 @@
+"""The `scheduler:` and `manager:` config sections, validated here (the service owns its options)."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from seamlessflow.config import Settings
+from seamlessflow.core.policies import SchedulerConfig
+
+
+class SchedulerOptions(BaseModel):
+    """`policy` picks the core policy; the `*_s` knobs price switches (see core.policies.base)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    resource_id: str = "scheduler"
+    policy: Literal["colocated", "disaggregated", "multiplexed"] = "multiplexed"
+    tick_s: float = Field(1.0, gt=0)
+    heartbeat_timeout_s: float = Field(10.0, gt=0)
+    command_timeout_s: float = Field(30.0, gt=0)  # an unacknowledged command stops blocking after this
+    switch_cost_s: float = Field(8.0, ge=0)
+    min_dwell_s: float = Field(16.0, ge=0)
+    stay_margin: float = Field(1.0, ge=0)
+    train_pool_size: int | None = None
+    batch_threshold: int = Field(8, ge=1)  # trajectories per training step
+    resource_kinds: list[str] = Field(default_factory=lambda: ["rollout", "trainer"])
+    rate_window_s: float = Field(30.0, gt=0)
+
+    def core_config(self) -> SchedulerConfig:
+        return SchedulerConfig(
+            switch_cost_s=self.switch_cost_s, min_dwell_s=self.min_dwell_s,
+            heartbeat_timeout_s=self.heartbeat_timeout_s, stay_margin=self.stay_margin,
+            train_pool_size=self.train_pool_size,
+        )
+
+
+class ManagerOptions(BaseModel):
+    """Task source and pacing. `source`: "demo" (seeded arithmetic) or a JSONL path (seamlessflow.tasks)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = True
+    source: str = "demo"
+    demo_seed: int = 0
+    demo_count: int = Field(256, ge=1)
+    kind: str = "arithmetic"
+    group_size: int = Field(4, ge=1)
+    max_in_flight: int = Field(8, ge=1)  # task groups published and not yet finished
+    max_staleness: int | None = None  # default: the policy's own bound
+    max_tasks: int | None = None  # stop publishing after this many groups (None: cycle forever)
+    task_timeout_s: float = Field(600.0, gt=0)  # a group unfinished this long is given up (frees its slot)
+
+
+def scheduler_options(settings: Settings) -> SchedulerOptions:
+    return SchedulerOptions.model_validate(settings.section("scheduler"))
+
+
+def manager_options(settings: Settings) -> ManagerOptions:
+    return ManagerOptions.model_validate(settings.section("manager"))

@@ -1,0 +1,139 @@
+"""The scheduler's picture of the cluster, folded from status, ack and weight records (no I/O here).
+
+Why a separate view: the Kafka loop only feeds records in; everything that decides *what the policy sees*
+lives here and is tested with plain messages.
+
+Truth and expectation. A heartbeat says what a resource does; a command we just issued says what it is
+about to do. Until the resource has caught up with our latest epoch (a heartbeat reports that epoch or
+follows an ack for it, or it rejected it, or `command_timeout_s` passed) the policy sees the *expected*
+resource (core.scheduler.expect) in state SWITCHING, so it never re-issues the same command while the
+previous one is in flight. Times are the scheduler's own clock at receipt (no cross-host clock skew).
+"""
+
+from __future__ import annotations
+
+import math
+from collections import deque
+from dataclasses import dataclass, field, replace
+
+from seamlessflow.core.policies import Command, SetActive
+from seamlessflow.core.resources import EpochBook, Resource, ResourceState
+from seamlessflow.core.scheduler import expect
+from seamlessflow.messages import CommandAck, ResourceStatus, WeightVersion
+
+
+def state_of(status: ResourceStatus) -> ResourceState:
+    """`stopped` (and anything unknown) counts as failed: the resource is out of the pool."""
+    try:
+        return ResourceState(status.state)
+    except ValueError:
+        return ResourceState.FAILED
+
+
+@dataclass
+class Tracked:
+    reported: Resource
+    kind: str
+    status: ResourceStatus
+    reported_epoch: int = 0
+    expected: Resource | None = None
+    issued_at: float = -math.inf
+    released_epoch: int = 0  # commands up to here no longer block (rejected or timed out)
+
+
+@dataclass
+class ClusterView:
+    resource_kinds: frozenset[str]
+    command_timeout_s: float = 30.0
+    rate_window_s: float = 30.0
+    epochs: EpochBook = field(default_factory=EpochBook)
+    tracked: dict[str, Tracked] = field(default_factory=dict)
+    weights: dict[int, str] = field(default_factory=dict)  # version -> uri
+    current_version: int = 0
+    trajectories_since_version: int = 0
+    arrivals: deque[float] = field(default_factory=deque)
+    last_ack: dict[str, CommandAck] = field(default_factory=dict)
+
+    def on_status(self, status: ResourceStatus, now: float) -> None:
+        if status.kind not in self.resource_kinds:
+            return
+        old = self.tracked.get(status.resource_id)
+        last_switch = old.reported.last_switch if old else -math.inf
+        if old and old.reported.active != status.active_tag:
+            last_switch = now
+        resource = Resource(
+            id=status.resource_id, tags=frozenset(status.capability_tags), active=status.active_tag,
+            state=state_of(status), weight_version=status.weight_version,
+            throughput=float(status.figures.get("tokens_per_s", 0.0)),
+            memory_gb=float(status.figures.get("memory_gb", 0.0)), last_heartbeat=now, last_switch=last_switch,
+        )
+        tracked = old or Tracked(resource, status.kind, status)
+        tracked.reported, tracked.kind, tracked.status = resource, status.kind, status
+        # an ack counts once a heartbeat sent after it arrives (same partition, so in order): only then
+        # does the heartbeat describe the resource with the command applied
+        tracked.reported_epoch = max(tracked.reported_epoch, status.epoch, self.epochs.acked.get(status.resource_id, 0))
+        if status.epoch > self.epochs.issued.get(status.resource_id, 0):  # it applied epochs we never saw
+            self.epochs.issued[status.resource_id] = status.epoch
+        self.tracked[status.resource_id] = tracked
+
+    def on_ack(self, ack: CommandAck) -> None:
+        tracked = self.tracked.get(ack.resource_id)
+        self.last_ack[ack.resource_id] = ack
+        if ack.outcome == "ok":
+            self.epochs.ack(ack.resource_id, ack.epoch)
+        elif tracked is not None and ack.epoch >= self.epochs.issued.get(ack.resource_id, 0):
+            tracked.released_epoch = max(tracked.released_epoch, ack.epoch)  # rejected/failed: trust heartbeats
+
+    def on_weights(self, version: WeightVersion) -> None:
+        self.weights[version.version] = version.uri
+        if version.version > self.current_version:
+            self.current_version = version.version
+            self.trajectories_since_version = 0
+
+    def on_trajectory(self, now: float) -> None:
+        self.trajectories_since_version += 1
+        self.arrivals.append(now)
+
+    def on_issued(self, command: Command, now: float) -> None:
+        """Remember what a just-published command should do to its resource."""
+        tracked = self.tracked[command.resource_id]
+        base = tracked.expected if self.pending(command.resource_id, now) and tracked.expected else tracked.reported
+        tracked.expected = expect(base, command, now)
+        tracked.issued_at = now
+        if isinstance(command, SetActive):
+            tracked.reported = replace(tracked.reported, last_switch=now)
+
+    def mark_failed(self, resource_id: str) -> None:
+        tracked = self.tracked[resource_id]
+        tracked.reported = replace(tracked.reported, state=ResourceState.FAILED)
+        tracked.expected = None
+
+    def pending(self, resource_id: str, now: float) -> bool:
+        """A command is in flight: issued, not yet reflected, acked, rejected, or timed out."""
+        tracked = self.tracked[resource_id]
+        issued = self.epochs.issued.get(resource_id, 0)
+        caught_up = max(tracked.reported_epoch, tracked.released_epoch)
+        return issued > caught_up and now - tracked.issued_at < self.command_timeout_s
+
+    def resources(self, now: float) -> list[Resource]:
+        """What the policy sees: heartbeat truth, or the expected resource (SWITCHING) while pending."""
+        out = []
+        for rid, tracked in sorted(self.tracked.items()):
+            if tracked.expected is not None and self.pending(rid, now):
+                out.append(replace(tracked.expected, state=ResourceState.SWITCHING,
+                                   last_heartbeat=tracked.reported.last_heartbeat))
+            else:
+                tracked.expected = None
+                out.append(tracked.reported)
+        return out
+
+    def trajectory_rate(self, now: float) -> float:
+        while self.arrivals and now - self.arrivals[0] > self.rate_window_s:
+            self.arrivals.popleft()
+        return len(self.arrivals) / self.rate_window_s
+
+    def trainer_figure(self, name: str) -> float | None:
+        """A figure from the live trainers' heartbeats (summed), or None when no trainer reports it."""
+        values = [t.status.figures[name] for t in self.tracked.values()
+                  if t.kind == "trainer" and t.reported.state is not ResourceState.FAILED and name in t.status.figures]
+        return sum(values) if values else None

@@ -1,0 +1,1 @@
+"""The tag scheduler and rollout manager process (see seamlessflow.scheduling.service)."""
