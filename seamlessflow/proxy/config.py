@@ -1,0 +1,53 @@
+"""The proxy's own options (`proxy:` section of the config), validated here so the service owns them."""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+
+class EngineConfig(BaseModel):
+    """An inference engine the proxy may route to: its id and base URL (without `/v1`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    id: str
+    url: str
+    weight_version: int = 0
+
+    @field_validator("url")
+    @classmethod
+    def _strip(cls, url: str) -> str:
+        url = url.rstrip("/")
+        return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+class ProxyConfig(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    id: str = "proxy"  # resource id on the control/status topics
+    host: str = "127.0.0.1"
+    port: int = 8100
+    engines: list[EngineConfig] = Field(default_factory=list)
+    discover_engines: bool = True  # add rollout engines announced on the status topic
+    listen_control: bool = True  # consume the control topic (pause/resume/load_weights)
+    served_model: str | None = None  # if set, replaces the client's `model` field upstream
+    max_body_bytes: int = 4 * 1024 * 1024
+    max_n: int = 64
+    max_inflight: int = 512  # calls generating at the engines at once
+    max_queued: int = 1024  # calls waiting (for a slot, or while paused); beyond: 429
+    retry_after_s: int = 1
+    max_attempts: int = 3  # per call: engine connection failures and mid-stream engine failures
+    connect_timeout_s: float = 5.0
+    read_timeout_s: float = 600.0  # longest silence from an engine mid-generation
+    pause_timeout_s: float = 600.0  # longest a queued or cut call waits for resume before 503
+    delivery_timeout_s: float = 30.0  # longest wait for Kafka to confirm a call's events
+    health_interval_s: float = 2.0
+    health_failures: int = 2  # consecutive failed checks before an engine is taken out
+    heartbeat_s: float = 5.0  # the proxy's own ResourceStatus period
+    max_sessions: int = 100_000  # LRU bound on per-session state (owner team, call counter)
+    end_wait_s: float = 30.0  # how long /end waits for the session's in-flight calls
+    producer: dict = Field(default_factory=lambda: {"linger.ms": 0})  # extra librdkafka producer properties
+
+    @classmethod
+    def from_settings(cls, settings) -> "ProxyConfig":
+        return cls.model_validate(settings.section("proxy"))

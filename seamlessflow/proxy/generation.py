@@ -1,0 +1,295 @@
+"""One agent call from dispatch to its last token, surviving pauses and engine failures.
+
+The call streams from its session's engine. A pause cuts the stream (the engine aborts the request when
+the connection closes) but keeps every token received; after resume each unfinished choice continues as
+a token-in continuation (`/v1/completions` with prompt = prompt ids + tokens so far, the remaining
+`max_tokens`), and its new tokens carry the engine's new policy version. An engine that fails mid-stream
+is handled the same way on another engine. The agent sees one response under one id throughout.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Awaitable, Callable
+
+import aiohttp
+
+from seamlessflow.proxy.capture import CallCapture, ChoiceCapture, UpstreamFormatError, read_chunk
+from seamlessflow.proxy.errors import ProxyError
+from seamlessflow.proxy.requests import CallRequest
+from seamlessflow.proxy.routing import Engine, EngineTable
+from seamlessflow.proxy.shaping import Shaper
+
+PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+SAMPLING_KEYS = (
+    "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty",
+    "stop", "stop_token_ids", "ignore_eos", "seed", "logit_bias", "skip_special_tokens",
+    "spaces_between_special_tokens", "include_stop_str_in_output", "bad_words", "allowed_token_ids",
+)
+
+
+class ClientGone(Exception):
+    """The agent closed its connection; the call is abandoned and publishes nothing."""
+
+
+class UpstreamRejected(Exception):
+    """The engine answered 4xx: the request itself is wrong; the agent gets the engine's answer."""
+
+    def __init__(self, status: int, body: dict):
+        super().__init__(status)
+        self.status = status
+        self.body = body
+
+
+class PauseGate:
+    """Open or closed for dispatching; knows the calls generating now so a pause can cut them."""
+
+    def __init__(self) -> None:
+        self._open = asyncio.Event()
+        self._open.set()
+        self.active: set["CallRun"] = set()
+        self._idle = asyncio.Event()
+        self._idle.set()
+
+    @property
+    def paused(self) -> bool:
+        return not self._open.is_set()
+
+    def close(self, cut: bool) -> int:
+        self._open.clear()
+        if not cut:
+            return 0
+        for run in list(self.active):
+            run.cut()
+        return len(self.active)
+
+    def open(self) -> None:
+        self._open.set()
+
+    async def wait_open(self, timeout_s: float) -> None:
+        if self._open.is_set():
+            return
+        try:
+            await asyncio.wait_for(self._open.wait(), timeout_s)
+        except asyncio.TimeoutError:
+            raise ProxyError(503, "generation is paused for a weight update; retry later", retry_after=5) from None
+
+    async def wait_idle(self, timeout_s: float) -> bool:
+        try:
+            await asyncio.wait_for(self._idle.wait(), timeout_s)
+            return True
+        except asyncio.TimeoutError:
+            return False
+
+    def enter(self, run: "CallRun") -> None:
+        self.active.add(run)
+        self._idle.clear()
+
+    def leave(self, run: "CallRun") -> None:
+        self.active.discard(run)
+        if not self.active:
+            self._idle.set()
+
+
+class CallRun:
+    def __init__(
+        self,
+        request: CallRequest,
+        session_id: str,
+        http: aiohttp.ClientSession,
+        engines: EngineTable,
+        gate: PauseGate,
+        config,
+        shaper_id: str,
+        emit: Callable[[dict], Awaitable[None]] | None = None,
+        on_continuation: Callable[[], None] | None = None,
+    ):
+        self.request = request
+        self.session_id = session_id
+        self.http = http
+        self.engines = engines
+        self.gate = gate
+        self.config = config
+        self.emit = emit
+        self.on_continuation = on_continuation or (lambda: None)
+        self.capture = CallCapture(request.n, request.num_prompts)
+        override = request.model if config.served_model else None
+        self.shaper = Shaper(request, self.capture, shaper_id, model=override)
+        self.engine_ids: list[str] = []
+        self.t_start = time.monotonic()
+        self.t_dispatch: float | None = None
+        self.t_first_token: float | None = None
+        self.t_end: float | None = None
+        self._response: aiohttp.ClientResponse | None = None
+        self._cut = False
+
+    # -- control ----------------------------------------------------------------------------------------
+    def cut(self) -> None:
+        """Called by a pause: close the upstream stream now; the tokens received so far are kept."""
+        self._cut = True
+        if self._response is not None:
+            self._response.close()
+
+    # -- the loop ---------------------------------------------------------------------------------------
+    async def run(self) -> CallCapture:
+        failures: list[str] = []
+        excluded: set[str] = set()
+        while not self.capture.finished:
+            await self.gate.wait_open(self.config.pause_timeout_s)
+            engine = self.engines.pick(self.session_id, frozenset(excluded)) or self.engines.pick(self.session_id)
+            if engine is None:
+                raise ProxyError(503, "no healthy inference engine is available", retry_after=self.config.retry_after_s)
+            if self.t_dispatch is None:
+                self.t_dispatch = time.monotonic()
+            if engine.id not in self.engine_ids:
+                self.engine_ids.append(engine.id)
+            outcome = await self._run_on(engine)
+            if outcome in ("done", "cut"):
+                continue
+            failures.append(outcome)
+            excluded.add(engine.url)
+            if len(failures) >= self.config.max_attempts:
+                raise _final_error(failures)
+        self.t_end = time.monotonic()
+        return self.capture
+
+    async def _run_on(self, engine: Engine) -> str:
+        """Runs what is left of the call on one engine: "done", "cut", or a failure kind."""
+        if not self._any_tokens():
+            return await self._stream(engine, self.request.kind, self.request.upstream_body(self.config.served_model), None)
+        self._fill_prompt_ids()
+        for choice in self.capture.choices:
+            if choice.finished:
+                continue
+            body = self._continuation_body(choice)
+            if body is None:
+                choice.finish_reason = "length"
+                continue
+            self.on_continuation()
+            outcome = await self._stream(engine, "completions", body, choice.index)
+            if outcome != "done":
+                return outcome
+            if not choice.finished:  # the engine ended the stream without a finish reason
+                return "failed"
+        return "done"
+
+    async def _stream(self, engine: Engine, kind: str, body: dict, choice_index: int | None) -> str:
+        self._cut = False
+        self.gate.enter(self)
+        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.config.connect_timeout_s, sock_read=self.config.read_timeout_s)
+        try:
+            async with self.http.post(engine.url + PATHS[kind], json=body, timeout=timeout) as response:
+                self._response = response
+                if self._cut:
+                    return "cut"
+                if response.status != 200:
+                    return await self._upstream_status(engine, response)
+                await self._read_events(engine, kind, response, choice_index)
+            return "cut" if self._cut else "done"
+        except ClientGone:
+            raise
+        except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError) as exc:
+            if self._cut:
+                return "cut"
+            if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
+                return "timeout"
+            self.engines.mark_down(engine)
+            return "unreachable"
+        except UpstreamFormatError:
+            return "bad_stream"
+        finally:
+            self._response = None
+            self.gate.leave(self)
+
+    async def _read_events(self, engine: Engine, kind: str, response: aiohttp.ClientResponse, choice_index: int | None) -> None:
+        async for line in response.content:
+            if self._cut:
+                return
+            if not line.startswith(b"data:"):
+                continue
+            data = line[5:].strip()
+            if data == b"[DONE]":
+                return
+            try:
+                chunk = json.loads(data)
+            except ValueError as exc:
+                raise UpstreamFormatError(f"engine sent a line that is not JSON: {data[:80]!r}") from exc
+            head, pieces = read_chunk(chunk, kind)
+            if choice_index is None:
+                self.capture.absorb_head(head)
+            version = engine.version
+            for piece in pieces:
+                if choice_index is not None:
+                    piece.index, piece.prompt_ids = choice_index, None
+                if piece.token_ids and self.t_first_token is None:
+                    self.t_first_token = time.monotonic()
+                self.capture.choice(piece.index).absorb(piece, version)
+            if self.emit is not None:
+                shown = self.shaper.chunk(pieces, kind)
+                if shown is not None:
+                    await self.emit(shown)
+
+    async def _upstream_status(self, engine: Engine, response: aiohttp.ClientResponse) -> str:
+        text = await response.text()
+        if response.status >= 500:
+            return "engine_error"
+        try:
+            body = json.loads(text)
+        except ValueError:
+            body = None
+        if not isinstance(body, dict) or "error" not in body:
+            body = {"error": {"message": text[:2000] or response.reason, "type": "invalid_request_error", "param": None, "code": response.status}}
+        raise UpstreamRejected(response.status, body)
+
+    # -- continuation helpers ---------------------------------------------------------------------------
+    def _any_tokens(self) -> bool:
+        return any(c.completion_ids or c.finished for c in self.capture.choices)
+
+    def _fill_prompt_ids(self) -> None:
+        n = self.request.n
+        for choice in self.capture.choices:
+            if not choice.prompt_ids:
+                sibling = next((c for c in self.capture.choices if c.index // n == choice.index // n and c.prompt_ids), None)
+                if sibling is None:
+                    raise ProxyError(503, "a paused call could not be continued (prompt ids unknown); retry", retry_after=1)
+                choice.prompt_ids = list(sibling.prompt_ids)
+
+    def _continuation_body(self, choice: ChoiceCapture) -> dict | None:
+        request = self.request
+        generated = len(choice.completion_ids)
+        body = {k: request.body[k] for k in SAMPLING_KEYS if k in request.body}
+        if request.max_tokens is not None:
+            if request.max_tokens - generated <= 0:
+                return None
+            body["max_tokens"] = request.max_tokens - generated
+        min_tokens = request.body.get("min_tokens")
+        if isinstance(min_tokens, int) and not isinstance(min_tokens, bool):
+            body["min_tokens"] = max(0, min_tokens - generated)
+        top = request.body.get("top_logprobs") if request.kind == "chat" else request.body.get("logprobs")
+        body.update(
+            model=self.config.served_model or request.model,
+            prompt=choice.prompt_ids + choice.completion_ids,
+            n=1,
+            stream=True,
+            return_token_ids=True,
+            logprobs=max(1, top if isinstance(top, int) and not isinstance(top, bool) else 0),
+        )
+        return body
+
+    # -- figures for the event --------------------------------------------------------------------------
+    def timings_ms(self) -> tuple[float, float, float]:
+        end = self.t_end or time.monotonic()
+        dispatch = self.t_dispatch or end
+        first = self.t_first_token or end
+        return (dispatch - self.t_start) * 1000, (first - self.t_start) * 1000, (end - self.t_start) * 1000
+
+
+def _final_error(failures: list[str]) -> ProxyError:
+    last = failures[-1]
+    if last == "timeout":
+        return ProxyError(504, "the inference engine did not answer in time")
+    if last == "unreachable":
+        return ProxyError(503, "no inference engine could be reached", retry_after=1)
+    return ProxyError(502, f"the inference engine failed ({', '.join(failures)})")

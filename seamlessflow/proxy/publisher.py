@@ -1,0 +1,73 @@
+"""Kafka producer for the event loop: `publish()` returns at once, its future resolves on broker ack.
+
+The producer is idempotent with acks=all (seamlessflow.kafka.clients.producer_config). librdkafka
+delivers callbacks from `poll()`, which a small thread calls; each callback hands the outcome back to the
+event loop. The request path thus never blocks on Kafka, yet a response completes only after its events
+are acknowledged.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from typing import Any
+
+from confluent_kafka import Producer
+
+from seamlessflow.avro import Codec
+from seamlessflow.config import Settings
+from seamlessflow.kafka.clients import producer_config
+
+
+class PublishFailed(RuntimeError):
+    pass
+
+
+class EventPublisher:
+    def __init__(self, settings: Settings, codec: Codec, **extra: Any):
+        self.codec = codec
+        self._producer = Producer(producer_config(settings, **extra))
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._poll_loop, name="proxy-producer-poll", daemon=True)
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._thread.start()
+
+    def publish(self, topic: str, key: str, message: Any) -> asyncio.Future:
+        """Encode and enqueue; the future gets None on delivery or a PublishFailed."""
+        loop = self._loop or asyncio.get_running_loop()
+        future = loop.create_future()
+        value = self.codec.encode(message, topic)
+
+        def on_delivery(err, _msg) -> None:
+            loop.call_soon_threadsafe(_settle, future, err)
+
+        try:
+            self._producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
+        except BufferError as exc:
+            raise PublishFailed(f"producer queue full: {exc}") from exc
+        return future
+
+    def _poll_loop(self) -> None:
+        while not self._stop.is_set():
+            self._producer.poll(0.05)
+
+    def close(self, timeout_s: float = 10.0) -> int:
+        """Flush what is queued; returns the number of records left undelivered."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(timeout=2)
+        left = self._producer.flush(timeout_s)
+        self._producer = None  # lets librdkafka's threads go now, not at garbage collection
+        return left
+
+
+def _settle(future: asyncio.Future, err) -> None:
+    if future.done():
+        return
+    if err is None:
+        future.set_result(None)
+    else:
+        future.set_exception(PublishFailed(str(err)))

@@ -1,0 +1,119 @@
+"""The whole proxy process: HTTP server, Kafka publisher, control listener, engine health checks, heartbeat.
+
+`ProxyService(settings).start()` from a running event loop; `stop()` drains the producer. Used by
+`services/proxy` (the process) and by tests (in-process, port 0).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+import aiohttp
+
+from seamlessflow.messages import CommandAck, ResourceStatus, new_id, now_ms
+from seamlessflow.proxy.commands import CommandHandler
+from seamlessflow.proxy.control import ControlListener
+from seamlessflow.proxy.server import ProxyServer
+from seamlessflow.topics import Topics
+
+log = logging.getLogger(__name__)
+
+
+class ProxyService:
+    def __init__(self, settings, config=None, team_keys=None):
+        self.settings = settings
+        self.server = ProxyServer(settings, config=config, team_keys=team_keys)
+        self.config = self.server.config
+        topics = Topics(settings)
+        self.status_topic = topics.status
+        self.commands = CommandHandler(
+            self.config.id, self.server.gate, self.server.engines, self._publish_ack,
+            settings.team, settings.run, drain_timeout_s=self.config.pause_timeout_s,
+        )
+        wanted = ([topics.control] if self.config.listen_control else []) + ([topics.status] if self.config.discover_engines else [])
+        self.listener = ControlListener(settings, self.server.codec, wanted, self.commands.on_message) if wanted else None
+        self._tasks: list[asyncio.Task] = []
+
+    @property
+    def base_url(self) -> str:
+        return self.server.base_url
+
+    def session_url(self, session_id: str) -> str:
+        return self.server.session_url(session_id)
+
+    async def start(self) -> "ProxyService":
+        self.server.publisher.start()
+        if self.listener is not None:
+            self.listener.start()
+        await self.server.start_http()
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._health_loop()), loop.create_task(self._heartbeat_loop())]
+        return self
+
+    async def wait_listening(self, timeout_s: float = 30.0) -> None:
+        """Until the control listener is assigned (tests send commands only after this)."""
+        if self.listener is not None:
+            await asyncio.get_running_loop().run_in_executor(None, self.listener.ready.wait, timeout_s)
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        await self.server.stop_http()
+        if self.listener is not None:
+            self.listener.stop()
+        left = self.server.publisher.close()
+        if left:
+            log.error("%d events were not delivered at shutdown", left)
+
+    async def _publish_ack(self, ack: CommandAck) -> None:
+        await self.server.publisher.publish(self.status_topic, f"{self.config.id}/ack", ack)
+
+    async def _health_loop(self) -> None:
+        timeout = aiohttp.ClientTimeout(total=max(1.0, self.config.health_interval_s))
+        while True:
+            engines = list(self.server.engines)
+            results = await asyncio.gather(*(self._check(e.url, timeout) for e in engines))
+            for engine, ok in zip(engines, results):
+                self.server.engines.health_result(engine, ok)
+            await asyncio.sleep(self.config.health_interval_s)
+
+    async def _check(self, url: str, timeout) -> bool:
+        try:
+            async with self.server.http.get(url + "/health", timeout=timeout) as response:
+                return response.status == 200
+        except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError):
+            return False
+
+    async def _heartbeat_loop(self) -> None:
+        while True:
+            try:
+                await asyncio.wait_for(self.server.publisher.publish(self.status_topic, self.config.id, self._status()), 10)
+            except Exception as exc:  # noqa: BLE001 - a missed heartbeat is logged; the next one retries
+                log.warning("proxy heartbeat not published: %s", exc)
+            await asyncio.sleep(self.config.heartbeat_s)
+
+    def _status(self) -> ResourceStatus:
+        server = self.server
+        versions = [e.version for e in server.engines] or [0]
+        return ResourceStatus(
+            event_id=new_id(),
+            resource_id=self.config.id,
+            kind="proxy",
+            capability_tags=["proxy"],
+            active_tag="proxy",
+            state="paused" if server.gate.paused else "active",
+            weight_version=max(versions),
+            figures={
+                "inflight": float(server._running),
+                "queued": float(server._waiting),
+                "engines_routable": float(server.engines.routable_count),
+                "sessions": float(len(server.sessions)),
+            },
+            team=self.settings.team,
+            run=self.settings.run,
+            created_at_ms=now_ms(),
+            engine_url=None,
+            epoch=max(self.commands.last_epoch, 0),
+        )

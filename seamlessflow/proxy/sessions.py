@@ -1,0 +1,72 @@
+"""Per-session state the proxy keeps: owner team, events published, calls in flight. Bounded (LRU).
+
+When a session is evicted its owner is forgotten (another team could then claim the id) and its call count
+becomes unknown: the episode-end event then says `num_calls = -1`, which the assembler treats as
+"count unknown". Sessions with calls in flight are never evicted.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections import OrderedDict
+from dataclasses import dataclass, field
+
+
+class SessionOwnedByOtherTeam(Exception):
+    pass
+
+
+@dataclass
+class SessionState:
+    team: str
+    events_published: int = 0
+    inflight: int = 0
+    idle: asyncio.Event = field(default_factory=asyncio.Event)
+    known_from_start: bool = True  # False when first seen at /end (calls may have gone through another proxy)
+
+    def __post_init__(self) -> None:
+        self.idle.set()
+
+    def call_started(self) -> None:
+        self.inflight += 1
+        self.idle.clear()
+
+    def call_finished(self) -> None:
+        self.inflight -= 1
+        if self.inflight <= 0:
+            self.inflight = 0
+            self.idle.set()
+
+
+class SessionTable:
+    def __init__(self, max_sessions: int):
+        self.max_sessions = max_sessions
+        self._sessions: OrderedDict[str, SessionState] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._sessions)
+
+    def get(self, session_id: str) -> SessionState | None:
+        return self._sessions.get(session_id)
+
+    def claim(self, session_id: str, team: str, known_from_start: bool = True) -> SessionState:
+        """The session's state, created for `team` if new; raises if another team opened it."""
+        state = self._sessions.get(session_id)
+        if state is None:
+            state = self._sessions[session_id] = SessionState(team, known_from_start=known_from_start)
+            self._evict()
+        elif state.team != team:
+            raise SessionOwnedByOtherTeam(session_id)
+        else:
+            self._sessions.move_to_end(session_id)
+        return state
+
+    def _evict(self) -> None:
+        skipped = 0
+        while len(self._sessions) > self.max_sessions and skipped < len(self._sessions):
+            session_id, state = next(iter(self._sessions.items()))
+            if state.inflight:
+                self._sessions.move_to_end(session_id)
+                skipped += 1
+            else:
+                del self._sessions[session_id]

