@@ -1,0 +1,83 @@
+"""Where a replay starts reading: the beginning, given offsets, or a timestamp verified against the data.
+
+Why verify: offset-for-timestamp lookups were seen to be wrong on the embedded broker (infra/TANSU.md).
+The broker's answer is accepted only if the record there is at/after the time and the one before it is
+earlier; otherwise that partition is scanned from its start. Either way records are also filtered by
+timestamp on the client, so a wrong lookup can cost time but never drop or add records.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from confluent_kafka import Consumer, TopicPartition
+
+from seamlessflow.avro import Codec
+from seamlessflow.config import Settings
+from seamlessflow.kafka.clients import consumer_config
+from seamlessflow.kafka.io import Record, read_topic
+
+
+@dataclass
+class StartPlan:
+    offsets: dict[int, int]  # partition -> first offset to read
+    notes: list[str] = field(default_factory=list)  # how each start was decided, for the user
+
+
+def verified_start(found: int | None, since_ms: int, low: int, timestamp_at: Callable[[int], int | None]) -> tuple[int, str]:
+    """The offset to start from given the broker's answer `found` (None: "no record at/after since")."""
+    if found is None:
+        return low, "broker found no record at/after the time: scanning from the start"
+    if found < low:
+        return low, f"broker answered offset {found} below the log start {low}: scanning"
+    at = timestamp_at(found)
+    if at is None or at < since_ms:
+        return low, f"record at broker's offset {found} has timestamp {at}, before {since_ms}: scanning"
+    if found > low:
+        before = timestamp_at(found - 1)
+        if before is None or before >= since_ms:
+            return low, f"record before broker's offset {found} is not earlier than {since_ms}: scanning"
+    return found, f"broker's offset {found} verified"
+
+
+def plan_since(settings: Settings, topic: str, since_ms: int, timeout_s: float = 10.0) -> StartPlan:
+    consumer = Consumer(consumer_config(settings, group_id=f"replay-{time.monotonic_ns()}"))
+    try:
+        partitions = sorted(consumer.list_topics(topic, timeout=timeout_s).topics[topic].partitions)
+        answers = consumer.offsets_for_times([TopicPartition(topic, p, since_ms) for p in partitions], timeout=timeout_s)
+        plan = StartPlan({})
+        for tp in answers:
+            low, _high = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=timeout_s)
+            found = tp.offset if tp.offset >= 0 else None
+            start, note = verified_start(found, since_ms, low, lambda o, p=tp.partition: _timestamp_at(consumer, topic, p, o))
+            plan.offsets[tp.partition] = start
+            plan.notes.append(f"{topic}[{tp.partition}]: {note}")
+        return plan
+    finally:
+        consumer.close()
+
+
+def _timestamp_at(consumer: Consumer, topic: str, partition: int, offset: int, timeout_s: float = 5.0) -> int | None:
+    consumer.assign([TopicPartition(topic, partition, offset)])
+    deadline = time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(0.5)
+            if msg is not None and not msg.error() and msg.partition() == partition:
+                return msg.timestamp()[1] if msg.offset() == offset else None
+        return None
+    finally:
+        consumer.unassign()
+
+
+def read_from(settings: Settings, topic: str, codec: Codec, offsets: dict[int, int] | None = None,
+              since_ms: int | None = None, notes: list[str] | None = None) -> Iterator[Record]:
+    """Records of `topic` from the given offsets, or from a verified timestamp, or from the beginning."""
+    if since_ms is not None and offsets is None:
+        plan = plan_since(settings, topic, since_ms)
+        offsets = plan.offsets
+        if notes is not None:
+            notes.extend(plan.notes)
+    return read_topic(settings, topic, codec, start_offsets=offsets)

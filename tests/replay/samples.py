@@ -1,0 +1,57 @@
+"""Small sessions for replay tests, and a way to put them on topics with chosen timestamps."""
+
+from __future__ import annotations
+
+from confluent_kafka import Producer
+
+from seamlessflow.kafka.clients import producer_config
+from seamlessflow.kafka.io import Record
+from seamlessflow.messages import EpisodeEnd, TokenIO, Trajectory
+
+
+def call(session, call_id, prompt, completion, version=1, team="red", logprob=-0.5):
+    return TokenIO(f"{call_id}.0", session, team, "run1", call_id, "engine-0", 0, prompt, completion,
+                   [logprob] * len(completion), [version] * len(completion), "stop", 1.0, 2.0, 3.0, 1000)
+
+
+def end(session, reward=1.0, status="done", num_calls=2, team="red"):
+    return EpisodeEnd(f"{session}/end", session, team, "run1", reward, status, "{}", num_calls, 5000,
+                      group_id=f"g-{session}", task_id=f"t-{session}")
+
+
+def two_turn_session(session="s1", team="red", reward=1.0, status="done"):
+    """Turn 2 extends turn 1 with one fed token (5): one sequence [1 2 3 4 5 6]."""
+    return [call(session, f"{session}c1", [1, 2], [3, 4], team=team),
+            call(session, f"{session}c2", [1, 2, 3, 4, 5], [6], version=2, team=team),
+            end(session, reward, status, team=team)]
+
+
+def forked_session(session="f1", team="red"):
+    """Turn 2 drops turn 1's answer and asks again: a fork, so two sequences."""
+    return [call(session, f"{session}c1", [1, 2], [3, 4], team=team),
+            call(session, f"{session}c2", [1, 2, 7], [8], team=team),
+            end(session, 0.5, team=team)]
+
+
+def expected_two_turn(session="s1", team="red", reward=1.0) -> Trajectory:
+    """Written out by hand (not computed) so --check is compared with an independent answer."""
+    return Trajectory(f"{session}/0", session, 0, f"g-{session}", f"t-{session}", team, "run1",
+                      [1, 2, 3, 4, 5, 6], [0, 0, 1, 1, 0, 1], [0.0, 0.0, -0.5, -0.5, 0.0, -0.5],
+                      [-1, -1, 1, 1, -1, 2], reward, "done", 2, 0, 5000,
+                      '{"outcomes": {"extension": 1, "start": 1}}')
+
+
+def produce(settings, codec, topic, messages, timestamp_ms=None):
+    """Keyed like the real producers (session id, or group id for trajectories); durable on return."""
+    producer = Producer(producer_config(settings))
+    for message in messages:
+        key = message.group_id if isinstance(message, Trajectory) else message.session_id
+        extra = {"timestamp": timestamp_ms} if timestamp_ms is not None else {}
+        producer.produce(topic, value=codec.encode(message, topic), key=key, **extra)
+    assert producer.flush(30) == 0
+
+
+def records(messages, codec, topic="t.session-events", start_ms=1000):
+    """In-memory Records (as if read from a topic) for the pure tests."""
+    return [Record(topic, 0, i, getattr(m, "session_id", "").encode(), codec.encode(m, topic), start_ms + i, m)
+            for i, m in enumerate(messages)]
