@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from seamlessflow.cli.context import global_options, load_settings
+from seamlessflow.cli.simulate import simulate
 from seamlessflow.cli.stack import down, status, up
 from seamlessflow.cli.topics import tail, topics
 
@@ -17,7 +18,7 @@ def cli(ctx, config_path, **overrides):
     ctx.obj = load_settings(config_path, **overrides)
 
 
-for command in (up, down, status, topics, tail):
+for command in (up, down, status, topics, tail, simulate):
     cli.add_command(command)
 
 
