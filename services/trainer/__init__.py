@@ -1,0 +1,1 @@
+"""The trainer process: `python -m services.trainer --config PATH`."""

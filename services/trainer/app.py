@@ -1,0 +1,241 @@
+"""The trainer loop: trajectories in, one DeepSpeed step per batch of groups, weights and records out.
+
+Per step, in this order, so a crash at any point replays and never skips:
+1. train on a batch (optimizer step);
+2. every `publish_every` steps: save the weights as version N+1, save a checkpoint (model, optimizer,
+   step, version, offsets to commit, ids already finished above them), publish the WeightVersion record,
+   commit the offsets. A crash before the checkpoint loses the steps since the last one and replays their
+   trajectories; a crash after it resumes there (the version record is re-published at start).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import time
+from pathlib import Path
+
+from seamlessflow.avro import codec_for
+from seamlessflow.config import Settings
+from seamlessflow.core.batching import BatchBuilder, Counters
+from seamlessflow.kafka.io import MessageProducer
+from seamlessflow.messages import DeadLetter, ResourceStatus, WeightVersion, new_id, now_ms
+from seamlessflow.topics import Topics
+from seamlessflow.training.config import TrainerConfig
+from seamlessflow.training.control import ControlListener, ControlState
+from seamlessflow.training.engine import PolicyEngine, StepMetrics
+from seamlessflow.training.samples import sample_from_record
+from seamlessflow.training.source import Incoming, TrajectorySource
+from seamlessflow.training.weights import prune_versions, save_weights, version_dir
+
+log = logging.getLogger("seamlessflow.trainer")
+
+
+class Trainer:
+    def __init__(self, settings: Settings, config: TrainerConfig | None = None):
+        self.settings = settings
+        self.config = config or TrainerConfig.from_settings(settings)
+        self.topics = Topics(settings)
+        self.codec = codec_for(settings)
+        self.work = self.config.work_dir(settings)
+        self.weights_root = self.work / "weights"
+        self.checkpoints = self.work / "checkpoints"
+        self.steps_log = self.work / "steps.jsonl"
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.producer = MessageProducer(settings, self.codec)
+        self.control = ControlState(self.config.resource_id, settings.team, settings.run, self.config.initial_role)
+        self.engine = PolicyEngine(self.config.model_path, self.config.deepspeed_dict(),
+                                   self.config.loss_config(), self.config.scale_by_std)
+        self.step, self.version = 0, 0
+        self.last_metrics: StepMetrics | None = None
+        self.stopping = False
+        restored = self.engine.load_checkpoint(self.checkpoints) or {}
+        self._restore(restored)
+
+    def _restore(self, state: dict) -> None:
+        self.step = int(state.get("sf_step", 0))
+        self.version = int(state.get("sf_version", 0))
+        self._truncate_step_log()
+        start_offsets = {int(p): int(o) for p, o in state.get("sf_offsets", {}).items()}
+        self.builder = BatchBuilder(self.config.batch_config(), seen_ids=set(state.get("sf_finished_ids", [])))
+        self.builder.too_easy_tasks.update(state.get("sf_too_easy", []))
+        self._counters_at_step = Counters()
+        self._offsets_by_id: dict[str, tuple[int, int]] = {}  # held samples -> where to finish them
+        self._trained_since_publish: list[dict] = []
+        self.source = TrajectorySource(self.settings, self.codec, self.topics.trajectories,
+                                       self.config.group_id(self.settings), start_offsets)
+        log.info("trainer %s at step %d, version %d, offsets %s", self.config.resource_id, self.step,
+                 self.version, start_offsets)
+
+    # -- the loop ---------------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        listener = ControlListener(self.settings, self.codec, self.topics.control, self.config.resource_id)
+        latest = listener.catch_up()
+        if latest is not None:
+            self._apply(latest)
+        if self.version > 0:
+            self._publish_version()  # idempotent: a crash may have come between checkpoint and publish
+        next_beat = 0.0
+        try:
+            while not self.stopping:
+                for command in listener.poll():
+                    self._apply(command)
+                if time.monotonic() >= next_beat:
+                    self._heartbeat("active")
+                    next_beat = time.monotonic() + self.config.heartbeat_s
+                self._take(self.source.poll(0.2))
+                if self.control.role == "train" and self._train_if_ready():
+                    if self.config.max_steps is not None and self.step >= self.config.max_steps:
+                        break
+        finally:
+            self._heartbeat("stopped")
+            self.producer.flush()
+            listener.close()
+            self.source.close()
+        return 0
+
+    def _take(self, records: list[Incoming]) -> None:
+        """Feeds records to the batch builder; anything it will not train is finished at once."""
+        if self.source.revoked:
+            self._rebuild_after_revoke()
+        now = time.time()
+        for item in records:
+            if item.trajectory is None:
+                self._dead_letter(item)
+                self.source.tracker.finish(item.partition, item.offset)
+            elif self.builder.add(sample_from_record(item.trajectory), now):
+                self._offsets_by_id[item.trajectory.event_id] = (item.partition, item.offset)
+            else:
+                self.source.tracker.finish(item.partition, item.offset)
+
+    def _rebuild_after_revoke(self) -> None:
+        """Partitions moved: forget buffered samples; they are read again from the committed offsets."""
+        finished = set(self.source.tracker.finished_above_commit())
+        self.builder = BatchBuilder(self.config.batch_config(), seen_ids=finished)
+        self._offsets_by_id = {}
+        self.source.revoked = False
+
+    def _finish(self, trajectory_ids) -> None:
+        for tid in trajectory_ids:
+            where = self._offsets_by_id.pop(tid, None)
+            if where is not None:
+                self.source.tracker.finish(*where)
+
+    def _train_if_ready(self) -> bool:
+        result = self.builder.poll(self.version, time.time())
+        self._finish(s.trajectory_id for s in result.discarded)
+        if not result.batch:
+            return False
+        metrics = self.engine.train_step(result.batch)
+        self.step += 1
+        trained = [s.trajectory_id for g in result.batch for s in g.samples]
+        self._finish(trained)
+        self._trained_since_publish.append({"step": self.step, "trajectory_ids": trained})
+        self.last_metrics = metrics
+        counts = self.builder.counters.minus(self._counters_at_step)
+        self._counters_at_step = Counters(**vars(self.builder.counters))
+        log.info("step %d: %s | %s", self.step, _fmt(metrics.figures()), _fmt(vars(counts)))
+        if self.step % self.config.publish_every == 0:
+            self._publish_step()
+        return True
+
+    def _publish_step(self) -> None:
+        start = time.perf_counter()
+        self.version += 1
+        save_weights(self.engine.module, self.weights_root, self.version, self.config.model_path,
+                     self.engine.state_dict_for_export())
+        self._checkpoint()
+        self._publish_version()
+        self.source.commit()
+        prune_versions(self.weights_root, self.config.keep_weight_versions, protect=self.version)
+        self.publish_time_s = time.perf_counter() - start
+        log.info("published version %d in %.2f s", self.version, self.publish_time_s)
+
+    def _checkpoint(self) -> None:
+        tracker = self.source.tracker
+        state = {
+            "sf_step": self.step, "sf_version": self.version,
+            "sf_offsets": {str(p): o for p, o in tracker.commit_points().items()},
+            "sf_finished_ids": tracker.finished_above_commit(),
+            "sf_too_easy": sorted(self.builder.too_easy_tasks),
+        }
+        self._log_steps()
+        self.engine.save_checkpoint(self.checkpoints, f"step{self.step:08d}", state)
+        (self.work / "too_easy_tasks.json").write_text(json.dumps(sorted(self.builder.too_easy_tasks)))
+        tags = sorted(p for p in self.checkpoints.glob("step*") if p.is_dir())
+        for old in tags[:-self.config.keep_checkpoints]:
+            shutil.rmtree(old, ignore_errors=True)
+
+    def _log_steps(self) -> None:
+        """Appends which ids each step trained to `steps.jsonl`, just before the checkpoint that makes
+        those steps durable; lines past the restored step are cut at start (`_truncate_step_log`)."""
+        with open(self.steps_log, "a") as out:
+            for entry in self._trained_since_publish:
+                out.write(json.dumps({**entry, "version": self.version}) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        self._trained_since_publish = []
+
+    def _truncate_step_log(self) -> None:
+        if not self.steps_log.exists():
+            return
+        lines = self.steps_log.read_text().splitlines()
+        kept = [line for line in lines if line.strip() and json.loads(line)["step"] <= self.step]
+        self.steps_log.write_text("".join(line + "\n" for line in kept))
+
+    # -- records ----------------------------------------------------------------------------------------
+
+    def _publish_version(self) -> None:
+        record = WeightVersion(
+            event_id=f"{self.settings.run}/{self.config.resource_id}/v{self.version}", version=self.version,
+            uri=version_dir(self.weights_root, self.version).as_uri(), step=self.step, format="hf-safetensors",
+            trainer_id=self.config.resource_id, team=self.settings.team, run=self.settings.run,
+            created_at_ms=now_ms(),
+        )
+        self.producer.send_and_wait(self.topics.weights, self.settings.run, record)
+
+    def _apply(self, command) -> None:
+        decision = self.control.decide(command)
+        if decision.role is not None:
+            self.source.set_paused(decision.role != "train")
+            log.info("role -> %s (epoch %d)", decision.role, command.epoch)
+        if decision.shutdown:
+            self.stopping = True
+        self.producer.send(self.topics.status, f"{self.config.resource_id}/ack", decision.ack)
+        self._heartbeat("active")
+
+    def _heartbeat(self, state: str) -> None:
+        figures = {"step": float(self.step), "pending_samples": float(len(self.builder.pending_samples)),
+                   "too_easy_tasks": float(len(self.builder.too_easy_tasks)),
+                   "publish_time_s": float(getattr(self, "publish_time_s", 0.0))}
+        figures.update({f"total_{k}": float(v) for k, v in vars(self.builder.counters).items()})
+        if self.last_metrics is not None:
+            figures.update(self.last_metrics.figures())
+        status = ResourceStatus(
+            event_id=new_id(), resource_id=self.config.resource_id, kind="trainer", capability_tags=["train"],
+            active_tag=self.control.role, state=state, weight_version=self.version, figures=figures,
+            team=self.settings.team, run=self.settings.run, created_at_ms=now_ms(), epoch=max(self.control.epoch, 0),
+        )
+        self.producer.send(self.topics.status, self.config.resource_id, status)
+
+    def _dead_letter(self, item: Incoming) -> None:
+        letter = DeadLetter(
+            event_id=new_id(), source_topic=self.topics.trajectories, partition=item.partition, offset=item.offset,
+            key=item.key, value=item.value or b"", reason=item.error or "undecodable", service="trainer",
+            team=self.settings.team, run=self.settings.run, created_at_ms=now_ms(),
+        )
+        self.producer.send(self.topics.dead_letter, item.key.decode() if item.key else None, letter)
+
+
+def _fmt(values: dict) -> str:
+    return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
+
+
+def run(settings: Settings) -> int:
+    trainer = Trainer(settings)
+    signal.signal(signal.SIGTERM, lambda *_: setattr(trainer, "stopping", True))
+    return trainer.run()
