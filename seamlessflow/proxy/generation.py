@@ -195,8 +195,10 @@ class CallRun:
                 return "cut"
             if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
                 return "timeout"
-            self.engines.mark_down(engine)
-            return "unreachable"
+            if isinstance(exc, aiohttp.ClientConnectorError):
+                self.engines.mark_down(engine)
+                return "unreachable"
+            return "dropped"  # the stream broke mid-way: continue from the tokens kept
         except UpstreamFormatError:
             return "bad_stream"
         finally:

@@ -34,6 +34,7 @@ class StubBehaviour:
     release: asyncio.Event = field(default_factory=asyncio.Event)
     healthy: bool = True
     tool_call: bool = True  # answer with a tool call when the request offers tools
+    max_tokens_cap: int = 4096
 
 
 class StubEngine:
@@ -78,24 +79,20 @@ class StubEngine:
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(("chat", body))
-        text = "".join(str(m.get("content") or "") for m in body["messages"])
-        return await self._generate(request, body, "chat", [list(text.encode()) or [0]])
+        return await self._generate(request, body, "chat", lambda: [list("".join(str(m.get("content") or "") for m in body["messages"]).encode()) or [0]])
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(("completions", body))
-        prompt = body["prompt"]
-        if isinstance(prompt, str):
-            prompts = [list(prompt.encode()) or [0]]
-        elif prompt and isinstance(prompt[0], int):
-            prompts = [prompt]
-        elif prompt and isinstance(prompt[0], str):
-            prompts = [list(p.encode()) or [0] for p in prompt]
-        else:
-            prompts = prompt
-        return await self._generate(request, body, "completions", prompts)
+        return await self._generate(request, body, "completions", lambda: _prompts(body["prompt"]))
 
-    async def _generate(self, request, body, kind, prompts) -> web.StreamResponse:
+    async def _generate(self, request, body, kind, read_prompts) -> web.StreamResponse:
+        try:
+            return await self._generate_checked(request, body, kind, read_prompts())
+        except (TypeError, ValueError, KeyError, AttributeError) as exc:  # vLLM answers bad fields with 400 too
+            return web.json_response({"error": {"message": f"stub: {exc}", "type": "BadRequestError", "param": None, "code": 400}}, status=400)
+
+    async def _generate_checked(self, request, body, kind, prompts) -> web.StreamResponse:
         b = self.behaviour
         if b.reject_with:
             return web.json_response({"error": {"message": "stub rejects", "type": "BadRequestError", "param": None, "code": b.reject_with}}, status=b.reject_with)
@@ -103,7 +100,7 @@ class StubEngine:
             b.fail_next -= 1
             return web.json_response({"error": {"message": "stub failure", "type": "InternalServerError", "code": 500}}, status=500)
         n = body.get("n") or 1
-        max_tokens = body.get("max_tokens") or body.get("max_completion_tokens") or b.default_max_tokens
+        max_tokens = min(int(body.get("max_tokens") or body.get("max_completion_tokens") or b.default_max_tokens), b.max_tokens_cap)
         tool = kind == "chat" and b.tool_call and body.get("tools") and body.get("tool_choice") != "none"
         stream = _Stream(self, request, body, kind, prompts, n, max_tokens, bool(tool))
         return await (stream.streamed() if body.get("stream") else stream.whole())
@@ -194,6 +191,16 @@ class _Stream:
         out = {**self._head("chat.completion" if self.kind == "chat" else "text_completion"), "choices": choices,
                "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion, "total_tokens": prompt_tokens + completion}}
         return web.json_response(out)
+
+
+def _prompts(prompt) -> list[list[int]]:
+    if isinstance(prompt, str):
+        return [list(prompt.encode()) or [0]]
+    if prompt and isinstance(prompt[0], int):
+        return [prompt]
+    if prompt and isinstance(prompt[0], str):
+        return [list(p.encode()) or [0] for p in prompt]
+    return prompt
 
 
 def _sse(chunk: dict) -> bytes:
