@@ -143,8 +143,6 @@ class CallRun:
                 raise ProxyError(503, "no healthy inference engine is available", retry_after=self.config.retry_after_s)
             if self.t_dispatch is None:
                 self.t_dispatch = time.monotonic()
-            if engine.id not in self.engine_ids:
-                self.engine_ids.append(engine.id)
             outcome = await self._run_on(engine)
             if outcome in ("done", "cut"):
                 continue
@@ -227,6 +225,8 @@ class CallRun:
                     piece.index, piece.prompt_ids = choice_index, None
                 if piece.token_ids and self.t_first_token is None:
                     self.t_first_token = time.monotonic()
+                if piece.token_ids and engine.id not in self.engine_ids:
+                    self.engine_ids.append(engine.id)  # engines that generated tokens, in order
                 self.capture.choice(piece.index).absorb(piece, version)
             if self.emit is not None:
                 shown = self.shaper.chunk(pieces, kind)
