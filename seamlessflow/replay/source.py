@@ -49,8 +49,12 @@ def plan_since(settings: Settings, topic: str, since_ms: int, timeout_s: float =
         answers = consumer.offsets_for_times([TopicPartition(topic, p, since_ms) for p in partitions], timeout=timeout_s)
         plan = StartPlan({})
         for tp in answers:
-            low, _high = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=timeout_s)
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=timeout_s)
             found = tp.offset if tp.offset >= 0 else None
+            if high <= low:
+                plan.offsets[tp.partition] = low
+                plan.notes.append(f"{topic}[{tp.partition}]: empty")
+                continue
             start, note = verified_start(found, since_ms, low, lambda o, p=tp.partition: _timestamp_at(consumer, topic, p, o))
             plan.offsets[tp.partition] = start
             plan.notes.append(f"{topic}[{tp.partition}]: {note}")
