@@ -64,21 +64,28 @@ class SchedulerService:
     # -- rebuild ------------------------------------------------------------------------------------------
 
     def rebuild(self) -> None:
-        """Fold every input topic from the beginning; epochs continue above the control topic's maximum."""
-        for record in self._read(self.topics.control):
+        """Fold every input topic from the beginning; epochs continue above the control topic's maximum.
+
+        Reading stops at the first record produced after the rebuild began: `read_topic` waits for a quiet
+        partition, which a status topic with live heartbeats never is. The live consumer continues from
+        the next offset, so nothing is skipped."""
+        started_ms = now_ms()
+        for record in self._read(self.topics.control, started_ms):
             command = record.message
             if isinstance(command, ControlCommand):
                 issued = self.view.epochs.issued
                 issued[command.resource_id] = max(issued.get(command.resource_id, 0), command.epoch)
         for topic in (self.topics.status, self.topics.weights, self.topics.tasks, self.topics.trajectories):
-            for record in self._read(topic):
+            for record in self._read(topic, started_ms):
                 self.fold(record.message)
                 self._offsets[(topic, record.partition)] = record.offset + 1
         log.info("rebuilt: %d resources, epochs %s, version %d", len(self.view.tracked),
                  self.view.epochs.issued, self.view.current_version)
 
-    def _read(self, topic: str):
+    def _read(self, topic: str, until_ms: int):
         for record in read_topic(self.settings, topic, self.codec):
+            if record.timestamp_ms > until_ms:
+                return
             if record.error:
                 log.warning("%s@%d: undecodable record skipped: %s", topic, record.offset, record.error)
                 continue

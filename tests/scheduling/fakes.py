@@ -1,0 +1,108 @@
+"""Fake resources that are real Kafka clients: they heartbeat ResourceStatus, obey ControlCommands keyed
+by their id (epoch rule from the core), and acknowledge with CommandAck. What they *run* is fake; the
+protocol with the scheduler is the real one."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from confluent_kafka import Consumer, TopicPartition
+
+from seamlessflow.core.resources import command_is_fresh
+from seamlessflow.kafka.clients import consumer_config
+from seamlessflow.kafka.io import MessageProducer
+from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus, Trajectory, WeightVersion, new_id, now_ms
+from seamlessflow.scheduling.service import SchedulerService
+from seamlessflow.topics import Topics
+
+
+class FakeResource:
+    def __init__(self, settings, codec, resource_id: str, tags: list[str], active: str = "rollout",
+                 kind: str = "rollout", weight_version: int = 0):
+        self.settings, self.codec, self.id = settings, codec, resource_id
+        self.tags, self.active, self.kind, self.weight_version = tags, active, kind, weight_version
+        self.state, self.epoch, self.alive = "active", 0, True
+        self.applied: list[ControlCommand] = []
+        self.topics = Topics(settings)
+        self.producer = MessageProducer(settings, codec)
+        self.consumer = Consumer(consumer_config(settings, group_id=f"fake-{new_id()}"))
+        self.consumer.assign([TopicPartition(self.topics.control, 0, 0)])
+
+    def heartbeat(self) -> None:
+        status = ResourceStatus(new_id(), self.id, self.kind, self.tags, self.active, self.state, self.weight_version,
+                                {"tokens_per_s": 10.0}, self.settings.team, self.settings.run, now_ms(), None, self.epoch)
+        self.producer.send_and_wait(self.topics.status, self.id, status)
+
+    def pump(self) -> None:
+        """Apply every new command addressed to this resource, ack it, then heartbeat."""
+        if not self.alive:
+            return
+        for msg in self.consumer.consume(num_messages=100, timeout=0.05):
+            if msg.error() or msg.key() != self.id.encode():
+                continue
+            command = self.codec.decode(msg.value())
+            self._apply(command)
+        self.heartbeat()
+
+    def _apply(self, command: ControlCommand) -> None:
+        outcome = "ignored_stale"
+        if command_is_fresh(command.epoch, self.epoch):
+            outcome, self.epoch = "ok", command.epoch
+            self.applied.append(command)
+            if command.command == "set_active":
+                self.active = command.role
+            elif command.command == "pause":
+                self.state = "paused"
+            elif command.command == "resume":
+                self.state = "active"
+            elif command.command == "load_weights":
+                self.weight_version = command.weight_version
+        ack = CommandAck(new_id(), self.id, command.event_id, command.command, command.epoch, outcome, "", 1.0,
+                         self.settings.team, self.settings.run, now_ms())
+        self.producer.send(self.topics.status, f"{self.id}/ack", ack)
+
+    def close(self) -> None:
+        self.consumer.close()
+
+
+def wait_until(condition: Callable[[], bool], fakes: list[FakeResource], timeout_s: float = 60.0) -> None:
+    """Pump the fakes until `condition` holds (the timeout only guards against a hang)."""
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not reached; fakes: " + ", ".join(
+                f"{f.id}({f.active},{f.state},v{f.weight_version},e{f.epoch})" for f in fakes))
+        for fake in fakes:
+            fake.pump()
+        time.sleep(0.05)
+
+
+class RunningService:
+    """A SchedulerService in a background thread (the same `run` the process entry point calls)."""
+
+    def __init__(self, service: SchedulerService):
+        self.service, self.stop = service, threading.Event()
+        self.thread = threading.Thread(target=service.run, args=(self.stop,), daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(30)
+        assert not self.thread.is_alive()
+
+
+def publish_trajectories(settings, codec, group_id: str, sessions: list[str]) -> None:
+    producer = MessageProducer(settings, codec)
+    for session in sessions:
+        t = Trajectory(f"{session}/0", session, 0, group_id, group_id, settings.team, settings.run, [1, 2, 3],
+                       [0, 1, 1], [0.0, -0.5, -0.5], [-1, 0, 0], 1.0, "done", 1, 0, now_ms())
+        producer.send(Topics(settings).trajectories, group_id, t)
+    producer.flush()
+
+
+def publish_weights(settings, codec, version: int) -> None:
+    w = WeightVersion(new_id(), version, f"file:///weights/v{version}", version, "hf-safetensors", "trainer-0",
+                      settings.team, settings.run, now_ms())
+    MessageProducer(settings, codec).send_and_wait(Topics(settings).weights, settings.run, w)

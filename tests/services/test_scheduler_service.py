@@ -1,0 +1,124 @@
+"""The scheduler service through the real broker, with fake resources that are real Kafka clients."""
+
+from __future__ import annotations
+
+import pytest
+
+from seamlessflow.kafka.io import read_messages
+from seamlessflow.messages import ControlCommand, ResourceStatus
+from seamlessflow.scheduling.options import ManagerOptions, SchedulerOptions
+from seamlessflow.scheduling.service import SchedulerService
+from seamlessflow.topics import Topics
+from tests.scheduling.fakes import FakeResource, RunningService, publish_trajectories, publish_weights, wait_until
+
+pytestmark = pytest.mark.timeout(180)
+
+
+def options(policy: str, **extra) -> SchedulerOptions:
+    fields = {"tick_s": 0.2, "min_dwell_s": 0, "switch_cost_s": 0.1, "batch_threshold": 2, **extra}
+    return SchedulerOptions(policy=policy, **fields)
+
+
+def commands(settings, codec, resource_id: str) -> list[tuple[int, str, str | int | None]]:
+    out = []
+    for c in read_messages(settings, Topics(settings).control, codec):
+        if isinstance(c, ControlCommand) and c.resource_id == resource_id:
+            out.append((c.epoch, c.command, c.role or c.mode or c.weight_version))
+    return out
+
+
+@pytest.fixture
+def fakes(settings, codec):
+    made: list[FakeResource] = []
+
+    def make(*args, **kwargs) -> FakeResource:
+        made.append(FakeResource(settings, codec, *args, **kwargs))
+        made[-1].heartbeat()
+        return made[-1]
+
+    yield make
+    for fake in made:
+        fake.close()
+
+
+def test_batch_ready_preempts_flexible_resource_then_weight_update_returns_it(settings, codec, fakes):
+    steady = fakes("r0", ["rollout"])
+    flexible = fakes("r1", ["rollout", "train"])
+    manager = ManagerOptions(group_size=2, max_in_flight=2)
+    running = RunningService(SchedulerService(settings, options("multiplexed"), manager, codec))
+    try:
+        wait_until(lambda: running.service.manager.published == 2, [steady, flexible])
+        publish_trajectories(settings, codec, f"{settings.run}.arith-0-0.r0", ["s1", "s2"])
+        wait_until(lambda: flexible.active == "train", [steady, flexible])
+        assert steady.applied == []  # {rollout}-only never stops
+        publish_weights(settings, codec, 1)
+        wait_until(lambda: flexible.active == "rollout" and flexible.weight_version == 1
+                   and steady.weight_version == 1 and steady.state == "active", [steady, flexible])
+    finally:
+        running.close()
+    assert commands(settings, codec, "r1") == [(1, "set_active", "train"), (2, "set_active", "rollout"),
+                                               (3, "load_weights", 1)]
+    assert commands(settings, codec, "r0") == [(1, "pause", "keep"), (2, "load_weights", 1), (3, "resume", None)]
+    uris = {c.weight_uri for c in read_messages(settings, Topics(settings).control, codec) if c.command == "load_weights"}
+    assert uris == {"file:///weights/v1"}
+
+
+def test_silent_resource_is_marked_failed_and_its_role_reassigned(settings, codec, fakes):
+    trainer = fakes("r0", ["rollout", "train"], active="train")
+    spare = fakes("r1", ["rollout", "train"], active="rollout")
+    opts = options("disaggregated", train_pool_size=1, heartbeat_timeout_s=2.0)
+    running = RunningService(SchedulerService(settings, opts, ManagerOptions(enabled=False), codec))
+    try:
+        wait_until(lambda: len(running.service.published) == 0 and running.service.view.tracked.keys() == {"r0", "r1"},
+                   [trainer, spare])
+        trainer.alive = False  # stops heartbeating and obeying
+        wait_until(lambda: spare.active == "train", [trainer, spare])
+    finally:
+        running.close()
+    latest = {}
+    for status in read_messages(settings, Topics(settings).status, codec):
+        if isinstance(status, ResourceStatus):
+            latest[status.resource_id] = status
+    assert latest["r0"].state == "failed" and latest["r0"].figures["marked_by_scheduler"] == 1.0
+    assert commands(settings, codec, "r0") == []
+    assert commands(settings, codec, "r1") == [(1, "set_active", "train")]
+
+
+def test_restarted_scheduler_continues_epochs_and_task_count(settings, codec, fakes):
+    engine = fakes("r0", ["rollout"])
+    manager = ManagerOptions(group_size=1, max_in_flight=3)
+    first = RunningService(SchedulerService(settings, options("disaggregated"), manager, codec))
+    try:
+        publish_weights(settings, codec, 1)
+        wait_until(lambda: engine.weight_version == 1 and engine.state == "active", [engine])
+        wait_until(lambda: first.service.manager.published == 3, [engine])
+    finally:
+        first.close()
+    publish_weights(settings, codec, 2)
+    second = RunningService(SchedulerService(settings, options("disaggregated"), manager, codec))
+    try:
+        wait_until(lambda: engine.weight_version == 2 and engine.state == "active", [engine])
+        assert second.service.manager.published == 3  # rebuilt from the tasks topic, nothing re-published
+    finally:
+        second.close()
+    assert [epoch for epoch, *_ in commands(settings, codec, "r0")] == [1, 2, 3, 4, 5, 6]
+    assert len(read_messages(settings, Topics(settings).tasks, codec)) == 3
+
+
+def test_manager_keeps_in_flight_groups_within_bound(settings, codec):
+    manager = ManagerOptions(group_size=2, max_in_flight=3)
+    running = RunningService(SchedulerService(settings, options("disaggregated", batch_threshold=100), manager, codec))
+    try:
+        wait_until(lambda: running.service.manager.published == 3, [])
+        tasks = read_messages(settings, Topics(settings).tasks, codec)
+        assert len(tasks) == 3 and all(t.group_size == 2 for t in tasks)
+        publish_trajectories(settings, codec, tasks[0].group_id, ["s1"])  # half a group: no new work
+        wait_until(lambda: running.service.manager.trajectories == 1, [])
+        assert running.service.manager.published == 3
+        publish_trajectories(settings, codec, tasks[0].group_id, ["s2"])
+        wait_until(lambda: running.service.manager.published == 4, [])
+    finally:
+        running.close()
+    tasks = read_messages(settings, Topics(settings).tasks, codec)
+    assert sorted(t.task_id for t in tasks) == ["arith-0-0.r0", "arith-0-1.r0", "arith-0-2.r0", "arith-0-3.r0"]
+    assert running.service.manager.outstanding == 3
