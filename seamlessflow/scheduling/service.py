@@ -30,10 +30,11 @@ from seamlessflow.config import Settings
 from seamlessflow.core.policies import PipelineState, get_policy
 from seamlessflow.core.scheduler import Scheduler
 from seamlessflow.kafka.clients import consumer_config
-from seamlessflow.kafka.io import MessageProducer, read_topic
+from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus, Task, Trajectory, WeightVersion, new_id, now_ms
 from seamlessflow.scheduling.commands import describe, to_message
 from seamlessflow.scheduling.manager import RolloutManager, task_set
+from seamlessflow.scheduling.reading import records_until
 from seamlessflow.scheduling.options import ManagerOptions, SchedulerOptions, manager_options, scheduler_options
 from seamlessflow.scheduling.view import ClusterView
 from seamlessflow.topics import Topics
@@ -66,30 +67,20 @@ class SchedulerService:
     def rebuild(self) -> None:
         """Fold every input topic from the beginning; epochs continue above the control topic's maximum.
 
-        Reading stops at the first record produced after the rebuild began: `read_topic` waits for a quiet
-        partition, which a status topic with live heartbeats never is. The live consumer continues from
-        the next offset, so nothing is skipped."""
+        Reading stops at the first record produced after the rebuild began (see scheduling.reading); the
+        live consumer continues from the next offset, so nothing is skipped."""
         started_ms = now_ms()
-        for record in self._read(self.topics.control, started_ms):
+        for record in records_until(self.settings, self.topics.control, self.codec, started_ms):
             command = record.message
             if isinstance(command, ControlCommand):
                 issued = self.view.epochs.issued
                 issued[command.resource_id] = max(issued.get(command.resource_id, 0), command.epoch)
         for topic in (self.topics.status, self.topics.weights, self.topics.tasks, self.topics.trajectories):
-            for record in self._read(topic, started_ms):
+            for record in records_until(self.settings, topic, self.codec, started_ms):
                 self.fold(record.message)
                 self._offsets[(topic, record.partition)] = record.offset + 1
         log.info("rebuilt: %d resources, epochs %s, version %d", len(self.view.tracked),
                  self.view.epochs.issued, self.view.current_version)
-
-    def _read(self, topic: str, until_ms: int):
-        for record in read_topic(self.settings, topic, self.codec):
-            if record.timestamp_ms > until_ms:
-                return
-            if record.error:
-                log.warning("%s@%d: undecodable record skipped: %s", topic, record.offset, record.error)
-                continue
-            yield record
 
     # -- folding ------------------------------------------------------------------------------------------
 

@@ -1,0 +1,42 @@
+"""Per-resource rows for `seamlessflow status --json` and the live table: latest heartbeat per resource."""
+
+from __future__ import annotations
+
+import time
+
+from seamlessflow.avro import codec_for
+from seamlessflow.config import Settings
+from seamlessflow.messages import ResourceStatus
+from seamlessflow.scheduling.reading import messages_until
+from seamlessflow.topics import Topics
+
+
+def resource_rows(settings: Settings, timeout_s: float = 10.0) -> list[dict]:
+    """Latest ResourceStatus per resource id of the configured team/run, sorted by id.
+
+    Each row: id, kind, capability_tags, active_tag, state, weight_version, epoch, engine_url, figures and
+    heartbeat_age_s (seconds since its `created_at_ms`, by this machine's clock). The scheduler's own row
+    (kind `scheduler`) carries the trainer's current version as `weight_version` and the pipeline figures.
+    """
+    latest: dict[str, ResourceStatus] = {}
+    for status in messages_until(settings, Topics(settings).status, codec_for(settings), timeout_s=timeout_s):
+        if isinstance(status, ResourceStatus) and status.team == settings.team and status.run == settings.run:
+            if status.resource_id not in latest or status.created_at_ms >= latest[status.resource_id].created_at_ms:
+                latest[status.resource_id] = status
+    now_s = time.time()
+    return [_row(status, now_s) for _, status in sorted(latest.items())]
+
+
+def _row(status: ResourceStatus, now_s: float) -> dict:
+    return {
+        "id": status.resource_id, "kind": status.kind, "capability_tags": list(status.capability_tags),
+        "active_tag": status.active_tag, "state": status.state, "weight_version": status.weight_version,
+        "epoch": status.epoch, "engine_url": status.engine_url, "figures": dict(status.figures),
+        "heartbeat_age_s": round(max(0.0, now_s - status.created_at_ms / 1000.0), 3),
+    }
+
+
+def trainer_version(rows: list[dict]) -> int | None:
+    """The newest version a trainer reports (None without a trainer row)."""
+    versions = [row["weight_version"] for row in rows if row["kind"] == "trainer"]
+    return max(versions) if versions else None

@@ -1,0 +1,49 @@
+"""`seamlessflow timeline`: resources x time coloured by role, from the status topic, and the bubble ratio.
+
+Intervals come from seamlessflow.scheduling.reading import messages_until
+from seamlessflow.scheduling.timeline; drawing and the bubble ratio are the simulator's
+(seamlessflow.sim.timeline), so real and simulated runs are measured the same way.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import click
+
+from seamlessflow.avro import codec_for
+from seamlessflow.cli.context import pass_settings
+from seamlessflow.scheduling.reading import messages_until
+from seamlessflow.scheduling.timeline import intervals_from_records, role_switches
+from seamlessflow.sim.timeline import bubble_ratio, draw_timeline, time_by_kind
+from seamlessflow.topics import Topics
+
+
+@click.command()
+@click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
+              help="PNG to write (default: <data-dir>/timeline.png).")
+@click.option("--team", help="Only this team's records (default: the configured team).")
+@click.option("--run", "run_name", help="Only this run's records (default: the configured run).")
+@click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
+@pass_settings
+def timeline(settings, out_path, team, run_name, as_json):
+    """Draw the role timeline of the run's resources and print the bubble ratio (idle time / total)."""
+    team, run_name = team or settings.team, run_name or settings.run
+    messages = [m for m in messages_until(settings, Topics(settings).status, codec_for(settings))
+                if m.team == team and m.run == run_name]
+    intervals = intervals_from_records(messages)
+    if not intervals:
+        raise click.ClickException(f"no resource status records for team {team!r} run {run_name!r}")
+    path = draw_timeline(intervals, Path(out_path) if out_path else Path(settings.data_dir) / "timeline.png",
+                         title=f"{team}/{run_name}")
+    ratio = bubble_ratio(intervals)
+    figures = {"png": str(path), "bubble_ratio": round(ratio, 5), "resources": len({i.resource_id for i in intervals}),
+               "seconds_by_kind": {k: round(v, 3) for k, v in time_by_kind(intervals).items()},
+               "role_switches": len(role_switches(messages))}
+    if as_json:
+        click.echo(json.dumps(figures))
+    else:
+        click.echo(f"timeline: {path}")
+        click.echo(f"bubble ratio: {ratio:.1%} over {figures['resources']} resources, "
+                   f"{figures['role_switches']} role switches")

@@ -1,0 +1,30 @@
+"""Reading a live topic "up to now".
+
+`read_topic` stops when a partition is quiet for `settle_s`; the status topic, with heartbeats every
+second from every resource, never is. These helpers stop at the first record produced after the call
+began (CreateTime), which is the snapshot a rebuild, `timeline` or `status` wants.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from seamlessflow.avro import Codec
+from seamlessflow.config import Settings
+from seamlessflow.kafka.io import Record, read_topic
+from seamlessflow.messages import now_ms
+
+
+def records_until(settings: Settings, topic: str, codec: Codec, until_ms: int | None = None,
+                  timeout_s: float = 30.0) -> Iterator[Record]:
+    """Decodable records from the beginning up to `until_ms` (default: now); undecodable ones skipped."""
+    until_ms = now_ms() if until_ms is None else until_ms
+    for record in read_topic(settings, topic, codec, timeout_s=timeout_s):
+        if record.timestamp_ms > until_ms:
+            return
+        if record.message is not None:
+            yield record
+
+
+def messages_until(settings: Settings, topic: str, codec: Codec, timeout_s: float = 30.0) -> list[object]:
+    return [record.message for record in records_until(settings, topic, codec, timeout_s=timeout_s)]

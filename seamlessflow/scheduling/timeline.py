@@ -1,0 +1,100 @@
+"""Role intervals from recorded statuses: what `seamlessflow timeline` draws (with seamlessflow.sim.timeline).
+
+Every heartbeat is a sample of (active tag, state) at its `created_at_ms`; a resource is taken to stay as
+its last heartbeat said until the next one. Kinds follow the simulator's: `rollout`/`train` (useful work),
+`switch` (state switching), `sync` (paused, e.g. around a weight load, and the measured duration of every
+acknowledged `load_weights`), `idle` (starting, idle tag, or a rollout resource whose `running` figure is
+0), `failed` (failed or stopped, including the scheduler's verdict on a silent resource). Only resources of
+the schedulable kinds are drawn (not the proxy, scheduler or agents).
+
+Caveat: the status topic is compacted; once the broker compacts it, only the latest record per resource
+remains and older history is gone. Draw timelines from runs whose status topic was not compacted yet.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable
+
+from seamlessflow.messages import CommandAck, ResourceStatus
+from seamlessflow.sim.timeline import Interval
+
+SCHEDULED_KINDS = frozenset({"rollout", "trainer"})
+
+
+def kind_of(status: ResourceStatus) -> str:
+    if status.state in ("failed", "stopped"):
+        return "failed"
+    if status.state == "switching":
+        return "switch"
+    if status.state == "paused":
+        return "sync"
+    if status.state != "active" or status.active_tag not in ("rollout", "train"):
+        return "idle"
+    if status.active_tag == "rollout" and status.figures.get("running", 1.0) <= 0:
+        return "idle"
+    return status.active_tag
+
+
+def intervals_from_records(messages: Iterable[object], kinds: frozenset[str] = SCHEDULED_KINDS) -> list[Interval]:
+    """Intervals in seconds from the first record; `load_weights` acks are carved in as `sync`."""
+    samples: dict[str, list[tuple[float, str]]] = defaultdict(list)
+    syncs: list[Interval] = []
+    items = [m for m in messages if isinstance(m, (ResourceStatus, CommandAck))]
+    if not items:
+        return []
+    origin = min(m.created_at_ms for m in items) / 1000.0
+    for message in sorted(items, key=lambda m: m.created_at_ms):
+        t = message.created_at_ms / 1000.0 - origin
+        if isinstance(message, ResourceStatus) and message.kind in kinds:
+            samples[message.resource_id].append((t, kind_of(message)))
+        elif isinstance(message, CommandAck) and message.command == "load_weights" and message.outcome == "ok":
+            syncs.append(Interval(message.resource_id, max(0.0, t - message.duration_ms / 1000.0), t, "sync"))
+    end = max(t for points in samples.values() for t, _ in points) if samples else 0.0
+    out: list[Interval] = []
+    for rid, points in samples.items():
+        bounded = points + [(end, points[-1][1])]  # the last heartbeat holds until the end of the record
+        out += _merge([Interval(rid, t, t_next, kind) for (t, kind), (t_next, _) in zip(bounded, bounded[1:])])
+    for sync in syncs:
+        if sync.resource_id in samples:
+            out = _carve(out, sync)
+    return out
+
+
+def _merge(intervals: list[Interval]) -> list[Interval]:
+    """Join neighbours of the same kind, so one role period is one bar."""
+    merged: list[Interval] = []
+    for interval in intervals:
+        if merged and merged[-1].kind == interval.kind and merged[-1].end >= interval.start:
+            merged[-1] = Interval(interval.resource_id, merged[-1].start, interval.end, interval.kind)
+        else:
+            merged.append(interval)
+    return merged
+
+
+def _carve(intervals: list[Interval], sync: Interval) -> list[Interval]:
+    """Replace the resource's time inside `sync` by the sync interval."""
+    out = [sync]
+    for i in intervals:
+        if i.resource_id != sync.resource_id or i.end <= sync.start or i.start >= sync.end:
+            out.append(i)
+            continue
+        if i.start < sync.start:
+            out.append(Interval(i.resource_id, i.start, sync.start, i.kind))
+        if i.end > sync.end:
+            out.append(Interval(i.resource_id, sync.end, i.end, i.kind))
+    return sorted(out, key=lambda i: (i.resource_id, i.start))
+
+
+def role_switches(messages: Iterable[object]) -> list[tuple[float, str, str, str]]:
+    """(seconds, resource, from, to) for every change of active tag seen on the status topic."""
+    last: dict[str, str] = {}
+    switches = []
+    items = sorted((m for m in messages if isinstance(m, ResourceStatus)), key=lambda m: m.created_at_ms)
+    origin = items[0].created_at_ms / 1000.0 if items else 0.0
+    for status in items:
+        before = last.get(status.resource_id)
+        if before is not None and before != status.active_tag:
+            switches.append((status.created_at_ms / 1000.0 - origin, status.resource_id, before, status.active_tag))
+        last[status.resource_id] = status.active_tag
+    return switches

@@ -1,0 +1,25 @@
+from seamlessflow.scheduling.timeline import intervals_from_records, kind_of, role_switches
+from seamlessflow.sim.timeline import Interval, bubble_ratio
+from tests.scheduling.records import status, two_resource_run
+
+
+def test_intervals_follow_heartbeats_and_carve_weight_loads():
+    got = sorted(intervals_from_records(two_resource_run()), key=lambda i: (i.resource_id, i.start))
+    assert got == [
+        Interval("r0", 0, 5, "rollout"), Interval("r0", 5, 6, "sync"), Interval("r0", 6, 10, "rollout"),
+        Interval("r1", 0, 4, "rollout"), Interval("r1", 4, 5, "switch"), Interval("r1", 5, 9, "train"),
+        Interval("r1", 9, 10, "idle"),
+    ]
+    assert abs(bubble_ratio(got) - 0.15) < 1e-9
+
+
+def test_kinds_of_states():
+    assert kind_of(status("r", 0, "rollout", "paused")) == "sync"
+    assert kind_of(status("r", 0, "train", "stopped")) == "failed"
+    assert kind_of(status("r", 0, "rollout", "starting")) == "idle"
+    assert kind_of(status("r", 0, "rollout", running=0.0)) == "idle"
+    assert kind_of(status("r", 0, "rollout", running=3.0)) == "rollout"
+
+
+def test_role_switches_are_listed_in_time_order():
+    assert role_switches(two_resource_run()) == [(4.0, "r1", "rollout", "train"), (9.0, "r1", "train", "idle")]
