@@ -1,0 +1,79 @@
+"""The rollout manager's pacing: in-flight bound, staleness bound, finished and lost groups."""
+
+from seamlessflow.messages import Trajectory
+from seamlessflow.scheduling.manager import RolloutManager, task_set
+from seamlessflow.scheduling.options import ManagerOptions
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def manager(clock=None, batch_threshold=100, max_staleness=1, **options) -> RolloutManager:
+    opts = ManagerOptions(**{"group_size": 2, "demo_count": 3, **options})
+    return RolloutManager(opts, task_set(opts), "default", "default", batch_threshold, max_staleness, clock or Clock())
+
+
+def publish(m: RolloutManager, version: int = 0) -> list[str]:
+    tasks = m.next_tasks(version)
+    for task in tasks:
+        m.on_task(task)
+    return [t.task_id for t in tasks]
+
+
+def trajectory(group_id: str, session: str, branch: int = 0) -> Trajectory:
+    return Trajectory(f"{session}/{branch}", session, branch, group_id, "t", "default", "default", [1, 2, 3],
+                      [0, 1, 1], [0.0, -0.1, -0.1], [-1, 0, 0], 1.0, "done", 1, 0, 0)
+
+
+def test_publishes_up_to_the_in_flight_bound_and_cycles_the_task_set():
+    m = manager(max_in_flight=4)
+    assert publish(m) == ["arith-0-0.r0", "arith-0-1.r0", "arith-0-2.r0", "arith-0-0.r1"]
+    assert publish(m) == []
+
+
+def test_a_group_finishes_on_distinct_sessions_forks_count_once():
+    m = manager(max_in_flight=1)
+    [task_id] = publish(m)
+    group = f"default.{task_id}"
+    assert not m.on_trajectory(trajectory(group, "s1", 0))
+    assert not m.on_trajectory(trajectory(group, "s1", 1))  # a fork of the same session
+    assert m.on_trajectory(trajectory(group, "s2"))
+    assert (m.finished, m.outstanding) == (1, 0)
+    assert publish(m) == ["arith-0-1.r0"]
+
+
+def test_staleness_bound_waits_for_the_trainer():
+    # batch of 4 trajectories = 2 groups; colocated (staleness 0) allows one batch per version
+    m = manager(batch_threshold=4, max_staleness=0, max_in_flight=10)
+    assert len(publish(m, version=0)) == 2
+    for task_id in ("arith-0-0.r0", "arith-0-1.r0"):
+        for session in ("a", "b"):
+            m.on_trajectory(trajectory(f"default.{task_id}", task_id + session))
+    assert publish(m, version=0) == []
+    assert len(publish(m, version=1)) == 2
+
+
+def test_silent_group_is_given_up_after_timeout():
+    clock = Clock()
+    m = manager(clock, max_in_flight=1, task_timeout_s=60)
+    [task_id] = publish(m)
+    clock.now = 61
+    assert m.expire() == [f"default.{task_id}"]
+    assert (m.lost, m.outstanding) == (1, 0)
+    assert not m.on_trajectory(trajectory(f"default.{task_id}", "late"))
+    assert len(publish(m)) == 1
+
+
+def test_max_tasks_and_other_runs():
+    m = manager(max_in_flight=10, max_tasks=2)
+    foreign = m.next_tasks(0)[0]
+    foreign.run = "another-run"
+    m.on_task(foreign)
+    assert m.published == 0
+    assert len(publish(m)) == 2
+    assert m.next_tasks(0) == []
