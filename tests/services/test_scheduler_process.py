@@ -1,0 +1,34 @@
+"""`python -m services.scheduler --config FILE`, as the supervisor starts it: heartbeats, publishes tasks,
+and exits 0 on SIGTERM."""
+
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from seamlessflow.cli.resources import resource_rows
+
+pytestmark = pytest.mark.timeout(120)
+
+
+def test_process_heartbeats_publishes_tasks_and_stops_on_sigterm(settings, tmp_path):
+    config = settings.with_overrides(scheduler={"policy": "colocated", "tick_s": 0.2},
+                                     manager={"group_size": 2, "max_in_flight": 2})
+    path = config.dump_yaml(tmp_path / "config.yaml")
+    proc = subprocess.Popen([sys.executable, "-m", "services.scheduler", "--config", str(path)],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    try:
+        row = None
+        deadline = time.monotonic() + 60
+        while row is None or row["figures"].get("tasks_published") != 2.0:
+            assert proc.poll() is None, proc.stdout.read().decode()
+            assert time.monotonic() < deadline, "no scheduler heartbeat with 2 tasks published"
+            row = next((r for r in resource_rows(settings) if r["id"] == "scheduler"), None)
+            time.sleep(0.3)
+        assert (row["kind"], row["active_tag"], row["state"]) == ("scheduler", "colocated", "active")
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(30)
+    assert code == 0, proc.stdout.read().decode()
