@@ -25,7 +25,7 @@ class SchedulerOptions(BaseModel):
     min_dwell_s: float = Field(16.0, ge=0)
     stay_margin: float = Field(1.0, ge=0)
     train_pool_size: int | None = None
-    batch_threshold: int = Field(8, ge=1)  # trajectories per training step
+    batch_threshold: int = Field(8, ge=1)  # trajectories per training step (default: from `trainer:`)
     resource_kinds: list[str] = Field(default_factory=lambda: ["rollout", "trainer"])
     rate_window_s: float = Field(30.0, gt=0)
 
@@ -55,8 +55,18 @@ class ManagerOptions(BaseModel):
 
 
 def scheduler_options(settings: Settings) -> SchedulerOptions:
-    return SchedulerOptions.model_validate(settings.section("scheduler"))
+    """`batch_threshold` defaults to the trainer's batch (groups x group size), so the scheduler calls a
+    batch ready exactly when the trainer can take one."""
+    section = settings.section("scheduler")
+    trainer = settings.section("trainer")
+    if "batch_threshold" not in section and trainer.get("threshold_kind", "groups") == "groups":
+        section["batch_threshold"] = int(trainer.get("batch_threshold", 2)) * int(trainer.get("group_size", 4))
+    return SchedulerOptions.model_validate(section)
 
 
 def manager_options(settings: Settings) -> ManagerOptions:
-    return ManagerOptions.model_validate(settings.section("manager"))
+    """`group_size` defaults to the trainer's, so every published task is one GRPO group it can use."""
+    section = settings.section("manager")
+    if "group_size" not in section and "group_size" in settings.section("trainer"):
+        section["group_size"] = int(settings.section("trainer")["group_size"])
+    return ManagerOptions.model_validate(section)
