@@ -173,8 +173,9 @@ class _Stream:
 
     async def whole(self) -> web.Response:
         b = self.engine.behaviour
-        if b.token_delay_s:
-            await asyncio.sleep(b.token_delay_s * self.max_tokens)
+        if b.token_delay_s:  # one sleep per token, as when streaming, so both paths cost the engine the same
+            for _ in range(self.max_tokens):
+                await asyncio.sleep(b.token_delay_s)
         choices = []
         for index, prompt in self._choices():
             tokens = [token_at(len(prompt) + k) for k in range(self.max_tokens)]
@@ -193,6 +194,18 @@ class _Stream:
         return web.json_response(out)
 
 
+def main() -> None:
+    """`python -m tests.proxy.stub_engine PORT TOKEN_DELAY_MS`: a StubEngine process (for the benchmark)."""
+    import sys
+
+    async def serve() -> None:
+        engine = await StubEngine(StubBehaviour(token_delay_s=float(sys.argv[2]) / 1000)).start(int(sys.argv[1]))
+        print(f"stub engine on {engine.url}", flush=True)
+        await asyncio.Event().wait()
+
+    asyncio.run(serve())
+
+
 def _prompts(prompt) -> list[list[int]]:
     if isinstance(prompt, str):
         return [list(prompt.encode()) or [0]]
@@ -205,3 +218,7 @@ def _prompts(prompt) -> list[list[int]]:
 
 def _sse(chunk: dict) -> bytes:
     return b"data: " + json.dumps(chunk).encode() + b"\n\n"
+
+
+if __name__ == "__main__":
+    main()

