@@ -9,6 +9,7 @@ import time
 import pytest
 
 from seamlessflow.cli.resources import resource_rows
+from seamlessflow.scheduling.health import scheduler_ready
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -17,6 +18,8 @@ def test_process_heartbeats_publishes_tasks_and_stops_on_sigterm(settings, tmp_p
     config = settings.with_overrides(scheduler={"policy": "colocated", "tick_s": 0.2},
                                      manager={"group_size": 2, "max_in_flight": 2})
     path = config.dump_yaml(tmp_path / "config.yaml")
+    ready = scheduler_ready(settings)
+    assert not ready()
     proc = subprocess.Popen([sys.executable, "-m", "services.scheduler", "--config", str(path)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
@@ -28,6 +31,7 @@ def test_process_heartbeats_publishes_tasks_and_stops_on_sigterm(settings, tmp_p
             row = next((r for r in resource_rows(settings) if r["id"] == "scheduler"), None)
             time.sleep(0.3)
         assert (row["kind"], row["active_tag"], row["state"]) == ("scheduler", "colocated", "active")
+        assert ready()
     finally:
         proc.send_signal(signal.SIGTERM)
         code = proc.wait(30)
