@@ -174,6 +174,8 @@ class CallRun:
         return "done"
 
     async def _stream(self, engine: Engine, kind: str, body: dict, choice_index: int | None) -> str:
+        if self.gate.paused:  # paused between two segments of this call: dispatch nothing until resume
+            return "cut"
         self._cut = False
         self.gate.enter(self)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.config.connect_timeout_s, sock_read=self.config.read_timeout_s)
