@@ -13,7 +13,7 @@ from typing import Any
 
 import httpx
 
-RETRYABLE_STATUS = {408, 425, 429}
+RETRYABLE_STATUS = {408, 409, 425, 429}  # 409: the proxy still has calls of the session in flight
 
 
 class EndRejected(RuntimeError):
