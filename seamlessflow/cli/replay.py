@@ -27,7 +27,7 @@ from seamlessflow.avro import codec_for
 from seamlessflow.cli.context import pass_settings
 from seamlessflow.kafka.clients import producer_config
 from seamlessflow.kafka.io import Record
-from seamlessflow.messages import EpisodeEnd, TokenIO, Trajectory
+from seamlessflow.messages import EpisodeEnd, TokenIO
 from seamlessflow.replay import (CheckReport, Filter, archive_file, check, read_archive, read_from, select_sessions,
                                  select_trajectories, session_json, trajectory_json, write_archive)
 from seamlessflow.replay.render import print_all
