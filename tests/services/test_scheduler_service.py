@@ -6,6 +6,7 @@ import pytest
 
 from seamlessflow.kafka.io import read_messages
 from seamlessflow.messages import ControlCommand, ResourceStatus
+from seamlessflow.scheduling.timeline import intervals_from_records
 from seamlessflow.scheduling.options import ManagerOptions, SchedulerOptions
 from seamlessflow.scheduling.service import SchedulerService
 from seamlessflow.topics import Topics
@@ -61,6 +62,8 @@ def test_batch_ready_preempts_flexible_resource_then_weight_update_returns_it(se
     assert commands(settings, codec, "r0") == [(1, "pause", "keep"), (2, "load_weights", 1), (3, "resume", None)]
     uris = {c.weight_uri for c in read_messages(settings, Topics(settings).control, codec) if c.command == "load_weights"}
     assert uris == {"file:///weights/v1"}
+    kinds = {(i.resource_id, i.kind) for i in intervals_from_records(read_messages(settings, Topics(settings).status, codec))}
+    assert {("r1", "rollout"), ("r1", "train"), ("r0", "rollout"), ("r0", "sync")} <= kinds
 
 
 def test_silent_resource_is_marked_failed_and_its_role_reassigned(settings, codec, fakes):
@@ -82,6 +85,8 @@ def test_silent_resource_is_marked_failed_and_its_role_reassigned(settings, code
     assert latest["r0"].state == "failed" and latest["r0"].figures["marked_by_scheduler"] == 1.0
     assert commands(settings, codec, "r0") == []
     assert commands(settings, codec, "r1") == [(1, "set_active", "train")]
+    timeline = intervals_from_records(read_messages(settings, Topics(settings).status, codec))
+    assert max((i for i in timeline if i.resource_id == "r0"), key=lambda i: i.start).kind == "failed"
 
 
 def test_restarted_scheduler_continues_epochs_and_task_count(settings, codec, fakes):
