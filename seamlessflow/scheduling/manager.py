@@ -102,10 +102,16 @@ class RolloutManager:
     def _task(self, index: int) -> Task:
         source = self.tasks[index % len(self.tasks)]
         task_id = f"{source.task_id}.r{index // len(self.tasks)}"
-        payload = json.dumps({"answer": source.answer, "source_task_id": source.task_id})
+        payload = json.dumps({"answer": source.answer, "expression": _expression(source.prompt),
+                              "source_task_id": source.task_id})
         return Task(new_id(), task_id, f"{self.run}.{task_id}", self.team, self.run, self.options.kind,
                     source.prompt, payload, self.options.group_size, 0, now_ms())
 
     def figures(self) -> dict[str, float]:
         return {"tasks_published": self.published, "groups_finished": self.finished, "groups_lost": self.lost,
                 "groups_in_flight": self.outstanding, "trajectories": self.trajectories}
+
+
+def _expression(prompt: str) -> str:
+    """"What is 3+4?" -> "3+4": the payload field the example tool-use agent computes with."""
+    return prompt.removeprefix("What is ").removesuffix("?")

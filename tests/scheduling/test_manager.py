@@ -34,6 +34,16 @@ def test_publishes_up_to_the_in_flight_bound_and_cycles_the_task_set():
     m = manager(max_in_flight=4)
     assert publish(m) == ["arith-0-0.r0", "arith-0-1.r0", "arith-0-2.r0", "arith-0-0.r1"]
     assert publish(m) == []
+    task = m.next_tasks(1)  # nothing: the bound is on groups in flight, not on versions
+    assert task == []
+
+
+def test_task_payload_fits_the_example_agents():
+    import json
+    [task] = manager(max_in_flight=1).next_tasks(0)
+    payload = json.loads(task.payload_json)
+    assert task.prompt == f"What is {payload['expression']}?" and str(eval(payload["expression"])) == payload["answer"]
+    assert (task.group_id, task.group_size, task.kind) == ("default.arith-0-0.r0", 2, "arithmetic")
 
 
 def test_a_group_finishes_on_distinct_sessions_forks_count_once():
