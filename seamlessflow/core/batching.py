@@ -177,15 +177,19 @@ class BatchBuilder:
         return trainable
 
     def poll(self, current_version: int, now: float) -> PollResult:
-        """Close timed-out groups, judge closed ones against ``current_version``, form a batch if due."""
+        """Close timed-out groups, judge closed ones against ``current_version``, and hand out the oldest
+        ready groups that just reach the threshold (the rest wait for the next poll)."""
         self._close_timed_out(now)
         for group in self._closed:
             self._judge(group, current_version)
         self._closed.clear()
         discarded, self._discarded = self._discarded, []
-        if self._ready_amount() < self.config.threshold:
+        if self._amount(self._ready) < self.config.threshold:
             return PollResult([], discarded)
-        batch, self._ready = self._ready, []
+        size = 1
+        while self._amount(self._ready[:size]) < self.config.threshold:
+            size += 1
+        batch, self._ready = self._ready[:size], self._ready[size:]
         return PollResult(batch, discarded)
 
     @property
@@ -225,7 +229,7 @@ class BatchBuilder:
             self.counters.groups_kept += 1
             self._ready.append(KeptGroup(group.group_id, group.task_id, samples, [w for _, w in kept]))
 
-    def _ready_amount(self) -> int:
+    def _amount(self, groups: list[KeptGroup]) -> int:
         if self.config.threshold_kind == "groups":
-            return len(self._ready)
-        return sum(g.trained_tokens for g in self._ready)
+            return len(groups)
+        return sum(g.trained_tokens for g in groups)

@@ -60,6 +60,16 @@ def test_group_closes_at_size_and_batch_forms_at_group_threshold():
     assert builder.pending_samples == []
 
 
+def test_batch_takes_just_enough_oldest_groups():
+    builder = BatchBuilder(BatchConfig(group_size=2, threshold=2))
+    for i in range(3):
+        builder.add(sample(f"a{i}", f"g{i}", 1.0), 0)
+        builder.add(sample(f"b{i}", f"g{i}", 0.0), 0)
+    assert [g.group_id for g in builder.poll(0, 0).batch] == ["g0", "g1"]
+    assert builder.poll(0, 0).batch == []  # g2 alone is below the threshold
+    assert [s.trajectory_id for s in builder.pending_samples] == ["a2", "b2"]
+
+
 def test_token_threshold():
     builder = BatchBuilder(BatchConfig(group_size=2, threshold=5, threshold_kind="tokens"))
     builder.add(sample("a", "g1", 1.0), 0)  # 2 trained tokens each

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 
 import torch
@@ -14,9 +15,14 @@ from seamlessflow.messages import Trajectory
 GARBAGE = -9.0  # recorded logprob on untrained positions: must never matter
 
 
+@functools.lru_cache(maxsize=4)
+def _model(model_dir):
+    return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+
+
 def own_logprobs(model_dir, tokens: list[int], mask: list[int]) -> list[float]:
     """The model's own logprobs on trained tokens (so the PPO ratio is exactly 1 there)."""
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
+    model = _model(str(model_dir))
     with torch.no_grad():
         lp = token_logprobs(model(input_ids=torch.tensor([tokens])).logits, torch.tensor([tokens]))[0]
     return [float(lp[t]) if mask[t] else GARBAGE for t in range(len(tokens))]

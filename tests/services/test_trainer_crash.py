@@ -1,0 +1,89 @@
+"""kill -9 a trainer process with buffered work, restart it: nothing skipped, nothing trained twice.
+
+One partition, and a group (g3) left incomplete before two complete ones (g4, g5): after steps 1-2 the
+commit point sits below g3's first sample while g4 and g5 above it are already trained. The restart
+must replay g3's sample, skip g4/g5 (remembered in the checkpoint), and keep the version numbering.
+"""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import uuid
+
+import pytest
+
+from seamlessflow.kafka.admin import ensure_topics
+from seamlessflow.kafka.io import MessageProducer, read_messages
+from seamlessflow.messages import ControlCommand, WeightVersion
+from seamlessflow.topics import Topics
+from seamlessflow.training.config import TrainerConfig
+from tests.training.conftest import tiny_model_dir  # noqa: F401  (fixture)
+from tests.training.helpers import trajectory, wait_for
+
+pytestmark = pytest.mark.slow
+
+
+def group(model_dir, name, rewards=(1.0, 0.0)):
+    return [trajectory(model_dir, f"{name}{i}/0", name, [1, 2, 3 + i, 4], [0, 0, 1, 1], r) for i, r in enumerate(rewards)]
+
+
+def start(config_path, log_path):
+    log = open(log_path, "ab")
+    return subprocess.Popen([sys.executable, "-m", "services.trainer", "--config", str(config_path)],
+                            stdout=log, stderr=log, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def versions(settings, codec):
+    return sorted(m.version for m in read_messages(settings, Topics(settings).weights, codec)
+                  if isinstance(m, WeightVersion))
+
+
+def test_kill_9_and_restart_resumes_without_skipping_or_retraining(settings, codec, tiny_model_dir, tmp_path):
+    settings = settings.with_overrides(
+        topic_prefix=f"t{uuid.uuid4().hex[:10]}", partitions={"trajectories": 1},
+        trainer={"enabled": True, "model_path": str(tiny_model_dir), "group_size": 2, "batch_threshold": 2,
+                 "heartbeat_s": 1.0},
+    )
+    ensure_topics(settings)
+    config_path = settings.dump_yaml(tmp_path / "config.yaml")
+    topics = Topics(settings)
+    producer = MessageProducer(settings, codec)
+    m = tiny_model_dir
+    g1, g2, g3, g4, g5, g6 = (group(m, f"g{i}") for i in range(1, 7))
+    for record in g1 + g2 + g3[:1] + g4 + g5:
+        producer.send(topics.trajectories, record.group_id, record)
+    producer.flush()
+
+    first = start(config_path, tmp_path / "run1.log")
+    try:
+        wait_for(settings, codec, topics.weights, lambda x: isinstance(x, WeightVersion) and x.version == 2)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=30)
+
+    for record in g3[1:] + g6:
+        producer.send(topics.trajectories, record.group_id, record)
+    producer.flush()
+    second = start(config_path, tmp_path / "run2.log")
+    try:
+        wait_for(settings, codec, topics.weights, lambda x: isinstance(x, WeightVersion) and x.version == 3)
+        producer.send_and_wait(topics.control, "trainer-0",
+                               ControlCommand("stop", "trainer-0", 1, "shutdown", "default", "default", 0))
+        assert second.wait(timeout=120) == 0
+    finally:
+        if second.poll() is None:
+            second.kill()
+            second.wait(timeout=30)
+
+    restart_log = (tmp_path / "run2.log").read_text()
+    assert "at step 2, version 2" in restart_log  # resumed from the checkpoint, not from scratch
+    work = TrainerConfig.from_settings(settings).work_dir(settings)
+    steps = [json.loads(line) for line in (work / "steps.jsonl").read_text().splitlines()]
+    trained = [tid for s in steps for tid in s["trajectory_ids"]]
+    expected = [r.event_id for r in g1 + g2 + g3 + g4 + g5 + g6]
+    assert sorted(trained) == sorted(expected)  # every trajectory exactly once
+    assert [s["step"] for s in steps] == [1, 2, 3] and [s["version"] for s in steps] == [1, 2, 3]
+    assert sorted(steps[2]["trajectory_ids"]) == sorted(r.event_id for r in g3 + g6)
+    assert set(versions(settings, codec)) == {1, 2, 3}
