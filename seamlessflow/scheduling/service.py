@@ -185,8 +185,9 @@ class SchedulerService:
             self.producer.flush()
 
     def _live_consumer(self) -> Consumer:
-        """Assigned (no group: the scheduler is a singleton), continuing where the rebuild stopped."""
-        consumer = Consumer(consumer_config(self.settings, group_id=f"scheduler-{new_id()}"))
+        """Assigned (no group: the scheduler is a singleton), continuing where the rebuild stopped. Short
+        fetch wait: Tansu holds every fetch for the full wait (infra/TANSU.md), which would delay ticks."""
+        consumer = Consumer(consumer_config(self.settings, group_id=f"scheduler-{new_id()}", **{"fetch.wait.max.ms": 50}))
         assignment = []
         for topic in (self.topics.status, self.topics.weights, self.topics.tasks, self.topics.trajectories):
             partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
