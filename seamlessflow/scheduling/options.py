@@ -28,6 +28,7 @@ class SchedulerOptions(BaseModel):
     batch_threshold: int = Field(8, ge=1)  # trajectories per training step (default: from `trainer:`)
     resource_kinds: list[str] = Field(default_factory=lambda: ["rollout", "trainer"])
     rate_window_s: float = Field(30.0, gt=0)
+    coordinate_proxy: bool = True  # weight loads wrapped in proxy pause/resume (scheduling.proxy_sync)
 
     def core_config(self) -> SchedulerConfig:
         return SchedulerConfig(

@@ -27,7 +27,8 @@ from confluent_kafka import Consumer, TopicPartition
 
 from seamlessflow.avro import Codec, CodecError, codec_for
 from seamlessflow.config import Settings
-from seamlessflow.core.policies import PipelineState, get_policy
+from seamlessflow.core.policies import Command, Pause, PipelineState, Resume, get_policy
+from seamlessflow.core.resources import ResourceState
 from seamlessflow.core.scheduler import Scheduler
 from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.io import MessageProducer
@@ -36,6 +37,7 @@ from seamlessflow.scheduling.commands import describe, to_message
 from seamlessflow.scheduling.manager import RolloutManager, task_set
 from seamlessflow.scheduling.reading import records_until
 from seamlessflow.scheduling.options import ManagerOptions, SchedulerOptions, manager_options, scheduler_options
+from seamlessflow.scheduling.proxy_sync import ProxySync
 from seamlessflow.scheduling.view import ClusterView
 from seamlessflow.topics import Topics
 
@@ -58,6 +60,7 @@ class SchedulerService:
         staleness = self.spec.max_staleness if manager.max_staleness is None else manager.max_staleness
         self.manager = RolloutManager(manager, task_set(manager), settings.team, settings.run,
                                       self.options.batch_threshold, staleness, clock) if manager.enabled else None
+        self.proxy_sync = ProxySync(self.options.command_timeout_s)
         self.producer = MessageProducer(settings, self.codec)
         self.published: list[ControlCommand] = []  # this process's commands, newest last (for tests/logs)
         self._offsets: dict[tuple[str, int], int] = {}
@@ -122,13 +125,17 @@ class SchedulerService:
         stamped, failed = self.scheduler.step(self.view.resources(now), self.pipeline())
         for resource_id in failed:
             self._publish_failed(resource_id)
-        messages = []
-        for item in stamped:
-            message = to_message(item.command, item.epoch, self.settings.team, self.settings.run, self.view.weights)
-            self.producer.send(self.topics.control, message.resource_id, message)
-            self.view.on_issued(item.command, now)
-            messages.append(message)
-            log.info("command %s", describe(message))
+        pairs = [(item.epoch, item.command) for item in stamped]
+        proxy_commands: list[tuple[int, Command]] = []
+        if self.options.coordinate_proxy:
+            gone = {rid for rid, t in self.view.tracked.items() if t.reported.state is ResourceState.FAILED}
+            proxies = self.view.live_proxies(now, self.options.heartbeat_timeout_s)
+            pairs, proxy_commands = self.proxy_sync.filter(proxies, pairs, self.view.epochs, now, gone)
+        messages = [self._send(e, c) for e, c in proxy_commands if isinstance(c, Pause)]
+        for epoch, command in pairs:
+            messages.append(self._send(epoch, command))
+            self.view.on_issued(command, now)
+        messages += [self._send(e, c) for e, c in proxy_commands if isinstance(c, Resume)]
         if self.manager:
             self.manager.expire()
             for task in self.manager.next_tasks(self.view.current_version):
@@ -138,6 +145,14 @@ class SchedulerService:
         self.producer.flush()
         self.published += messages
         return messages
+
+    def _send(self, epoch: int, command: Command) -> ControlCommand:
+        message = to_message(command, epoch, self.settings.team, self.settings.run, self.view.weights)
+        if isinstance(command, Resume) and command.resource_id in self.view.proxies:
+            message.weight_version = self.proxy_sync.labelled_version  # the proxy labels tokens with it
+        self.producer.send(self.topics.control, message.resource_id, message)
+        log.info("command %s", describe(message))
+        return message
 
     def _publish_failed(self, resource_id: str) -> None:
         """Record the verdict on the resource's own status key, so `status`, the timeline and a restarted

@@ -53,8 +53,11 @@ class ClusterView:
     trajectories_since_version: int = 0
     arrivals: deque[float] = field(default_factory=deque)
     last_ack: dict[str, CommandAck] = field(default_factory=dict)
+    proxies: dict[str, tuple[int, float]] = field(default_factory=dict)  # live proxy -> (version, heartbeat)
 
     def on_status(self, status: ResourceStatus, now: float) -> None:
+        if status.kind == "proxy":
+            self._on_proxy(status, now)
         if status.kind not in self.resource_kinds:
             return
         old = self.tracked.get(status.resource_id)
@@ -75,6 +78,18 @@ class ClusterView:
         if status.epoch > self.epochs.issued.get(status.resource_id, 0):  # it applied epochs we never saw
             self.epochs.issued[status.resource_id] = status.epoch
         self.tracked[status.resource_id] = tracked
+
+    def _on_proxy(self, status: ResourceStatus, now: float) -> None:
+        if status.epoch > self.epochs.issued.get(status.resource_id, 0):
+            self.epochs.issued[status.resource_id] = status.epoch
+        if state_of(status) is ResourceState.FAILED:
+            self.proxies.pop(status.resource_id, None)
+        else:
+            self.proxies[status.resource_id] = (status.weight_version, now)
+
+    def live_proxies(self, now: float, timeout_s: float) -> dict[str, int]:
+        """Proxies heard from within `timeout_s`, with the version each labels now."""
+        return {rid: version for rid, (version, seen) in self.proxies.items() if now - seen <= timeout_s}
 
     def on_ack(self, ack: CommandAck) -> None:
         tracked = self.tracked.get(ack.resource_id)

@@ -57,6 +57,8 @@ class FakeResource:
                 self.state = "paused"
             elif command.command == "resume":
                 self.state = "active"
+                if command.weight_version is not None:  # the proxy's resume labels a new version
+                    self.weight_version = command.weight_version
             elif command.command == "load_weights":
                 self.weight_version = command.weight_version
         ack = CommandAck(new_id(), self.id, command.event_id, command.command, command.epoch, outcome, "", 1.0,

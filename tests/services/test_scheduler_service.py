@@ -127,3 +127,20 @@ def test_manager_keeps_in_flight_groups_within_bound(settings, codec):
     tasks = read_messages(settings, Topics(settings).tasks, codec)
     assert sorted(t.task_id for t in tasks) == ["arith-0-0.r0", "arith-0-1.r0", "arith-0-2.r0", "arith-0-3.r0"]
     assert running.service.manager.outstanding == 3
+
+
+def test_weight_update_is_wrapped_in_proxy_pause_and_resume(settings, codec, fakes):
+    proxy = fakes("proxy", ["proxy"], active="proxy", kind="proxy")
+    engine = fakes("r0", ["rollout"])
+    running = RunningService(SchedulerService(settings, options("disaggregated"), ManagerOptions(enabled=False), codec))
+    try:
+        wait_until(lambda: running.service.view.proxies.keys() == {"proxy"}, [proxy, engine])
+        publish_weights(settings, codec, 1)
+        wait_until(lambda: engine.weight_version == 1 and proxy.weight_version == 1 and proxy.state == "active",
+                   [proxy, engine])
+    finally:
+        running.close()
+    order = [(c.resource_id, c.epoch, c.command, c.weight_version)
+             for c in read_messages(settings, Topics(settings).control, codec)]
+    assert order == [("proxy", 1, "pause", None), ("r0", 1, "pause", None), ("r0", 2, "load_weights", 1),
+                     ("r0", 3, "resume", None), ("proxy", 2, "resume", 1)]
