@@ -22,10 +22,10 @@ async def acks(settings, codec, command_id):
     return [m for m in messages if isinstance(m, CommandAck) and m.command_id == command_id]
 
 
-async def send_command(settings, codec, command: str, resource_id="proxy", epoch=1, **fields) -> ControlCommand:
+async def send_command(settings, codec, command: str, resource_id="proxy", epoch=1, producer=None, **fields) -> ControlCommand:
     message = ControlCommand(event_id=new_id(), resource_id=resource_id, epoch=epoch, command=command, team="default",
                              run=settings.run, created_at_ms=now_ms(), **fields)
-    producer = MessageProducer(settings, codec)
+    producer = producer or MessageProducer(settings, codec)
     await asyncio.to_thread(producer.send_and_wait, Topics(settings).control, resource_id, message)
     return message
 

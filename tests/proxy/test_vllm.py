@@ -7,10 +7,12 @@ import asyncio
 import httpx
 import pytest
 
+from seamlessflow.kafka.io import MessageProducer
 from tests.proxy.helpers import client, send_command, session_events, until
 from tests.proxy.vllm_fixture import perturbed_copy
 
 pytestmark = pytest.mark.slow
+TOKENS = 800  # long enough that a pause sent after the first tokens lands mid-generation
 TOOLS = [{"type": "function", "function": {"name": "add", "description": "add two numbers",
                                              "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}}}]
 
@@ -66,7 +68,8 @@ async def test_client_requested_token_ids_match_the_event(vllm_engine, proxy_fac
 async def test_weight_update_mid_generation_gives_two_versions(vllm_engine, vllm_model_dir, proxy_factory, settings, codec, tmp_path):
     proxy = await proxy_factory([vllm_engine])
     new_weights = perturbed_copy(vllm_model_dir, tmp_path / "v2")
-    long = dict(model="tiny", max_tokens=200, temperature=0, extra_body={"ignore_eos": True})
+    long = dict(model="tiny", max_tokens=TOKENS, temperature=0, extra_body={"ignore_eos": True})
+    commands = MessageProducer(settings, codec)  # connected before the calls start: the pause must land mid-generation
 
     async def streamed():
         stream = await client(proxy, "u1").chat.completions.create(messages=[{"role": "user", "content": "count"}], stream=True, **long)
@@ -76,17 +79,19 @@ async def test_weight_update_mid_generation_gives_two_versions(vllm_engine, vllm
              asyncio.create_task(client(proxy, "u2").completions.create(prompt="1 2 3", **long))]
     await until(lambda: len(proxy.server.gate.active) == 2 and all(len(r.capture.choices[0].completion_ids) > 10 for r in proxy.server.gate.active),
                 what="both calls generating", timeout_s=60)
-    await send_command(settings, codec, "pause", mode="keep", epoch=1)
+    await send_command(settings, codec, "pause", mode="keep", epoch=1, producer=commands)
     await until(lambda: proxy.server.gate.paused and not proxy.server.gate.active, what="calls cut")
+    assert not any(call.done() for call in calls), "the calls finished before the pause reached the proxy"
     async with httpx.AsyncClient(timeout=60) as http:
         swap = await http.post(vllm_engine.url + "/collective_rpc", json={"method": "reload_weights", "kwargs": {"weights_path": str(new_weights)}})
     assert swap.status_code == 200, swap.text
-    await send_command(settings, codec, "resume", weight_version=2, epoch=2)
+    await send_command(settings, codec, "resume", weight_version=2, epoch=2, producer=commands)
     text, completion = await asyncio.gather(*calls)
     assert text and completion.choices[0].finish_reason == "length"
 
     for session_id in ("u1", "u2"):
         [event] = await session_events(settings, codec, session_id)
-        assert len(event.completion_ids) == 200
+        assert len(event.completion_ids) == TOKENS
+        assert 2 in event.versions, event.versions
         cut_at = event.versions.index(2)
-        assert cut_at > 10 and event.versions == [0] * cut_at + [2] * (200 - cut_at)
+        assert cut_at > 10 and event.versions == [0] * cut_at + [2] * (TOKENS - cut_at)
