@@ -54,7 +54,7 @@ def proxy(settings, tmp_path, vllm_engine):  # noqa: F811 - fixture
 
 
 def start(settings, codec, agent, team, proxy, pool="p", kinds=(), concurrency=4):
-    opts = AgentSettings(proxy_url=proxy.base_url, pool=pool, kinds=list(kinds), concurrency=concurrency,
+    opts = AgentSettings(proxy_url=proxy.base_url.removesuffix("/v1"), pool=pool, kinds=list(kinds), concurrency=concurrency,
                          request_timeout_s=120)
     return Running(AgentWorker(settings, codec, agent, team, KEYS[team], opts))
 
