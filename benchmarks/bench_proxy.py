@@ -67,10 +67,10 @@ async def session_loop(http, url, headers, body, until: float, latencies: list[f
         latencies.append(time.perf_counter() - started)
 
 
-async def run_level(url_for, sessions: int, seconds: float, tokens: int) -> tuple[list[float], float]:
+async def run_level(url_for, sessions: int, seconds: float, tokens: int, stream: bool) -> tuple[list[float], float]:
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as http:
-        body = {"model": "stub-model", "messages": [{"role": "user", "content": "hello"}], "max_tokens": tokens}
+        body = {"model": "stub-model", "messages": [{"role": "user", "content": "hello"}], "max_tokens": tokens, "stream": stream}
         warm_until = time.monotonic() + 1.0
         await asyncio.gather(*(session_loop(http, url_for(i), {"Authorization": f"Bearer {KEY}"}, body, warm_until, []) for i in range(sessions)))
         latencies: list[float] = []
@@ -91,6 +91,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--token-delay-ms", type=float, default=20)
+    parser.add_argument("--modes", default="stream,plain", help="stream: SSE calls both ways (same engine work); plain: non-streaming (the proxy still streams from the engine)")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-proxy-"))
@@ -111,13 +112,15 @@ def main() -> None:
         proxy = f"http://127.0.0.1:{proxy_port}"
         wait_http(proxy + "/healthz")
 
-        print(f"StubEngine (fake): {args.tokens} tokens x {args.token_delay_ms} ms per call; {args.seconds:.0f} s per run; non-streaming chat")
-        print(f"{'sessions':>8} {'direct p50':>11} {'proxy p50':>10} {'added p50':>10} {'direct p99':>11} {'proxy p99':>10} {'added p99':>10} {'direct rps':>11} {'proxy rps':>10} {'ratio':>6}")
-        for level in (int(x) for x in args.levels.split(",")):
-            direct, direct_rps = asyncio.run(run_level(lambda i: engine + "/v1/chat/completions", level, args.seconds, args.tokens))
-            proxied, proxy_rps = asyncio.run(run_level(lambda i: f"{proxy}/sessions/bench-{level}-{i}/v1/chat/completions", level, args.seconds, args.tokens))
-            d50, p50, d99, p99 = pct(direct, 0.5), pct(proxied, 0.5), pct(direct, 0.99), pct(proxied, 0.99)
-            print(f"{level:>8} {d50:>9.2f}ms {p50:>8.2f}ms {p50 - d50:>8.2f}ms {d99:>9.2f}ms {p99:>8.2f}ms {p99 - d99:>8.2f}ms {direct_rps:>11.1f} {proxy_rps:>10.1f} {proxy_rps / direct_rps:>6.3f}")
+        print(f"StubEngine (fake): {args.tokens} tokens x {args.token_delay_ms} ms per call; {args.seconds:.0f} s per run; chat; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        print(f"{'mode':>6} {'sessions':>8} {'direct p50':>11} {'proxy p50':>10} {'added p50':>10} {'direct p99':>11} {'proxy p99':>10} {'added p99':>10} {'direct rps':>11} {'proxy rps':>10} {'ratio':>6}")
+        for mode in args.modes.split(","):
+            for level in (int(x) for x in args.levels.split(",")):
+                stream = mode == "stream"
+                direct, direct_rps = asyncio.run(run_level(lambda i: engine + "/v1/chat/completions", level, args.seconds, args.tokens, stream))
+                proxied, proxy_rps = asyncio.run(run_level(lambda i: f"{proxy}/sessions/bench-{mode}-{level}-{i}/v1/chat/completions", level, args.seconds, args.tokens, stream))
+                d50, p50, d99, p99 = pct(direct, 0.5), pct(proxied, 0.5), pct(direct, 0.99), pct(proxied, 0.99)
+                print(f"{mode:>6} {level:>8} {d50:>9.2f}ms {p50:>8.2f}ms {p50 - d50:>8.2f}ms {d99:>9.2f}ms {p99:>8.2f}ms {p99 - d99:>8.2f}ms {direct_rps:>11.1f} {proxy_rps:>10.1f} {proxy_rps / direct_rps:>6.3f}")
         print(f"targets: added p50 <= 1 ms, added p99 <= 5 ms, ratio >= 0.95   (logs in {work})")
     finally:
         for proc in reversed(procs):
