@@ -3,9 +3,9 @@
 Every heartbeat is a sample of (active tag, state) at its `created_at_ms`; a resource is taken to stay as
 its last heartbeat said until the next one. Kinds follow the simulator's: `rollout`/`train` (useful work),
 `switch` (state switching), `sync` (paused, e.g. around a weight load, and the measured duration of every
-acknowledged `load_weights`), `idle` (starting, idle tag, or a rollout resource whose `running` figure is
-0), `failed` (failed or stopped, including the scheduler's verdict on a silent resource). Only resources of
-the schedulable kinds are drawn (not the proxy, scheduler or agents).
+acknowledged `load_weights`), `idle` (starting, idle tag, or a rollout resource whose `requests_running`
+figure, vLLM's sampled at the heartbeat, is 0), `failed` (failed or stopped, including the scheduler's
+verdict on a silent resource). Only the schedulable kinds are drawn (not proxy, scheduler or agents).
 
 Caveat: the status topic is compacted; once the broker compacts it, only the latest record per resource
 remains and older history is gone. Draw timelines from runs whose status topic was not compacted yet.
@@ -31,7 +31,8 @@ def kind_of(status: ResourceStatus) -> str:
         return "sync"
     if status.state != "active" or status.active_tag not in ("rollout", "train"):
         return "idle"
-    if status.active_tag == "rollout" and status.figures.get("running", 1.0) <= 0:
+    running = status.figures.get("requests_running", status.figures.get("running"))
+    if status.active_tag == "rollout" and running is not None and running <= 0:
         return "idle"
     return status.active_tag
 

@@ -19,6 +19,7 @@ def test_kinds_of_states():
     assert kind_of(status("r", 0, "rollout", "starting")) == "idle"
     assert kind_of(status("r", 0, "rollout", running=0.0)) == "idle"
     assert kind_of(status("r", 0, "rollout", running=3.0)) == "rollout"
+    assert kind_of(status("r", 0, "rollout", requests_running=0.0)) == "idle"
 
 
 def test_role_switches_are_listed_in_time_order():
