@@ -18,6 +18,7 @@ spec = json.loads(sys.stdin.readline())
 namespace = {}
 passed = 0
 try:
+    exec(spec["setup"], namespace)  # the environment's own code, before the model's
     exec(spec["code"], namespace)
     for args, expected in spec["tests"]:
         try:
@@ -34,8 +35,8 @@ def extract_code(text: str) -> str:
     return block.group(1) if block else text
 
 
-def pass_rate(code: str, function: str, tests: list) -> tuple[float, str]:
-    spec = json.dumps({"code": code, "function": function, "tests": tests})
+def pass_rate(code: str, function: str, tests: list, setup: str = "") -> tuple[float, str]:
+    spec = json.dumps({"setup": setup, "code": code, "function": function, "tests": tests})
     try:
         done = subprocess.run([sys.executable, "-I", "-c", HARNESS], input=spec + "\n", capture_output=True,
                               text=True, timeout=TIMEOUT_S)
@@ -52,6 +53,6 @@ def agent(task, client):
     reply = client.chat.completions.create(
         model=MODEL, max_tokens=64,
         messages=[{"role": "user", "content": f"{task.prompt}\nReply with a Python code block."}])
-    code = payload.get("setup", "") + "\n" + extract_code(reply.choices[0].message.content or "")
-    reward, how = pass_rate(code, payload["function"], payload["tests"])
+    code = extract_code(reply.choices[0].message.content or "")
+    reward, how = pass_rate(code, payload["function"], payload["tests"], payload.get("setup", ""))
     return reward, {"environment": how}
