@@ -199,6 +199,16 @@ class BatchBuilder:
         held += [s for g in self._closed for s in g.samples]
         return held + [s for g in self._ready for s in g.samples]
 
+    def forget_pending(self) -> list[TrajectorySample]:
+        """Drops every held sample so it can be added again (its records will be read again, e.g. after
+        the consumer lost its partitions); ids already trained or discarded stay de-duplicated."""
+        dropped = self.pending_samples
+        groups = list(self._open.values()) + self._closed
+        self._closed_ids -= {g.group_id for g in groups} | {g.group_id for g in self._ready}
+        self._seen_ids -= {s.trajectory_id for s in dropped}
+        self._open, self._closed, self._ready = {}, [], []
+        return dropped
+
     def _close(self, group_id: str) -> None:
         self._closed.append(self._open.pop(group_id))
         self._closed_ids.add(group_id)

@@ -50,14 +50,18 @@ class StepMetrics:
 
 
 def init_distributed() -> None:
-    """gloo on CPU, NCCL on GPU; a lone process gets single-rank defaults instead of a launcher's env."""
+    """gloo on CPU, NCCL on GPU. Under a launcher (deepspeed, torchrun) its env decides; a lone process
+    gets a single-rank group on a free local port, passed directly (not as MASTER_PORT in the env, which
+    child processes would inherit and then collide on)."""
     if torch.distributed.is_available() and torch.distributed.is_initialized():
         return
-    os.environ.setdefault("MASTER_ADDR", "127.0.0.1")
-    os.environ.setdefault("MASTER_PORT", str(_free_port()))
-    for key, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1")):
-        os.environ.setdefault(key, value)
-    deepspeed.init_distributed(dist_backend="nccl" if torch.cuda.is_available() else "gloo")
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        deepspeed.init_distributed(dist_backend=backend)
+    else:
+        os.environ.setdefault("LOCAL_RANK", "0")  # deepspeed.initialize insists on it
+        deepspeed.init_distributed(dist_backend=backend, auto_mpi_discovery=False, rank=0, world_size=1,
+                                   init_method=f"tcp://127.0.0.1:{_free_port()}")
 
 
 def _free_port() -> int:

@@ -113,9 +113,8 @@ class Trainer:
                 self.source.tracker.finish(item.partition, item.offset)
 
     def _rebuild_after_revoke(self) -> None:
-        """Partitions moved: forget buffered samples; they are read again from the committed offsets."""
-        finished = set(self.source.tracker.finished_above_commit())
-        self.builder = BatchBuilder(self.config.batch_config(), seen_ids=finished)
+        """Partitions moved: held samples are dropped and read again from the committed offsets."""
+        self.builder.forget_pending()
         self._offsets_by_id = {}
         self.source.revoked = False
 

@@ -146,3 +146,16 @@ def test_failed_sample_counts_towards_group_and_lone_survivor_is_discarded():
     assert builder.counters.groups_too_small == 1
     assert [s.trajectory_id for s in result.discarded] == ["x", "a"]
     assert builder.pending_samples == []
+
+
+def test_forget_pending_lets_held_samples_come_back_but_not_trained_ones():
+    builder = BatchBuilder(BatchConfig(group_size=2))
+    builder.add(sample("a", "g1", 1.0), 0)
+    builder.add(sample("b", "g1", 0.0), 0)
+    assert len(builder.poll(0, 0).batch) == 1  # a, b trained
+    builder.add(sample("c", "g2", 1.0), 0)
+    assert [s.trajectory_id for s in builder.forget_pending()] == ["c"]
+    assert not builder.add(sample("a", "g1", 1.0), 0)  # replayed but already trained
+    assert builder.add(sample("c", "g2", 1.0), 0)
+    builder.add(sample("d", "g2", 0.0), 0)
+    assert [g.group_id for g in builder.poll(0, 0).batch] == ["g2"]
