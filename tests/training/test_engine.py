@@ -64,3 +64,14 @@ def test_prune_keeps_newest_versions(tmp_path):
         version_dir(tmp_path, v).mkdir()
     prune_versions(tmp_path, keep=2, protect=4)
     assert sorted(p.name for p in Path(tmp_path).iterdir()) == ["v000003", "v000004"]
+
+
+def test_saved_version_carries_the_base_tokenizer_files(engine, tiny_model_dir, tmp_path):
+    base = tmp_path / "base"
+    base.mkdir()
+    for f in Path(tiny_model_dir).iterdir():
+        (base / f.name).write_bytes(f.read_bytes())
+    (base / "tokenizer.json").write_text('{"fake": "tokenizer"}')
+    saved = save_weights(engine.module, tmp_path / "weights", 7, base)
+    assert (saved / "tokenizer.json").read_text() == '{"fake": "tokenizer"}'
+    assert not (tmp_path / "weights" / "v000007.tmp").exists()
