@@ -17,6 +17,8 @@ from services.trainer.app import Trainer
 from tests.training.conftest import tiny_model_dir  # noqa: F401  (fixture)
 from tests.training.helpers import trajectory, wait_for
 
+pytestmark = pytest.mark.slow
+
 ADV = 1 / 2**0.5  # a two-sample group with different rewards: advantages +-1/sqrt(2)
 
 
