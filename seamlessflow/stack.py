@@ -10,10 +10,16 @@ import socket
 import sys
 from pathlib import Path
 
+import yaml
+
 from seamlessflow.broker.embedded import embedded_processes
-from seamlessflow.config import Settings
+from seamlessflow.config import Settings, _deep_merge
 from seamlessflow.kafka.admin import broker_ready, ensure_topics
 from seamlessflow.supervisor import ServiceSpec, Supervisor
+from seamlessflow.teams import TeamKeys
+
+SERVICES = ("assembler", "rollout", "proxy", "trainer", "scheduler", "agents")
+STACK_DEFAULTS = Path(__file__).resolve().parents[1] / "infra" / "stack-defaults.yaml"
 
 
 def run_dir(settings: Settings) -> Path:
@@ -40,17 +46,78 @@ def broker_services(settings: Settings) -> list[ServiceSpec]:
     return [ServiceSpec(p.name, p.argv, p.env, ready[p.name], 60) for p in embedded_processes(settings)]
 
 
-def python_service(settings: Settings, name: str, *args: str, ready=None, timeout_s: float = 120) -> ServiceSpec:
-    argv = [sys.executable, "-m", f"services.{name}", "--config", str(config_path(settings)), *args]
+def python_service(settings: Settings, name: str, *args: str, module: str | None = None, ready=None,
+                   timeout_s: float = 120) -> ServiceSpec:
+    argv = [sys.executable, "-m", f"services.{module or name}", "--config", str(config_path(settings)), *args]
     return ServiceSpec(name, argv, {"PYTHONUNBUFFERED": "1"}, ready, timeout_s)
 
 
+def enabled(settings: Settings, service: str, default: bool = False) -> bool:
+    """Whether `up` runs `service` here (the `services:` map; infra/stack-defaults.yaml turns all on)."""
+    return bool(settings.section("services").get(service, default))
+
+
 def app_services(settings: Settings) -> list[ServiceSpec]:
-    """The project's own services, in start order; each is enabled in its config section."""
-    return []
+    """The project's own services, in start order; each can be turned off in its config section."""
+    from seamlessflow.proxy import ProxyConfig
+    from seamlessflow.rollout.options import RolloutOptions
+
+    specs = []
+    if enabled(settings, "assembler"):
+        specs.append(python_service(settings, "assembler"))
+    rollout = RolloutOptions.from_settings(settings)
+    if enabled(settings, "rollout"):
+        for resource_id in rollout.workers:
+            name = resource_id if resource_id.startswith("rollout") else f"rollout-{resource_id}"
+            specs.append(python_service(settings, name, "--resource-id", resource_id, module="rollout"))
+    if enabled(settings, "proxy"):
+        proxy = ProxyConfig.model_validate(settings.section("proxy"))
+        specs.append(python_service(settings, "proxy", ready=lambda: port_open(proxy.port, proxy.host)))
+    if enabled(settings, "trainer"):
+        specs.append(python_service(settings, "trainer"))
+    if enabled(settings, "scheduler"):
+        specs.append(python_service(settings, "scheduler"))
+    for pool in (getattr(settings, "agent_pools", None) or []) if enabled(settings, "agents") else []:
+        specs.append(agent_pool_service(settings, pool))
+    return specs
 
 
-def start_stack(settings: Settings, supervisor: Supervisor) -> None:
+def agent_pool_service(settings: Settings, pool: dict) -> ServiceSpec:
+    """`pool`: {function: MODULE:FUNCTION, team, pool, concurrency, key (default: the team's key file)}."""
+    team = pool.get("team", settings.team)
+    args = [pool["function"], "--team", team, "--pool", pool.get("pool", "default"),
+            "--concurrency", str(pool.get("concurrency", 4))]  # the key is read from <data_dir>/<team>.key
+    return python_service(settings, f"agents-{team}-{pool.get('pool', 'default')}", *args, module="agents")
+
+
+def with_stack_defaults(settings: Settings) -> Settings:
+    """The embedded default's services (infra/stack-defaults.yaml) under whatever the user configured."""
+    defaults = yaml.safe_load(STACK_DEFAULTS.read_text()) or {}
+    merged = Settings.model_validate(_deep_merge(defaults, settings.model_dump(exclude_unset=True)))
+    if enabled(merged, "trainer") and not merged.section("trainer").get("model_path"):
+        model = merged.section("rollout").get("model") or str(model_dir(merged))
+        merged = merged.with_overrides(trainer={"model_path": model})
+    return merged
+
+
+def prepare_model(settings: Settings, log) -> None:
+    """Builds the tiny local model on first run when no model directory is configured (minutes, cached)."""
+    from seamlessflow.rollout.options import RolloutOptions
+
+    if RolloutOptions.from_settings(settings).model or not (enabled(settings, "rollout") or enabled(settings, "trainer")):
+        return
+    from seamlessflow.model import build_tiny_model
+
+    result = build_tiny_model(model_dir(settings), seed=int(settings.section("model").get("seed", 0)),
+                              small=bool(settings.section("model").get("small", False)), log=log)
+    log(f"model {result.path}: greedy accuracy {result.greedy_accuracy:.0%}, sampled {result.sampled_accuracy:.0%}")
+
+
+def model_dir(settings: Settings) -> Path:
+    return Path(settings.data_dir).resolve() / "models" / "tiny"
+
+
+def start_stack(settings: Settings, supervisor: Supervisor, log=print) -> None:
     settings.dump_yaml(config_path(settings))
     for spec in broker_services(settings):
         supervisor.start(spec)
@@ -58,6 +125,14 @@ def start_stack(settings: Settings, supervisor: Supervisor) -> None:
     ensure_topics(client)
     supervisor.info["bootstrap_servers"] = settings.kafka_bootstrap
     supervisor.info["topic_prefix"] = settings.topic_prefix
+    prepare_model(settings, log)
+    if enabled(settings, "proxy"):
+        from seamlessflow.proxy import ProxyConfig
+
+        proxy = ProxyConfig.model_validate(settings.section("proxy"))
+        supervisor.info["proxy"] = f"http://{proxy.host}:{proxy.port}/v1"
+        key = TeamKeys.from_settings(settings).ensure_default(settings.team)
+        supervisor.info[f"api key ({settings.team})"] = f"{key}  (also in {Path(settings.data_dir) / (settings.team + '.key')})"
     for spec in app_services(settings):
         supervisor.start(spec)
     supervisor.ready = True

@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import click
 
+from seamlessflow.cli.agent import agent
 from seamlessflow.cli.context import global_options, load_settings
+from seamlessflow.cli.model import model_group
+from seamlessflow.cli.replay import replay
 from seamlessflow.cli.simulate import simulate
 from seamlessflow.cli.stack import down, status, up
+from seamlessflow.cli.team import team
+from seamlessflow.cli.timeline import timeline
 from seamlessflow.cli.topics import tail, topics
 
 
@@ -18,7 +23,7 @@ def cli(ctx, config_path, **overrides):
     ctx.obj = load_settings(config_path, **overrides)
 
 
-for command in (up, down, status, topics, tail, simulate):
+for command in (up, down, status, topics, tail, model_group, team, agent, replay, timeline, simulate):
     cli.add_command(command)
 
 

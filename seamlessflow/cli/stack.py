@@ -14,8 +14,8 @@ from rich.console import Console
 from rich.live import Live
 
 from seamlessflow.cli.context import pass_settings
-from seamlessflow.cli.status_view import render_status, stack_status
-from seamlessflow.stack import config_path, log_dir, run_dir, start_stack
+from seamlessflow.cli.status_view import ResourceWatcher, render_status, stack_status
+from seamlessflow.stack import SERVICES, config_path, log_dir, run_dir, start_stack, with_stack_defaults
 from seamlessflow.supervisor import StartupFailed, Supervisor, pid_alive, read_state, stop_group
 
 
@@ -29,10 +29,18 @@ def _raise_stop(*_):
 
 @click.command()
 @click.option("--detach", is_flag=True, help="Return once the stack is healthy; stop it with `seamlessflow down`.")
-@click.option("--wait-s", type=float, default=600.0, show_default=True, help="With --detach: how long to wait.")
+@click.option("--wait-s", type=float, default=1800.0, show_default=True, help="With --detach: how long to wait.")
+@click.option("--policy", type=click.Choice(["colocated", "disaggregated", "multiplexed"]),
+              help="Placement policy of the tag scheduler (default: multiplexed).")
+@click.option("--only-broker", is_flag=True, help="Start just the broker and topics (no model, no services).")
 @pass_settings
-def up(settings, detach, wait_s):
-    """Start the stack: embedded broker (unless --bootstrap-servers), topics, services."""
+def up(settings, detach, wait_s, policy, only_broker):
+    """Start the stack: embedded broker (unless --bootstrap-servers), topics, and the RL loop's services."""
+    settings = with_stack_defaults(settings)
+    if policy:
+        settings = settings.with_overrides(scheduler={"policy": policy})
+    if only_broker:
+        settings = settings.with_overrides(services={name: False for name in SERVICES})
     state = read_state(run_dir(settings))
     if state and pid_alive(state.get("supervisor_pid")):
         raise click.ClickException(f"already running (supervisor pid {state['supervisor_pid']}); `seamlessflow down` first")
@@ -47,13 +55,19 @@ def _up_foreground(settings) -> None:
     signal.signal(signal.SIGTERM, _raise_stop)
     console = Console()
     try:
-        start_stack(settings, supervisor)
+        start_stack(settings, supervisor, log=console.print)
         _print_ready(console, supervisor.info, settings)
-        with Live(render_status(stack_status(settings)), console=console, refresh_per_second=1,
-                  auto_refresh=False, redirect_stdout=False) as live:
+        watcher = ResourceWatcher(settings)
+        view = lambda: render_status(stack_status(settings, watcher.rows()), watcher.rewards)  # noqa: E731
+        with Live(view(), console=console, auto_refresh=False, redirect_stdout=False) as live:
+            last_print = 0.0
             while True:
                 supervisor.check()
-                live.update(render_status(stack_status(settings)), refresh=console.is_terminal)
+                if console.is_terminal:
+                    live.update(view(), refresh=True)
+                elif time.monotonic() - last_print > 30:  # logs: a table every 30 s, not a redraw
+                    console.print(view())
+                    last_print = time.monotonic()
                 time.sleep(1.0)
     except StartupFailed as exc:
         console.print(f"[red]startup failed:[/red] {exc}")
