@@ -46,6 +46,7 @@ class RolloutOptions(BaseModel):
     dtype: str = "float32"  # the trainer computes in float32: the same numbers keep logprobs comparable
     max_model_len: int = 1024
     seed: int = 0
+    optimization_level: int | None = None  # vLLM -O level; 0 = no compilation (fastest start, slower decode)
     kv_cache_gb: int = 1  # VLLM_CPU_KVCACHE_SPACE (CPU only)
     pause_mode: Literal["keep", "wait", "abort"] = "keep"
     weight_load_methods: list[Literal["reload", "restart"]] = Field(default_factory=lambda: list(SWAP_METHODS))

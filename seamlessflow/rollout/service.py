@@ -21,6 +21,7 @@ from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus
 from seamlessflow.rollout.client import EngineClient, EngineError
+from seamlessflow.rollout.launch import ensure_model
 from seamlessflow.rollout.options import RolloutOptions
 from seamlessflow.rollout.worker import RolloutWorker
 from seamlessflow.topics import Topics
@@ -52,6 +53,8 @@ class RolloutService:
         beats = threading.Thread(target=self._heartbeats, args=(stop,), name="rollout-heartbeat", daemon=True)
         beats.start()
         try:
+            if not (self.worker.weights_dir / "config.json").exists():
+                ensure_model(self.settings, log.info)  # normally done once by `seamlessflow up`
             self.worker.start()
             self.publish_status()
             while not stop.is_set() and not self.worker.stopped:

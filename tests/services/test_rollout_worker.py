@@ -37,7 +37,7 @@ def module_settings(broker, tmp_path_factory, model_dir):
     data = tmp_path_factory.mktemp("data")
     settings = broker.client_settings.with_overrides(
         topic_prefix=f"t{uuid.uuid4().hex[:10]}", data_dir=data,
-        rollout={"model": str(model_dir), "heartbeat_s": 0.5, "max_model_len": 256,
+        rollout={"model": str(model_dir), "heartbeat_s": 0.5, "max_model_len": 256, "optimization_level": 0,
                  "workers": {RID: {"capability_tags": ["rollout", "train"]}}},
     )
     ensure_topics(settings)

@@ -1,0 +1,52 @@
+import pytest
+
+from seamlessflow.rollout.engine import EngineProcess, parse_cpus
+from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
+from seamlessflow.rollout.service import TokenRate
+from seamlessflow.rollout.weights import weights_path
+
+
+def test_parse_cpus():
+    assert parse_cpus("0-1,4") == {0, 1, 4}
+    assert parse_cpus("3") == {3}
+
+
+def test_weights_path_accepts_file_uris_and_paths(tmp_path):
+    assert weights_path((tmp_path / "v 2").as_uri()) == tmp_path / "v 2"
+    assert weights_path("/a/b") == __import__("pathlib").Path("/a/b")
+    with pytest.raises(ValueError):
+        weights_path("http://host/v2")
+
+
+def test_engine_is_bound_to_its_cpus_or_gpu_and_serves_the_rl_endpoints(tmp_path):
+    options = RolloutOptions(release_mode="sleep", extra_args=["--enforce-eager"])
+    engine = EngineProcess(options, WorkerSpec(cpus="1", gpu="0", port=8123), tmp_path / "e.log")
+    env = engine.environment()
+    assert (env["VLLM_SERVER_DEV_MODE"], env["VLLM_CPU_OMP_THREADS_BIND"], env["CUDA_VISIBLE_DEVICES"]) == ("1", "1", "0")
+    argv = engine.argv(tmp_path)
+    assert argv[argv.index("--port") + 1] == "8123" and argv[-2:] == ["--enable-sleep-mode", "--enforce-eager"]
+    assert engine.url == "http://127.0.0.1:8123"
+
+
+def test_token_rate_between_heartbeats_and_across_a_restart():
+    rate = TokenRate()
+    assert rate.update(100.0) == 0.0
+    assert rate.update(150.0) > 0.0
+    assert rate.update(10.0) == 0.0  # counter reset by an engine restart
+    assert rate.update(None) == 0.0
+
+
+def test_worker_ids_default_to_one_worker():
+    from seamlessflow.config import Settings
+    from seamlessflow.rollout.launch import worker_ids
+
+    assert worker_ids(Settings()) == ["rollout-0"]
+    configured = Settings.model_validate({"rollout": {"workers": {"b": {}, "a": {"cpus": "0"}}}})
+    assert worker_ids(configured) == ["a", "b"]
+
+
+def test_ensure_model_uses_a_configured_directory_as_is(tmp_path):
+    from seamlessflow.config import Settings
+    from seamlessflow.rollout.launch import ensure_model
+
+    assert ensure_model(Settings.model_validate({"rollout": {"model": str(tmp_path)}})) == tmp_path

@@ -1,0 +1,108 @@
+"""Command rules of the rollout worker that need no engine (an engine that never runs stands in)."""
+
+from pathlib import Path
+
+import pytest
+
+from seamlessflow.messages import ControlCommand, new_id, now_ms
+from seamlessflow.rollout.options import RolloutOptions
+from seamlessflow.rollout.worker import RolloutWorker
+
+
+class StoppedEngine:
+    """A fake engine that is never running: commands that would need it must not touch it."""
+
+    url, pid = "http://127.0.0.1:9", None
+
+    def running(self):
+        return False
+
+    def start(self, model_dir):
+        raise AssertionError("the engine must not be started by this command")
+
+    def stop(self, grace_s=20.0):
+        pass
+
+
+def make_worker(tmp_path: Path, tags=("rollout", "train")) -> RolloutWorker:
+    options = RolloutOptions(workers={"r0": {"capability_tags": list(tags), "active_tag": "train"}})
+    worker = RolloutWorker("r0", options, tmp_path, tmp_path, engine=StoppedEngine())
+    worker.start()  # active tag train: no engine
+    return worker
+
+
+def command(epoch: int, name: str, **fields) -> ControlCommand:
+    return ControlCommand(new_id(), "r0", epoch, name, "team", "run", now_ms(), **fields)
+
+
+def test_starts_active_in_its_configured_role_without_an_engine(tmp_path):
+    status = make_worker(tmp_path).status({})
+    assert (status.state, status.active_tag, status.kind, status.capability_tags) == ("active", "train", "rollout", ["rollout", "train"])
+
+
+def test_stale_epoch_is_ignored_and_says_why(tmp_path):
+    worker = make_worker(tmp_path)
+    assert worker.handle(command(5, "set_active", role="idle")).outcome == "ok"
+    ack = worker.handle(command(4, "set_active", role="train"))
+    assert (ack.outcome, ack.reason) == ("ignored_stale", "epoch 4 < last applied 5")
+    assert worker.active_tag == "idle"
+
+
+def test_history_epochs_count_as_seen(tmp_path):
+    worker = make_worker(tmp_path)
+    worker.note_history(command(7, "pause"))
+    assert worker.handle(command(6, "set_active", role="idle")).outcome == "ignored_stale"
+
+
+def test_duplicate_delivery_is_not_applied_twice(tmp_path):
+    worker = make_worker(tmp_path)
+    once = command(1, "set_active", role="idle")
+    worker.handle(once)
+    assert worker.handle(once).reason == "duplicate delivery of a command already handled"
+
+
+def test_unknown_command_is_rejected_and_does_not_advance_the_epoch(tmp_path):
+    worker = make_worker(tmp_path)
+    ack = worker.handle(command(3, "explode"))
+    assert ack.outcome == "rejected" and "unknown command 'explode'" in ack.reason
+    assert worker.epoch == 0
+
+
+@pytest.mark.parametrize(
+    "fields, outcome, reason",
+    [
+        ({}, "rejected", "load_weights needs weight_version and weight_uri"),
+        ({"weight_version": 2, "weight_uri": "s3://bucket/v2"}, "rejected", "only file:// URIs and paths"),
+        ({"weight_version": 2, "weight_uri": "/nowhere/v2"}, "failed", "no HF model directory at /nowhere/v2"),
+    ],
+)
+def test_bad_load_weights(tmp_path, fields, outcome, reason):
+    ack = make_worker(tmp_path).handle(command(1, "load_weights", **fields))
+    assert ack.outcome == outcome and reason in ack.reason
+
+
+def test_load_weights_while_the_engine_is_released_is_kept_for_its_next_start(tmp_path):
+    worker = make_worker(tmp_path)
+    (tmp_path / "v2").mkdir()
+    (tmp_path / "v2" / "config.json").write_text("{}")
+    ack = worker.handle(command(1, "load_weights", weight_version=2, weight_uri=(tmp_path / "v2").as_uri()))
+    assert ack.outcome == "ok" and "loads it when it starts" in ack.reason
+    assert (worker.weight_version, worker.weights_dir) == (2, tmp_path / "v2")
+
+
+def test_pause_needs_a_serving_engine(tmp_path):
+    ack = make_worker(tmp_path).handle(command(1, "pause"))
+    assert ack.outcome == "rejected" and "not serving" in ack.reason
+
+
+def test_role_outside_the_capability_tags_is_rejected(tmp_path):
+    worker = make_worker(tmp_path, tags=("rollout",))
+    ack = worker.handle(command(1, "set_active", role="train"))
+    assert ack.outcome == "rejected" and "no 'train' capability" in ack.reason
+    assert worker.handle(command(2, "set_active", role="sing")).reason.startswith("unknown role 'sing'")
+
+
+def test_shutdown_stops_the_worker(tmp_path):
+    worker = make_worker(tmp_path)
+    assert worker.handle(command(1, "shutdown")).outcome == "ok"
+    assert worker.stopped and worker.status({}).state == "stopped"
