@@ -36,11 +36,19 @@ class Settings(BaseModel):
     schema_registry_url: str | None = None
     schema_registry_conf: dict[str, Any] = Field(default_factory=dict)
     max_record_bytes: int = 1_000_000
+    # Idempotent producers: on by default for a real cluster; off for the embedded broker, where Tansu was
+    # seen failing idempotent producers with OUT_OF_ORDER_SEQUENCE_NUMBER (infra/TANSU.md). Off means
+    # acks=all with one request in flight: order kept, a retry may duplicate (consumers de-dup by event_id).
+    idempotent_producer: bool | None = None
     stop_grace_s: float = 10.0
 
     @property
     def embedded(self) -> bool:
         return not self.bootstrap_servers
+
+    @property
+    def producer_idempotent(self) -> bool:
+        return self.idempotent_producer if self.idempotent_producer is not None else not self.embedded
 
     @property
     def kafka_bootstrap(self) -> str:

@@ -7,6 +7,7 @@ can ignore SIGTERM. `state.json` lets `seamlessflow status` and `down` work from
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
@@ -16,6 +17,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable
 
+import psutil
+
+PR_SET_CHILD_SUBREAPER = 36
 MAX_BACKOFF_S = 30.0
 HEALTHY_AFTER_S = 60.0  # a process that ran this long has its backoff reset
 
@@ -60,19 +64,45 @@ def pid_alive(pid: int | None) -> bool:
         return True
 
 
-def stop_group(pid: int, grace_s: float) -> None:
-    """SIGTERM the process group of `pid`, then SIGKILL it if anything is left after `grace_s`."""
+def become_subreaper() -> None:
+    """Orphans of our services (a vLLM server whose worker died) become our children, not init's, so
+    `stop_all` can still find and stop them."""
     try:
-        os.killpg(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and pid_alive(pid):
-        time.sleep(0.1)
-    try:
-        os.killpg(pid, signal.SIGKILL)
-    except ProcessLookupError:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except OSError:
         pass
+
+
+def stop_tree(pid: int, grace_s: float) -> None:
+    """SIGTERM `pid`, its process group and every descendant (some start their own sessions), then
+    SIGKILL whatever is left after `grace_s`."""
+    try:
+        procs = [psutil.Process(pid)]
+        procs += procs[0].children(recursive=True)
+    except psutil.NoSuchProcess:
+        return
+    _signal_all(procs, pid, signal.SIGTERM)
+    _gone, alive = psutil.wait_procs(procs, timeout=grace_s)
+    _signal_all(alive, pid, signal.SIGKILL)
+    psutil.wait_procs(alive, timeout=5)
+
+
+def _signal_all(procs: list, group: int, sig: int) -> None:
+    try:
+        os.killpg(group, sig)
+    except (ProcessLookupError, PermissionError):
+        pass
+    for proc in procs:
+        try:
+            proc.send_signal(sig)
+        except psutil.NoSuchProcess:
+            pass
+
+
+def stop_descendants(grace_s: float) -> None:
+    """Stops every process still below this one (orphans adopted as subreaper included)."""
+    for child in psutil.Process().children():
+        stop_tree(child.pid, grace_s)
 
 
 class Supervisor:
@@ -87,6 +117,7 @@ class Supervisor:
         self.stopping = False
         run_dir.mkdir(parents=True, exist_ok=True)
         log_dir.mkdir(parents=True, exist_ok=True)
+        become_subreaper()
 
     @property
     def state_path(self) -> Path:
@@ -146,9 +177,10 @@ class Supervisor:
         """Stops services in reverse start order (the broker last)."""
         self.stopping = True
         for name in reversed(list(self._procs)):
-            stop_group(self._procs[name].pid, self.grace_s)
+            stop_tree(self._procs[name].pid, self.grace_s)
             self._procs[name].wait()
             self.states[name].state, self.states[name].pid = "stopped", None
+        stop_descendants(self.grace_s)
         self.write_state()
 
     def write_state(self) -> None:

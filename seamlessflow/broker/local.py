@@ -27,7 +27,7 @@ class LocalBroker:
 
     @property
     def client_settings(self) -> Settings:
-        return self.settings.with_overrides(bootstrap_servers=self.settings.kafka_bootstrap)
+        return self.settings.with_overrides(bootstrap_servers=self.settings.kafka_bootstrap, idempotent_producer=False)
 
     def start(self) -> "LocalBroker":
         logs = Path(self.settings.data_dir) / "logs"

@@ -16,7 +16,7 @@ from rich.live import Live
 from seamlessflow.cli.context import pass_settings
 from seamlessflow.cli.status_view import ResourceWatcher, render_status, stack_status
 from seamlessflow.stack import SERVICES, config_path, log_dir, run_dir, start_stack, with_stack_defaults
-from seamlessflow.supervisor import StartupFailed, Supervisor, pid_alive, read_state, stop_group
+from seamlessflow.supervisor import StartupFailed, Supervisor, pid_alive, read_state, stop_tree
 
 
 class _Stop(Exception):
@@ -125,7 +125,7 @@ def down(settings):
             os.kill(sup, signal.SIGKILL)
     for svc in services.values():  # anything the supervisor could not stop (it was killed, say)
         if pid_alive(svc.get("pid")):
-            stop_group(svc["pid"], settings.stop_grace_s)
+            stop_tree(svc["pid"], settings.stop_grace_s)
     click.echo("stopped")
 
 

@@ -20,10 +20,13 @@ def common_config(settings: Settings) -> dict[str, Any]:
 
 
 def producer_config(settings: Settings, **extra: Any) -> dict[str, Any]:
-    """Idempotent, acks=all: a retried send is never duplicated, an acknowledged one never lost."""
+    """acks=all, so an acknowledged record is never lost; idempotent where the broker supports it (a retry
+    is then never duplicated), else one request in flight so a retry cannot reorder a session's events."""
+    delivery = ({"enable.idempotence": True} if settings.producer_idempotent
+                else {"enable.idempotence": False, "max.in.flight.requests.per.connection": 1})
     return {
         **common_config(settings),
-        "enable.idempotence": True,
+        **delivery,
         "acks": "all",
         "linger.ms": 2,
         "message.max.bytes": settings.max_record_bytes + 65536,

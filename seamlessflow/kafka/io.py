@@ -79,14 +79,17 @@ def read_topic(
 
     The end is not simply the high watermark: Tansu reports it as the last *batch's* base offset + 1, so a
     multi-record batch at the end is under-counted. We read until the watermark's record, then keep going
-    until the partition is quiet for `settle_s` (the rest of that batch arrives in the same fetch).
+    until the partition is quiet for `settle_s` (the rest of that batch arrives in the same fetch) or shows
+    a record written after this call began (a live topic, such as heartbeats, is never quiet).
     """
+    began_ms = int(time.time() * 1000)
     consumer = Consumer(consumer_config(settings, group_id=f"reader-{time.monotonic_ns()}"))
     try:
         partitions = consumer.list_topics(topic, timeout=timeout_s).topics[topic].partitions
         starts = {p: (start_offsets or {}).get(p, OFFSET_BEGINNING) for p in partitions}
         marks = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)[1] for p in partitions}
         behind = {p for p in partitions if marks[p] > max(starts[p], 0)}
+        done: set[int] = set()
         consumer.assign([TopicPartition(topic, p, starts[p]) for p in partitions])
         deadline = time.monotonic() + timeout_s
         while True:
@@ -101,9 +104,16 @@ def read_topic(
                 if msg.error().code() == KafkaError._PARTITION_EOF:
                     continue
                 raise KafkaException(msg.error())
+            p = msg.partition()
+            if p not in behind and msg.timestamp()[1] > began_ms:
+                done.add(p)
+                consumer.pause([TopicPartition(topic, p)])
+                if len(done) == len(partitions):
+                    return
+                continue
             yield _record(msg, codec)
-            if msg.offset() + 1 >= marks[msg.partition()]:
-                behind.discard(msg.partition())
+            if msg.offset() + 1 >= marks[p]:
+                behind.discard(p)
     finally:
         consumer.close()
 

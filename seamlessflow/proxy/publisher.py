@@ -12,7 +12,7 @@ import asyncio
 import threading
 from typing import Any
 
-from confluent_kafka import Producer
+from confluent_kafka import KafkaException, Producer
 
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
@@ -26,7 +26,8 @@ class PublishFailed(RuntimeError):
 class EventPublisher:
     def __init__(self, settings: Settings, codec: Codec, **extra: Any):
         self.codec = codec
-        self._producer = Producer(producer_config(settings, **extra))
+        self._config = producer_config(settings, **extra)
+        self._producer = Producer(self._config)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll_loop, name="proxy-producer-poll", daemon=True)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -48,11 +49,16 @@ class EventPublisher:
             self._producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
         except BufferError as exc:
             raise PublishFailed(f"producer queue full: {exc}") from exc
+        except KafkaException as exc:
+            if exc.args[0].fatal():  # a fatal producer never recovers: the next call gets a fresh one
+                self._producer = Producer(self._config)
+            raise PublishFailed(f"producer error: {exc}") from exc
         return future
 
     def _poll_loop(self) -> None:
         while not self._stop.is_set():
-            self._producer.poll(0.05)
+            producer = self._producer  # may be replaced after a fatal error; the old one is polled out
+            producer.poll(0.05)
 
     def close(self, timeout_s: float = 10.0) -> int:
         """Flush what is queued; returns the number of records left undelivered."""

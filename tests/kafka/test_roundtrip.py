@@ -65,3 +65,31 @@ def test_reader_reports_undecodable_records_instead_of_crashing(settings, codec,
     p.flush(10)
     [record] = list(read_topic(settings, topic, codec))
     assert record.message is None and record.error
+
+
+def test_read_topic_returns_on_a_topic_that_is_written_all_the_time(settings, codec):
+    """A live topic (heartbeats) is never quiet: reading stops at records newer than the call."""
+    import threading
+    import time
+
+    from seamlessflow.kafka.io import read_topic
+
+    topic = Topics(settings).status
+    producer = MessageProducer(settings, codec)
+    stop = threading.Event()
+
+    def heartbeat():
+        while not stop.is_set():
+            producer.send(topic, "gpu-0", SAMPLES[5])
+            producer.flush()
+            time.sleep(0.05)
+
+    writer = threading.Thread(target=heartbeat, daemon=True)
+    writer.start()
+    try:
+        time.sleep(0.5)
+        records = list(read_topic(settings, topic, codec, timeout_s=20))
+        assert records and all(r.message == SAMPLES[5] for r in records)
+    finally:
+        stop.set()
+        writer.join()
