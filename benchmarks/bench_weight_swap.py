@@ -14,9 +14,13 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
 
 from seamlessflow.messages import ControlCommand, new_id, now_ms
 from seamlessflow.model import build_tiny_model

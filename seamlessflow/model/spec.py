@@ -10,7 +10,7 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass
 
-BUILD_FORMAT = 2  # bump when the build procedure changes in a way the numbers do not show
+BUILD_FORMAT = 3  # bump when the build procedure changes in a way the numbers do not show
 
 
 @dataclass(frozen=True)

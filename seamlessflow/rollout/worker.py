@@ -17,7 +17,7 @@ from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus, ne
 from seamlessflow.rollout.client import EngineClient, EngineError
 from seamlessflow.rollout.engine import EngineProcess, EngineStartFailed
 from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
-from seamlessflow.rollout.weights import weights_path
+from seamlessflow.rollout.weights import reload_unsafe_reason, weights_path
 
 log = logging.getLogger(__name__)
 
@@ -161,6 +161,10 @@ class RolloutWorker:
             return f"v{command.weight_version} recorded; the engine loads it when it starts"
         errors = []
         for method in self.options.weight_load_methods:
+            unsafe = reload_unsafe_reason(path) if method == "reload" else None
+            if unsafe:
+                errors.append(f"reload: {unsafe}")
+                continue
             began = time.monotonic()
             try:
                 getattr(self, f"_swap_by_{method}")(path, command.weight_version)
@@ -170,7 +174,8 @@ class RolloutWorker:
                 continue
             elapsed_ms = (time.monotonic() - began) * 1000
             self.weights_dir, self.weight_version, self.last_swap = path, command.weight_version, (method, elapsed_ms)
-            return f"v{command.weight_version} loaded by {method} in {elapsed_ms:.0f} ms"
+            skipped = f" ({'; '.join(errors)})" if errors else ""
+            return f"v{command.weight_version} loaded by {method} in {elapsed_ms:.0f} ms{skipped}"
         raise CommandFailed("; ".join(errors) or "no weight load method configured")
 
     def _swap_by_reload(self, path: Path, version: int) -> None:

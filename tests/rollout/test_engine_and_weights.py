@@ -50,3 +50,14 @@ def test_ensure_model_uses_a_configured_directory_as_is(tmp_path):
     from seamlessflow.rollout.launch import ensure_model
 
     assert ensure_model(Settings.model_validate({"rollout": {"model": str(tmp_path)}})) == tmp_path
+
+
+def test_reload_is_refused_for_tied_embeddings(tmp_path):
+    import json
+
+    from seamlessflow.rollout.weights import reload_unsafe_reason
+
+    (tmp_path / "config.json").write_text(json.dumps({"tie_word_embeddings": True}))
+    assert "tied word embeddings" in reload_unsafe_reason(tmp_path)
+    (tmp_path / "config.json").write_text(json.dumps({"tie_word_embeddings": False}))
+    assert reload_unsafe_reason(tmp_path) is None
