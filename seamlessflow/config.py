@@ -26,7 +26,9 @@ class Settings(BaseModel):
     run: str = "default"
     # Kafka: None means "start the embedded broker"; a value points at an existing cluster.
     bootstrap_servers: str | None = None
-    broker: Literal["s3", "memory"] = "s3"
+    # memory by default: Tansu 0.6's S3 engine loses acknowledged records when several producers write one
+    # partition (infra/TANSU.md); `s3` is durable across restarts for single-writer use only.
+    broker: Literal["s3", "memory"] = "memory"
     broker_port: int = 19092
     s3_port: int = 19000
     topic_prefix: str = "seamlessflow"
