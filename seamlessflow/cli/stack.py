@@ -53,7 +53,7 @@ def up(settings, detach, wait_s, policy, only_broker):
 def _up_foreground(settings) -> None:
     supervisor = Supervisor(run_dir(settings), log_dir(settings), settings.stop_grace_s)
     signal.signal(signal.SIGTERM, _raise_stop)
-    console = Console()
+    console = Console() if sys.stdout.isatty() else Console(width=160)  # logs: no wrapping at 80 columns
     try:
         start_stack(settings, supervisor, log=console.print)
         _print_ready(console, supervisor.info, settings)
