@@ -49,7 +49,9 @@ class CommandHandler:
             return
         if status.kind != "rollout" and status.active_tag != "rollout":
             return
-        self.engines.announce(status.resource_id, status.engine_url, status.state == "active", status.weight_version)
+        # a worker switched to train keeps reporting "active" and its URL while its engine is stopped
+        serving = status.state == "active" and status.active_tag == "rollout" and status.figures.get("engine_up", 1.0) >= 1
+        self.engines.announce(status.resource_id, status.engine_url, serving, status.weight_version)
 
     async def apply(self, command: ControlCommand) -> CommandAck:
         started = time.monotonic()
