@@ -16,6 +16,7 @@ from seamlessflow.broker.embedded import embedded_processes
 from seamlessflow.config import Settings, _deep_merge
 from seamlessflow.kafka.admin import broker_ready, ensure_topics
 from seamlessflow.supervisor import ServiceSpec, Supervisor
+from seamlessflow.status_watch import engines_serving
 from seamlessflow.teams import TeamKeys
 
 SERVICES = ("assembler", "rollout", "proxy", "trainer", "scheduler", "agents")
@@ -67,9 +68,12 @@ def app_services(settings: Settings) -> list[ServiceSpec]:
         specs.append(python_service(settings, "assembler"))
     rollout = RolloutOptions.from_settings(settings)
     if enabled(settings, "rollout"):
-        for resource_id in rollout.workers:
+        ids = list(rollout.workers) or ["rollout-0"]
+        for resource_id in ids:
             name = resource_id if resource_id.startswith("rollout") else f"rollout-{resource_id}"
             specs.append(python_service(settings, name, "--resource-id", resource_id, module="rollout"))
+        # agents start only once the engines serve (vLLM takes ~40 s, minutes on a loaded machine)
+        specs[-1].ready, specs[-1].ready_timeout_s = engines_serving(settings, ids), rollout.health_timeout_s
     if enabled(settings, "proxy"):
         proxy = ProxyConfig.model_validate(settings.section("proxy"))
         specs.append(python_service(settings, "proxy", ready=lambda: port_open(proxy.port, proxy.host)))

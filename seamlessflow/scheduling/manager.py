@@ -19,7 +19,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from seamlessflow.core.staleness import RolloutLedger
-from seamlessflow.messages import Task, Trajectory, new_id, now_ms
+from seamlessflow.messages import EpisodeEnd, Task, Trajectory, new_id, now_ms
+
+FINAL_STATUSES = ("done", "failed")
 from seamlessflow.scheduling.options import ManagerOptions
 from seamlessflow.tasks import ArithmeticTask, generate_tasks, load_tasks
 
@@ -71,11 +73,21 @@ class RolloutManager:
 
     def on_trajectory(self, trajectory: Trajectory) -> bool:
         """Count one trajectory; True when it completes its group."""
-        group = self.groups.get(trajectory.group_id)
+        return self._session_finished(trajectory.group_id, trajectory.session_id, trajectory=True)
+
+    def on_episode_end(self, end: EpisodeEnd) -> bool:
+        """A final session end (done or failed; aborted ones are retried) also fills its group's slot:
+        a session that never reached an engine (all calls refused) has no trajectory to wait for."""
+        if end.status not in FINAL_STATUSES or not end.group_id:
+            return False
+        return self._session_finished(end.group_id, end.session_id, trajectory=False)
+
+    def _session_finished(self, group_id: str, session_id: str, trajectory: bool) -> bool:
+        group = self.groups.get(group_id)
         if group is None or len(group.sessions) >= group.size:
             return False
-        self.trajectories += 1
-        group.sessions.add(trajectory.session_id)
+        self.trajectories += int(trajectory)
+        group.sessions.add(session_id)  # a session counts once, whether its end or trajectory came first
         if len(group.sessions) < group.size:
             return False
         self.finished += 1

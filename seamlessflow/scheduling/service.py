@@ -32,7 +32,9 @@ from seamlessflow.core.resources import ResourceState
 from seamlessflow.core.scheduler import Scheduler
 from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.io import MessageProducer
-from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus, Task, Trajectory, WeightVersion, new_id, now_ms
+from seamlessflow.messages import (
+    CommandAck, ControlCommand, EpisodeEnd, ResourceStatus, Task, Trajectory, WeightVersion, new_id, now_ms,
+)
 from seamlessflow.scheduling.commands import describe, to_message
 from seamlessflow.scheduling.manager import RolloutManager, task_set
 from seamlessflow.scheduling.reading import records_until
@@ -78,7 +80,7 @@ class SchedulerService:
             if isinstance(command, ControlCommand):
                 issued = self.view.epochs.issued
                 issued[command.resource_id] = max(issued.get(command.resource_id, 0), command.epoch)
-        for topic in (self.topics.status, self.topics.weights, self.topics.tasks, self.topics.trajectories):
+        for topic in self._input_topics():
             for record in records_until(self.settings, topic, self.codec, started_ms):
                 self.fold(record.message)
                 self._offsets[(topic, record.partition)] = record.offset + 1
@@ -105,6 +107,12 @@ class SchedulerService:
                 self.manager.on_trajectory(message)
         elif isinstance(message, Task) and self.manager:
             self.manager.on_task(message)
+        elif isinstance(message, EpisodeEnd) and self.manager:
+            self.manager.on_episode_end(message)
+
+    def _input_topics(self) -> tuple[str, ...]:
+        t = self.topics
+        return (t.status, t.weights, t.tasks, t.trajectories) + ((t.session_events,) if self.manager else ())
 
     # -- one tick -----------------------------------------------------------------------------------------
 
@@ -204,7 +212,7 @@ class SchedulerService:
         fetch wait: Tansu holds every fetch for the full wait (infra/TANSU.md), which would delay ticks."""
         consumer = Consumer(consumer_config(self.settings, group_id=f"scheduler-{new_id()}", **{"fetch.wait.max.ms": 50}))
         assignment = []
-        for topic in (self.topics.status, self.topics.weights, self.topics.tasks, self.topics.trajectories):
+        for topic in self._input_topics():
             partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
             for partition in partitions:
                 offset = self._offsets.get((topic, partition), 0)

@@ -87,3 +87,21 @@ def test_max_tasks_and_other_runs():
     assert m.published == 0
     assert len(publish(m)) == 2
     assert m.next_tasks(0) == []
+
+
+def test_sessions_that_end_without_any_call_still_close_their_group():
+    """Agents whose calls were all refused end their sessions with no trajectory to come."""
+    from seamlessflow.messages import EpisodeEnd
+
+    m = manager(max_in_flight=1)
+    [task_id] = publish(m)
+    group = f"default.{task_id}"
+
+    def end(session: str, status: str) -> EpisodeEnd:
+        return EpisodeEnd(f"{session}.end", session, "default", "default", 0.0, status, "{}", 0, 1, group_id=group)
+
+    assert not m.on_episode_end(end("s1", "aborted"))  # aborted sessions are retried: not final
+    assert not m.on_episode_end(end("s1", "failed"))
+    assert not m.on_trajectory(trajectory(group, "s1"))  # its trajectory does not count the session twice
+    assert m.on_episode_end(end("s2", "done"))
+    assert (m.finished, m.outstanding) == (1, 0)
