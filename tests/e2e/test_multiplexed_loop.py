@@ -54,7 +54,7 @@ def wait(condition, timeout_s, what, procs=()):
 
 def test_multiplexed_loop_trains_updates_engines_and_loses_no_session(settings, codec, vllm_model_dir, tmp_path):
     settings = settings.with_overrides(rollout={
-        "model": str(vllm_model_dir), "heartbeat_s": 0.5, "max_model_len": 256, "release_mode": "keep",
+        "model": str(vllm_model_dir), "heartbeat_s": 0.5, "max_model_len": 256, "release_mode": "keep", "optimization_level": 0,
         "weight_load_methods": ["reload", "restart"],
         "workers": {"rollout-0": {"capability_tags": ["rollout"]},
                     "rollout-1": {"capability_tags": ["rollout", "train"]}}})

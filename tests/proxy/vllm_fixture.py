@@ -85,7 +85,7 @@ class VllmServer:
         argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model_dir),
                 "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(self.port),
                 "--max-model-len", "1024", "--dtype", "float32", "--seed", "0",
-                "--enable-auto-tool-choice", "--tool-call-parser", "pythonic"]
+                "--enable-auto-tool-choice", "--tool-call-parser", "pythonic", "-O0"]  # -O0: no compile, fast start
         out = open(self.log_path, "ab")
         self.proc = subprocess.Popen(argv, env=env, stdout=out, stderr=out)
         deadline = time.monotonic() + timeout_s
