@@ -16,6 +16,7 @@ from seamlessflow.broker.embedded import embedded_processes
 from seamlessflow.config import Settings, _deep_merge
 from seamlessflow.kafka.admin import broker_ready, ensure_topics
 from seamlessflow.supervisor import ServiceSpec, Supervisor
+from seamlessflow.rollout.launch import ensure_model
 from seamlessflow.status_watch import engines_serving
 from seamlessflow.teams import TeamKeys
 
@@ -99,26 +100,17 @@ def with_stack_defaults(settings: Settings) -> Settings:
     defaults = yaml.safe_load(STACK_DEFAULTS.read_text()) or {}
     merged = Settings.model_validate(_deep_merge(defaults, settings.model_dump(exclude_unset=True)))
     if enabled(merged, "trainer") and not merged.section("trainer").get("model_path"):
-        model = merged.section("rollout").get("model") or str(model_dir(merged))
-        merged = merged.with_overrides(trainer={"model_path": model})
+        from seamlessflow.rollout.options import RolloutOptions  # the trainer trains what the engines serve
+
+        model = RolloutOptions.from_settings(merged).model_dir(merged).resolve()
+        merged = merged.with_overrides(trainer={"model_path": str(model)})
     return merged
 
 
 def prepare_model(settings: Settings, log) -> None:
-    """Builds the tiny local model on first run when no model directory is configured (minutes, cached)."""
-    from seamlessflow.rollout.options import RolloutOptions
-
-    if RolloutOptions.from_settings(settings).model or not (enabled(settings, "rollout") or enabled(settings, "trainer")):
-        return
-    from seamlessflow.model import build_tiny_model
-
-    result = build_tiny_model(model_dir(settings), seed=int(settings.section("model").get("seed", 0)),
-                              small=bool(settings.section("model").get("small", False)), log=log)
-    log(f"model {result.path}: greedy accuracy {result.greedy_accuracy:.0%}, sampled {result.sampled_accuracy:.0%}")
-
-
-def model_dir(settings: Settings) -> Path:
-    return Path(settings.data_dir).resolve() / "models" / "tiny"
+    """Builds (or reuses) the tiny local model once, before the workers and the trainer start."""
+    if enabled(settings, "rollout") or enabled(settings, "trainer"):
+        log(f"model: {ensure_model(settings, log)}")
 
 
 def start_stack(settings: Settings, supervisor: Supervisor, log=print) -> None:
