@@ -161,6 +161,13 @@ class CommandAck:
     run: str
     created_at_ms: Int64
 
+    @classmethod
+    def answering(cls, command: "ControlCommand", resource_id: str, outcome: str, reason: str,
+                  duration_ms: float, team: str, run: str) -> "CommandAck":
+        """The ack a resource publishes for `command` (every resource acks the same way)."""
+        return cls(new_id(), resource_id, command.event_id, command.command, command.epoch, outcome, reason,
+                   duration_ms, team, run, now_ms())
+
 
 @dataclass
 class WeightVersion:

@@ -11,7 +11,7 @@ import time
 from collections import deque
 from typing import Any
 
-from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus, new_id, now_ms
+from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus
 from seamlessflow.proxy.control import addressed_to
 from seamlessflow.proxy.generation import PauseGate
 from seamlessflow.proxy.routing import EngineTable
@@ -61,19 +61,8 @@ class CommandHandler:
             outcome, reason = await self._apply(command)
             if outcome == "ok":
                 self.last_epoch = max(self.last_epoch, command.epoch)
-        ack = CommandAck(
-            event_id=new_id(),
-            resource_id=self.proxy_id,
-            command_id=command.event_id,
-            command=command.command,
-            epoch=command.epoch,
-            outcome=outcome,
-            reason=reason,
-            duration_ms=(time.monotonic() - started) * 1000,
-            team=self.team,
-            run=self.run,
-            created_at_ms=now_ms(),
-        )
+        ack = CommandAck.answering(command, self.proxy_id, outcome, reason,
+                                   (time.monotonic() - started) * 1000, self.team, self.run)
         try:
             await self.publish_ack(ack)
         except Exception:  # noqa: BLE001 - the command is applied; a lost ack is logged, not fatal

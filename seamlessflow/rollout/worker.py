@@ -110,8 +110,8 @@ class RolloutWorker:
         started = time.monotonic()
         with self._lock:
             outcome, reason = self._apply(command)
-        return CommandAck(new_id(), self.resource_id, command.event_id, command.command, command.epoch, outcome,
-                          reason, (time.monotonic() - started) * 1000, self.team, self.run, now_ms())
+        return CommandAck.answering(command, self.resource_id, outcome, reason,
+                                    (time.monotonic() - started) * 1000, self.team, self.run)
 
     def _apply(self, command: ControlCommand) -> tuple[str, str]:
         if command.event_id in self._seen:

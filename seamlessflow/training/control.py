@@ -16,7 +16,7 @@ from seamlessflow.avro import Codec, CodecError
 from seamlessflow.config import Settings
 from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.io import read_topic
-from seamlessflow.messages import CommandAck, ControlCommand, new_id, now_ms
+from seamlessflow.messages import CommandAck, ControlCommand, new_id
 
 ROLES = ("train", "idle")
 
@@ -53,11 +53,8 @@ class ControlState:
             self.epoch = command.epoch
         if role is not None:
             self.role = role
-        ack = CommandAck(
-            event_id=new_id(), resource_id=self.resource_id, command_id=command.event_id, command=command.command,
-            epoch=command.epoch, outcome=outcome, reason=reason, duration_ms=(time.perf_counter() - start) * 1000,
-            team=self.team, run=self.run, created_at_ms=now_ms(),
-        )
+        ack = CommandAck.answering(command, self.resource_id, outcome, reason,
+                                   (time.perf_counter() - start) * 1000, self.team, self.run)
         return Decision(role, shutdown, ack)
 
 
