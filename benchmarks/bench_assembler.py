@@ -31,7 +31,7 @@ from seamlessflow.kafka.admin import ensure_topics  # noqa: E402
 from seamlessflow.kafka.clients import consumer_config  # noqa: E402
 from seamlessflow.kafka.io import MessageProducer  # noqa: E402
 from seamlessflow.topics import Topics  # noqa: E402
-from tests.conftest import BrokerProcess  # noqa: E402
+from seamlessflow.broker.local import LocalBroker  # noqa: E402
 from tests.services.assembler_harness import AssemblerProcess, episode_end, token_io  # noqa: E402
 
 
@@ -123,7 +123,7 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(0)
     tmp = Path(tempfile.mkdtemp(prefix="bench-assembler-"))
-    broker = BrokerProcess(tmp / "broker", "memory").start()
+    broker = LocalBroker(tmp / "broker", "memory").start()
     codec = Codec()
     try:
         settings = broker.client_settings.with_overrides(topic_prefix=f"b{uuid.uuid4().hex[:6]}", data_dir=tmp / "d")

@@ -6,16 +6,13 @@ import uuid
 
 import pytest
 
-from seamlessflow.broker.local import LocalBroker, free_port  # noqa: F401  (re-exported for tests)
+from seamlessflow.broker.local import LocalBroker, free_port  # noqa: F401  (free_port: used by tests)
 from seamlessflow.config import Settings
 from seamlessflow.kafka.admin import ensure_topics
 
 
-BrokerProcess = LocalBroker  # older name, kept for tests that import it
-
-
 @pytest.fixture(scope="session")
-def broker(tmp_path_factory) -> BrokerProcess:
+def broker(tmp_path_factory) -> LocalBroker:
     """One in-memory broker for the whole test session; tests isolate themselves by topic prefix."""
     proc = LocalBroker(tmp_path_factory.mktemp("broker"), "memory").start()
     yield proc

@@ -14,8 +14,9 @@ from rich.console import Console
 from rich.live import Live
 
 from seamlessflow.cli.context import pass_settings
-from seamlessflow.cli.status_view import ResourceWatcher, render_status, stack_status
+from seamlessflow.cli.status_view import render_status, stack_status
 from seamlessflow.stack import SERVICES, config_path, log_dir, run_dir, start_stack, with_stack_defaults
+from seamlessflow.status_watch import ResourceWatcher
 from seamlessflow.supervisor import StartupFailed, Supervisor, pid_alive, read_state, stop_tree
 
 

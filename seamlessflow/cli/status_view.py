@@ -11,7 +11,6 @@ from seamlessflow.cli.resources import resource_rows, trainer_version
 from seamlessflow.config import Settings
 from seamlessflow.kafka.admin import broker_ready
 from seamlessflow.stack import run_dir
-from seamlessflow.status_watch import ResourceWatcher  # noqa: F401  (used by `up`)
 from seamlessflow.supervisor import pid_alive, read_state
 
 SPARK = "▁▂▃▄▅▆▇█"

@@ -5,13 +5,13 @@ import pytest
 from seamlessflow.kafka.admin import ensure_topics
 from seamlessflow.kafka.io import MessageProducer, read_topic
 from seamlessflow.topics import Topics
-from seamlessflow.broker.local import LocalBroker as BrokerProcess
+from seamlessflow.broker.local import LocalBroker
 from tests.samples import SAMPLES
 
 
 @pytest.mark.slow
 def test_records_survive_a_broker_restart(tmp_path, codec):
-    broker = BrokerProcess(tmp_path, "s3").start()
+    broker = LocalBroker(tmp_path, "s3").start()
     try:
         settings = broker.client_settings
         ensure_topics(settings)
