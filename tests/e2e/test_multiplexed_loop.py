@@ -4,7 +4,7 @@ Broker, scheduler + rollout manager (thread), two rollout worker processes with 
 (`rollout-0` {rollout}, `rollout-1` {rollout, train}), the proxy (thread, engines discovered from the status
 topic, obeying the control topic), the example single-turn agent (thread), the assembler (process), and
 the DeepSpeed trainer (thread). Checks: trajectories trained, a weight version advanced, engines reloaded,
-tokens labelled with two versions, and no lost session (every published group came back whole).
+tokens labelled with the first and a later version, and no lost session (every published group came back whole).
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ def test_multiplexed_loop_trains_updates_engines_and_loses_no_session(settings, 
     assert {a.resource_id for a in loads} == {"rollout-0", "rollout-1"}
     labelled = {v for c in read_messages(settings, topics.session_events, codec) if isinstance(c, TokenIO)
                 for v in c.versions}
-    assert {0, 1} <= labelled
+    assert 0 in labelled and max(labelled) >= 1, labelled  # the trainer may be two versions ahead by then
     tasks = [t for t in read_messages(settings, topics.tasks, codec) if isinstance(t, Task)]
     trajectories = [t for t in read_messages(settings, topics.trajectories, codec) if isinstance(t, Trajectory)]
     sessions = {t.group_id: set() for t in tasks}
