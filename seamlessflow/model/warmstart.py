@@ -1,14 +1,20 @@
 """Supervised warm start: teach a random model the answer format and a bit of arithmetic.
 
 RL needs a policy that is right sometimes (or there is no reward to climb) but far from
-always (or there is nothing left to learn). Training stops as soon as greedy accuracy on
-held-out tasks reaches `stop_at_accuracy`, which puts the start inside that band.
+always (or there is nothing left to learn). Two knobs put the start inside that band:
+training stops once greedy accuracy on held-out tasks reaches `stop_at_accuracy`, and a
+share of the examples (`restate_fraction`) answer like a verbose assistant, restating the
+question first ("51+48=99"). The grader reads the first number, so a restated answer scores
+like a wrong one. Measured on the default build: exact sums are slow to learn by RL on two
+cores (flat over ~1,600 samples), while dropping the restating habit is quick (mean reward
+0.36 -> ~0.48 within ~500 samples), so the default run shows learning within minutes.
 """
 
 from __future__ import annotations
 
 import math
 import random
+import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -16,7 +22,7 @@ import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from seamlessflow.model.tokenizer import render_chat
-from seamlessflow.tasks.arithmetic import ArithmeticTask, score_completion
+from seamlessflow.tasks.arithmetic import ArithmeticTask, expression_of, score_completion
 
 IGNORE_INDEX = -100
 
@@ -35,10 +41,21 @@ def prompt_ids(tokenizer: PreTrainedTokenizerBase, task: ArithmeticTask) -> list
     return list(encoded["input_ids"] if hasattr(encoded, "keys") else encoded)
 
 
-def example_ids(tokenizer: PreTrainedTokenizerBase, task: ArithmeticTask) -> tuple[list[int], list[int]]:
+def restates(task: ArithmeticTask, fraction: float) -> bool:
+    """Whether this task's warm-start answer restates the question; stable per task id."""
+    return zlib.crc32(task.task_id.encode()) % 10_000 < fraction * 10_000
+
+
+def answer_text(task: ArithmeticTask, restate: bool = False) -> str:
+    return f"{expression_of(task.prompt)}={task.answer}" if restate else task.answer
+
+
+def example_ids(
+    tokenizer: PreTrainedTokenizerBase, task: ArithmeticTask, restate: bool = False
+) -> tuple[list[int], list[int]]:
     """(input ids, labels): the loss falls on the answer and its <|im_end|> only."""
     prompt = prompt_ids(tokenizer, task)
-    answer = tokenizer(task.answer, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    answer = tokenizer(answer_text(task, restate), add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
     return prompt + answer, [IGNORE_INDEX] * len(prompt) + answer
 
 
@@ -131,11 +148,12 @@ def warm_start(
     eval_every: int,
     stop_at_accuracy: float,
     seed: int,
+    restate_fraction: float = 0.0,
     log: Callable[[str], None] = print,
 ) -> float:
     """Train until greedy accuracy reaches `stop_at_accuracy` or `steps` run out."""
     rng = random.Random(seed)
-    examples = [example_ids(tokenizer, task) for task in train_tasks]
+    examples = [example_ids(tokenizer, task, restates(task, restate_fraction)) for task in train_tasks]
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.0)
     model.train()
     accuracy = 0.0

@@ -16,6 +16,7 @@ EXACT_REWARD = 1.0
 DIGIT_COUNT_CREDIT = 0.1
 CLOSENESS_CREDIT = 0.4
 _FIRST_INTEGER = re.compile(r"-?\d+")
+_PROMPT = re.compile(r"What is (-?\d+[+-]-?\d+)\?")
 
 
 @dataclass(frozen=True)
@@ -29,6 +30,14 @@ class ArithmeticTask:
 
 def make_prompt(left: int, op: str, right: int) -> str:
     return f"What is {left}{op}{right}?"
+
+
+def expression_of(prompt: str) -> str:
+    """The sum a prompt asks for ("51+48" from "What is 51+48?"): the inverse of `make_prompt`."""
+    match = _PROMPT.fullmatch(prompt)
+    if match is None:
+        raise ValueError(f"not an arithmetic prompt: {prompt!r}")
+    return match.group(1)
 
 
 def solve(left: int, op: str, right: int) -> int:

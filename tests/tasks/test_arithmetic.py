@@ -2,6 +2,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from seamlessflow.tasks.arithmetic import (
+    expression_of,
     extract_answer,
     generate_tasks,
     make_prompt,
@@ -73,3 +74,13 @@ def _parse(prompt):
             left, right = body.split(op)
             return int(left), op, int(right)
     raise AssertionError(prompt)
+
+
+@given(st.integers(0, 999), st.sampled_from("+-"), st.integers(0, 999))
+def test_expression_of_inverts_make_prompt(left, op, right):
+    assert expression_of(make_prompt(left, op, right)) == f"{left}{op}{right}"
+
+
+def test_expression_of_rejects_other_text():
+    with pytest.raises(ValueError, match="not an arithmetic prompt"):
+        expression_of("Tell me a joke")
