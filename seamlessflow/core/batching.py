@@ -69,10 +69,17 @@ class StalenessPolicy:
         return 0.0 if self.mode == "drop" else self.decay**excess
 
 
+TRAINABLE_STATUSES = ("done", "truncated")
+
+
 def rewards_all_equal(samples: list[TrajectorySample], tolerance: float = 1e-9) -> bool:
     """A group whose rewards are all equal has zero advantage everywhere: no learning signal."""
-    rewards = [s.reward for s in samples]
-    return max(rewards) - min(rewards) <= tolerance
+    return not rewards_vary([s.reward for s in samples], tolerance)
+
+
+def rewards_vary(rewards: list[float], tolerance: float = 1e-9) -> bool:
+    """Whether a group with these rewards would be trained: at least two, and not all equal."""
+    return len(rewards) >= 2 and max(rewards) - min(rewards) > tolerance
 
 
 @dataclass(frozen=True)

@@ -7,6 +7,12 @@ distinct sessions have arrived (a forked session yields several trajectories but
 episodes still arrive as trajectories with status `failed`). A group silent for `task_timeout_s` is given
 up (`lost`), so one lost session cannot stall the pipeline; the count is reported, never hidden.
 
+The staleness bound assumes every finished group feeds a step. The trainer skips groups without signal
+(fewer than two trainable sessions, or all rewards equal), so such a group frees its slot instead of
+counting as accepted (`no_signal`); otherwise each skipped group would shrink the capacity for good, and
+the pipeline would stall waiting for a batch it may no longer start. The rule is the trainer's own
+(`core.batching.rewards_vary`), applied to each session's reward as its episode end or trajectory reports it.
+
 The weight-update sequence (pause -> load vN -> resume) is not run here: the core policies already emit
 it for every rollout resource whose weights are older than the trainer's (core.policies.base.keep_generating).
 """
@@ -18,12 +24,14 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from seamlessflow.core.batching import TRAINABLE_STATUSES, rewards_vary
 from seamlessflow.core.staleness import RolloutLedger
 from seamlessflow.messages import EpisodeEnd, Task, Trajectory, new_id, now_ms
-
-FINAL_STATUSES = ("done", "failed")
 from seamlessflow.scheduling.options import ManagerOptions
 from seamlessflow.tasks import ArithmeticTask, generate_tasks, load_tasks
+from seamlessflow.tasks.arithmetic import expression_of
+
+FINAL_STATUSES = ("done", "failed")
 
 
 def task_set(options: ManagerOptions) -> list[ArithmeticTask]:
@@ -37,6 +45,7 @@ class Group:
     size: int
     published_at: float
     sessions: set[str] = field(default_factory=set)
+    rewards: list[float] = field(default_factory=list)  # of sessions that ended in a trainable status
 
 
 @dataclass
@@ -52,6 +61,7 @@ class RolloutManager:
     published: int = 0
     finished: int = 0
     lost: int = 0
+    no_signal: int = 0
     trajectories: int = 0
     ledger: RolloutLedger = field(init=False)
 
@@ -73,25 +83,34 @@ class RolloutManager:
 
     def on_trajectory(self, trajectory: Trajectory) -> bool:
         """Count one trajectory; True when it completes its group."""
-        return self._session_finished(trajectory.group_id, trajectory.session_id, trajectory=True)
+        return self._session_finished(trajectory.group_id, trajectory.session_id, trajectory.status,
+                                      trajectory.reward, trajectory=True)
 
     def on_episode_end(self, end: EpisodeEnd) -> bool:
         """A final session end (done or failed; aborted ones are retried) also fills its group's slot:
         a session that never reached an engine (all calls refused) has no trajectory to wait for."""
         if end.status not in FINAL_STATUSES or not end.group_id:
             return False
-        return self._session_finished(end.group_id, end.session_id, trajectory=False)
+        return self._session_finished(end.group_id, end.session_id, end.status, end.reward, trajectory=False)
 
-    def _session_finished(self, group_id: str, session_id: str, trajectory: bool) -> bool:
+    def _session_finished(self, group_id: str, session_id: str, status: str, reward: float, trajectory: bool) -> bool:
         group = self.groups.get(group_id)
         if group is None or len(group.sessions) >= group.size:
             return False
         self.trajectories += int(trajectory)
-        group.sessions.add(session_id)  # a session counts once, whether its end or trajectory came first
+        if session_id in group.sessions:
+            return False  # a session counts once, whether its end or trajectory came first
+        group.sessions.add(session_id)
+        if status in TRAINABLE_STATUSES:
+            group.rewards.append(reward)
         if len(group.sessions) < group.size:
             return False
         self.finished += 1
-        self.ledger.on_accepted()
+        if rewards_vary(group.rewards):
+            self.ledger.on_accepted()
+        else:
+            self.no_signal += 1
+            self.ledger.on_rejected()
         return True
 
     def expire(self) -> list[str]:
@@ -121,9 +140,14 @@ class RolloutManager:
 
     def figures(self) -> dict[str, float]:
         return {"tasks_published": self.published, "groups_finished": self.finished, "groups_lost": self.lost,
-                "groups_in_flight": self.outstanding, "trajectories": self.trajectories}
+                "groups_no_signal": self.no_signal, "groups_in_flight": self.outstanding,
+                "trajectories": self.trajectories}
 
 
-def _expression(prompt: str) -> str:
-    """"What is 3+4?" -> "3+4": the payload field the example tool-use agent computes with."""
-    return prompt.removeprefix("What is ").removesuffix("?")
+def _expression(prompt: str) -> str | None:
+    """"What is 3+4?" -> "3+4": the payload field the example tool-use agent computes with (None for a
+    prompt from a task file that is not an arithmetic question)."""
+    try:
+        return expression_of(prompt)
+    except ValueError:
+        return None

@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from seamlessflow.config import Settings
-from seamlessflow.core.batching import BatchConfig, StalenessPolicy
+from seamlessflow.core.batching import TRAINABLE_STATUSES, BatchConfig, StalenessPolicy
 from seamlessflow.core.losses import PolicyLossConfig
 
 DEEPSPEED_CONFIGS = Path(__file__).resolve().parents[2] / "infra" / "deepspeed"
@@ -41,7 +41,7 @@ class TrainerConfig(BaseModel):
     stale_mode: Literal["drop", "downweight"] = "drop"
     stale_decay: float = 0.5
     success_reward: float = 1.0
-    trainable_statuses: list[str] = ["done", "truncated"]
+    trainable_statuses: list[str] = list(TRAINABLE_STATUSES)
     # loss (seamlessflow.core.losses)
     scale_by_std: bool = True
     clip_low: float = 0.2

@@ -25,9 +25,11 @@ def publish(m: RolloutManager, version: int = 0) -> list[str]:
     return [t.task_id for t in tasks]
 
 
-def trajectory(group_id: str, session: str, branch: int = 0) -> Trajectory:
+def trajectory(group_id: str, session: str, branch: int = 0, reward: float | None = None) -> Trajectory:
+    """Rewards differ across sessions by default (a group with signal)."""
+    reward = float(len(session)) if reward is None else reward
     return Trajectory(f"{session}/{branch}", session, branch, group_id, "t", "default", "default", [1, 2, 3],
-                      [0, 1, 1], [0.0, -0.1, -0.1], [-1, 0, 0], 1.0, "done", 1, 0, 0)
+                      [0, 1, 1], [0.0, -0.1, -0.1], [-1, 0, 0], reward, "done", 1, 0, 0)
 
 
 def test_publishes_up_to_the_in_flight_bound_and_cycles_the_task_set():
@@ -62,10 +64,35 @@ def test_staleness_bound_waits_for_the_trainer():
     m = manager(batch_threshold=4, max_staleness=0, max_in_flight=10)
     assert len(publish(m, version=0)) == 2
     for task_id in ("arith-0-0.r0", "arith-0-1.r0"):
-        for session in ("a", "b"):
-            m.on_trajectory(trajectory(f"default.{task_id}", task_id + session))
+        for session, reward in (("a", 1.0), ("b", 0.0)):
+            m.on_trajectory(trajectory(f"default.{task_id}", task_id + session, reward=reward))
     assert publish(m, version=0) == []
     assert len(publish(m, version=1)) == 2
+
+
+def test_a_group_the_trainer_will_skip_frees_its_slot_instead_of_stalling_the_batch():
+    """Equal rewards (or fewer than two trainable sessions) give no advantage: the trainer skips the group,
+    so counting it towards the staleness bound would leave the trainer one group short for good."""
+    m = manager(batch_threshold=4, max_staleness=0, max_in_flight=10)
+    first, second = publish(m, version=0)
+    for session, reward in (("a", 1.0), ("b", 0.0)):
+        m.on_trajectory(trajectory(f"default.{first}", first + session, reward=reward))
+    for session in ("a", "b"):
+        m.on_trajectory(trajectory(f"default.{second}", second + session, reward=0.5))
+    assert (m.finished, m.no_signal) == (2, 1)
+    assert len(publish(m, version=0)) == 1  # the replacement for the skipped group
+    assert publish(m, version=0) == []
+
+
+def test_failed_sessions_do_not_count_as_signal():
+    from seamlessflow.messages import EpisodeEnd
+
+    m = manager(max_in_flight=1)
+    [task_id] = publish(m)
+    group = f"default.{task_id}"
+    m.on_episode_end(EpisodeEnd("s1.end", "s1", "default", "default", 0.0, "failed", "{}", 0, 1, group_id=group))
+    m.on_episode_end(EpisodeEnd("s2.end", "s2", "default", "default", 1.0, "done", "{}", 0, 1, group_id=group))
+    assert (m.finished, m.no_signal, m.outstanding) == (1, 1, 0)
 
 
 def test_silent_group_is_given_up_after_timeout():

@@ -2,11 +2,12 @@
 
 from seamlessflow.agents import make_task
 from seamlessflow.tasks import generate_tasks
+from seamlessflow.tasks.arithmetic import expression_of
 
 
 def arithmetic(kind: str, count: int, seed: int = 0, group_size: int = 2, team: str = "default"):
     """Tasks for single_turn / tool_use / history_rewrite (kind names the agent family)."""
-    return [make_task(kind, t.prompt, {"answer": t.answer, "expression": t.prompt[8:-1]}, group_size,
+    return [make_task(kind, t.prompt, {"answer": t.answer, "expression": expression_of(t.prompt)}, group_size,
                       task_id=f"{kind}-{t.task_id}", team=team) for t in generate_tasks(seed, count)]
 
 
