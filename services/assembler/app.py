@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from pathlib import Path
 
 import faust
 
@@ -44,8 +45,11 @@ class Assembler:
         self.app = self._build_app()
 
     def _build_app(self) -> faust.App:
+        datadir = Path(self.settings.data_dir).resolve() / "assembler" / self.app_id  # Faust's own files, not in the cwd
+        datadir.mkdir(parents=True, exist_ok=True)
         app = faust.App(
             self.app_id, **faust_app_kwargs(self.settings), store="memory://", web_enabled=False,
+            datadir=str(datadir),
             stream_wait_empty=False, consumer_auto_offset_reset="earliest",
             broker_commit_interval=self.config.checkpoint_interval_s,
         )
