@@ -133,7 +133,9 @@ class Trainer:
         self.step += 1
         trained = [s.trajectory_id for g in result.batch for s in g.samples]
         self._finish(trained)
-        self._trained_since_publish.append({"step": self.step, "trajectory_ids": trained})
+        self._trained_since_publish.append({"step": self.step, "trajectory_ids": trained,
+                                            "tokens_trained": metrics.tokens_trained, "reward_mean": metrics.reward_mean,
+                                            "finished_at_ms": now_ms()})
         self.last_metrics = metrics
         counts = self.builder.counters.minus(self._counters_at_step)
         self._counters_at_step = Counters(**vars(self.builder.counters))
