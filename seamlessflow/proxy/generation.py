@@ -4,7 +4,9 @@ The call streams from its session's engine. A pause cuts the stream (the engine 
 the connection closes) but keeps every token received; after resume each unfinished choice continues as
 a token-in continuation (`/v1/completions` with prompt = prompt ids + tokens so far, the remaining
 `max_tokens`), and its new tokens carry the engine's new policy version. An engine that fails mid-stream
-is handled the same way on another engine. The agent sees one response under one id throughout.
+is handled the same way on another engine, and so is a call whose engine leaves the rollout role (its
+resource was switched to train): that is how in-flight calls move off a preempted resource. A cut call
+waits up to `pause_timeout_s` for some engine to take it. The agent sees one response under one id.
 """
 
 from __future__ import annotations
@@ -68,6 +70,13 @@ class PauseGate:
     def open(self) -> None:
         self._open.set()
 
+    def cut_on(self, engine_url: str) -> int:
+        """Cut the calls generating on one engine (it left rollout); they continue elsewhere."""
+        runs = [run for run in self.active if run.engine_url == engine_url]
+        for run in runs:
+            run.cut()
+        return len(runs)
+
     async def wait_open(self, timeout_s: float) -> None:
         if self._open.is_set():
             return
@@ -124,6 +133,7 @@ class CallRun:
         self.t_end: float | None = None
         self._response: aiohttp.ClientResponse | None = None
         self._cut = False
+        self.engine_url: str | None = None  # the engine streaming this call now
 
     # -- control ----------------------------------------------------------------------------------------
     def cut(self) -> None:
@@ -139,6 +149,8 @@ class CallRun:
         while not self.capture.finished:
             await self.gate.wait_open(self.config.pause_timeout_s)
             engine = self.engines.pick(self.session_id, frozenset(excluded)) or self.engines.pick(self.session_id)
+            if engine is None and self._any_tokens():
+                engine = await self._wait_for_engine()  # cut off a preempted engine: wait for another
             if engine is None:
                 raise ProxyError(503, "no healthy inference engine is available", retry_after=self.config.retry_after_s)
             if self.t_dispatch is None:
@@ -152,6 +164,15 @@ class CallRun:
                 raise _final_error(failures)
         self.t_end = time.monotonic()
         return self.capture
+
+    async def _wait_for_engine(self) -> Engine | None:
+        deadline = time.monotonic() + self.config.pause_timeout_s
+        while time.monotonic() < deadline:
+            await asyncio.sleep(0.2)
+            engine = self.engines.pick(self.session_id)
+            if engine is not None:
+                return engine
+        return None
 
     async def _run_on(self, engine: Engine) -> str:
         """Runs what is left of the call on one engine: "done", "cut", or a failure kind."""
@@ -177,6 +198,7 @@ class CallRun:
         if self.gate.paused:  # paused between two segments of this call: dispatch nothing until resume
             return "cut"
         self._cut = False
+        self.engine_url = engine.url
         self.gate.enter(self)
         timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.config.connect_timeout_s, sock_read=self.config.read_timeout_s)
         try:
@@ -203,6 +225,7 @@ class CallRun:
             return "bad_stream"
         finally:
             self._response = None
+            self.engine_url = None
             self.gate.leave(self)
 
     async def _read_events(self, engine: Engine, kind: str, response: aiohttp.ClientResponse, choice_index: int | None) -> None:

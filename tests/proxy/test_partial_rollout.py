@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
+from seamlessflow.messages import new_id, now_ms
 from tests.proxy.helpers import acks, client, send_command, session_events, until
 from tests.proxy.stub_engine import token_at
 
@@ -65,3 +66,40 @@ async def test_stale_and_foreign_commands_are_not_applied(proxy, settings, codec
     assert not proxy.server.gate.paused
     assert [a.outcome for a in await acks(settings, codec, stale.event_id)] == ["ignored_stale"]
     assert await acks(settings, codec, foreign.event_id) == []
+
+
+async def test_calls_on_an_engine_switched_to_train_move_to_another_engine(proxy_factory, settings, codec):
+    """Preemption: the scheduler switches a {rollout, train} resource to train while a call generates on it;
+    the call continues on the remaining engine, and the agent gets one whole answer."""
+    from seamlessflow.kafka.io import MessageProducer
+    from seamlessflow.messages import ResourceStatus
+    from seamlessflow.topics import Topics
+    from tests.proxy.stub_engine import StubEngine
+
+    flexible, steady = await StubEngine().start(), await StubEngine().start()
+    producer = MessageProducer(settings, codec)
+
+    async def announce(resource_id, engine, role):
+        status = ResourceStatus(new_id(), resource_id, "rollout", ["rollout", "train"], role, "active", 0, {},
+                                "default", settings.run, now_ms(), engine_url=engine.url)
+        await asyncio.to_thread(producer.send_and_wait, Topics(settings).status, resource_id, status)
+
+    try:
+        proxy = await proxy_factory([])
+        await announce("flexible", flexible, "rollout")
+        await until(lambda: proxy.server.engines.routable_count == 1, what="one engine routable")
+        flexible.behaviour.hold_after_tokens = 2
+        task = asyncio.create_task(client(proxy, "moved").completions.create(model="m", prompt=[5, 6], max_tokens=4))
+        await until(lambda: flexible.tokens_sent == 2, what="two tokens on the flexible engine")
+        await announce("steady", steady, "rollout")
+        await announce("flexible", flexible, "train")
+        reply = await task
+        assert reply.choices[0].text == "".join(f"t{token_at(2 + k)} " for k in range(4))
+        [event] = await session_events(settings, codec, "moved")
+        assert event.completion_ids == [token_at(2 + k) for k in range(4)]
+        [continuation] = [body for kind, body in steady.requests if kind == "completions"]
+        assert continuation["prompt"] == [5, 6, token_at(2), token_at(3)] and continuation["max_tokens"] == 2
+    finally:
+        flexible.behaviour.release.set()
+        await flexible.stop()
+        await steady.stop()
