@@ -74,17 +74,17 @@ def run_policy(policy: str, steps: int, timeout_s: float, model_cache: Path | No
             if time.monotonic() - started > timeout_s:
                 raise SystemExit(f"{policy}: only {len(read_steps(data_dir))}/{steps} steps in {timeout_s:.0f} s")
             time.sleep(2)
+        figures = json.loads(cli(data_dir, "timeline", "--out", str(FIGURES / f"loop_{policy}.png"), "--json",
+                                 check=True, capture_output=True).stdout)  # while the broker still runs
     finally:
         cli(data_dir, "down", stdout=subprocess.DEVNULL)
-    return summarise(policy, data_dir, read_steps(data_dir)[:steps])
+    return summarise(policy, read_steps(data_dir)[:steps], figures)
 
 
-def summarise(policy: str, data_dir: Path, steps: list[dict]) -> LoopResult:
+def summarise(policy: str, steps: list[dict], figures: dict) -> LoopResult:
     seconds = (steps[-1]["finished_at_ms"] - steps[0]["finished_at_ms"]) / 1000
     rewards = [s.get("reward_mean", float("nan")) for s in steps]
     fifth = max(len(rewards) // 5, 1)
-    figures = json.loads(cli(data_dir, "timeline", "--out", str(FIGURES / f"loop_{policy}.png"), "--json",
-                             check=True, capture_output=True).stdout)
     return LoopResult(
         policy=policy, steps=len(steps), tokens=sum(s["tokens_trained"] for s in steps[1:]), seconds=seconds,
         mean_reward_first=sum(rewards[:fifth]) / fifth, mean_reward_last=sum(rewards[-fifth:]) / fifth,
@@ -97,11 +97,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--policies", default="colocated,multiplexed")
     parser.add_argument("--timeout-s", type=float, default=1800)
+    parser.add_argument("--model-cache", type=Path, default=Path(".seamlessflow/models/tiny"),
+                        help="A built tiny model to start from (rebuilt anyway if its spec is outdated).")
     args = parser.parse_args()
     FIGURES.mkdir(parents=True, exist_ok=True)
     results: list[LoopResult] = []
     for policy in args.policies.split(","):
-        cache = WORK / results[0].policy / "models" / "tiny" if results else None
+        cache = WORK / results[0].policy / "models" / "tiny" if results else args.model_cache
         results.append(run_policy(policy, args.steps, args.timeout_s, cache))
         print(f"{policy}: done", flush=True)
     base = results[0]
