@@ -6,6 +6,8 @@ its last heartbeat said until the next one. Kinds follow the simulator's: `rollo
 acknowledged `load_weights`), `idle` (starting, idle tag, or a rollout resource whose `requests_running`
 figure, vLLM's sampled at the heartbeat, is 0), `failed` (failed or stopped, including the scheduler's
 verdict on a silent resource). Only the schedulable kinds are drawn (not proxy, scheduler or agents).
+A trainer reports `busy_s`, its cumulative seconds in optimizer steps and publishing: between two of its
+heartbeats only that much is `train`, the rest `idle` (waiting for a batch is a bubble too).
 
 Caveat: the status topic is compacted; once the broker compacts it, only the latest record per resource
 remains and older history is gone. Draw timelines from runs whose status topic was not compacted yet.
@@ -39,7 +41,7 @@ def kind_of(status: ResourceStatus) -> str:
 
 def intervals_from_records(messages: Iterable[object], kinds: frozenset[str] = SCHEDULED_KINDS) -> list[Interval]:
     """Intervals in seconds from the first record; `load_weights` acks are carved in as `sync`."""
-    samples: dict[str, list[tuple[float, str]]] = defaultdict(list)
+    samples: dict[str, list[tuple[float, str, float | None]]] = defaultdict(list)
     syncs: list[Interval] = []
     items = [m for m in messages if isinstance(m, (ResourceStatus, CommandAck))]
     if not items:
@@ -48,18 +50,29 @@ def intervals_from_records(messages: Iterable[object], kinds: frozenset[str] = S
     for message in sorted(items, key=lambda m: m.created_at_ms):
         t = message.created_at_ms / 1000.0 - origin
         if isinstance(message, ResourceStatus) and message.kind in kinds:
-            samples[message.resource_id].append((t, kind_of(message)))
+            samples[message.resource_id].append((t, kind_of(message), message.figures.get("busy_s")))
         elif isinstance(message, CommandAck) and message.command == "load_weights" and message.outcome == "ok":
             syncs.append(Interval(message.resource_id, max(0.0, t - message.duration_ms / 1000.0), t, "sync"))
-    end = max(t for points in samples.values() for t, _ in points) if samples else 0.0
+    end = max(t for points in samples.values() for t, _, _ in points) if samples else 0.0
     out: list[Interval] = []
     for rid, points in samples.items():
-        bounded = points + [(end, points[-1][1])]  # the last heartbeat holds until the end of the record
-        out += _merge([Interval(rid, t, t_next, kind) for (t, kind), (t_next, _) in zip(bounded, bounded[1:])])
+        bounded = points + [(end, points[-1][1], None)]  # the last heartbeat holds until the end of the record
+        out += _merge([piece for a, b in zip(bounded, bounded[1:]) for piece in _between(rid, a, b)])
     for sync in syncs:
         if sync.resource_id in samples:
             out = _carve(out, sync)
     return out
+
+
+def _between(rid: str, sample, following) -> list[Interval]:
+    """The interval from one heartbeat to the next; a training one only as busy as its `busy_s` grew."""
+    (t, kind, busy), (t_next, _, busy_next) = sample, following
+    if kind != "train" or busy is None or busy_next is None:
+        pieces = [Interval(rid, t, t_next, kind)]
+    else:
+        worked = min(max(busy_next - busy, 0.0), t_next - t)
+        pieces = [Interval(rid, t, t + worked, "train"), Interval(rid, t + worked, t_next, "idle")]
+    return [piece for piece in pieces if piece.end > piece.start]
 
 
 def _merge(intervals: list[Interval]) -> list[Interval]:

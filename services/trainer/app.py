@@ -79,7 +79,7 @@ class Trainer:
             self._apply(latest)
         if self.version > 0:
             self._publish_version()  # idempotent: a crash may have come between checkpoint and publish
-        next_beat = 0.0
+        next_beat, self.busy_s = 0.0, 0.0
         try:
             while not self.stopping:
                 for command in listener.poll():
@@ -88,7 +88,9 @@ class Trainer:
                     self._heartbeat("active")
                     next_beat = time.monotonic() + self.config.heartbeat_s
                 self._take(self.source.poll(0.2))
+                started = time.perf_counter()
                 if self.control.role == "train" and self._train_if_ready():
+                    self.busy_s += time.perf_counter() - started
                     if self.config.max_steps is not None and self.step >= self.config.max_steps:
                         break
         finally:
@@ -212,7 +214,8 @@ class Trainer:
     def _heartbeat(self, state: str) -> None:
         figures = {"step": float(self.step), "pending_samples": float(len(self.builder.pending_samples)),
                    "too_easy_tasks": float(len(self.builder.too_easy_tasks)),
-                   "publish_time_s": float(getattr(self, "publish_time_s", 0.0))}
+                   "publish_time_s": float(getattr(self, "publish_time_s", 0.0)),
+                   "busy_s": self.busy_s}  # seconds spent in steps and publishing: the timeline's train time
         figures.update({f"total_{k}": float(v) for k, v in vars(self.builder.counters).items()})
         if self.last_metrics is not None:
             figures.update(self.last_metrics.figures())

@@ -24,3 +24,11 @@ def test_kinds_of_states():
 
 def test_role_switches_are_listed_in_time_order():
     assert role_switches(two_resource_run()) == [(4.0, "r1", "rollout", "train"), (9.0, "r1", "train", "idle")]
+
+
+def test_a_trainer_is_training_only_as_long_as_its_busy_seconds_grew():
+    records = [status("trainer-0", t, "train", kind="trainer", tags=("train",), busy_s=busy)
+               for t, busy in ((0, 0.0), (2, 0.5), (4, 2.5), (6, 2.5))]
+    got = sorted(intervals_from_records(records), key=lambda i: i.start)
+    assert got == [Interval("trainer-0", 0, 0.5, "train"), Interval("trainer-0", 0.5, 2, "idle"),
+                   Interval("trainer-0", 2, 4, "train"), Interval("trainer-0", 4, 6, "idle")]
