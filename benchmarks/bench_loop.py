@@ -5,7 +5,8 @@ engines `rollout-0` {rollout} and `rollout-1` {rollout, train}, proxy, assembler
 scheduler, the demo agent pool), runs until the trainer has finished `--steps` optimizer steps, then
 `seamlessflow down`. Throughput is measured between the end of step 1 and the end of the last step (engine
 start-up and the first fill are left out): tokens trained in steps 2..N over that time, from the trainer's
-own step log. The timeline PNG and bubble ratio of each run come from `seamlessflow timeline`.
+own step log. The bubble ratio and the timeline PNG cover the same window, from the status topic as
+`seamlessflow timeline` reads it.
 
 Target from issue 6: multiplexed >= 1.3x colocated.
 
@@ -25,6 +26,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import yaml
+
+from seamlessflow.avro import codec_for
+from seamlessflow.config import Settings
+from seamlessflow.messages import ResourceStatus
+from seamlessflow.scheduling.reading import messages_until
+from seamlessflow.scheduling.timeline import clip, intervals_from_records, role_switches
+from seamlessflow.sim.timeline import bubble_ratio, draw_timeline
+from seamlessflow.topics import Topics
 
 HERE = Path(__file__).parent
 FIGURES = HERE / "figures"
@@ -74,22 +83,35 @@ def run_policy(policy: str, steps: int, timeout_s: float, model_cache: Path | No
             if time.monotonic() - started > timeout_s:
                 raise SystemExit(f"{policy}: only {len(read_steps(data_dir))}/{steps} steps in {timeout_s:.0f} s")
             time.sleep(2)
-        figures = json.loads(cli(data_dir, "timeline", "--out", str(FIGURES / f"loop_{policy}.png"), "--json",
-                                 check=True, capture_output=True).stdout)  # while the broker still runs
+        measured = read_steps(data_dir)[:steps]
+        records = status_records(data_dir)  # while the broker still runs (the embedded one keeps no data)
     finally:
         cli(data_dir, "down", stdout=subprocess.DEVNULL)
-    return summarise(policy, read_steps(data_dir)[:steps], figures)
+    return summarise(policy, measured, records)
 
 
-def summarise(policy: str, steps: list[dict], figures: dict) -> LoopResult:
+def status_records(data_dir: Path) -> list[object]:
+    settings = Settings.load(data_dir / "run" / "config.yaml")
+    return messages_until(settings, Topics(settings).status, codec_for(settings))
+
+
+def summarise(policy: str, steps: list[dict], records: list[object]) -> LoopResult:
     seconds = (steps[-1]["finished_at_ms"] - steps[0]["finished_at_ms"]) / 1000
+    window = clip(intervals_from_records(records, origin_ms=steps[0]["finished_at_ms"]), 0.0, seconds)
+    draw_timeline(window, FIGURES / f"loop_{policy}.png", title=f"{policy}: steps 1-{len(steps)}")
     rewards = [s.get("reward_mean", float("nan")) for s in steps]
     fifth = max(len(rewards) // 5, 1)
+    start_ms, end_ms = steps[0]["finished_at_ms"], steps[-1]["finished_at_ms"]
     return LoopResult(
         policy=policy, steps=len(steps), tokens=sum(s["tokens_trained"] for s in steps[1:]), seconds=seconds,
         mean_reward_first=sum(rewards[:fifth]) / fifth, mean_reward_last=sum(rewards[-fifth:]) / fifth,
-        bubble_ratio=figures["bubble_ratio"], role_switches=figures["role_switches"],
+        bubble_ratio=bubble_ratio(window),
+        role_switches=sum(1 for t, *_ in role_switches(records) if start_ms <= t * 1000 + _origin_ms(records) <= end_ms),
     )
+
+
+def _origin_ms(records: list[object]) -> float:
+    return min(r.created_at_ms for r in records if isinstance(r, ResourceStatus))
 
 
 def main() -> None:

@@ -6,7 +6,7 @@ prints how the figures move with the tag mix and the staleness bound, and the sa
 reader sees where the bubble comes from. Workload and cost defaults: `seamlessflow/sim/workload.py`.
 
 Usage: python benchmarks/bench_simulator.py [--steps 10] [--seed 0]
-Writes benchmarks/out/simulator_64.png (timelines of the three headline runs).
+Writes benchmarks/figures/simulator_64.png (timelines of the three headline runs).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from pathlib import Path
 from seamlessflow.sim import SimResult, simulate
 from seamlessflow.sim.timeline import draw_timelines
 
-OUT = Path(__file__).parent / "out"
+OUT = Path(__file__).parent / "figures"
 POLICIES = ("colocated", "disaggregated", "multiplexed")
 
 

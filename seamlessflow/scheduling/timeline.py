@@ -39,14 +39,17 @@ def kind_of(status: ResourceStatus) -> str:
     return status.active_tag
 
 
-def intervals_from_records(messages: Iterable[object], kinds: frozenset[str] = SCHEDULED_KINDS) -> list[Interval]:
-    """Intervals in seconds from the first record; `load_weights` acks are carved in as `sync`."""
+def intervals_from_records(
+    messages: Iterable[object], kinds: frozenset[str] = SCHEDULED_KINDS, origin_ms: float | None = None
+) -> list[Interval]:
+    """Intervals in seconds from the first record (or from `origin_ms`); `load_weights` acks are carved in
+    as `sync`."""
     samples: dict[str, list[tuple[float, str, float | None]]] = defaultdict(list)
     syncs: list[Interval] = []
     items = [m for m in messages if isinstance(m, (ResourceStatus, CommandAck))]
     if not items:
         return []
-    origin = min(m.created_at_ms for m in items) / 1000.0
+    origin = (min(m.created_at_ms for m in items) if origin_ms is None else origin_ms) / 1000.0
     for message in sorted(items, key=lambda m: m.created_at_ms):
         t = message.created_at_ms / 1000.0 - origin
         if isinstance(message, ResourceStatus) and message.kind in kinds:
@@ -61,6 +64,16 @@ def intervals_from_records(messages: Iterable[object], kinds: frozenset[str] = S
     for sync in syncs:
         if sync.resource_id in samples:
             out = _carve(out, sync)
+    return out
+
+
+def clip(intervals: Iterable[Interval], start: float, end: float) -> list[Interval]:
+    """The parts of `intervals` inside [start, end], e.g. a benchmark's steady state without start-up."""
+    out = []
+    for i in intervals:
+        lo, hi = max(i.start, start), min(i.end, end)
+        if hi > lo:
+            out.append(Interval(i.resource_id, lo, hi, i.kind))
     return out
 
 

@@ -1,4 +1,4 @@
-from seamlessflow.scheduling.timeline import intervals_from_records, kind_of, role_switches
+from seamlessflow.scheduling.timeline import clip, intervals_from_records, kind_of, role_switches
 from seamlessflow.sim.timeline import Interval, bubble_ratio
 from tests.scheduling.records import status, two_resource_run
 
@@ -32,3 +32,13 @@ def test_a_trainer_is_training_only_as_long_as_its_busy_seconds_grew():
     got = sorted(intervals_from_records(records), key=lambda i: i.start)
     assert got == [Interval("trainer-0", 0, 0.5, "train"), Interval("trainer-0", 0.5, 2, "idle"),
                    Interval("trainer-0", 2, 4, "train"), Interval("trainer-0", 4, 6, "idle")]
+
+
+def test_clip_keeps_a_window_and_origin_moves_the_zero():
+    records = two_resource_run()
+    origin = min(r.created_at_ms for r in records)
+    shifted = intervals_from_records(records, origin_ms=origin + 4000)
+    assert min(i.start for i in shifted) == -4
+    window = sorted(clip(shifted, 0, 2), key=lambda i: (i.resource_id, i.start))
+    assert window == [Interval("r0", 0, 1, "rollout"), Interval("r0", 1, 2, "sync"),
+                      Interval("r1", 0, 1, "switch"), Interval("r1", 1, 2, "train")]
