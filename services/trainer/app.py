@@ -51,6 +51,7 @@ class Trainer:
                                    self.config.loss_config(), self.config.scale_by_std)
         self.step, self.version = 0, 0
         self.last_metrics: StepMetrics | None = None
+        self.busy_s = 0.0  # seconds in optimizer steps and publishing (heartbeat figure; timeline's train time)
         self.stopping = False
         restored = self.engine.load_checkpoint(self.checkpoints) or {}
         self._restore(restored)
@@ -79,7 +80,7 @@ class Trainer:
             self._apply(latest)
         if self.version > 0:
             self._publish_version()  # idempotent: a crash may have come between checkpoint and publish
-        next_beat, self.busy_s = 0.0, 0.0
+        next_beat = 0.0
         try:
             while not self.stopping:
                 for command in listener.poll():
@@ -215,7 +216,7 @@ class Trainer:
         figures = {"step": float(self.step), "pending_samples": float(len(self.builder.pending_samples)),
                    "too_easy_tasks": float(len(self.builder.too_easy_tasks)),
                    "publish_time_s": float(getattr(self, "publish_time_s", 0.0)),
-                   "busy_s": self.busy_s}  # seconds spent in steps and publishing: the timeline's train time
+                   "busy_s": self.busy_s}
         figures.update({f"total_{k}": float(v) for k, v in vars(self.builder.counters).items()})
         if self.last_metrics is not None:
             figures.update(self.last_metrics.figures())
