@@ -103,7 +103,15 @@ def test_multiplexed_stays_on_train_when_the_next_batch_is_closer_than_a_round_t
 
 def test_multiplexed_stays_on_train_when_rollout_only_resources_take_all_the_work():
     flex = [res("f", "train", "rollout", "train", last_switch=50.0)]
-    assert decide("multiplexed", flex, buffered=0, queued_tasks=0, current_version=1, trajectory_rate=0.01) == []
+    assert decide("multiplexed", flex, buffered=0, queued_tasks=0, in_flight=3, current_version=1,
+                  trajectory_rate=0.01) == []
+
+
+def test_multiplexed_sends_flexible_resources_home_with_new_weights_when_there_is_no_work():
+    flex = [res("f", "train", "rollout", "train", last_switch=50.0)]
+    assert decide("multiplexed", flex, buffered=0, queued_tasks=0, in_flight=0, current_version=1) == [
+        SetActive("f", "rollout"), LoadWeights("f", 1)]
+    assert decide("multiplexed", flex, buffered=0, queued_tasks=0, in_flight=0, training=True) == []
 
 
 def test_multiplexed_respects_minimum_dwell_time_before_switching_again():

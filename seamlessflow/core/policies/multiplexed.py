@@ -7,7 +7,8 @@ resources never stop; they keep generating with the previous weights (one step o
 
 Switching is priced: a flexible resource that just finished a step goes back to rollout only if there is
 a backlog of tasks the rollout-only resources cannot take (`queued_tasks > 0`: otherwise it would find
-nothing to generate) and the next batch is not expected sooner than a round trip of switches would take;
+nothing to generate) and the next batch is not expected sooner than a round trip of switches would take,
+or when the pipeline has no work at all (it then waits for new tasks on rollout with the newest weights);
 no resource switches again before its minimum dwell time. So roles do not thrash when batches arrive at
 about the rate the trainer eats them.
 """
@@ -38,7 +39,10 @@ def _role(resource: Resource, pipeline: PipelineState, config: SchedulerConfig) 
 
 
 def _worth_leaving(pipeline: PipelineState, config: SchedulerConfig) -> bool:
-    """There is work nobody takes, and waiting for the next batch is dearer than two switches."""
+    """There is work nobody takes, and waiting for the next batch is dearer than two switches; or there is
+    no work at all, so nothing will need training soon: wait for new work on rollout, with fresh weights."""
+    if pipeline.queued_tasks == 0 and pipeline.in_flight == 0:
+        return True
     return pipeline.queued_tasks > 0 and not _next_batch_is_close(pipeline, config)
 
 
