@@ -46,6 +46,8 @@ class Group:
     published_at: float
     sessions: set[str] = field(default_factory=set)
     rewards: list[float] = field(default_factory=list)  # of sessions that ended in a trainable status
+    trajectories: int = 0
+    no_signal: bool = False
 
 
 @dataclass
@@ -63,6 +65,7 @@ class RolloutManager:
     lost: int = 0
     no_signal: int = 0
     trajectories: int = 0
+    unusable: int = 0  # trajectories of no-signal groups not yet taken by `take_unusable`
     ledger: RolloutLedger = field(init=False)
 
     def __post_init__(self) -> None:
@@ -95,7 +98,11 @@ class RolloutManager:
 
     def _session_finished(self, group_id: str, session_id: str, status: str, reward: float, trajectory: bool) -> bool:
         group = self.groups.get(group_id)
-        if group is None or len(group.sessions) >= group.size:
+        if group is None:
+            return False
+        group.trajectories += int(trajectory)
+        if len(group.sessions) >= group.size:
+            self.unusable += int(trajectory and group.no_signal)  # arrived after its group was judged
             return False
         self.trajectories += int(trajectory)
         if session_id in group.sessions:
@@ -110,8 +117,16 @@ class RolloutManager:
             self.ledger.on_accepted()
         else:
             self.no_signal += 1
+            group.no_signal = True
+            self.unusable += group.trajectories
             self.ledger.on_rejected()
         return True
+
+    def take_unusable(self) -> int:
+        """Trajectories seen since the last call that the trainer will skip (their group has no signal):
+        the scheduler takes them out of its estimate of what the trainer has buffered."""
+        taken, self.unusable = self.unusable, 0
+        return taken
 
     def expire(self) -> list[str]:
         now, expired = self.clock(), []

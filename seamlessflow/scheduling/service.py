@@ -11,7 +11,8 @@ resource is above every epoch published before, and the manager knows which grou
 
 Pipeline figures. `buffered` (trajectories waiting for the trainer) and `training` come from the trainer's
 heartbeat figures when a trainer reports them (figures `buffered`, `training`); otherwise `buffered` is
-the number of trajectories that arrived since the newest WeightVersion and `training` is false.
+the number of trajectories that arrived since the newest WeightVersion, less those of groups the trainer
+will skip (no signal: the manager's judgement), and `training` is false.
 `queued_tasks`/`in_flight` are the manager's groups published and not finished (0 without a manager).
 """
 
@@ -109,6 +110,8 @@ class SchedulerService:
             self.manager.on_task(message)
         elif isinstance(message, EpisodeEnd) and self.manager:
             self.manager.on_episode_end(message)
+        if self.manager:
+            self.view.discount(self.manager.take_unusable())
 
     def _input_topics(self) -> tuple[str, ...]:
         t = self.topics

@@ -105,6 +105,10 @@ class ClusterView:
             self.current_version = version.version
             self.trajectories_since_version = 0
 
+    def discount(self, trajectories: int) -> None:
+        """Trajectories the trainer will not train (no-signal groups) leave the buffered estimate."""
+        self.trajectories_since_version = max(0, self.trajectories_since_version - trajectories)
+
     def on_trajectory(self, now: float) -> None:
         self.trajectories_since_version += 1
         self.arrivals.append(now)

@@ -132,3 +132,21 @@ def test_sessions_that_end_without_any_call_still_close_their_group():
     assert not m.on_trajectory(trajectory(group, "s1"))  # its trajectory does not count the session twice
     assert m.on_episode_end(end("s2", "done"))
     assert (m.finished, m.outstanding) == (1, 0)
+
+
+def test_trajectories_of_no_signal_groups_are_reported_once_whenever_they_arrive():
+    """Episode ends usually come before trajectories: the group is judged first, its trajectories later."""
+    from seamlessflow.messages import EpisodeEnd
+
+    m = manager(max_in_flight=2)
+    signal, flat = (f"default.{t}" for t in publish(m))
+    m.on_trajectory(trajectory(flat, "a", reward=0.5))
+    for session in ("a", "b"):
+        m.on_episode_end(EpisodeEnd(f"{session}.end", session, "default", "default", 0.5, "done", "{}", 0, 1,
+                                    group_id=flat))
+    assert m.take_unusable() == 1 and m.take_unusable() == 0  # "a" arrived before the verdict
+    m.on_trajectory(trajectory(flat, "b", reward=0.5))
+    m.on_trajectory(trajectory(flat, "b", branch=1, reward=0.5))  # a fork
+    for session, reward in (("x", 1.0), ("y", 0.0)):
+        m.on_trajectory(trajectory(signal, session, reward=reward))
+    assert m.take_unusable() == 2
