@@ -96,10 +96,11 @@ class RunningService:
 
 
 def publish_trajectories(settings, codec, group_id: str, sessions: list[str]) -> None:
+    """Rewards differ across the sessions, so the group carries signal (the trainer would train it)."""
     producer = MessageProducer(settings, codec)
-    for session in sessions:
+    for reward, session in enumerate(sessions):
         t = Trajectory(f"{session}/0", session, 0, group_id, group_id, settings.team, settings.run, [1, 2, 3],
-                       [0, 1, 1], [0.0, -0.5, -0.5], [-1, 0, 0], 1.0, "done", 1, 0, now_ms())
+                       [0, 1, 1], [0.0, -0.5, -0.5], [-1, 0, 0], float(reward), "done", 1, 0, now_ms())
         producer.send(Topics(settings).trajectories, group_id, t)
     producer.flush()
 
