@@ -29,7 +29,6 @@ import yaml
 
 from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
-from seamlessflow.messages import ResourceStatus
 from seamlessflow.scheduling.reading import messages_until
 from seamlessflow.scheduling.timeline import clip, intervals_from_records, role_switches
 from seamlessflow.sim.timeline import bubble_ratio, draw_timeline
@@ -101,17 +100,13 @@ def summarise(policy: str, steps: list[dict], records: list[object]) -> LoopResu
     draw_timeline(window, FIGURES / f"loop_{policy}.png", title=f"{policy}: steps 1-{len(steps)}")
     rewards = [s.get("reward_mean", float("nan")) for s in steps]
     fifth = max(len(rewards) // 5, 1)
-    start_ms, end_ms = steps[0]["finished_at_ms"], steps[-1]["finished_at_ms"]
+    switches = role_switches(records, origin_ms=steps[0]["finished_at_ms"])
     return LoopResult(
         policy=policy, steps=len(steps), tokens=sum(s["tokens_trained"] for s in steps[1:]), seconds=seconds,
         mean_reward_first=sum(rewards[:fifth]) / fifth, mean_reward_last=sum(rewards[-fifth:]) / fifth,
         bubble_ratio=bubble_ratio(window),
-        role_switches=sum(1 for t, *_ in role_switches(records) if start_ms <= t * 1000 + _origin_ms(records) <= end_ms),
+        role_switches=sum(1 for t, *_ in switches if 0.0 <= t <= seconds),
     )
-
-
-def _origin_ms(records: list[object]) -> float:
-    return min(r.created_at_ms for r in records if isinstance(r, ResourceStatus))
 
 
 def main() -> None:

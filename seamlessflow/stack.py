@@ -15,8 +15,8 @@ import yaml
 from seamlessflow.broker.embedded import embedded_processes
 from seamlessflow.config import Settings, _deep_merge
 from seamlessflow.kafka.admin import broker_ready, ensure_topics
-from seamlessflow.supervisor import ServiceSpec, Supervisor
 from seamlessflow.rollout.launch import ensure_model
+from seamlessflow.supervisor import ServiceSpec, Supervisor
 from seamlessflow.status_watch import engines_serving
 from seamlessflow.teams import TeamKeys
 

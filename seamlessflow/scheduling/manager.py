@@ -66,6 +66,7 @@ class RolloutManager:
     no_signal: int = 0
     trajectories: int = 0
     unusable: int = 0  # trajectories of no-signal groups not yet taken by `take_unusable`
+    draining: bool = False  # no new tasks; groups in flight still finish
     ledger: RolloutLedger = field(init=False)
 
     def __post_init__(self) -> None:
@@ -122,6 +123,10 @@ class RolloutManager:
             self.ledger.on_rejected()
         return True
 
+    def drain(self) -> None:
+        """Stop publishing; what is in flight still finishes and is counted (a clean end of a run)."""
+        self.draining = True
+
     def take_unusable(self) -> int:
         """Trajectories seen since the last call that the trainer will skip (their group has no signal):
         the scheduler takes them out of its estimate of what the trainer has buffered."""
@@ -140,6 +145,8 @@ class RolloutManager:
 
     def next_tasks(self, current_version: int) -> list[Task]:
         """Tasks to publish now (caller publishes them, then feeds each to `on_task`)."""
+        if self.draining:
+            return []
         room = self.ledger.capacity(current_version)
         if self.options.max_tasks is not None:
             room = min(room, self.options.max_tasks - self.published)

@@ -113,12 +113,12 @@ def _carve(intervals: list[Interval], sync: Interval) -> list[Interval]:
     return sorted(out, key=lambda i: (i.resource_id, i.start))
 
 
-def role_switches(messages: Iterable[object]) -> list[tuple[float, str, str, str]]:
-    """(seconds, resource, from, to) for every change of active tag seen on the status topic."""
+def role_switches(messages: Iterable[object], origin_ms: float | None = None) -> list[tuple[float, str, str, str]]:
+    """(seconds from the first status or `origin_ms`, resource, from, to) for every change of active tag."""
     last: dict[str, str] = {}
     switches = []
     items = sorted((m for m in messages if isinstance(m, ResourceStatus)), key=lambda m: m.created_at_ms)
-    origin = items[0].created_at_ms / 1000.0 if items else 0.0
+    origin = (origin_ms if origin_ms is not None else items[0].created_at_ms if items else 0.0) / 1000.0
     for status in items:
         before = last.get(status.resource_id)
         if before is not None and before != status.active_tag:

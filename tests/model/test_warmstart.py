@@ -20,5 +20,9 @@ def test_restating_share_follows_the_fraction_and_is_stable_per_task():
 
 def test_the_tokenizer_corpus_carries_the_restated_form():
     tasks = generate_tasks(5, 50)
-    restated = [line for line in corpus_text(tasks, 1.0)[4:] if "=" in line.split("\n")[1]]
-    assert len(restated) == 50 and not any("=" in line for line in corpus_text(tasks, 0.0)[4:])
+
+    def answers(fraction):
+        return [line.split("\n")[1] for line in corpus_text(tasks, fraction) if line.startswith("What is")]
+
+    assert all("=" in a for a in answers(1.0)) and len(answers(1.0)) == 50
+    assert not any("=" in a for a in answers(0.0))

@@ -150,3 +150,13 @@ def test_trajectories_of_no_signal_groups_are_reported_once_whenever_they_arrive
     for session, reward in (("x", 1.0), ("y", 0.0)):
         m.on_trajectory(trajectory(signal, session, reward=reward))
     assert m.take_unusable() == 2
+
+
+def test_a_draining_manager_publishes_nothing_but_still_finishes_what_is_in_flight():
+    m = manager(max_in_flight=2)
+    [first, _] = publish(m)
+    m.drain()
+    assert publish(m) == []
+    for session, reward in (("a", 1.0), ("b", 0.0)):
+        m.on_trajectory(trajectory(f"default.{first}", first + session, reward=reward))
+    assert (m.finished, m.outstanding) == (1, 1) and publish(m) == []

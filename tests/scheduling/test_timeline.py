@@ -24,6 +24,8 @@ def test_kinds_of_states():
 
 def test_role_switches_are_listed_in_time_order():
     assert role_switches(two_resource_run()) == [(4.0, "r1", "rollout", "train"), (9.0, "r1", "train", "idle")]
+    origin = min(r.created_at_ms for r in two_resource_run())
+    assert role_switches(two_resource_run(), origin_ms=origin + 4000)[0][0] == 0.0
 
 
 def test_a_trainer_is_training_only_as_long_as_its_busy_seconds_grew():
