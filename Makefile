@@ -1,5 +1,6 @@
 # The README's two commands: `make up` and `make test`. Both install first.
 # SEAMLESSFLOW_ACCEL=gpu selects upstream vLLM + CUDA torch instead of the CPU builds.
+# On CPU the install also compiles DeepSpeed's shared-memory op once (~1 min), into the venv.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -18,6 +19,7 @@ $(STAMP): pyproject.toml infra/overrides.txt
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@test -x $(BIN)/uv || $(BIN)/pip install -q "uv>=0.5"
 	$(BIN)/uv pip install --python $(BIN)/python $(UV_FLAGS) -e ".[$(ACCEL),dev]"
+	$(if $(filter cpu,$(ACCEL)),$(BIN)/python -m seamlessflow.training.ops)
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 

@@ -1,0 +1,61 @@
+"""A DeepSpeed start killed while torch holds its op-build lock must not block the next start."""
+
+import multiprocessing
+import os
+import signal
+import sys
+from pathlib import Path
+
+from seamlessflow.training.ops import EXTENSIONS_ENV, extensions_dir, op_build_lock
+
+
+def _hold_lock_then_report(ready) -> None:
+    with op_build_lock() as root:
+        (root / "deepspeed_shm_comm").mkdir(exist_ok=True)
+        (root / "deepspeed_shm_comm" / "lock").touch()  # what torch's FileBaton leaves on kill -9
+        ready.set()
+        signal.pause()
+
+
+def test_extensions_are_built_inside_the_virtual_environment_by_default(monkeypatch):
+    monkeypatch.delenv(EXTENSIONS_ENV, raising=False)
+    assert extensions_dir().parent.resolve() == Path(sys.prefix).resolve()
+
+
+def test_a_start_killed_inside_the_lock_leaves_nothing_that_blocks_the_next(monkeypatch, tmp_path):
+    monkeypatch.setenv(EXTENSIONS_ENV, str(tmp_path))
+    ctx = multiprocessing.get_context("fork")
+    ready = ctx.Event()
+    holder = ctx.Process(target=_hold_lock_then_report, args=(ready,))
+    holder.start()
+    assert ready.wait(30)
+    os.kill(holder.pid, signal.SIGKILL)
+    holder.join(10)
+    assert (tmp_path / "deepspeed_shm_comm" / "lock").exists()
+    with op_build_lock():  # the kernel dropped the flock; the stale torch lock goes
+        assert not (tmp_path / "deepspeed_shm_comm" / "lock").exists()
+
+
+def test_a_live_holder_keeps_others_out(monkeypatch, tmp_path):
+    monkeypatch.setenv(EXTENSIONS_ENV, str(tmp_path))
+    ctx = multiprocessing.get_context("fork")
+    ready = ctx.Event()
+    holder = ctx.Process(target=_hold_lock_then_report, args=(ready,))
+    holder.start()
+    try:
+        assert ready.wait(30)
+        entered = ctx.Event()
+        waiter = ctx.Process(target=_enter_and_report, args=(entered,))
+        waiter.start()
+        assert not entered.wait(1.0)
+        os.kill(holder.pid, signal.SIGKILL)
+        assert entered.wait(30)
+        waiter.join(10)
+    finally:
+        if holder.is_alive():
+            holder.kill()
+
+
+def _enter_and_report(entered) -> None:
+    with op_build_lock():
+        entered.set()
