@@ -13,6 +13,10 @@ counting as accepted (`no_signal`); otherwise each skipped group would shrink th
 the pipeline would stall waiting for a batch it may no longer start. The rule is the trainer's own
 (`core.batching.rewards_vary`), applied to each session's reward as its episode end or trajectory reports it.
 
+SRPO history resampling: a group whose trainable sessions all reached `success_reward` marks its source task
+"too easy" (the trainer's rule); later cycles over the task set skip it, so rollout capacity goes to tasks that
+still teach something. When every task is too easy, nothing is skipped (a run never starves).
+
 The weight-update sequence (pause -> load vN -> resume) is not run here: the core policies already emit
 it for every rollout resource whose weights are older than the trainer's (core.policies.base.keep_generating).
 """
@@ -48,6 +52,7 @@ class Group:
     rewards: list[float] = field(default_factory=list)  # of sessions that ended in a trainable status
     trajectories: int = 0
     no_signal: bool = False
+    source_task_id: str | None = None
 
 
 @dataclass
@@ -67,11 +72,14 @@ class RolloutManager:
     trajectories: int = 0
     unusable: int = 0  # trajectories of no-signal groups not yet taken by `take_unusable`
     draining: bool = False  # no new tasks; groups in flight still finish
+    too_easy: set[str] = field(default_factory=set)  # source task ids every session of a group solved
+    cursor: int = 0  # position in the endless cycle over `tasks` of the next task to publish
     ledger: RolloutLedger = field(init=False)
 
     def __post_init__(self) -> None:
         batch_groups = math.ceil(self.batch_threshold / self.options.group_size)
         self.ledger = RolloutLedger(batch_groups, self.max_staleness, self.options.max_in_flight)
+        self._position_of = {t.task_id: i for i, t in enumerate(self.tasks)}
 
     @property
     def outstanding(self) -> int:
@@ -81,9 +89,13 @@ class RolloutManager:
         """A task record of this run (ours, seen on the tasks topic or just published)."""
         if task.group_id in self.groups or task.team != self.team or task.run != self.run:
             return
-        self.groups[task.group_id] = Group(task.group_size, self.clock())
+        source_task_id = _source_task_id(task)
+        self.groups[task.group_id] = Group(task.group_size, self.clock(), source_task_id=source_task_id)
         self.published += 1
         self.ledger.on_submitted()
+        position = self._position(source_task_id, task.task_id)
+        if position is not None:  # a restarted scheduler continues the cycle after the last task published
+            self.cursor = max(self.cursor, position + 1)
 
     def on_trajectory(self, trajectory: Trajectory) -> bool:
         """Count one trajectory; True when it completes its group."""
@@ -119,6 +131,7 @@ class RolloutManager:
         else:
             self.no_signal += 1
             group.no_signal = True
+            self._note_too_easy(group)
             self.unusable += group.trajectories
             self.ledger.on_rejected()
         return True
@@ -150,7 +163,25 @@ class RolloutManager:
         room = self.ledger.capacity(current_version)
         if self.options.max_tasks is not None:
             room = min(room, self.options.max_tasks - self.published)
-        return [self._task(self.published + n) for n in range(max(0, room))]
+        return [self._task(self._next_position()) for _ in range(max(0, room))]
+
+    def _next_position(self) -> int:
+        skip = self.options.resample_too_easy and len(self.too_easy) < len(self.tasks)
+        while skip and self.tasks[self.cursor % len(self.tasks)].task_id in self.too_easy:
+            self.cursor += 1
+        self.cursor += 1
+        return self.cursor - 1
+
+    def _position(self, source_task_id: str | None, task_id: str) -> int | None:
+        """Inverse of `_task`'s naming: "<source>.r<round>" -> round * len(tasks) + the source's index."""
+        _, _, round_text = task_id.rpartition(".r")
+        if source_task_id not in self._position_of or not round_text.isdigit():
+            return None
+        return int(round_text) * len(self.tasks) + self._position_of[source_task_id]
+
+    def _note_too_easy(self, group: Group) -> None:
+        if group.source_task_id and len(group.rewards) >= 2 and min(group.rewards) >= self.options.success_reward:
+            self.too_easy.add(group.source_task_id)
 
     def _task(self, index: int) -> Task:
         source = self.tasks[index % len(self.tasks)]
@@ -163,7 +194,14 @@ class RolloutManager:
     def figures(self) -> dict[str, float]:
         return {"tasks_published": self.published, "groups_finished": self.finished, "groups_lost": self.lost,
                 "groups_no_signal": self.no_signal, "groups_in_flight": self.outstanding,
-                "trajectories": self.trajectories}
+                "trajectories": self.trajectories, "tasks_too_easy": len(self.too_easy)}
+
+
+def _source_task_id(task: Task) -> str | None:
+    try:
+        return json.loads(task.payload_json).get("source_task_id")
+    except (ValueError, AttributeError):
+        return None
 
 
 def _expression(prompt: str) -> str | None:

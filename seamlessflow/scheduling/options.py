@@ -53,6 +53,8 @@ class ManagerOptions(BaseModel):
     max_staleness: int | None = None  # default: the policy's own bound
     max_tasks: int | None = None  # stop publishing after this many groups (None: cycle forever)
     task_timeout_s: float = Field(600.0, gt=0)  # a group unfinished this long is given up (frees its slot)
+    resample_too_easy: bool = True  # skip source tasks a whole group solved (SRPO history resampling)
+    success_reward: float = 1.0  # default: the trainer's
 
 
 def scheduler_options(settings: Settings) -> SchedulerOptions:
@@ -66,8 +68,10 @@ def scheduler_options(settings: Settings) -> SchedulerOptions:
 
 
 def manager_options(settings: Settings) -> ManagerOptions:
-    """`group_size` defaults to the trainer's, so every published task is one GRPO group it can use."""
-    section = settings.section("manager")
-    if "group_size" not in section and "group_size" in settings.section("trainer"):
-        section["group_size"] = int(settings.section("trainer")["group_size"])
+    """`group_size` and `success_reward` default to the trainer's: every published task is one GRPO group it
+    can use, and a task is too easy by the trainer's own measure."""
+    section, trainer = settings.section("manager"), settings.section("trainer")
+    for key, kind in (("group_size", int), ("success_reward", float)):
+        if key not in section and key in trainer:
+            section[key] = kind(trainer[key])
     return ManagerOptions.model_validate(section)

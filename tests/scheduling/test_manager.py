@@ -160,3 +160,48 @@ def test_a_draining_manager_publishes_nothing_but_still_finishes_what_is_in_flig
     for session, reward in (("a", 1.0), ("b", 0.0)):
         m.on_trajectory(trajectory(f"default.{first}", first + session, reward=reward))
     assert (m.finished, m.outstanding) == (1, 1) and publish(m) == []
+
+
+def finish(m: RolloutManager, task_id: str, rewards: tuple[float, ...]) -> None:
+    for n, reward in enumerate(rewards):
+        m.on_trajectory(trajectory(f"default.{task_id}", f"{task_id}/s{n}", reward=reward))
+
+
+def test_a_task_a_whole_group_solved_is_skipped_in_later_cycles():
+    """SRPO history resampling: all-success groups teach nothing; failing-alike ones may later."""
+    m = manager(max_in_flight=1)
+    for expected, rewards in (("arith-0-0.r0", (1.0, 1.0)), ("arith-0-1.r0", (0.0, 0.0)),
+                              ("arith-0-2.r0", (1.0, 0.0))):
+        assert publish(m) == [expected]
+        finish(m, expected, rewards)
+    assert publish(m) == ["arith-0-1.r1"]
+    assert m.too_easy == {"arith-0-0"} and m.figures()["tasks_too_easy"] == 1
+
+
+def test_nothing_is_skipped_once_every_task_is_too_easy_or_when_resampling_is_off():
+    m = manager(max_in_flight=1)
+    for task_id in ("arith-0-0.r0", "arith-0-1.r0", "arith-0-2.r0"):
+        assert publish(m) == [task_id]
+        finish(m, task_id, (1.0, 1.0))
+    assert publish(m) == ["arith-0-0.r1"]
+    off = manager(max_in_flight=1, resample_too_easy=False)
+    for task_id in ("arith-0-0.r0", "arith-0-1.r0", "arith-0-2.r0"):
+        assert publish(off) == [task_id]
+        finish(off, task_id, (1.0, 1.0) if task_id == "arith-0-0.r0" else (1.0, 0.0))
+    assert publish(off) == ["arith-0-0.r1"]
+
+
+def test_a_restarted_manager_continues_the_cycle_where_the_last_one_stopped():
+    """The scheduler rebuilds from the topics: tasks and trajectories replayed give the same next task."""
+    first = manager(max_in_flight=1)
+    history = []
+    for rewards in ((1.0, 1.0), (1.0, 0.0), (1.0, 0.0), (1.0, 0.0)):
+        task = first.next_tasks(0)[0]
+        first.on_task(task)
+        finish(first, task.task_id, rewards)
+        history.append((task, rewards))
+    restarted = manager(max_in_flight=1)
+    for task, rewards in history:
+        restarted.on_task(task)
+        finish(restarted, task.task_id, rewards)
+    assert [t.task_id for t in restarted.next_tasks(0)] == [t.task_id for t in first.next_tasks(0)] == ["arith-0-2.r1"]
