@@ -22,6 +22,7 @@ class AgentSettings(BaseModel):
     revoke_grace_s: float = 20.0  # on a rebalance, wait this long for running tasks to finish
     failure_reward: float = 0.0  # reward reported with a failed or aborted session
     poll_s: float = 0.2
+    heartbeat_s: float = Field(5.0, gt=0)  # status-topic heartbeat (kind "agent") for `status` and `up`
 
     @classmethod
     def from_settings(cls, settings: Settings, **overrides) -> "AgentSettings":

@@ -15,6 +15,7 @@ import dataclasses
 import logging
 import queue
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Callable
@@ -23,6 +24,7 @@ import httpx
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from seamlessflow.agents.episode import ABORTED, SessionOutcome, run_session
+from seamlessflow.agents.heartbeat import agent_resource_id, agent_status
 from seamlessflow.agents.offsets import OffsetTracker
 from seamlessflow.agents.proxy import EndRejected, ProxyClient
 from seamlessflow.agents.settings import AgentSettings, consumer_group
@@ -77,6 +79,8 @@ class AgentWorker:
         self._paused = False
         self._fatal: BaseException | None = None
         self._closing = False
+        self.resource_id = agent_resource_id(self.group)
+        self._last_heartbeat = float("-inf")
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -99,6 +103,7 @@ class AgentWorker:
                 self._drain(0)
                 self._commit()
                 self._apply_backpressure()
+                self._heartbeat("active")
                 msg = self._consumer.poll(0.05 if self._sessions_in_flight else self.opts.poll_s)
                 if msg is not None:
                     self._on_message(msg)
@@ -107,6 +112,7 @@ class AgentWorker:
             self._closing = True
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._consumer.close()
+            self._heartbeat("failed" if self._fatal is not None else "stopped", force=True)
             self._producer.flush(10)
             self._proxy.close()
             self._http.close()
@@ -215,6 +221,24 @@ class AgentWorker:
                                on_delivery=lambda err, _m: errors.append(err) if err else None)
         if self._producer.flush(30) or errors:
             raise KafkaException(errors[0] if errors else "record not delivered within 30 s")
+
+    def _heartbeat(self, state: str, force: bool = False) -> None:
+        """Fire and forget (a lost heartbeat only delays the table); never on the task-commit path."""
+        now = time.monotonic()
+        if not force and now - self._last_heartbeat < self.opts.heartbeat_s:
+            return
+        self._last_heartbeat = now
+        figures = {"concurrency": self.opts.concurrency, "sessions_in_flight": self._sessions_in_flight,
+                   "tasks_done": self.stats.tasks_done, "tasks_skipped": self.stats.tasks_skipped,
+                   "retries_published": self.stats.retries_published, "dead_letters": self.stats.dead_letters,
+                   **{f"sessions_{status}": n for status, n in self.stats.sessions.items()}}
+        status = agent_status(self.resource_id, self.opts.pool, self.team, self.settings.run, state, figures)
+        try:
+            self._producer.produce(self.topics.status, key=self.resource_id,
+                                   value=self.codec.encode(status, self.topics.status))
+            self._producer.poll(0)
+        except (BufferError, KafkaException) as exc:
+            log.warning("agent heartbeat not queued: %s", exc)
 
     # -- offsets and group membership -----------------------------------------------------------
 

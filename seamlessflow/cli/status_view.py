@@ -45,6 +45,10 @@ def stack_status(settings: Settings, resources: list[dict] | None = None) -> dic
     }
 
 
+# what "queue" means per kind: engine requests waiting, proxy calls queued, trainer samples, agent sessions
+QUEUE_FIGURES = ("requests_waiting", "queued", "pending_samples", "sessions_in_flight")
+
+
 def reward_curve(rewards: dict[int, float], width: int = 40) -> str:
     if not rewards:
         return "no training step yet"
@@ -66,10 +70,10 @@ def render_status(data: dict, rewards: dict[int, float] | None = None) -> Group:
     resources = Table("resource", "kind", "tags", "active", "state", "version", "tokens/s", "queue", "age")
     for row in data.get("resources", []):
         figures = row["figures"]
-        queue = figures.get("requests_waiting", figures.get("queued", figures.get("pending_samples")))
+        queue = next((figures[k] for k in QUEUE_FIGURES if k in figures), None)
         resources.add_row(
             row["id"], row["kind"], ",".join(row["capability_tags"]), row["active_tag"], row["state"],
-            str(row["weight_version"]), f"{figures.get('tokens_per_s', 0):.0f}" if "tokens_per_s" in figures else "-",
+            str(row["weight_version"]) if row["weight_version"] >= 0 else "-", f"{figures.get('tokens_per_s', 0):.0f}" if "tokens_per_s" in figures else "-",
             f"{queue:.0f}" if queue is not None else "-", f"{row['heartbeat_age_s']:.0f}s",
         )
     parts = [services, resources]

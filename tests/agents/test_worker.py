@@ -69,6 +69,11 @@ def end_offsets(settings):
     return ends
 
 
+def last_heartbeat(settings, codec, worker: AgentWorker):
+    records = [r.message for r in read_topic(settings, Topics(settings).status, codec)]
+    return [s for s in records if getattr(s, "resource_id", None) == worker.resource_id][-1]
+
+
 def test_group_size_sessions_per_task_ended_then_committed(settings, codec):
     tasks = [make_task("demo", f"q{i}", {"reward": i / 4}, group_size=2, task_id=f"t{i}") for i in range(3)]
     with EndProxyStandIn() as proxy:
@@ -88,6 +93,9 @@ def test_group_size_sessions_per_task_ended_then_committed(settings, codec):
         assert end["authorization"] == f"Bearer {KEY}"
         assert end["body"]["info"]["base_url"] == f"{proxy.url}/sessions/{end['session_id']}/v1/"
     assert committed(settings, "red.default") == end_offsets(settings)
+    status = last_heartbeat(settings, codec, running.worker)
+    assert (status.kind, status.team, status.active_tag, status.state) == ("agent", "red", "default", "stopped")
+    assert (status.figures["tasks_done"], status.figures["sessions_done"]) == (3.0, 6.0)
 
 
 def test_nothing_committed_until_the_proxy_accepts_then_another_worker_redoes_it(settings, codec):
@@ -98,6 +106,7 @@ def test_nothing_committed_until_the_proxy_accepts_then_another_worker_redoes_it
         first.thread.join(60)
         assert isinstance(first.result, WorkerFailed)
         assert committed(settings, "red.default") == {}
+        assert last_heartbeat(settings, codec, first.worker).state == "failed"
         proxy.answer_status = 200
         second = Running(worker(settings, codec, agent_fns.reward_from_payload, proxy))
         wait_for(lambda: second.worker.stats.tasks_done == 1)
