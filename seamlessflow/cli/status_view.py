@@ -71,9 +71,10 @@ def render_status(data: dict, rewards: dict[int, float] | None = None) -> Group:
     for row in data.get("resources", []):
         figures = row["figures"]
         queue = next((figures[k] for k in QUEUE_FIGURES if k in figures), None)
+        version = str(row["weight_version"]) if row["weight_version"] >= 0 else "-"  # agents load no weights
         resources.add_row(
-            row["id"], row["kind"], ",".join(row["capability_tags"]), row["active_tag"], row["state"],
-            str(row["weight_version"]) if row["weight_version"] >= 0 else "-", f"{figures.get('tokens_per_s', 0):.0f}" if "tokens_per_s" in figures else "-",
+            row["id"], row["kind"], ",".join(row["capability_tags"]), row["active_tag"], row["state"], version,
+            f"{figures.get('tokens_per_s', 0):.0f}" if "tokens_per_s" in figures else "-",
             f"{queue:.0f}" if queue is not None else "-", f"{row['heartbeat_age_s']:.0f}s",
         )
     parts = [services, resources]

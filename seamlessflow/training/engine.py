@@ -27,7 +27,7 @@ from seamlessflow.core.losses import (
     reward_stats,
     token_logprobs,
 )
-from seamlessflow.training.ops import op_build_lock
+from seamlessflow.training.ops import preload_ops
 from seamlessflow.training.samples import collate
 
 
@@ -87,10 +87,9 @@ class PolicyEngine:
         self.scale_by_std = scale_by_std
         model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
         self.pad_id = model.config.pad_token_id or 0
-        with op_build_lock():  # both may JIT-load DeepSpeed ops
-            init_distributed()
-            self.engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(),
-                                                        config=ds_config)
+        preload_ops()  # under a lock that survives a killed build (see training/ops.py)
+        init_distributed()
+        self.engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)
         self.reference = self._load_reference(model_path) if loss_config.kl_coef > 0 else None
 
     def _load_reference(self, model_path) -> torch.nn.Module:

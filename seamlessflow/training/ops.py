@@ -7,10 +7,15 @@ the machine waits for it for ever. So:
 
 - ops are built per virtual environment (``<venv>/torch-extensions``), not in the user-wide cache that
   every checkout shares (two checkouts would rebuild each other's ops and fight over the lock);
-- every DeepSpeed start of ours holds an ``flock`` (which the kernel releases when its holder dies) and,
-  under it, removes torch's lock files: nobody else builds in that directory, so any found is stale;
+- every DeepSpeed start of ours first loads those ops holding an ``flock`` (which the kernel releases when
+  its holder dies) and, under it, removes torch's lock files: nobody else builds in that directory, so any
+  found is stale. Loading happens *before* `init_distributed`: a lock held across a rendezvous would
+  deadlock ranks sharing a node. DeepSpeed keeps loaded ops per process, so its own later load is a no-op;
 - ``python -m seamlessflow.training.ops`` builds the ops once at install, so no test or trainer waits
   minutes for a compiler.
+
+Ops a GPU config JIT-builds inside `deepspeed.initialize` (e.g. fused Adam without a prebuilt wheel) are
+not covered; they use the same directory.
 """
 
 from __future__ import annotations
@@ -47,21 +52,21 @@ def op_build_lock() -> Iterator[Path]:
             fcntl.flock(handle, fcntl.LOCK_UN)
 
 
-def build_ops() -> None:
-    """Start DeepSpeed once on a toy model with the CPU config: builds exactly the ops a trainer loads."""
+def preload_ops() -> list[str]:
+    """Load (building if needed) the ops DeepSpeed's comm backend loads when it starts: the shared-memory
+    collectives where the accelerator has them (CPU). Returns the names loaded."""
     import deepspeed
-    import torch
+    from deepspeed.accelerator import get_accelerator
 
-    from seamlessflow.training.config import TrainerConfig
-    from seamlessflow.training.engine import init_distributed
-
+    loaded = []
     with op_build_lock():
-        init_distributed()
-        model = torch.nn.Linear(4, 4)
-        config = TrainerConfig().deepspeed_dict()
-        deepspeed.initialize(model=model, model_parameters=model.parameters(), config=config)
+        builder = get_accelerator().create_op_builder("ShareMemCommBuilder")
+        if builder is not None and deepspeed.ops.__compatible_ops__.get(builder.NAME, False):
+            builder.load()
+            loaded.append(builder.NAME)
+    return loaded
 
 
 if __name__ == "__main__":
-    build_ops()
-    print(f"DeepSpeed ops ready in {extensions_dir()}")
+    names = preload_ops()
+    print(f"DeepSpeed ops ready in {extensions_dir()}: {', '.join(names) or 'none to build'}")
