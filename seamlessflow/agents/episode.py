@@ -83,6 +83,12 @@ def run_session(fn: Callable, task: Task, session_id: str, index: int, key: str,
     except Exception as exc:  # the agent's failure is data: it decides the session's status
         status, reward = failure_status(task.attempt, opts.max_attempts), opts.failure_reward
         info = {**info, "error": f"{type(exc).__name__}: {exc}", "traceback": traceback.format_exc(limit=5)}
+    return end_session(task, session_id, index, opts, proxy, status, reward, info)
+
+
+def end_session(task: Task, session_id: str, index: int, opts: AgentSettings, proxy: ProxyClient, status: str,
+                reward: float, info: dict[str, Any]) -> SessionOutcome:
+    """Ends the session on the proxy; never raises (a refused end is in the outcome)."""
     end = SessionEnd(reward, status, task.group_id, task.task_id, info)
     try:
         proxy.end_session(session_id, end, opts.end_timeout_s)

@@ -6,7 +6,10 @@ a time. A task's offset is committed only after the proxy accepted the end of ev
 uncommitted tasks to another worker. A session whose agent raised is ended as `aborted` and its task is
 republished with `attempt + 1` (only the sessions still owed, same group id), addressed by a record header
 to this pool alone, so other teams sharing the topic do not run it twice; on the last attempt the session
-ends as `failed`. Delivery is at-least-once: a task whose partition moves mid-run may run again.
+ends as `failed`. A task whose agent killed the worker process comes back uncommitted; the delivery
+journal (deliveries.py) counts those deaths into its attempt, so after `max_attempts` its sessions end
+`failed` without running the agent again. Delivery is at-least-once: a task whose partition moves mid-run
+may run again.
 """
 
 from __future__ import annotations
@@ -23,7 +26,8 @@ from typing import Any, Callable
 import httpx
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
-from seamlessflow.agents.episode import ABORTED, SessionOutcome, run_session
+from seamlessflow.agents.deliveries import DeliveryJournal
+from seamlessflow.agents.episode import ABORTED, FAILED, SessionOutcome, end_session, run_session
 from seamlessflow.agents.heartbeat import agent_resource_id, agent_status
 from seamlessflow.agents.offsets import OffsetTracker
 from seamlessflow.agents.proxy import EndRejected, ProxyClient
@@ -60,6 +64,7 @@ class WorkerStats:
     tasks_skipped: int = 0
     retries_published: int = 0
     dead_letters: int = 0
+    worker_deaths_seen: int = 0  # deliveries of tasks a previous worker died holding
     sessions: dict[str, int] = field(default_factory=dict)  # status -> count
 
 
@@ -80,6 +85,8 @@ class AgentWorker:
         self._fatal: BaseException | None = None
         self._closing = False
         self.resource_id = agent_resource_id(self.group)
+        self._journal = DeliveryJournal(settings.data_dir / "agents" / f"{self.group}.deliveries.sqlite")
+        self._held: dict[str, TaskRun] = {}  # by task event id: noted in the journal, not finished
         self._last_heartbeat = float("-inf")
 
     # -- lifecycle ---------------------------------------------------------------------------
@@ -114,6 +121,8 @@ class AgentWorker:
             self._consumer.close()
             self._heartbeat("failed" if self._fatal is not None else "stopped", force=True)
             self._producer.flush(10)
+            self._journal.forget(*self._held)  # handed back in order: not the tasks' fault
+            self._journal.close()
             self._proxy.close()
             self._http.close()
         if self._fatal is not None:
@@ -140,10 +149,16 @@ class AgentWorker:
             self.stats.tasks_skipped += 1
             self._tracker.done(msg.partition(), msg.offset())
             return
+        deaths = self._journal.deliver(task.event_id)
+        if deaths:
+            self.stats.worker_deaths_seen += 1
+            task = dataclasses.replace(task, attempt=task.attempt + deaths)
         run = TaskRun(task, msg.partition(), msg.offset())
+        self._held[task.event_id] = run
+        job = self._session_job if task.attempt < self.opts.max_attempts else self._give_up_job
         for index in range(task.group_size):
             self._sessions_in_flight += 1
-            self._pool.submit(self._session_job, run, index)
+            self._pool.submit(job, run, index)
 
     def _wanted(self, task: Task, headers: dict[str, bytes]) -> bool:
         addressed = headers.get(POOL_HEADER)
@@ -157,6 +172,13 @@ class AgentWorker:
         session_id = new_id()
         info = {"team": self.team, "pool": self.opts.pool, "attempt": run.task.attempt, "index": index}
         outcome = run_session(self.agent, run.task, session_id, index, self.key, self.opts, self._proxy, info, self._http)
+        self._done.put((run, outcome))
+
+    def _give_up_job(self, run: TaskRun, index: int) -> None:
+        reason = (f"workers died running this task (attempt {run.task.attempt}, max_attempts "
+                  f"{self.opts.max_attempts}); the agent is not run again")
+        info = {"team": self.team, "pool": self.opts.pool, "attempt": run.task.attempt, "index": index, "error": reason}
+        outcome = end_session(run.task, new_id(), index, self.opts, self._proxy, FAILED, self.opts.failure_reward, info)
         self._done.put((run, outcome))
 
     # -- sessions out --------------------------------------------------------------------------
@@ -181,6 +203,8 @@ class AgentWorker:
             self._task_finished(run)
 
     def _task_finished(self, run: TaskRun) -> None:
+        self._held.pop(run.task.event_id, None)
+        self._journal.forget(run.task.event_id)
         unreachable = [o for o in run.outcomes if o.end_error and not isinstance(o.end_error, EndRejected)]
         if unreachable:  # not accepted: leave the offset uncommitted and stop; another worker redoes it
             self._fatal = unreachable[0].end_error
@@ -231,6 +255,7 @@ class AgentWorker:
         figures = {"concurrency": self.opts.concurrency, "sessions_in_flight": self._sessions_in_flight,
                    "tasks_done": self.stats.tasks_done, "tasks_skipped": self.stats.tasks_skipped,
                    "retries_published": self.stats.retries_published, "dead_letters": self.stats.dead_letters,
+                   "worker_deaths_seen": self.stats.worker_deaths_seen,
                    **{f"sessions_{status}": n for status, n in self.stats.sessions.items()}}
         status = agent_status(self.resource_id, self.opts.pool, self.team, self.settings.run, state, figures)
         try:
@@ -263,7 +288,10 @@ class AgentWorker:
     def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         if not self._closing:
             self._settle({tp.partition for tp in partitions}, self.opts.revoke_grace_s)
-        self._tracker.forget({tp.partition for tp in partitions})
+        revoked = {tp.partition for tp in partitions}
+        self._tracker.forget(revoked)
+        handed_back = [e for e, run in self._held.items() if run.partition in revoked]
+        self._journal.forget(*handed_back)  # another worker takes them over; no one died
 
     def _settle(self, partitions: set[int] | None, grace_s: float) -> None:
         """Waits (bounded) for running tasks of these partitions, then commits what finished."""

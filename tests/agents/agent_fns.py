@@ -20,3 +20,11 @@ def returns_text(task, client):
 
 async def async_reward(task, client):
     return 0.5, {"client": type(client).__name__}
+
+
+def kills_its_worker(task, client):
+    """An environment that takes the whole worker process down (segfault, OOM kill)."""
+    import os
+    import signal
+
+    os.kill(os.getpid(), signal.SIGKILL)

@@ -1,0 +1,40 @@
+"""A task whose agent kills the worker process is retried a bounded number of times, then ends failed."""
+
+from __future__ import annotations
+
+import multiprocessing
+import signal
+
+from seamlessflow.agents import AgentSettings, AgentWorker, make_task, publish_tasks
+from seamlessflow.avro import Codec
+from tests.agents import agent_fns
+from tests.agents.end_proxy_stand_in import EndProxyStandIn
+from tests.agents.test_worker import KEY, Running, committed, end_offsets, wait_for
+
+
+def options(proxy_url: str) -> AgentSettings:
+    return AgentSettings(proxy_url=proxy_url, concurrency=1, max_attempts=2, end_timeout_s=1.0, revoke_grace_s=2.0)
+
+
+def run_doomed_worker(settings, proxy_url: str) -> None:
+    """In a fresh process: a worker whose agent kills it."""
+    AgentWorker(settings, Codec(), agent_fns.kills_its_worker, "red", KEY, options(proxy_url)).run()
+
+
+def test_a_task_that_kills_its_workers_ends_failed_after_max_attempts(settings, codec):
+    publish_tasks(settings, codec, [make_task("demo", "q", {"reward": 1.0}, task_id="t0")])
+    spawn = multiprocessing.get_context("spawn")
+    with EndProxyStandIn() as proxy:
+        for _ in range(2):  # max_attempts deliveries, each killing its worker
+            doomed = spawn.Process(target=run_doomed_worker, args=(settings, proxy.url))
+            doomed.start()
+            doomed.join(120)
+            assert doomed.exitcode == -signal.SIGKILL
+        # a third worker must not run the agent again (this one would report "done")
+        survivor = Running(AgentWorker(settings, codec, agent_fns.reward_from_payload, "red", KEY, options(proxy.url)))
+        wait_for(lambda: survivor.worker.stats.tasks_done == 1)
+        stats = survivor.stop()
+    [end] = proxy.accepted()  # the doomed workers never got to end their sessions
+    assert end["body"]["status"] == "failed" and "workers died" in end["body"]["info"]["error"]
+    assert (stats.worker_deaths_seen, stats.sessions) == (1, {"failed": 1})
+    assert committed(settings, "red.default") == end_offsets(settings)
