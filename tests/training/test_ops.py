@@ -3,10 +3,15 @@
 import multiprocessing
 import os
 import signal
+import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from seamlessflow.training.ops import EXTENSIONS_ENV, extensions_dir, op_build_lock
+
+FORK = multiprocessing.get_context("fork")
 
 
 def _hold_lock_then_report(ready) -> None:
@@ -22,13 +27,20 @@ def test_extensions_are_built_inside_the_virtual_environment_by_default(monkeypa
     assert extensions_dir().parent.resolve() == Path(sys.prefix).resolve()
 
 
-def test_a_start_killed_inside_the_lock_leaves_nothing_that_blocks_the_next(monkeypatch, tmp_path):
+@pytest.fixture
+def holder(monkeypatch, tmp_path):
+    """A process holding the build lock, with torch's lock file planted, until the test kills it."""
     monkeypatch.setenv(EXTENSIONS_ENV, str(tmp_path))
-    ctx = multiprocessing.get_context("fork")
-    ready = ctx.Event()
-    holder = ctx.Process(target=_hold_lock_then_report, args=(ready,))
-    holder.start()
+    ready = FORK.Event()
+    process = FORK.Process(target=_hold_lock_then_report, args=(ready,))
+    process.start()
     assert ready.wait(30)
+    yield process
+    if process.is_alive():
+        process.kill()
+
+
+def test_a_start_killed_inside_the_lock_leaves_nothing_that_blocks_the_next(holder, tmp_path):
     os.kill(holder.pid, signal.SIGKILL)
     holder.join(10)
     assert (tmp_path / "deepspeed_shm_comm" / "lock").exists()
@@ -36,24 +48,14 @@ def test_a_start_killed_inside_the_lock_leaves_nothing_that_blocks_the_next(monk
         assert not (tmp_path / "deepspeed_shm_comm" / "lock").exists()
 
 
-def test_a_live_holder_keeps_others_out(monkeypatch, tmp_path):
-    monkeypatch.setenv(EXTENSIONS_ENV, str(tmp_path))
-    ctx = multiprocessing.get_context("fork")
-    ready = ctx.Event()
-    holder = ctx.Process(target=_hold_lock_then_report, args=(ready,))
-    holder.start()
-    try:
-        assert ready.wait(30)
-        entered = ctx.Event()
-        waiter = ctx.Process(target=_enter_and_report, args=(entered,))
-        waiter.start()
-        assert not entered.wait(1.0)
-        os.kill(holder.pid, signal.SIGKILL)
-        assert entered.wait(30)
-        waiter.join(10)
-    finally:
-        if holder.is_alive():
-            holder.kill()
+def test_a_live_holder_keeps_others_out(holder):
+    entered = FORK.Event()
+    waiter = FORK.Process(target=_enter_and_report, args=(entered,))
+    waiter.start()
+    assert not entered.wait(1.0)
+    os.kill(holder.pid, signal.SIGKILL)
+    assert entered.wait(30)
+    waiter.join(10)
 
 
 def _enter_and_report(entered) -> None:
@@ -61,10 +63,8 @@ def _enter_and_report(entered) -> None:
         entered.set()
 
 
-def test_deepspeed_ops_load_although_a_killed_build_left_its_lock(tmp_path):
+def test_deepspeed_ops_load_although_a_killed_build_left_its_lock():
     """The CI hang: torch's lock file from a killed start made every later start wait for ever."""
-    import subprocess
-
     stale = extensions_dir() / "deepspeed_shm_comm" / "lock"
     stale.parent.mkdir(parents=True, exist_ok=True)
     stale.touch()
