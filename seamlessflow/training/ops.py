@@ -1,4 +1,4 @@
-"""DeepSpeed's JIT-compiled ops (shared-memory comm, CPU Adam): where they are built, and built safely.
+"""DeepSpeed's JIT-compiled ops (on CPU, the shared-memory comm op): where they are built, and built safely.
 
 torch guards each op build with a plain lock *file* that only its creator removes, and it takes that lock
 on every start, even when nothing needs compiling. A trainer killed at that moment (kill -9 in the crash
@@ -9,7 +9,8 @@ the machine waits for it for ever. So:
   every checkout shares (two checkouts would rebuild each other's ops and fight over the lock);
 - every DeepSpeed start of ours first loads those ops holding an ``flock`` (which the kernel releases when
   its holder dies) and, under it, removes torch's lock files: nobody else builds in that directory, so any
-  found is stale. Loading happens *before* `init_distributed`: a lock held across a rendezvous would
+  found is stale (if you point ``TORCH_EXTENSIONS_DIR`` at a directory other programs build in too, that
+  no longer holds). Loading happens *before* `init_distributed`: a lock held across a rendezvous would
   deadlock ranks sharing a node. DeepSpeed keeps loaded ops per process, so its own later load is a no-op;
 - ``python -m seamlessflow.training.ops`` builds the ops once at install, so no test or trainer waits
   minutes for a compiler.
@@ -40,7 +41,7 @@ def extensions_dir() -> Path:
 
 @contextmanager
 def op_build_lock() -> Iterator[Path]:
-    """Serialise our DeepSpeed starts on this machine and clear the lock files a killed start left."""
+    """Serialise our op loads on this machine and clear the lock files a killed load left."""
     root = extensions_dir()
     with open(root / ".seamlessflow-build.lock", "w") as handle:
         fcntl.flock(handle, fcntl.LOCK_EX)
