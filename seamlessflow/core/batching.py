@@ -82,6 +82,12 @@ def rewards_vary(rewards: list[float], tolerance: float = 1e-9) -> bool:
     return len(rewards) >= 2 and max(rewards) - min(rewards) > tolerance
 
 
+def solved_by_all(rewards: list[float], success_reward: float) -> bool:
+    """SRPO's "too easy": at least two sessions and every one reached the success reward. Checked on groups
+    without signal, so the task teaches nothing now and may be skipped later."""
+    return len(rewards) >= 2 and min(rewards) >= success_reward
+
+
 @dataclass(frozen=True)
 class BatchConfig:
     """``group_size``: samples per task that close a group. A batch is formed once ``threshold`` groups
@@ -239,7 +245,7 @@ class BatchBuilder:
             self._discarded.extend(samples)
         elif rewards_all_equal(samples):
             self.counters.groups_skipped_equal += 1
-            if min(s.reward for s in samples) >= self.config.success_reward:
+            if solved_by_all([s.reward for s in samples], self.config.success_reward):
                 self.too_easy_tasks.add(group.task_id)
             self._discarded.extend(samples)
         else:

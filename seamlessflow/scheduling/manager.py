@@ -14,7 +14,7 @@ the pipeline would stall waiting for a batch it may no longer start. The rule is
 (`core.batching.rewards_vary`), applied to each session's reward as its episode end or trajectory reports it.
 
 SRPO history resampling: a group whose trainable sessions all reached `success_reward` marks its source task
-"too easy" (the trainer's rule); later cycles over the task set skip it, so rollout capacity goes to tasks that
+"too easy" (`core.batching.solved_by_all`, the trainer's rule); later cycles over the task set skip it, so rollout capacity goes to tasks that
 still teach something. When every task is too easy, nothing is skipped (a run never starves).
 
 The weight-update sequence (pause -> load vN -> resume) is not run here: the core policies already emit
@@ -28,7 +28,7 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from seamlessflow.core.batching import TRAINABLE_STATUSES, rewards_vary
+from seamlessflow.core.batching import TRAINABLE_STATUSES, rewards_vary, solved_by_all
 from seamlessflow.core.staleness import RolloutLedger
 from seamlessflow.messages import EpisodeEnd, Task, Trajectory, new_id, now_ms
 from seamlessflow.scheduling.options import ManagerOptions
@@ -180,7 +180,7 @@ class RolloutManager:
         return int(round_text) * len(self.tasks) + self._position_of[source_task_id]
 
     def _note_too_easy(self, group: Group) -> None:
-        if group.source_task_id and len(group.rewards) >= 2 and min(group.rewards) >= self.options.success_reward:
+        if group.source_task_id and solved_by_all(group.rewards, self.options.success_reward):
             self.too_easy.add(group.source_task_id)
 
     def _task(self, index: int) -> Task:

@@ -8,6 +8,7 @@ from seamlessflow.core.batching import (
     StalenessPolicy,
     TrajectorySample,
     rewards_all_equal,
+    solved_by_all,
 )
 
 
@@ -44,6 +45,11 @@ def test_staleness_drop_and_downweight():
 def test_rewards_all_equal():
     assert rewards_all_equal([sample("a", reward=1.0), sample("b", reward=1.0)])
     assert not rewards_all_equal([sample("a", reward=1.0), sample("b", reward=0.0)])
+
+
+def test_solved_by_all_needs_two_sessions_at_the_success_reward():
+    assert solved_by_all([1.0, 1.0], 1.0) and solved_by_all([0.9, 0.9], 0.8)
+    assert not solved_by_all([1.0], 1.0) and not solved_by_all([1.0, 0.5], 1.0) and not solved_by_all([0.0, 0.0], 1.0)
 
 
 def test_group_closes_at_size_and_batch_forms_at_group_threshold():
