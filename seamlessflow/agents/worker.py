@@ -169,15 +169,17 @@ class AgentWorker:
         return not self.opts.kinds or task.kind in self.opts.kinds
 
     def _session_job(self, run: TaskRun, index: int) -> None:
-        session_id = new_id()
-        info = {"team": self.team, "pool": self.opts.pool, "attempt": run.task.attempt, "index": index}
-        outcome = run_session(self.agent, run.task, session_id, index, self.key, self.opts, self._proxy, info, self._http)
+        outcome = run_session(self.agent, run.task, new_id(), index, self.key, self.opts, self._proxy,
+                              self._session_info(run, index), self._http)
         self._done.put((run, outcome))
+
+    def _session_info(self, run: TaskRun, index: int) -> dict[str, Any]:
+        return {"team": self.team, "pool": self.opts.pool, "attempt": run.task.attempt, "index": index}
 
     def _give_up_job(self, run: TaskRun, index: int) -> None:
         reason = (f"workers died running this task (attempt {run.task.attempt}, max_attempts "
                   f"{self.opts.max_attempts}); the agent is not run again")
-        info = {"team": self.team, "pool": self.opts.pool, "attempt": run.task.attempt, "index": index, "error": reason}
+        info = {**self._session_info(run, index), "error": reason}
         outcome = end_session(run.task, new_id(), index, self.opts, self._proxy, FAILED, self.opts.failure_reward, info)
         self._done.put((run, outcome))
 
