@@ -70,7 +70,8 @@ def call_agent(fn: Callable, task: Task, base_url: str, key: str, opts: AgentSet
 async def _call_async(fn: Callable, task: Task, base_url: str, key: str, opts: AgentSettings) -> Any:
     async with openai.AsyncOpenAI(base_url=base_url, api_key=key, timeout=opts.request_timeout_s,
                                   max_retries=opts.client_max_retries) as client:
-        return await asyncio.wait_for(fn(task, client), opts.episode_timeout_s)
+        async with asyncio.timeout(opts.episode_timeout_s):
+            return await fn(task, client)
 
 
 def run_session(fn: Callable, task: Task, session_id: str, index: int, key: str, opts: AgentSettings,

@@ -81,13 +81,15 @@ class PauseGate:
         if self._open.is_set():
             return
         try:
-            await asyncio.wait_for(self._open.wait(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await self._open.wait()
         except asyncio.TimeoutError:
             raise ProxyError(503, "generation is paused for a weight update; retry later", retry_after=5) from None
 
     async def wait_idle(self, timeout_s: float) -> bool:
         try:
-            await asyncio.wait_for(self._idle.wait(), timeout_s)
+            async with asyncio.timeout(timeout_s):
+                await self._idle.wait()
             return True
         except asyncio.TimeoutError:
             return False

@@ -266,7 +266,8 @@ class ProxyServer:
     async def _publish_all(self, events: list, key: str) -> None:
         try:
             futures = [self.publisher.publish(self.topic, key, event) for event in events]
-            await asyncio.wait_for(asyncio.gather(*futures), self.config.delivery_timeout_s)
+            async with asyncio.timeout(self.config.delivery_timeout_s):
+                await asyncio.gather(*futures)
         except (PublishFailed, CodecError, asyncio.TimeoutError) as exc:
             self.metrics.events.labels("failed").inc(len(events))
             log.error("events for session %s not recorded: %s", key, exc)
@@ -304,7 +305,8 @@ class ProxyServer:
             raise ProxyError(403, "this session id belongs to another team", "session_id") from None
         if state.inflight > 0:  # the end must follow the session's last TokenIO on the topic
             try:
-                await asyncio.wait_for(state.idle.wait(), self.config.end_wait_s)
+                async with asyncio.timeout(self.config.end_wait_s):
+                    await state.idle.wait()
             except asyncio.TimeoutError:
                 raise ProxyError(409, "the session still has calls in flight; end it after they finish") from None
         num_calls = state.events_published if state.known_from_start else -1
@@ -358,7 +360,8 @@ class _Admission:
             raise ProxyError(429, "the proxy is at capacity; retry shortly", retry_after=s.config.retry_after_s)
         s._waiting += 1
         try:
-            await asyncio.wait_for(s._slots.acquire(), s.config.pause_timeout_s)
+            async with asyncio.timeout(s.config.pause_timeout_s):
+                await s._slots.acquire()
         except asyncio.TimeoutError:
             raise ProxyError(503, "no generation slot became free in time; retry", retry_after=s.config.retry_after_s) from None
         finally:

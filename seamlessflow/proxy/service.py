@@ -59,7 +59,10 @@ class ProxyService:
     async def stop(self) -> None:
         for task in self._tasks:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._tasks:  # bounded: a loop that swallowed its cancel must not stop the shutdown
+            _, stuck = await asyncio.wait(self._tasks, timeout=5)
+            for task in stuck:
+                log.error("proxy task %s did not stop when cancelled", task.get_coro())
         await self.server.stop_http()
         if self.listener is not None:
             self.listener.stop()
@@ -89,7 +92,8 @@ class ProxyService:
     async def _heartbeat_loop(self) -> None:
         while True:
             try:
-                await asyncio.wait_for(self.server.publisher.publish(self.status_topic, self.config.id, self._status()), 10)
+                async with asyncio.timeout(10):
+                    await self.server.publisher.publish(self.status_topic, self.config.id, self._status())
             except Exception as exc:  # noqa: BLE001 - a missed heartbeat is logged; the next one retries
                 log.warning("proxy heartbeat not published: %s", exc)
             await asyncio.sleep(self.config.heartbeat_s)

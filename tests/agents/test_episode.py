@@ -1,10 +1,12 @@
+import asyncio
 import math
 
 import pytest
 
-from seamlessflow.agents.episode import ABORTED, FAILED, failure_status, parse_result
+from seamlessflow.agents.episode import ABORTED, FAILED, call_agent, failure_status, parse_result
 from seamlessflow.agents.loader import load_agent
 from seamlessflow.agents.proxy import session_base_url
+from seamlessflow.agents.settings import AgentSettings
 
 
 def test_reward_or_reward_and_info():
@@ -36,3 +38,13 @@ def test_load_agent_by_module_and_by_file(tmp_path):
     assert load_agent(f"{path}:agent")(None, None) == 1.0
     with pytest.raises(ValueError):
         load_agent("no_colon_here")
+
+
+def test_an_async_agent_over_its_episode_timeout_raises_timeout_and_none_means_no_limit():
+    async def slow(task, client):
+        await asyncio.sleep(0.3)
+        return 1.0
+
+    with pytest.raises(TimeoutError):
+        call_agent(slow, None, "http://127.0.0.1:9/v1", "k", AgentSettings(episode_timeout_s=0.05))
+    assert call_agent(slow, None, "http://127.0.0.1:9/v1", "k", AgentSettings()) == 1.0
