@@ -23,6 +23,7 @@ it for every rollout resource whose weights are older than the trainer's (core.p
 
 from __future__ import annotations
 
+import collections
 import json
 import math
 from collections.abc import Callable
@@ -50,7 +51,7 @@ class Group:
     published_at: float
     sessions: set[str] = field(default_factory=set)
     rewards: list[float] = field(default_factory=list)  # of sessions that ended in a trainable status
-    trajectories: int = 0
+    arrival_versions: list[int] = field(default_factory=list)  # weight version current as each trajectory came
     no_signal: bool = False
     source_task_id: str | None = None
 
@@ -70,7 +71,7 @@ class RolloutManager:
     lost: int = 0
     no_signal: int = 0
     trajectories: int = 0
-    unusable: int = 0  # trajectories of no-signal groups not yet taken by `take_unusable`
+    unusable: collections.Counter[int] = field(default_factory=collections.Counter)  # by arrival version, untaken
     draining: bool = False  # no new tasks; groups in flight still finish
     too_easy: set[str] = field(default_factory=set)  # source task ids every session of a group solved
     cursor: int = 0  # position in the endless cycle over `tasks` of the next task to publish
@@ -97,25 +98,31 @@ class RolloutManager:
         if position is not None:  # a restarted scheduler continues the cycle after the last task published
             self.cursor = max(self.cursor, position + 1)
 
-    def on_trajectory(self, trajectory: Trajectory) -> bool:
-        """Count one trajectory; True when it completes its group."""
+    def on_trajectory(self, trajectory: Trajectory, version: int = 0) -> bool:
+        """Count one trajectory, which arrived while `version` was the newest weights; True when it completes
+        its group."""
         return self._session_finished(trajectory.group_id, trajectory.session_id, trajectory.status,
-                                      trajectory.reward, trajectory=True)
+                                      trajectory.reward, arrived_at=version)
 
     def on_episode_end(self, end: EpisodeEnd) -> bool:
         """A final session end (done or failed; aborted ones are retried) also fills its group's slot:
         a session that never reached an engine (all calls refused) has no trajectory to wait for."""
         if end.status not in FINAL_STATUSES or not end.group_id:
             return False
-        return self._session_finished(end.group_id, end.session_id, end.status, end.reward, trajectory=False)
+        return self._session_finished(end.group_id, end.session_id, end.status, end.reward, arrived_at=None)
 
-    def _session_finished(self, group_id: str, session_id: str, status: str, reward: float, trajectory: bool) -> bool:
+    def _session_finished(self, group_id: str, session_id: str, status: str, reward: float,
+                          arrived_at: int | None) -> bool:
+        """`arrived_at`: the weight version current when the trajectory came; None for an episode end."""
         group = self.groups.get(group_id)
         if group is None:
             return False
-        group.trajectories += int(trajectory)
+        trajectory = arrived_at is not None
+        if trajectory:
+            group.arrival_versions.append(arrived_at)
         if len(group.sessions) >= group.size:
-            self.unusable += int(trajectory and group.no_signal)  # arrived after its group was judged
+            if trajectory and group.no_signal:  # arrived after its group was judged
+                self.unusable[arrived_at] += 1
             return False
         self.trajectories += int(trajectory)
         if session_id in group.sessions:
@@ -132,7 +139,7 @@ class RolloutManager:
             self.no_signal += 1
             group.no_signal = True
             self._note_too_easy(group)
-            self.unusable += group.trajectories
+            self.unusable.update(group.arrival_versions)
             self.ledger.on_rejected()
         return True
 
@@ -140,10 +147,12 @@ class RolloutManager:
         """Stop publishing; what is in flight still finishes and is counted (a clean end of a run)."""
         self.draining = True
 
-    def take_unusable(self) -> int:
-        """Trajectories seen since the last call that the trainer will skip (their group has no signal):
-        the scheduler takes them out of its estimate of what the trainer has buffered."""
-        taken, self.unusable = self.unusable, 0
+    def take_unusable(self, current_version: int = 0) -> int:
+        """Trajectories the trainer will skip (their group has no signal) that arrived since `current_version`
+        was published: the scheduler counts arrivals since the newest version as buffered, so only these
+        come out of that estimate (earlier ones were never in it). Each is reported once."""
+        taken = sum(n for version, n in self.unusable.items() if version >= current_version)
+        self.unusable.clear()
         return taken
 
     def expire(self) -> list[str]:

@@ -105,13 +105,13 @@ class SchedulerService:
         elif isinstance(message, Trajectory):
             self.view.on_trajectory(now)
             if self.manager:
-                self.manager.on_trajectory(message)
+                self.manager.on_trajectory(message, self.view.current_version)
         elif isinstance(message, Task) and self.manager:
             self.manager.on_task(message)
         elif isinstance(message, EpisodeEnd) and self.manager:
             self.manager.on_episode_end(message)
         if self.manager:
-            self.view.discount(self.manager.take_unusable())
+            self.view.discount(self.manager.take_unusable(self.view.current_version))
 
     def _input_topics(self) -> tuple[str, ...]:
         t = self.topics

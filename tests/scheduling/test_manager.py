@@ -152,6 +152,18 @@ def test_trajectories_of_no_signal_groups_are_reported_once_whenever_they_arrive
     assert m.take_unusable() == 2
 
 
+def test_no_signal_trajectories_from_before_a_new_version_do_not_come_out_of_its_estimate():
+    """The scheduler counts trajectories since the newest version as buffered; a group judged after a new
+    version came out only discounts the trajectories that arrived since then."""
+    m = manager(max_in_flight=2)
+    _, flat = (f"default.{t}" for t in publish(m))
+    m.on_trajectory(trajectory(flat, "a", reward=0.5), version=3)
+    m.on_trajectory(trajectory(flat, "b", reward=0.5), version=4)  # version 4 came out between the two
+    assert m.take_unusable(current_version=4) == 1 and m.take_unusable(current_version=4) == 0
+    m.on_trajectory(trajectory(flat, "b", branch=1, reward=0.5), version=4)  # a late fork of the judged group
+    assert m.take_unusable(current_version=4) == 1
+
+
 def test_a_draining_manager_publishes_nothing_but_still_finishes_what_is_in_flight():
     m = manager(max_in_flight=2)
     [first, _] = publish(m)
