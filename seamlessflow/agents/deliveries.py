@@ -18,6 +18,7 @@ from pathlib import Path
 
 class DeliveryJournal:
     def __init__(self, path: Path):
+        self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
         self._db = sqlite3.connect(path, timeout=30, isolation_level=None, check_same_thread=False)
         # one write per task start and end: WAL without fsync per commit keeps that off the poll loop's back,

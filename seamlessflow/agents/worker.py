@@ -205,8 +205,8 @@ class AgentWorker:
             self._task_finished(run)
 
     def _task_finished(self, run: TaskRun) -> None:
-        self._held.pop(run.task.event_id, None)
-        self._journal.forget(run.task.event_id)
+        if self._held.pop(run.task.event_id, None) is not None:  # else handed back: the entry is the new holder's
+            self._journal.forget(run.task.event_id)
         unreachable = [o for o in run.outcomes if o.end_error and not isinstance(o.end_error, EndRejected)]
         if unreachable:  # not accepted: leave the offset uncommitted and stop; another worker redoes it
             self._fatal = unreachable[0].end_error
@@ -293,6 +293,8 @@ class AgentWorker:
         revoked = {tp.partition for tp in partitions}
         self._tracker.forget(revoked)
         handed_back = [e for e, run in self._held.items() if run.partition in revoked]
+        for event_id in handed_back:
+            del self._held[event_id]
         self._journal.forget(*handed_back)  # another worker takes them over; no one died
 
     def _settle(self, partitions: set[int] | None, grace_s: float) -> None:

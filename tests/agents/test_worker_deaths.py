@@ -38,3 +38,25 @@ def test_a_task_that_kills_its_workers_ends_failed_after_max_attempts(settings, 
     assert end["body"]["status"] == "failed" and "workers died" in end["body"]["info"]["error"]
     assert (stats.worker_deaths_seen, stats.sessions) == (1, {"failed": 1})
     assert committed(settings, "red.default") == end_offsets(settings)
+
+
+def test_a_task_handed_back_and_finished_later_leaves_the_new_holders_journal_entry(settings, codec):
+    """After a rebalance the old worker may still finish a task another worker now holds; it must not erase
+    the new holder's entry, or a death of the new holder would go uncounted."""
+    from confluent_kafka import TopicPartition
+
+    from seamlessflow.agents.deliveries import DeliveryJournal
+    from seamlessflow.agents.worker import TaskRun
+
+    old = AgentWorker(settings, codec, agent_fns.reward_from_payload, "red", KEY, options("http://127.0.0.1:9"))
+    task = make_task("demo", "q", {"reward": 1.0}, task_id="t1")
+    assert old._journal.deliver(task.event_id) == 0
+    run = old._held[task.event_id] = TaskRun(task, 0, 7)
+    old._closing = True  # no grace wait for running tasks: this one is still running when the partition goes
+    old._on_revoke(None, [TopicPartition("tasks", 0)])
+    new_holder = DeliveryJournal(old._journal.path)
+    assert new_holder.deliver(task.event_id) == 0  # handed back in order: nobody died
+    old._task_finished(run)
+    assert new_holder.deliver(task.event_id) == 1  # the new holder's entry survived the old worker's finish
+    new_holder.close()
+    old._journal.close()
