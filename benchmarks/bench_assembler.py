@@ -76,11 +76,13 @@ class Output:
 
 
 def publish_sessions(producer, topic, sessions: dict[str, list[Call]], end: bool = True) -> None:
+    """Every call of every session (and its end), flushed: nothing is left in the producer's queue."""
     for sid, calls in sessions.items():
         for call in calls:
             producer.send(topic, sid, token_io(sid, call))
         if end:
             producer.send(topic, sid, episode_end(sid))
+    producer.flush()
 
 
 def bench_e2e(settings, codec, output: Output, sessions: dict[str, list[Call]]) -> tuple[float, float]:
@@ -89,7 +91,6 @@ def bench_e2e(settings, codec, output: Output, sessions: dict[str, list[Call]]) 
     topic = Topics(settings).session_events
     start = time.perf_counter()
     publish_sessions(producer, topic, sessions)
-    producer.flush()
     produced = time.perf_counter() - start
     output.drain(len(output.arrived) + len(sessions), 600)
     elapsed = max(output.arrived[s] for s in sessions) - start
@@ -100,9 +101,7 @@ def bench_backlog(settings, codec, tmp: Path, sessions: dict[str, list[Call]]) -
     """The worker's own drain rate: every session is on the topic before the worker starts, no publisher beside
     it on the same cores. Calls/s from the first trajectory out to the last (the first session not counted)."""
     ensure_topics(settings)
-    producer = MessageProducer(settings, codec)
-    publish_sessions(producer, Topics(settings).session_events, sessions)
-    producer.flush()
+    publish_sessions(MessageProducer(settings, codec), Topics(settings).session_events, sessions)
     output = Output(settings, codec)
     worker = AssemblerProcess(settings, tmp).start()
     try:
@@ -121,7 +120,6 @@ def bench_latency(settings, codec, output: Output, sessions: dict[str, list[Call
     latencies = []
     for sid, calls in sessions.items():
         publish_sessions(producer, topic, {sid: calls}, end=False)
-        producer.flush()
         time.sleep(0.01)
         sent = time.perf_counter()
         producer.send(topic, sid, episode_end(sid))
@@ -154,9 +152,7 @@ def main() -> None:
         worker = AssemblerProcess(settings, tmp).start()
         output = Output(settings, codec)
         warm = {f"warm{i}": make_session(2, rng, f"warm{i}") for i in range(5)}
-        producer = MessageProducer(settings, codec)
-        publish_sessions(producer, Topics(settings).session_events, warm)
-        producer.flush()
+        publish_sessions(MessageProducer(settings, codec), Topics(settings).session_events, warm)
         output.drain(5, 120)
         print(f"{'turns':>5} {'core calls/s':>13} {'e2e calls/s':>12} {'e2e/core':>9} {'publish calls/s':>16} "
               f"{'backlog calls/s':>16} {'backlog/core':>13}")
