@@ -8,14 +8,15 @@ ACCEL ?= $(or $(SEAMLESSFLOW_ACCEL),cpu)
 STAMP := $(VENV)/.installed-$(ACCEL)
 # uv does not read pip's configuration; pass pip's find-links (where the CPU torch wheel lies) on.
 FIND_LINKS := $(or $(PIP_FIND_LINKS),$(shell $(PYTHON) -m pip config get global.find-links 2>/dev/null))
-UV_FLAGS := $(foreach d,$(FIND_LINKS),--find-links $(d)) --override infra/overrides.txt
+OVERRIDES := infra/overrides.txt $(if $(filter cpu,$(ACCEL)),infra/overrides-cpu.txt)
+UV_FLAGS := $(foreach d,$(FIND_LINKS),--find-links $(d)) $(foreach o,$(OVERRIDES),--override $(o))
 PYTEST_ARGS ?=
 
 .PHONY: install up test down clean-venv
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml infra/overrides.txt
+$(STAMP): pyproject.toml $(OVERRIDES)
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@test -x $(BIN)/uv || $(BIN)/pip install -q "uv>=0.5"
 	$(BIN)/uv pip install --python $(BIN)/python $(UV_FLAGS) -e ".[$(ACCEL),dev]"
