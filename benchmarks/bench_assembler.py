@@ -141,7 +141,7 @@ def main() -> None:
     args = parser.parse_args()
     rng = random.Random(0)
     tmp = Path(tempfile.mkdtemp(prefix="bench-assembler-"))
-    broker = LocalBroker(tmp / "broker", "memory").start()
+    broker = LocalBroker(tmp / "broker").start()
     codec = Codec()
     try:
         def fresh_settings():

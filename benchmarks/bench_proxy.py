@@ -2,7 +2,7 @@
 
 The engine is the StubEngine (a fake that sleeps per token; named as such, not a real engine) in its
 own process; the proxy runs as its own process (`python -m services.proxy`) publishing to the embedded
-broker (Tansu, in memory). Each level runs N concurrent sessions, each sending non-streaming chat calls
+broker (Apache Kafka, one KRaft node). Each level runs N concurrent sessions, each sending non-streaming chat calls
 in a loop for a fixed time (127.0.0.1 only, bounded). Reported: latency p50/p99 direct vs proxied, the
 added latency, and the throughput ratio. Targets: added p50 <= 1 ms, p99 <= 5 ms, throughput >= 0.95x.
 
@@ -14,7 +14,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,17 +27,10 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from seamlessflow.broker.embedded import embedded_processes  # noqa: E402
-from seamlessflow.config import Settings  # noqa: E402
-from seamlessflow.kafka.admin import ensure_topics, wait_for_broker  # noqa: E402
+from seamlessflow.broker.local import LocalBroker, free_port  # noqa: E402
+from seamlessflow.kafka.admin import ensure_topics  # noqa: E402
 
 KEY = "bench-key"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def wait_http(url: str, timeout_s: float = 60) -> None:
@@ -95,11 +87,10 @@ def main() -> None:
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-proxy-"))
-    settings = Settings(data_dir=work, broker="memory", broker_port=free_port(), s3_port=free_port())
-    procs = [start(p.argv, work / f"{p.name}.log", p.env) for p in embedded_processes(settings)]
+    broker = LocalBroker(work / "broker").start()
+    procs = []
     try:
-        client = settings.with_overrides(bootstrap_servers=settings.kafka_bootstrap, topic_prefix="bench", team_keys={"bench": KEY})
-        wait_for_broker(client, 60)
+        client = broker.client_settings.with_overrides(topic_prefix="bench", team_keys={"bench": KEY})
         ensure_topics(client)
         engine_port, proxy_port = free_port(), free_port()
         procs.append(start([sys.executable, "-m", "tests.proxy.stub_engine", str(engine_port), str(args.token_delay_ms)], work / "stub.log"))
@@ -123,6 +114,7 @@ def main() -> None:
                 print(f"{mode:>6} {level:>8} {d50:>9.2f}ms {p50:>8.2f}ms {p50 - d50:>8.2f}ms {d99:>9.2f}ms {p99:>8.2f}ms {p99 - d99:>8.2f}ms {direct_rps:>11.1f} {proxy_rps:>10.1f} {proxy_rps / direct_rps:>6.3f}")
         print(f"targets: added p50 <= 1 ms, added p99 <= 5 ms, ratio >= 0.95   (logs in {work})")
     finally:
+        broker.stop()
         for proc in reversed(procs):
             proc.terminate()
         for proc in procs:

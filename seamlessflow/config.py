@@ -24,24 +24,21 @@ class Settings(BaseModel):
     data_dir: Path = Path(".seamlessflow")
     team: str = "default"
     run: str = "default"
-    # Kafka: None means "start the embedded broker"; a value points at an existing cluster.
+    # Kafka: None means "start the embedded broker" (Apache Kafka, KRaft); a value points at any cluster.
     bootstrap_servers: str | None = None
-    # memory by default: Tansu 0.6's S3 engine loses acknowledged records when several producers write one
-    # partition (infra/TANSU.md); `s3` is durable across restarts for single-writer use only.
-    broker: Literal["s3", "memory"] = "memory"
-    broker_port: int = 19092
-    s3_port: int = 19000
+    brokers: int = Field(1, ge=1, le=9)  # embedded KRaft nodes (`up --brokers 3`: RF 3, min.insync.replicas 2)
+    broker_port: int = 19092  # embedded node N listens on broker_port + N - 1
+    controller_port: int | None = None  # its controller on controller_port + N - 1 (default: the next free)
     topic_prefix: str = "seamlessflow"
-    replication_factor: int = 1
+    replication_factor: int | None = None  # None: the cluster's default.replication.factor
     partitions: dict[str, int] = Field(default_factory=dict)  # per-topic overrides of infra/topics.yaml
     kafka: dict[str, Any] = Field(default_factory=dict)  # extra librdkafka properties (security, SASL, ...)
     schema_registry_url: str | None = None
     schema_registry_conf: dict[str, Any] = Field(default_factory=dict)
     max_record_bytes: int = 1_000_000
-    # Idempotent producers: on by default for a real cluster; off for the embedded broker, where Tansu was
-    # seen failing idempotent producers with OUT_OF_ORDER_SEQUENCE_NUMBER (infra/TANSU.md). Off means
-    # acks=all with one request in flight: order kept, a retry may duplicate (consumers de-dup by event_id).
-    idempotent_producer: bool | None = None
+    # Idempotent producers (with acks=all): a retried produce is never duplicated or reordered. Off only for
+    # a cluster that refuses them (no IDEMPOTENT_WRITE permission); then one request is kept in flight.
+    idempotent_producer: bool = True
     stop_grace_s: float = 10.0
 
     @property
@@ -49,12 +46,10 @@ class Settings(BaseModel):
         return not self.bootstrap_servers
 
     @property
-    def producer_idempotent(self) -> bool:
-        return self.idempotent_producer if self.idempotent_producer is not None else not self.embedded
-
-    @property
     def kafka_bootstrap(self) -> str:
-        return self.bootstrap_servers or f"127.0.0.1:{self.broker_port}"
+        if self.bootstrap_servers:
+            return self.bootstrap_servers
+        return ",".join(f"127.0.0.1:{self.broker_port + i}" for i in range(self.brokers))
 
     def section(self, name: str) -> dict[str, Any]:
         """A service's own options (validated by that service's package)."""

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import yaml
 
-from seamlessflow.broker.embedded import embedded_processes
+from seamlessflow.broker.kraft import node_processes, prepare
 from seamlessflow.config import Settings, _deep_merge
-from seamlessflow.kafka.admin import broker_ready, ensure_topics
+from seamlessflow.kafka.admin import cluster_ready, ensure_topics
 from seamlessflow.rollout.launch import ensure_model
 from seamlessflow.supervisor import ServiceSpec, Supervisor
 from seamlessflow.status_watch import engines_serving
@@ -43,9 +43,15 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
 
 
 def broker_services(settings: Settings) -> list[ServiceSpec]:
+    """The embedded Kafka nodes, formatted on first use. All start before any is awaited (a KRaft quorum
+    needs its voters), and the last waits until every broker is registered."""
+    if not settings.embedded:
+        return []
+    prepare(settings)
     client = settings.with_overrides(bootstrap_servers=settings.kafka_bootstrap)
-    ready = {"s3": lambda: port_open(settings.s3_port), "broker": lambda: broker_ready(client, 1.0)}
-    return [ServiceSpec(p.name, p.argv, p.env, ready[p.name], 60) for p in embedded_processes(settings)]
+    specs = [ServiceSpec(p.name, p.argv, p.env) for p in node_processes(settings)]
+    specs[-1].ready, specs[-1].ready_timeout_s = (lambda: cluster_ready(client, settings.brokers, 1.0)), 120
+    return specs
 
 
 def python_service(settings: Settings, name: str, *args: str, module: str | None = None, ready=None,

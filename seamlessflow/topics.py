@@ -21,7 +21,7 @@ class TopicSpec:
     name: str  # short name, e.g. "session-events"
     full_name: str  # "<prefix>.<name>"
     partitions: int
-    replication_factor: int
+    replication_factor: int  # -1: the cluster's default.replication.factor
     cleanup_policy: str
     retention_ms: int
     key: str
@@ -40,7 +40,7 @@ def topic_specs(settings: Settings) -> list[TopicSpec]:
             name=name,
             full_name=f"{settings.topic_prefix}.{name}",
             partitions=settings.partitions.get(name, spec["partitions"]),
-            replication_factor=settings.replication_factor,
+            replication_factor=settings.replication_factor or -1,
             cleanup_policy=spec["cleanup_policy"],
             retention_ms=spec["retention_ms"],
             key=spec["key"],

@@ -1,4 +1,4 @@
-"""Shared fixtures: a real embedded broker (Tansu) for the session, and per-test isolated topics."""
+"""Shared fixtures: a real embedded broker (Apache Kafka, KRaft) for the session, and per-test isolated topics."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from seamlessflow.kafka.admin import ensure_topics
 
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory) -> LocalBroker:
-    """One in-memory broker for the whole test session; tests isolate themselves by topic prefix."""
-    proc = LocalBroker(tmp_path_factory.mktemp("broker"), "memory").start()
+    """One single-node Kafka for the whole test session; tests isolate themselves by topic prefix."""
+    proc = LocalBroker(tmp_path_factory.mktemp("broker")).start()
     yield proc
     proc.stop()
 

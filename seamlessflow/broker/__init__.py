@@ -1,1 +1,1 @@
-"""The embedded Kafka-compatible broker (Tansu) and its durable storage (a local S3 server)."""
+"""The embedded Apache Kafka broker: KRaft nodes on this machine, their classpath and their Java runtime."""

@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import os
+import random
+import signal
 import socket
 import subprocess
 from pathlib import Path
 
-from seamlessflow.broker.embedded import embedded_processes
+from seamlessflow.broker.kraft import node_processes, prepare
 from seamlessflow.config import Settings
-from seamlessflow.kafka.admin import wait_for_broker
+from seamlessflow.kafka.admin import wait_for_cluster
 
 
 def free_port() -> int:
@@ -18,34 +20,70 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-class LocalBroker:
-    """Tansu (memory or S3-on-disk) on free ports; `restart()` keeps its data directory."""
+def free_port_block(count: int, low: int = 20000, high: int = 60000) -> int:
+    """The first of `count` consecutive ports that are free now (brokers and controllers take a block)."""
+    for _ in range(200):
+        base = random.randrange(low, high - count)
+        if all(_bindable(base + i) for i in range(count)):
+            return base
+    raise RuntimeError(f"no block of {count} free ports found")
 
-    def __init__(self, data_dir: Path, mode: str = "memory"):
-        self.settings = Settings(data_dir=data_dir, broker=mode, broker_port=free_port(), s3_port=free_port())
-        self.procs: list[subprocess.Popen] = []
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
+
+
+class LocalBroker:
+    """Apache Kafka (KRaft, `brokers` nodes) on free ports; `restart()` keeps its data directory."""
+
+    def __init__(self, data_dir: Path, brokers: int = 1):
+        base = free_port_block(2 * brokers)
+        self.settings = Settings(data_dir=data_dir, brokers=brokers, broker_port=base)  # controllers: the next ports
+        self.procs: dict[str, subprocess.Popen] = {}
 
     @property
     def client_settings(self) -> Settings:
-        return self.settings.with_overrides(bootstrap_servers=self.settings.kafka_bootstrap, idempotent_producer=False)
+        return self.settings.with_overrides(bootstrap_servers=self.settings.kafka_bootstrap)
 
-    def start(self) -> "LocalBroker":
+    def start(self, timeout_s: float = 90) -> "LocalBroker":
         logs = Path(self.settings.data_dir) / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        for spec in embedded_processes(self.settings):
-            with open(logs / f"{spec.name}.log", "ab") as out:
-                self.procs.append(subprocess.Popen(spec.argv, env={**os.environ, **spec.env}, stdout=out, stderr=out))
-        wait_for_broker(self.client_settings, 60)
+        prepare(self.settings)
+        for spec in node_processes(self.settings):
+            if spec.name not in self.procs or self.procs[spec.name].poll() is not None:
+                self.procs[spec.name] = self._spawn(spec.argv, logs / f"{spec.name}.log")
+        wait_for_cluster(self.client_settings, self.settings.brokers, timeout_s)
         return self
 
-    def stop(self, kill: bool = False) -> None:
-        for proc in reversed(self.procs):
-            proc.kill() if kill else proc.terminate()
-            proc.wait(timeout=15)
-        self.procs = []
+    @staticmethod
+    def _spawn(argv: list[str], log: Path) -> subprocess.Popen:
+        with open(log, "ab") as out:
+            return subprocess.Popen(argv, env=dict(os.environ), stdout=out, stderr=out)
 
-    def restart(self) -> None:
-        self.stop()
+    def kill(self, name: str) -> None:
+        """kill -9 one node (`broker`, or `broker-N` in a cluster); `start()` brings it back."""
+        proc = self.procs.pop(name)
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
+
+    def stop(self, kill: bool = False) -> None:
+        for proc in self.procs.values():
+            proc.kill() if kill else proc.terminate()
+        for proc in self.procs.values():
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+        self.procs = {}
+
+    def restart(self, kill: bool = False) -> None:
+        self.stop(kill)
         self.start()
 
     def __enter__(self) -> "LocalBroker":

@@ -15,9 +15,9 @@ def global_options(func):
         click.option("--config", "config_path", type=click.Path(dir_okay=False), help="YAML config file."),
         click.option("--data-dir", type=click.Path(file_okay=False), help="Data directory (default ./.seamlessflow)."),
         click.option("--bootstrap-servers", help="An existing Kafka cluster; no embedded broker is started."),
-        click.option("--broker", type=click.Choice(["s3", "memory"]), help="Embedded broker storage."),
-        click.option("--broker-port", type=int, help="Embedded broker port (default 19092)."),
-        click.option("--s3-port", type=int, help="Embedded broker's local S3 port (default 19000)."),
+        click.option("--brokers", type=click.IntRange(1, 9),
+                     help="Embedded Kafka (KRaft) nodes (default 1; 3: replication factor 3, min.insync.replicas 2)."),
+        click.option("--broker-port", type=int, help="Embedded broker port (default 19092; node N: port + N - 1)."),
         click.option("--topic-prefix", help="Topic names are '<prefix>.<name>'."),
         click.option("--schema-registry-url", help="Confluent Schema Registry (default: local deterministic ids)."),
     ]

@@ -9,7 +9,7 @@ from rich.table import Table
 
 from seamlessflow.cli.resources import resource_rows, trainer_version
 from seamlessflow.config import Settings
-from seamlessflow.kafka.admin import broker_ready
+from seamlessflow.kafka.admin import brokers
 from seamlessflow.stack import run_dir
 from seamlessflow.supervisor import pid_alive, read_state
 
@@ -30,7 +30,8 @@ def stack_status(settings: Settings, resources: list[dict] | None = None) -> dic
             "log": svc.get("log"),
         })
     client = settings.with_overrides(bootstrap_servers=settings.kafka_bootstrap)
-    reachable = broker_ready(client, 1.0)
+    cluster = brokers(client, 1.0)
+    reachable = bool(cluster)
     if resources is None:
         resources = resource_rows(client, timeout_s=5.0) if reachable else []
     return {
@@ -38,6 +39,7 @@ def stack_status(settings: Settings, resources: list[dict] | None = None) -> dic
         "supervisor_pid": state.get("supervisor_pid") if running else None,
         "bootstrap_servers": settings.kafka_bootstrap,
         "broker_reachable": reachable,
+        "brokers": cluster,
         "info": state.get("info", {}),
         "services": services,
         "resources": resources,
@@ -59,9 +61,17 @@ def reward_curve(rewards: dict[int, float], width: int = 40) -> str:
     return f"reward/step {spark}  first {values[0]:.3f} last {values[-1]:.3f} (steps {min(rewards)}..{max(rewards)})"
 
 
+def _cluster_line(data: dict) -> str:
+    if not data["broker_reachable"]:
+        return "unreachable"
+    nodes = data.get("brokers") or []
+    controller = next((b["id"] for b in nodes if b["controller"]), "?")
+    return f"{len(nodes)} broker(s), controller {controller}"
+
+
 def render_status(data: dict, rewards: dict[int, float] | None = None) -> Group:
     head = (f"stack: {'running' if data['running'] else 'stopped'}   Kafka {data['bootstrap_servers']}: "
-            f"{'reachable' if data['broker_reachable'] else 'unreachable'}   trainer version: "
+            f"{_cluster_line(data)}   trainer version: "
             f"{data.get('trainer_version')}")
     services = Table("service", "state", "pid", "restarts", "uptime", title=head, title_justify="left")
     for svc in data["services"]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import socket
 import time
 
 from confluent_kafka import KafkaException
@@ -26,10 +27,45 @@ def broker_ready(settings: Settings, timeout_s: float = 2.0) -> bool:
 
 
 def wait_for_broker(settings: Settings, timeout_s: float = 60.0) -> None:
+    wait_for_cluster(settings, 1, timeout_s)
+
+
+def brokers(settings: Settings, timeout_s: float = 2.0) -> list[dict]:
+    """Every broker the cluster reports, with the active controller marked; [] when unreachable."""
+    try:
+        meta = admin_client(settings).list_topics(timeout=timeout_s)
+    except KafkaException:
+        return []
+    return [{"id": b.id, "address": f"{b.host}:{b.port}", "controller": b.id == meta.controller_id}
+            for b in sorted(meta.brokers.values(), key=lambda b: b.id)]
+
+
+def cluster_ready(settings: Settings, brokers: int, timeout_s: float = 2.0) -> bool:
+    """True once `brokers` brokers are registered and a controller is known (KRaft quorum formed)."""
+    if not any(_port_open(address) for address in settings.kafka_bootstrap.split(",")):
+        return False  # not even listening: no client (and no screenful of connection-refused logs) yet
+    try:
+        meta = admin_client(settings).list_topics(timeout=timeout_s)
+    except KafkaException:
+        return False
+    return len(meta.brokers) >= brokers and meta.controller_id >= 0
+
+
+def _port_open(address: str) -> bool:
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]") or "127.0.0.1", int(port)), timeout=0.5):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
+def wait_for_cluster(settings: Settings, brokers: int, timeout_s: float = 60.0) -> None:
     deadline = time.monotonic() + timeout_s
-    while not broker_ready(settings):
+    while not cluster_ready(settings, brokers):
         if time.monotonic() > deadline:
-            raise TimeoutError(f"no Kafka broker answered at {settings.kafka_bootstrap} within {timeout_s:.0f} s")
+            raise TimeoutError(f"{brokers} Kafka broker(s) did not answer at {settings.kafka_bootstrap} "
+                               f"within {timeout_s:.0f} s")
         time.sleep(0.2)
 
 

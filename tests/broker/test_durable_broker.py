@@ -1,33 +1,81 @@
-"""The embedded default (Tansu on a local S3 folder) keeps every committed record across a restart."""
+"""The embedded default (Apache Kafka, KRaft) keeps every acknowledged record: across `seamlessflow down`
+and `up`, and across kill -9 of the broker. Records are written through the project's producer and read
+back by a plain consumer that shares no code with the project's readers."""
+
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
 
 import pytest
+from confluent_kafka import Consumer, KafkaError
 
-from seamlessflow.kafka.admin import ensure_topics
-from seamlessflow.kafka.io import MessageProducer, read_topic
+from seamlessflow.broker.local import free_port_block
+from seamlessflow.config import Settings
+from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.topics import Topics
-from seamlessflow.broker.local import LocalBroker
 from tests.samples import SAMPLES
+
+N = 500
+
+
+def sf(data_dir, port, *args):
+    cmd = [sys.executable, "-m", "seamlessflow", "--data-dir", str(data_dir), "--broker-port", str(port), *args]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    assert done.returncode == 0, done.stdout + done.stderr
+    return done.stdout
+
+
+def independent_read(bootstrap: str, topic: str, timeout_s: float = 60) -> list[tuple[bytes, bytes]]:
+    """Every (key, value) in the topic, by a fresh group reading from the earliest offset until it is idle."""
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"audit-{time.monotonic_ns()}",
+                         "auto.offset.reset": "earliest", "enable.partition.eof": True})
+    consumer.subscribe([topic])
+    values, at_end, deadline = [], set(), time.monotonic() + timeout_s
+    try:
+        while time.monotonic() < deadline:
+            msg = consumer.poll(1.0)
+            if msg is None:
+                if at_end and len(at_end) == len(consumer.assignment()):
+                    break
+                continue
+            if msg.error():
+                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
+                at_end.add(msg.partition())
+                continue
+            at_end.discard(msg.partition())
+            values.append((msg.key(), msg.value()))
+    finally:
+        consumer.close()
+    return values
 
 
 @pytest.mark.slow
-def test_records_survive_a_broker_restart(tmp_path, codec):
-    broker = LocalBroker(tmp_path, "s3").start()
+def test_acknowledged_records_survive_down_up_and_kill_9(tmp_path, codec):
+    port = free_port_block(2)
+    sf(tmp_path, port, "up", "--detach", "--only-broker")
     try:
-        settings = broker.client_settings
-        ensure_topics(settings)
+        settings = Settings(bootstrap_servers=f"127.0.0.1:{port}")
         topic = Topics(settings).trajectories
         producer = MessageProducer(settings, codec)
-        import dataclasses
-
-        sent = [dataclasses.replace(SAMPLES[2], event_id=f"s{i}/0", session_id=f"s{i}") for i in range(300)]
-        for msg in sent:
-            producer.send(topic, msg.group_id, msg)
+        for i in range(N):  # acks=all, idempotent: each counts once it is acknowledged
+            producer.send(topic, f"g{i}", dataclasses.replace(SAMPLES[2], event_id=f"s{i}/0", group_id=f"g{i}"))
         producer.flush()
+        expected = sorted(f"g{i}".encode() for i in range(N))
 
-        broker.stop(kill=True)  # a crash, not a clean shutdown: acknowledged records must still be there
-        broker.start()
+        sf(tmp_path, port, "down")
+        sf(tmp_path, port, "up", "--detach", "--only-broker")
+        assert sorted(k for k, _ in independent_read(settings.kafka_bootstrap, topic)) == expected
 
-        got = [r.message for r in read_topic(settings, topic, codec)]
-        assert sorted(got, key=lambda m: m.event_id) == sorted(sent, key=lambda m: m.event_id)
+        status = json.loads(sf(tmp_path, port, "status", "--json"))
+        broker = next(s for s in status["services"] if s["name"] == "broker")
+        os.kill(broker["pid"], signal.SIGKILL)  # a crash, not a clean shutdown; the supervisor restarts it
+        assert sorted(k for k, _ in independent_read(settings.kafka_bootstrap, topic, timeout_s=120)) == expected
+        status = json.loads(sf(tmp_path, port, "status", "--json"))
+        assert next(s for s in status["services"] if s["name"] == "broker")["restarts"] == 1
+        assert status["brokers"] == [{"id": 1, "address": f"127.0.0.1:{port}", "controller": True}]
     finally:
-        broker.stop()
+        sf(tmp_path, port, "down")

@@ -10,12 +10,11 @@ import time
 import pytest
 
 from seamlessflow.supervisor import pid_alive
-from tests.conftest import free_port
+from seamlessflow.broker.local import free_port_block
 
 
 def sf(data_dir, port, *args, timeout=120):
-    cmd = [sys.executable, "-m", "seamlessflow", "--data-dir", str(data_dir), "--broker", "memory",
-           "--broker-port", str(port), *args]
+    cmd = [sys.executable, "-m", "seamlessflow", "--data-dir", str(data_dir), "--broker-port", str(port), *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
@@ -30,7 +29,7 @@ def wait_for(predicate, timeout_s=60.0):
 
 @pytest.mark.slow
 def test_up_status_restart_down_leaves_no_process(tmp_path):
-    port = free_port()
+    port = free_port_block(2)
     started = sf(tmp_path, port, "up", "--detach", "--only-broker")
     assert started.returncode == 0, started.stdout + started.stderr
     assert "SeamlessFlow is up" in started.stdout
@@ -59,5 +58,5 @@ def test_up_status_restart_down_leaves_no_process(tmp_path):
 
 
 def test_down_with_nothing_running_is_harmless(tmp_path):
-    port = free_port()
+    port = free_port_block(2)
     assert "nothing is running" in sf(tmp_path, port, "down").stdout

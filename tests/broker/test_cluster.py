@@ -1,0 +1,98 @@
+"""A 3-broker KRaft cluster on one machine: declared topics replicate 3 ways with 2 in sync, and kill -9 of
+the broker leading the session-events partitions, while the assembler works, loses and duplicates no
+acknowledged session event and no trajectory. The audit reads the topics with a plain consumer."""
+
+import random
+import threading
+import time
+import uuid
+
+import pytest
+from hypothesis import HealthCheck, given, settings as hsettings
+from hypothesis import strategies as st
+from confluent_kafka.admin import ConfigResource
+
+from seamlessflow.broker.local import LocalBroker
+from seamlessflow.kafka.admin import admin_client, ensure_topics
+from seamlessflow.topics import Topics
+from tests.broker.test_durable_broker import independent_read
+from tests.core.test_assembler_properties import sessions as random_sessions
+from tests.services.assembler_harness import AssemblerProcess, expected_trajectories, publish
+from tests.services.test_assembler_stream import as_records
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    broker = LocalBroker(tmp_path_factory.mktemp("cluster"), brokers=3).start(timeout_s=180)
+    yield broker
+    broker.stop()
+
+
+def forty_sessions():
+    """Forty random sessions with forks and retries, the same every run."""
+    found = []
+
+    @hsettings(max_examples=1, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
+    @given(st.lists(random_sessions(max_calls=6), min_size=40, max_size=40))
+    def draw(sessions):
+        found[:] = sessions
+
+    draw()
+    return found
+
+
+def leaders(settings, topic: str) -> dict[int, int]:
+    meta = admin_client(settings).list_topics(topic, timeout=10).topics[topic]
+    return {p: m.leader for p, m in meta.partitions.items()}
+
+
+def test_declared_topics_have_three_replicas_and_two_in_sync(cluster):
+    settings = cluster.client_settings.with_overrides(topic_prefix=f"t{uuid.uuid4().hex[:8]}")
+    ensure_topics(settings)
+    topic = Topics(settings).session_events
+    meta = admin_client(settings).list_topics(topic, timeout=10).topics[topic]
+    assert all(len(p.replicas) == 3 and len(p.isrs) == 3 for p in meta.partitions.values())
+    resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+    admin = admin_client(settings)  # held: a collected client cancels its pending futures
+    config = admin.describe_configs([resource])[resource].result(timeout=10)
+    assert config["min.insync.replicas"].value == "2"
+
+
+def test_killing_the_session_events_leader_loses_and_duplicates_nothing(cluster, codec, tmp_path):
+    settings = cluster.client_settings.with_overrides(topic_prefix=f"t{uuid.uuid4().hex[:8]}", data_dir=tmp_path / "d")
+    ensure_topics(settings)
+    topics = Topics(settings)
+    sessions = {f"s{i}": list({c.call_id: c for c in sent}.values()) for i, sent in enumerate(forty_sessions())}
+    ordered = as_records(sessions, random.Random(7))
+    half = len(ordered) // 2
+
+    proc = AssemblerProcess(settings, tmp_path).start()
+    try:
+        publish(settings, codec, ordered[:half])
+        deadline = time.monotonic() + 120  # the assembler is at work (its topics made, its group joined)
+        while not independent_read(settings.kafka_bootstrap, topics.trajectories) and time.monotonic() < deadline:
+            time.sleep(0.5)
+        victim = leaders(settings, topics.session_events)[0]
+        killer = threading.Timer(0.3, cluster.kill, [f"broker-{victim}"])
+        killer.start()
+        publish(settings, codec, ordered[half:])  # returns once every record is acknowledged (acks=all)
+        killer.join()
+        assert leaders(settings, topics.session_events)[0] != victim
+
+        on_topic = [codec.decode(v).event_id for _, v in independent_read(settings.kafka_bootstrap, topics.session_events)]
+        assert sorted(on_topic) == sorted(msg.event_id for _, msg in ordered)  # each acknowledged event once
+
+        truth = expected_trajectories(sessions)
+        deadline, ids = time.monotonic() + 180, []
+        while len(set(ids)) < len(truth) and time.monotonic() < deadline:
+            time.sleep(1)
+            out = [codec.decode(v) for _, v in independent_read(settings.kafka_bootstrap, topics.trajectories)]
+            ids = [t.event_id for t in out]
+        assert sorted(set(ids)) == sorted(truth), proc.log()
+        assert len(ids) == len(set(ids)), "a trajectory was published twice"
+        assert all((t.tokens, t.loss_mask, t.logprobs, t.versions) == truth[t.event_id] for t in out)
+    finally:
+        proc.stop()
+        cluster.start()  # the killed node rejoins for any later test
