@@ -1,7 +1,8 @@
 """Open sessions of the partitions one worker owns, rebuilt from the session-events topic itself.
 
-Why this shape: Faust's changelog recovery came back stale against Tansu (infra/TANSU.md), so session
-state is never restored from a changelog. Instead the source offset the worker commits never passes the
+Why this shape: session state is never restored from a changelog (no second copy of every event to write,
+and nothing to go stale; Faust's changelog recovery was once seen stale against an earlier embedded broker,
+though it recovers correctly on Apache Kafka). Instead the source offset the worker commits never passes the
 first event of a session that is still open; after a crash the worker re-reads from there and rebuilds
 every open session exactly. What was already published before the crash is suppressed by the
 *replay end* (the highest offset whose outputs were flushed, saved beside the commit): records below it

@@ -3,7 +3,7 @@
 Why: after a crash the assembler re-reads session-events from its committed offset (the oldest open
 session's first record) to rebuild state; records below this mark must not publish again. The marks are
 committed offsets of a side consumer group that never subscribes: no extra topic, and a read is one
-request (not a changelog replay, which Tansu under-reports; see infra/TANSU.md).
+request (no changelog to replay).
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from seamlessflow.avro import Codec, CodecError
 from seamlessflow.config import Settings
@@ -73,46 +73,33 @@ def read_topic(
     codec: Codec | None = None,
     start_offsets: dict[int, int] | None = None,
     timeout_s: float = 30.0,
-    settle_s: float = 0.3,
 ) -> Iterator[Record]:
-    """Yields every record from the start offsets (default: beginning) to the end of the topic at call time.
-
-    The end is not simply the high watermark: Tansu reports it as the last *batch's* base offset + 1, so a
-    multi-record batch at the end is under-counted. We read until the watermark's record, then keep going
-    until the partition is quiet for `settle_s` (the rest of that batch arrives in the same fetch) or shows
-    a record written after this call began (a live topic, such as heartbeats, is never quiet).
-    """
-    began_ms = int(time.time() * 1000)
-    consumer = Consumer(consumer_config(settings, group_id=f"reader-{time.monotonic_ns()}"))
+    """Yields every record from the start offsets (default: beginning) up to the end of the topic at call
+    time (each partition's high watermark then), without joining a group: for `tail`, `replay`, the
+    scheduler's rebuild from compacted topics, and tests. Records written later are not waited for."""
+    consumer = Consumer(consumer_config(settings, group_id=f"reader-{time.monotonic_ns()}", **{"enable.partition.eof": True}))
     try:
         partitions = consumer.list_topics(topic, timeout=timeout_s).topics[topic].partitions
-        starts = {p: (start_offsets or {}).get(p, OFFSET_BEGINNING) for p in partitions}
-        marks = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s)[1] for p in partitions}
-        behind = {p for p in partitions if marks[p] > max(starts[p], 0)}
-        done: set[int] = set()
-        consumer.assign([TopicPartition(topic, p, starts[p]) for p in partitions])
+        marks = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s) for p in partitions}
+        starts = {p: max((start_offsets or {}).get(p, marks[p][0]), marks[p][0]) for p in partitions}
+        behind = {p for p in partitions if marks[p][1] > starts[p]}
+        consumer.assign([TopicPartition(topic, p, starts[p]) for p in sorted(behind)])
         deadline = time.monotonic() + timeout_s
-        while True:
-            msg = consumer.poll(settle_s if not behind else 0.5)
+        while behind:
+            msg = consumer.poll(0.5)
             if msg is None:
-                if not behind:
-                    return
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"reading {topic}: partitions {sorted(behind)} did not reach their end")
                 continue
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
-                    continue
-                raise KafkaException(msg.error())
             p = msg.partition()
-            if p not in behind and msg.timestamp()[1] > began_ms:
-                done.add(p)
-                consumer.pause([TopicPartition(topic, p)])
-                if len(done) == len(partitions):
-                    return
+            if msg.error():
+                if msg.error().code() != KafkaError._PARTITION_EOF:
+                    raise KafkaException(msg.error())
+                behind.discard(p)  # at the end (below the mark only where the last offsets were compacted away)
                 continue
-            yield _record(msg, codec)
-            if msg.offset() + 1 >= marks[p]:
+            if p in behind and msg.offset() < marks[p][1]:
+                yield _record(msg, codec)
+            if msg.offset() + 1 >= marks[p][1]:
                 behind.discard(p)
     finally:
         consumer.close()

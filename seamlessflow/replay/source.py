@@ -1,7 +1,7 @@
 """Where a replay starts reading: the beginning, given offsets, or a timestamp verified against the data.
 
-Why verify: offset-for-timestamp lookups were seen to be wrong on the embedded broker (infra/TANSU.md).
-The broker's answer is accepted only if the record there is at/after the time and the one before it is
+Why verify: an offset-for-timestamp lookup answers by the records' timestamps, which producers set (clock
+skew between hosts, CreateTime vs LogAppendTime), and an earlier embedded broker answered wrongly. The broker's answer is accepted only if the record there is at/after the time and the one before it is
 earlier; otherwise that partition is scanned from its start. Either way records are also filtered by
 timestamp on the client, so a wrong lookup can cost time but never drop or add records.
 """

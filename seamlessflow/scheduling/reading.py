@@ -1,8 +1,9 @@
 """Reading a live topic "up to now".
 
-`read_topic` stops when a partition is quiet for `settle_s`; the status topic, with heartbeats every
-second from every resource, never is. These helpers stop at the first record produced after the call
-began (CreateTime), which is the snapshot a rebuild, `timeline` or `status` wants.
+`read_topic` stops at each partition's end as the broker reported it when the read began. These helpers
+also stop at the first record produced after the call began (CreateTime), so a slow read of the status
+topic (heartbeats every second from every resource) is still the snapshot a rebuild, `timeline` or
+`status` wants.
 """
 
 from __future__ import annotations

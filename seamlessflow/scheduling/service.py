@@ -211,9 +211,8 @@ class SchedulerService:
             self.producer.flush()
 
     def _live_consumer(self) -> Consumer:
-        """Assigned (no group: the scheduler is a singleton), continuing where the rebuild stopped. Short
-        fetch wait: Tansu holds every fetch for the full wait (infra/TANSU.md), which would delay ticks."""
-        consumer = Consumer(consumer_config(self.settings, group_id=f"scheduler-{new_id()}", **{"fetch.wait.max.ms": 50}))
+        """Assigned (no group: the scheduler is a singleton), continuing where the rebuild stopped."""
+        consumer = Consumer(consumer_config(self.settings, group_id=f"scheduler-{new_id()}"))
         assignment = []
         for topic in self._input_topics():
             partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions

@@ -103,32 +103,14 @@ def _text(key: bytes | None) -> str | None:
 
 
 def leader_topic_spec(settings: Settings, app_id: str) -> TopicSpec:
-    """Faust's assignor topic; created up front like every other topic (auto-creation misbehaves on Tansu)."""
-    return TopicSpec("assignor", f"{app_id}-__assignor-__leader", 1, settings.replication_factor,
+    """Faust's assignor topic; created up front like every other topic (declared, not auto-created)."""
+    return TopicSpec("assignor", f"{app_id}-__assignor-__leader", 1, settings.replication_factor or -1,
                      "delete", 86_400_000, "", (), "Faust leader election")
-
-
-def cap_fetch_wait(max_wait_ms: int) -> None:
-    """Faust hard-codes aiokafka's fetch_max_wait_ms=1500; Tansu holds a fetch that long before it answers
-    with new records, which put ~750 ms on every episode end. Cap it for this process."""
-    import aiokafka
-
-    original = aiokafka.AIOKafkaConsumer.__init__
-    if getattr(original, "_capped", False):
-        return
-
-    def init(self, *args, **kwargs):
-        kwargs["fetch_max_wait_ms"] = min(kwargs.get("fetch_max_wait_ms", max_wait_ms), max_wait_ms)
-        original(self, *args, **kwargs)
-
-    init._capped = True
-    aiokafka.AIOKafkaConsumer.__init__ = init
 
 
 def run(settings: Settings) -> None:
     """Run one assembler worker until stopped (the supervisor's entry point)."""
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    cap_fetch_wait(AssemblyConfig.from_settings(settings).fetch_max_wait_ms)
     client = settings.with_overrides(bootstrap_servers=settings.kafka_bootstrap)
     assembler = Assembler(client)
     ensure_topics(client)
