@@ -2,6 +2,7 @@
 
 import pytest
 
+from seamlessflow.core.routing import Profile, ProfileLearner
 from seamlessflow.proxy.sessions import SessionOwnedByOtherTeam, SessionTable
 
 
@@ -24,8 +25,6 @@ def test_least_recently_used_idle_sessions_are_evicted_first():
 
 
 def test_a_declared_profile_wins_over_the_learnt_one_and_learning_can_be_off():
-    from seamlessflow.core.routing import Profile, ProfileLearner
-
     sessions = SessionTable(10, learner=lambda: ProfileLearner(min_tokens=10))
     state = sessions.claim("s", "t")
     state.observe(prompt_tokens=5, completion_tokens=100)
