@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Annotated, Optional
 
 Int32 = Annotated[int, "int"]
@@ -143,6 +143,7 @@ class ResourceStatus:
     created_at_ms: Int64
     engine_url: Optional[str] = None
     epoch: Int64 = 0  # last command epoch applied
+    hardware_tags: list[str] = field(default_factory=list)  # what it is good at: compute | bandwidth | a GPU model
 
 
 @dataclass

@@ -4,13 +4,16 @@ end the session on the proxy with the reward and status.
 Agent functions take `(task, client)` and return a reward (a number) or `(reward, info_dict)`, or raise.
 A plain `def` gets a sync `openai.OpenAI` client and runs in a worker thread; an `async def` gets an
 `openai.AsyncOpenAI` client and runs in its own event loop in that thread (its `episode_timeout_s` is
-enforced). Both clients are already pointed at `.../sessions/{session_id}/v1` with the team's key.
+enforced). Both clients are already pointed at `.../sessions/{session_id}/v1` with the team's key, and
+carry `X-Session-Profile` when the task's payload declares `"session_profile"` (prefill | decode), so the
+proxy routes the session to hardware that suits it.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import math
 import traceback
 from dataclasses import dataclass, field
@@ -58,18 +61,29 @@ def failure_status(attempt: int, max_attempts: int) -> str:
     return ABORTED if attempt + 1 < max_attempts else FAILED
 
 
+def profile_headers(task: Task) -> dict[str, str] | None:
+    """`X-Session-Profile` from the task's payload (`{"session_profile": "decode", ...}`), if it names one."""
+    try:
+        payload = json.loads(getattr(task, "payload_json", None) or "{}")
+    except ValueError:
+        return None
+    profile = payload.get("session_profile") if isinstance(payload, dict) else None
+    return {"X-Session-Profile": str(profile)} if profile else None
+
+
 def call_agent(fn: Callable, task: Task, base_url: str, key: str, opts: AgentSettings,
                http_client: httpx.Client | None = None) -> Any:
     if inspect.iscoroutinefunction(fn):
         return asyncio.run(_call_async(fn, task, base_url, key, opts))
     client = openai.OpenAI(base_url=base_url, api_key=key, timeout=opts.request_timeout_s,
-                           max_retries=opts.client_max_retries, http_client=http_client)
+                           max_retries=opts.client_max_retries, http_client=http_client,
+                           default_headers=profile_headers(task))
     return fn(task, client)
 
 
 async def _call_async(fn: Callable, task: Task, base_url: str, key: str, opts: AgentSettings) -> Any:
     async with openai.AsyncOpenAI(base_url=base_url, api_key=key, timeout=opts.request_timeout_s,
-                                  max_retries=opts.client_max_retries) as client:
+                                  max_retries=opts.client_max_retries, default_headers=profile_headers(task)) as client:
         async with asyncio.timeout(opts.episode_timeout_s):
             return await fn(task, client)
 

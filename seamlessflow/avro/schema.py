@@ -48,6 +48,8 @@ def avro_schema_of(cls: type) -> dict:
         entry: dict[str, Any] = {"name": f.name, "type": _avro_type(hints[f.name])}
         if f.default is not dataclasses.MISSING:
             entry["default"] = f.default
+        elif f.default_factory is not dataclasses.MISSING:  # e.g. an empty list: Avro's default is `[]`
+            entry["default"] = f.default_factory()
         fields.append(entry)
     return {"type": "record", "name": cls.__name__, "namespace": NAMESPACE, "fields": fields}
 

@@ -14,7 +14,7 @@ from seamlessflow.topics import Topics
 def resource_rows(settings: Settings, timeout_s: float = 10.0) -> list[dict]:
     """Latest ResourceStatus per resource id of the configured team/run, sorted by id.
 
-    Each row: id, kind, capability_tags, active_tag, state, weight_version, epoch, engine_url, figures and
+    Each row: id, kind, capability_tags, hardware_tags, active_tag, state, weight_version, epoch, engine_url, figures and
     heartbeat_age_s (seconds since its `created_at_ms`, by this machine's clock). The scheduler's own row
     (kind `scheduler`) carries the trainer's current version as `weight_version` and the pipeline figures.
     """
@@ -30,6 +30,7 @@ def resource_rows(settings: Settings, timeout_s: float = 10.0) -> list[dict]:
 def _row(status: ResourceStatus, now_s: float) -> dict:
     return {
         "id": status.resource_id, "kind": status.kind, "capability_tags": list(status.capability_tags),
+        "hardware_tags": list(status.hardware_tags),
         "active_tag": status.active_tag, "state": status.state, "weight_version": status.weight_version,
         "epoch": status.epoch, "engine_url": status.engine_url, "figures": dict(status.figures),
         "heartbeat_age_s": round(max(0.0, now_s - status.created_at_ms / 1000.0), 3),

@@ -8,7 +8,10 @@ import click
 from rich.console import Console
 from rich.table import Table
 
+from seamlessflow.cli.simulate_hetero import report_hetero
 from seamlessflow.core.policies import POLICIES
+from seamlessflow.sim.cluster import parse_cluster
+from seamlessflow.sim.hetero import DEFAULT_CLUSTER, mixed_workload
 from seamlessflow.sim import SimResult, simulate as run_simulation
 from seamlessflow.sim.timeline import draw_timelines
 
@@ -25,8 +28,21 @@ from seamlessflow.sim.timeline import draw_timelines
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--png", type=click.Path(dir_okay=False), default=None, help="Write a timeline PNG of every run.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable figures per policy.")
-def simulate(gpus, policies, mix, steps, max_staleness, seed, png, as_json):
-    """Throughput (trained tokens/s), bubble ratio and staleness per policy on a long-tail workload."""
+@click.option("--hetero", is_flag=True,
+              help="Instead: affinity routing vs tag-blind hashing on a heterogeneous cluster with mixed tasks.")
+@click.option("--cluster", default=None, help=f"With --hetero: pools, e.g. {DEFAULT_CLUSTER!r} (COUNTxGPU[:train][:tags=a+b]).")
+@click.option("--prefill-share", type=click.FloatRange(0.0, 1.0), default=0.5, show_default=True,
+              help="With --hetero: share of tasks that are prefill-heavy (the rest decode-heavy).")
+def simulate(gpus, policies, mix, steps, max_staleness, seed, png, as_json, hetero, cluster, prefill_share):
+    """Throughput (trained tokens/s), bubble ratio and staleness per policy on a long-tail workload;
+    with --hetero, training time with hardware-aware (affinity) vs tag-blind routing."""
+    if hetero:
+        try:
+            pools = parse_cluster(cluster or DEFAULT_CLUSTER)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="--cluster") from None
+        report_hetero(pools, mixed_workload(prefill_share), steps, seed, as_json)
+        return
     results = [
         run_simulation(name, gpus=gpus, mix=mix, steps=steps, seed=seed, max_staleness=max_staleness)
         for name in policies or sorted(POLICIES)

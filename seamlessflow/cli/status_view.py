@@ -83,7 +83,7 @@ def render_status(data: dict, rewards: dict[int, float] | None = None) -> Group:
         queue = next((figures[k] for k in QUEUE_FIGURES if k in figures), None)
         version = str(row["weight_version"]) if row["weight_version"] >= 0 else "-"  # agents load no weights
         resources.add_row(
-            row["id"], row["kind"], ",".join(row["capability_tags"]), row["active_tag"], row["state"], version,
+            row["id"], row["kind"], _tags(row), row["active_tag"], row["state"], version,
             f"{figures.get('tokens_per_s', 0):.0f}" if "tokens_per_s" in figures else "-",
             f"{queue:.0f}" if queue is not None else "-", f"{row['heartbeat_age_s']:.0f}s",
         )
@@ -91,3 +91,9 @@ def render_status(data: dict, rewards: dict[int, float] | None = None) -> Group:
     if rewards is not None:
         parts.append(reward_curve(rewards))
     return Group(*parts)
+
+
+def _tags(row: dict) -> str:
+    """Role tags, then hardware tags after a bar: `rollout,train | compute,h100`."""
+    hardware = row.get("hardware_tags") or []
+    return ",".join(row["capability_tags"]) + (f" | {','.join(hardware)}" if hardware else "")

@@ -1,8 +1,8 @@
 """The resource model the tag scheduler reasons about (pure: no I/O).
 
 A *resource* is one schedulable unit of hardware (an engine, a GPU, a GPU group). Its *capability tags*
-say what it can do (`rollout`, `train`, later maybe a hardware class); its *active tag* says what it does
-now. The scheduler only changes active tags and weights; it never learns what a resource runs inside.
+say what it can do (`rollout`, `train`); its *hardware tags* what it is good at (`compute`, `bandwidth`, a GPU
+model; the proxy routes sessions by them, `core.routing`); its *active tag* says what it does now. The scheduler only changes active tags and weights; it never learns what a resource runs inside.
 
 Why a transition table: the allowed state changes are written once, here, so the scheduler service and the
 simulator agree on them and a reader sees the whole life cycle at a glance.
@@ -70,6 +70,7 @@ class Resource:
     memory_gb: float = 0.0
     last_heartbeat: float = 0.0
     last_switch: float = -math.inf
+    hardware_tags: frozenset[str] = frozenset()  # what it is good at (compute, bandwidth, h100): see core.routing
 
     def can(self, tag: str) -> bool:
         return tag in self.tags

@@ -51,7 +51,8 @@ class CommandHandler:
             return
         # a worker switched to train keeps reporting "active" and its URL while its engine is stopped
         serving = status.state == "active" and status.active_tag == "rollout" and status.figures.get("engine_up", 1.0) >= 1
-        engine = self.engines.announce(status.resource_id, status.engine_url, serving, status.weight_version)
+        engine = self.engines.announce(status.resource_id, status.engine_url, serving, status.weight_version,
+                                       frozenset(status.hardware_tags))
         if status.active_tag != "rollout":  # preempted (e.g. to train): its calls move to other engines
             moved = self.gate.cut_on(engine.url)
             if moved:

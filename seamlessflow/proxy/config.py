@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from seamlessflow.core.routing import FitTable, ProfileLearner
+
 
 class EngineConfig(BaseModel):
     """An inference engine the proxy may route to: its id and base URL (without `/v1`)."""
@@ -13,12 +15,38 @@ class EngineConfig(BaseModel):
     id: str
     url: str
     weight_version: int = 0
+    hardware_tags: list[str] = Field(default_factory=list)  # e.g. [compute, h100]: see `routing`
 
     @field_validator("url")
     @classmethod
     def _strip(cls, url: str) -> str:
         url = url.rstrip("/")
         return url[: -len("/v1")] if url.endswith("/v1") else url
+
+
+class RoutingOptions(BaseModel):
+    """Hardware-aware routing (`seamlessflow.core.routing`): which hardware tags fit each session profile,
+    and how a profile is learnt from a session's calls when the session does not declare one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    fit: dict[str, list[str]] = Field(default_factory=lambda: {"prefill": ["compute"], "decode": ["bandwidth"]})
+    learn: bool = True  # learn undeclared profiles online (prompt tokens fed vs tokens generated)
+    ratio: float = 4.0  # prefill-heavy when fed >= ratio x generated
+    min_tokens: int = 256  # tokens seen before a profile is decided
+    hysteresis: float = 2.0
+
+    @field_validator("fit")
+    @classmethod
+    def _profiles(cls, fit: dict[str, list[str]]) -> dict[str, list[str]]:
+        FitTable.from_mapping(fit)  # raises on a key that is not a profile
+        return fit
+
+    def fit_table(self) -> FitTable:
+        return FitTable.from_mapping(self.fit)
+
+    def learner(self) -> ProfileLearner:
+        return ProfileLearner(ratio=self.ratio, min_tokens=self.min_tokens, hysteresis=self.hysteresis)
 
 
 class ProxyConfig(BaseModel):
@@ -28,6 +56,7 @@ class ProxyConfig(BaseModel):
     host: str = "127.0.0.1"
     port: int = 8100
     engines: list[EngineConfig] = Field(default_factory=list)
+    routing: RoutingOptions = Field(default_factory=RoutingOptions)
     discover_engines: bool = True  # add rollout engines announced on the status topic
     listen_control: bool = True  # consume the control topic (pause/resume/load_weights)
     served_model: str | None = None  # if set, replaces the client's `model` field upstream

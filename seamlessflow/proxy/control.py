@@ -14,7 +14,8 @@ Contract (tell the scheduler): the proxy acts on `ControlCommand`s on the contro
 - Commands with an epoch older than the last applied one are acked `ignored_stale`; others `rejected`.
 
 `ResourceStatus` records that carry an `engine_url` add that engine (id = resource_id) to routing while
-their `state` is `active`, and raise its known `weight_version`.
+their `state` is `active`, raise its known `weight_version`, and set its `hardware_tags` (what sessions of
+each profile are routed by: `seamlessflow.core.routing`).
 
 The consumer is assigned (no group, no commits) and reads both compacted topics from the beginning, so a
 restarted proxy learns the engines and its own last command at once.

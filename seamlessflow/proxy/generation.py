@@ -18,6 +18,7 @@ from typing import Awaitable, Callable
 
 import aiohttp
 
+from seamlessflow.core.routing import Profile
 from seamlessflow.proxy.capture import CallCapture, ChoiceCapture, UpstreamFormatError, read_chunk
 from seamlessflow.proxy.errors import ProxyError
 from seamlessflow.proxy.requests import CallRequest
@@ -116,9 +117,11 @@ class CallRun:
         shaper_id: str,
         emit: Callable[[dict], Awaitable[None]] | None = None,
         on_continuation: Callable[[], None] | None = None,
+        profile: Profile | None = None,
     ):
         self.request = request
         self.session_id = session_id
+        self.profile = profile  # routing profile of the session when the call started
         self.http = http
         self.engines = engines
         self.gate = gate
@@ -150,7 +153,8 @@ class CallRun:
         excluded: set[str] = set()
         while not self.capture.finished:
             await self.gate.wait_open(self.config.pause_timeout_s)
-            engine = self.engines.pick(self.session_id, frozenset(excluded)) or self.engines.pick(self.session_id)
+            engine = (self.engines.pick(self.session_id, frozenset(excluded), self.profile)
+                      or self.engines.pick(self.session_id, profile=self.profile))
             if engine is None and self._any_tokens():
                 engine = await self._wait_for_engine()  # cut off a preempted engine: wait for another
             if engine is None:
@@ -171,7 +175,7 @@ class CallRun:
         deadline = time.monotonic() + self.config.pause_timeout_s
         while time.monotonic() < deadline:
             await asyncio.sleep(0.2)
-            engine = self.engines.pick(self.session_id)
+            engine = self.engines.pick(self.session_id, profile=self.profile)
             if engine is not None:
                 return engine
         return None

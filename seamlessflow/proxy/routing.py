@@ -1,15 +1,19 @@
-"""Which engine serves a session: rendezvous hashing over the healthy engines.
+"""Which engine serves a session: `core.routing.route` over the routable engines (hardware-aware hashing).
 
-A session always lands on the same engine while that engine is healthy (its prefix cache stays warm);
-when an engine is taken out only its own sessions move, and they move back when it recovers. Engines come
-from the config and from rollout workers' heartbeats on the status topic; each carries the policy version
-the proxy believes it serves, which labels the tokens it generates.
+A session with a profile (prefill- or decode-heavy, declared or learnt) goes to the engines whose hardware
+tags fit it, and among them always lands on the same engine while that engine is healthy (its prefix
+cache stays warm); when an engine is taken out only its own sessions move, to another fitting engine, or
+to any healthy one when no fitting engine is left; they move back when it recovers. Without hardware tags
+or a profile this is plain rendezvous hashing over the healthy engines. Engines come from the config and
+from rollout workers' heartbeats on the status topic (with their hardware tags); each carries the policy
+version the proxy believes it serves, which labels the tokens it generates.
 """
 
 from __future__ import annotations
 
-import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+
+from seamlessflow.core.routing import FitTable, Profile, route
 
 
 @dataclass
@@ -21,19 +25,17 @@ class Engine:
     announced: bool = True  # config engines always; status engines while their state is "active"
     failures: int = 0  # consecutive failed health checks
     source: str = "config"  # config | status
+    hardware_tags: frozenset[str] = field(default_factory=frozenset)
 
     @property
     def routable(self) -> bool:
         return self.healthy and self.announced
 
 
-def _score(engine_id: str, session_id: str) -> int:
-    return int.from_bytes(hashlib.blake2b(f"{engine_id}|{session_id}".encode(), digest_size=8).digest(), "big")
-
-
 class EngineTable:
-    def __init__(self, health_failures: int = 2):
+    def __init__(self, health_failures: int = 2, fit: FitTable | None = None):
         self.health_failures = health_failures
+        self.fit = fit or FitTable()
         self._by_url: dict[str, Engine] = {}
 
     def __iter__(self):
@@ -42,17 +44,22 @@ class EngineTable:
     def __len__(self) -> int:
         return len(self._by_url)
 
-    def add(self, engine_id: str, url: str, version: int = 0, source: str = "config") -> Engine:
+    def add(self, engine_id: str, url: str, version: int = 0, source: str = "config",
+            hardware_tags: frozenset[str] = frozenset()) -> Engine:
         url = url.rstrip("/").removesuffix("/v1")
         engine = self._by_url.get(url)
         if engine is None:
-            engine = self._by_url[url] = Engine(engine_id, url, version, source=source)
+            engine = self._by_url[url] = Engine(engine_id, url, version, source=source, hardware_tags=frozenset(hardware_tags))
         return engine
 
-    def announce(self, engine_id: str, url: str, active: bool, version: int) -> Engine:
-        """A rollout worker's heartbeat: routable while it says it is active; its version only goes up."""
+    def announce(self, engine_id: str, url: str, active: bool, version: int,
+                 hardware_tags: frozenset[str] | None = None) -> Engine:
+        """A rollout worker's heartbeat: routable while it says it is active; its version only goes up; its
+        hardware tags are what it says now (None: a sender that predates them, keep what we know)."""
         engine = self.add(engine_id, url, version, source="status")
         engine.announced = active
+        if hardware_tags is not None:
+            engine.hardware_tags = frozenset(hardware_tags)
         self.observe_version(engine, version)
         return engine
 
@@ -63,11 +70,13 @@ class EngineTable:
         for engine in self._by_url.values():
             self.observe_version(engine, version)
 
-    def pick(self, session_id: str, exclude: frozenset[str] = frozenset()) -> Engine | None:
+    def pick(self, session_id: str, exclude: frozenset[str] = frozenset(), profile: Profile | None = None) -> Engine | None:
+        """The session's engine among the routable ones not in `exclude` (URLs); see `core.routing.route`."""
         candidates = [e for e in self._by_url.values() if e.routable and e.url not in exclude]
-        if not candidates:
-            return None
-        return max(candidates, key=lambda e: _score(e.id, session_id))
+        return route(session_id, profile, candidates, self.fit)
+
+    def fits(self, engine: Engine, profile: Profile | None) -> bool:
+        return self.fit.fits(profile, engine.hardware_tags)
 
     def health_result(self, engine: Engine, ok: bool) -> None:
         if ok:

@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from seamlessflow.avro import Codec, CodecError, codec_for
 from seamlessflow.config import Settings
+from seamlessflow.core.routing import parse_profile
 from seamlessflow.messages import EpisodeEnd, TokenIO, new_id, now_ms
 from seamlessflow.proxy.config import ProxyConfig
 from seamlessflow.proxy.errors import ProxyError, error_body, error_response
@@ -41,6 +42,7 @@ log = logging.getLogger(__name__)
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 SESSION_HEADER = "X-Session-Id"
+PROFILE_HEADER = "X-Session-Profile"  # prefill | decode | auto: declares the session's routing profile
 CALL_KEY_HEADERS = ("Idempotency-Key", "X-Request-Id")
 
 
@@ -69,11 +71,11 @@ class ProxyServer:
         self.team_keys = team_keys or TeamKeys.from_settings(settings)
         self.topic = Topics(settings).session_events
         self.metrics = ProxyMetrics()
-        self.engines = EngineTable(self.config.health_failures)
+        self.engines = EngineTable(self.config.health_failures, self.config.routing.fit_table())
         for engine in self.config.engines:
-            self.engines.add(engine.id, engine.url, engine.weight_version)
+            self.engines.add(engine.id, engine.url, engine.weight_version, hardware_tags=frozenset(engine.hardware_tags))
         self.gate = PauseGate()
-        self.sessions = SessionTable(self.config.max_sessions)
+        self.sessions = SessionTable(self.config.max_sessions, self.config.routing.learner if self.config.routing.learn else None)
         self.publisher = publisher or EventPublisher(settings, self.codec, **self.config.producer)
         self._slots = asyncio.Semaphore(self.config.max_inflight)
         self._waiting = 0
@@ -196,6 +198,12 @@ class ProxyServer:
             session = self.sessions.claim(session_id, team)
         except SessionOwnedByOtherTeam:
             raise ProxyError(403, "this session id belongs to another team", "session_id") from None
+        declared = request.headers.get(PROFILE_HEADER)
+        if declared is not None:
+            try:
+                session.declared = parse_profile(declared)
+            except ValueError as exc:
+                raise ProxyError(400, str(exc), PROFILE_HEADER) from None
         headers = {SESSION_HEADER: session_id}
         call_id = self._call_id(request, team, session_id)
         session.call_started()
@@ -207,8 +215,9 @@ class ProxyServer:
 
     async def _serve(self, request, call: CallRequest, session_id, team, call_id, headers) -> web.StreamResponse:
         stream = _ClientStream(request, headers) if call.stream else None
+        state = self.sessions.get(session_id)
         run = CallRun(
-            call, session_id, self.http, self.engines, self.gate, self.config,
+            call, session_id, self.http, self.engines, self.gate, self.config, profile=state.profile if state else None,
             shaper_id=f"{'chatcmpl' if call.kind == 'chat' else 'cmpl'}-{call_id}",
             emit=stream.send if stream else None,
             on_continuation=self.metrics.continuations.inc,
@@ -262,6 +271,7 @@ class ProxyServer:
         state = self.sessions.get(session_id)
         if state is not None:
             state.events_published += len(events)
+            state.observe(run.capture.prompt_tokens, run.capture.completion_tokens)
 
     async def _publish_all(self, events: list, key: str) -> None:
         try:
@@ -328,7 +338,8 @@ class ProxyServer:
 
     # -- health and metrics -----------------------------------------------------------------------------
     async def _healthz(self, request: web.Request) -> web.Response:
-        engines = [{"id": e.id, "url": e.url, "healthy": e.healthy, "announced": e.announced, "version": e.version} for e in self.engines]
+        engines = [{"id": e.id, "url": e.url, "healthy": e.healthy, "announced": e.announced, "version": e.version,
+                    "hardware_tags": sorted(e.hardware_tags)} for e in self.engines]
         return web.json_response(
             {
                 "status": "ok" if self.engines.routable_count else "no_engines",

@@ -1,4 +1,5 @@
-"""Per-session state the proxy keeps: owner team, events published, calls in flight. Bounded (LRU).
+"""Per-session state the proxy keeps: owner team, events published, calls in flight, routing profile.
+Bounded (LRU).
 
 When a session is evicted its owner is forgotten (another team could then claim the id) and its call count
 becomes unknown: the episode-end event then says `num_calls = -1`, which the assembler treats as
@@ -10,6 +11,9 @@ from __future__ import annotations
 import asyncio
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import Callable
+
+from seamlessflow.core.routing import Profile, ProfileLearner
 
 
 class SessionOwnedByOtherTeam(Exception):
@@ -23,6 +27,17 @@ class SessionState:
     inflight: int = 0
     idle: asyncio.Event = field(default_factory=asyncio.Event)
     known_from_start: bool = True  # False when first seen at /end (calls may have gone through another proxy)
+    declared: Profile | None = None  # from the X-Session-Profile header; wins over the learnt one
+    learner: ProfileLearner | None = None  # None: profiles are not learnt
+
+    @property
+    def profile(self) -> Profile | None:
+        """What routing uses: the declared profile, else the learnt one, else None (any engine)."""
+        return self.declared or (self.learner.profile if self.learner else None)
+
+    def observe(self, prompt_tokens: int, completion_tokens: int) -> None:
+        if self.learner is not None:
+            self.learner.observe(prompt_tokens, completion_tokens)
 
     def __post_init__(self) -> None:
         self.idle.set()
@@ -39,8 +54,9 @@ class SessionState:
 
 
 class SessionTable:
-    def __init__(self, max_sessions: int):
+    def __init__(self, max_sessions: int, learner: Callable[[], ProfileLearner] | None = None):
         self.max_sessions = max_sessions
+        self.learner = learner
         self._sessions: OrderedDict[str, SessionState] = OrderedDict()
 
     def __len__(self) -> int:
@@ -53,7 +69,8 @@ class SessionTable:
         """The session's state, created for `team` if new; raises if another team opened it."""
         state = self._sessions.get(session_id)
         if state is None:
-            state = self._sessions[session_id] = SessionState(team, known_from_start=known_from_start)
+            learner = self.learner() if self.learner else None
+            state = self._sessions[session_id] = SessionState(team, known_from_start=known_from_start, learner=learner)
             self._evict()
         elif state.team != team:
             raise SessionOwnedByOtherTeam(session_id)

@@ -9,7 +9,7 @@ rollout:
   release_mode: stop       # set_active train/idle: stop | sleep (GPU, --enable-sleep-mode) | keep
   workers:
     rollout-0: {cpus: "0", capability_tags: [rollout]}
-    rollout-1: {gpu: "1", capability_tags: [rollout, train], port: 8201}
+    rollout-1: {gpu: "1", capability_tags: [rollout, train], port: 8201, hardware_tags: [compute, h100]}
 ```
 """
 
@@ -31,6 +31,8 @@ class WorkerSpec(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     capability_tags: list[str] = Field(default_factory=lambda: ["rollout"])
+    # what its hardware is good at, for the proxy's routing: compute | bandwidth | a GPU model (e.g. h100)
+    hardware_tags: list[str] = Field(default_factory=list)
     active_tag: str = "rollout"  # role at start
     port: int | None = None  # None: a free port
     cpus: str | None = None  # e.g. "0-1": the engine is pinned there (taskset + vLLM's OMP binding)

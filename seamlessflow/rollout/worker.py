@@ -265,6 +265,7 @@ class RolloutWorker:
         return ResourceStatus(
             new_id(), self.resource_id, "rollout", list(self.spec.capability_tags), self.active_tag, self.state,
             self.weight_version, figures, self.team, self.run, now_ms(), self.engine.url, self.epoch,
+            list(self.spec.hardware_tags),
         )
 
     def base_figures(self) -> dict[str, float]:

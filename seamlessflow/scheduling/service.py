@@ -172,7 +172,7 @@ class SchedulerService:
         last = self.view.tracked[resource_id].status
         record = ResourceStatus(new_id(), resource_id, last.kind, list(last.capability_tags), last.active_tag,
                                 "failed", last.weight_version, {"marked_by_scheduler": 1.0}, self.settings.team,
-                                self.settings.run, now_ms(), last.engine_url, last.epoch)
+                                self.settings.run, now_ms(), last.engine_url, last.epoch, list(last.hardware_tags))
         self.producer.send(self.topics.status, resource_id, record)
         log.warning("resource %s stopped heartbeating: marked failed", resource_id)
 

@@ -69,6 +69,7 @@ class ClusterView:
             state=state_of(status), weight_version=status.weight_version,
             throughput=float(status.figures.get("tokens_per_s", 0.0)),
             memory_gb=float(status.figures.get("memory_gb", 0.0)), last_heartbeat=now, last_switch=last_switch,
+            hardware_tags=frozenset(status.hardware_tags),
         )
         tracked = old or Tracked(resource, status.kind, status)
         tracked.reported, tracked.kind, tracked.status = resource, status.kind, status

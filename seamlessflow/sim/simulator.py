@@ -26,7 +26,10 @@ from seamlessflow.core.policies import LoadWeights, Pause, PipelineState, Resume
 from seamlessflow.core.resources import ResourceState, Tag
 from seamlessflow.core.scheduler import Scheduler
 from seamlessflow.core.staleness import RolloutLedger
+from seamlessflow.sim.cluster import Pool, build_engines
+from seamlessflow.sim.dispatch import make_dispatch
 from seamlessflow.sim.engine import Rollout, SimEngine
+from seamlessflow.sim.hardware import ModelShape
 from seamlessflow.sim.result import SimResult
 from seamlessflow.sim.timeline import Interval
 from seamlessflow.sim.workload import Workload
@@ -49,24 +52,32 @@ class Simulator:
     def __init__(self, policy: str, gpus: int = 64, mix: float = 0.5, steps: int = 8, seed: int = 0,
                  workload: Workload | None = None, config: SchedulerConfig | None = None,
                  failures: dict[str, float] | None = None, tick_s: float = 5.0, max_time_s: float = 1e7,
-                 max_staleness: int | None = None):
+                 max_staleness: int | None = None, cluster: tuple[Pool, ...] | None = None,
+                 routing: str = "least-loaded", model: ModelShape | None = None):
         self.spec = get_policy(policy)
         self.max_staleness = self.spec.max_staleness if max_staleness is None else max_staleness
         self.workload = workload or Workload()
         w = self.workload
         self.config = config or SchedulerConfig(switch_cost_s=w.switch_s, min_dwell_s=2 * w.switch_s)
+        if cluster:  # heterogeneous GPUs priced by their roofline (sim.hardware); tags from the pools
+            self.engines = build_engines(cluster, w, model, all_train=self.spec.all_train_capable)
+            gpus = len(self.engines)
         self.gpus, self.steps, self.tick_s, self.max_time_s = gpus, steps, tick_s, max_time_s
         self.train_capable = gpus if self.spec.all_train_capable else round(gpus * mix)
+        if cluster:
+            self.train_capable = sum(1 for e in self.engines if Tag.TRAIN in e.tags)
+        else:
+            self.engines = [SimEngine(f"gpu{i:03d}", self._tags(i), w) for i in range(gpus)]
         if not 1 <= self.train_capable <= gpus:
             raise ValueError(f"mix {mix} leaves {self.train_capable} of {gpus} GPUs able to train")
-        self.engines = [SimEngine(f"gpu{i:03d}", self._tags(i), w) for i in range(gpus)]
+        self.routing, self.dispatch = routing, make_dispatch(routing)
         self.by_id = {e.id: e for e in self.engines}
         self.now = 0.0
         self.scheduler = Scheduler(policy, clock=lambda: self.now, config=self.config)
         self.batch_size = w.batch_size(gpus)
-        self.ledger = RolloutLedger(self.batch_size, self.max_staleness, gpus * w.max_running_per_engine)
+        self.ledger = RolloutLedger(self.batch_size, self.max_staleness, sum(e.cost.max_running for e in self.engines))
         self.rng = np.random.default_rng(seed)
-        self._lengths: list[int] = []
+        self._tasks: list[tuple[int, int, str | None]] = []
         self._ids = itertools.count()
         self._events: list[tuple[float, int, str, object]] = []
         self._order = itertools.count()
@@ -194,30 +205,19 @@ class Simulator:
 
     def _submit(self) -> None:
         for _ in range(max(0, self.ledger.capacity(self.version))):
-            length = self._next_length()
-            self.queue.append(Rollout(next(self._ids), self.workload.prompt_tokens, length, float(length)))
+            prompt, length, profile = self._next_task()
+            self.queue.append(Rollout(next(self._ids), prompt, length, float(length), profile=profile))
             self.ledger.on_submitted()
 
-    def _next_length(self) -> int:
-        if not self._lengths:
-            self._lengths = self.workload.response_lengths(self.rng, 4096).tolist()[::-1]
-        return self._lengths.pop()
+    def _next_task(self) -> tuple[int, int, str | None]:
+        if not self._tasks:
+            self._tasks = self.workload.sample(self.rng, 4096)[::-1]
+        return self._tasks.pop()
 
     def _dispatch(self) -> None:
-        """Least-loaded first, one rollout per engine per pass, so a burst spreads evenly."""
-        if not self.queue:
-            return
-        open_engines = sorted((e for e in self.engines if e.free_slots > 0), key=lambda e: (len(e.running), e.id))
-        while self.queue and open_engines:
-            still_open = []
-            for engine in open_engines:
-                if not self.queue:
-                    break
-                engine.admit(self.queue.popleft(), self.now)
-                self._touched.add(engine)
-                if engine.free_slots > 0:
-                    still_open.append(engine)
-            open_engines = still_open
+        """Queued rollouts to engines: a shared least-loaded queue, or session routing (`sim.dispatch`)."""
+        if self.queue or self.routing != "least-loaded":
+            self._touched |= self.dispatch(self.queue, self.engines, self.now)
 
     def _maybe_train(self) -> None:
         if self.trainer.engines or len(self.buffer) < self.batch_size:
@@ -244,11 +244,14 @@ class Simulator:
             self.completions.popleft()
         window = min(RATE_WINDOW_S, self.now) or 1.0
         return PipelineState(
-            queued_tasks=len(self.queue), in_flight=self.ledger.running - len(self.queue),
+            queued_tasks=self._queued(), in_flight=self.ledger.running - self._queued(),
             buffered=len(self.buffer), batch_threshold=self.batch_size, current_version=self.version,
             training=bool(self.trainer.engines), max_staleness=self.max_staleness,
             trajectory_rate=len(self.completions) / window,
         )
+
+    def _queued(self) -> int:
+        return len(self.queue) + getattr(self.dispatch, "waiting", 0)
 
     def _consult_scheduler(self) -> None:
         self._dirty = False

@@ -26,9 +26,28 @@ papers); `tests/sim/test_simulator.py` checks the simulator stays in that band.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
+
+
+@dataclass(frozen=True)
+class TaskKind:
+    """One family of tasks in a mixed workload: its share of submitted tasks, its prompt and response
+    lengths (lognormal responses, as `Workload`), and the routing profile it declares (prefill | decode)."""
+
+    name: str
+    share: float
+    profile: str
+    prompt_tokens: int
+    response_median: float
+    response_sigma: float
+    response_max: int
+
+    def response_lengths(self, rng: np.random.Generator, count: int) -> np.ndarray:
+        raw = rng.lognormal(mean=np.log(self.response_median), sigma=self.response_sigma, size=count)
+        return np.clip(np.rint(raw), 1, self.response_max).astype(np.int64)
 
 
 @dataclass(frozen=True)
@@ -46,13 +65,35 @@ class Workload:
     switch_s: float = 8.0
     sync_s: float = 3.0
     batch_per_gpu: int = 16
+    tasks: tuple[TaskKind, ...] = ()  # a mixed workload; empty: one kind with the fields above, no profile
+
+    def sample(self, rng: np.random.Generator, count: int) -> list[tuple[int, int, str | None]]:
+        """`count` tasks as (prompt tokens, response tokens, profile). The single-kind draw is the one the
+        simulator always made (same seed, same lengths)."""
+        if not self.tasks:
+            return [(self.prompt_tokens, int(n), None) for n in self.response_lengths(rng, count)]
+        shares = np.array([k.share for k in self.tasks], dtype=float)
+        kinds = rng.choice(len(self.tasks), size=count, p=shares / shares.sum())
+        lengths = {i: iter(k.response_lengths(rng, count).tolist()) for i, k in enumerate(self.tasks)}
+        return [(self.tasks[i].prompt_tokens, next(lengths[i]), self.tasks[i].profile) for i in kinds.tolist()]
+
+    # the default engine cost (`SimEngine` asks the same of a `hardware.Roofline`)
+
+    @property
+    def max_running(self) -> int:
+        return self.max_running_per_engine
+
+    @property
+    def kv_capacity_tokens(self) -> float:
+        return math.inf  # the calibrated single-GPU model caps sequences by count only
 
     def response_lengths(self, rng: np.random.Generator, count: int) -> np.ndarray:
         raw = rng.lognormal(mean=np.log(self.response_median), sigma=self.response_sigma, size=count)
         return np.clip(np.rint(raw), 1, self.response_max).astype(np.int64)
 
-    def decode_step_s(self, running: int) -> float:
-        """Seconds for one decode step that advances every running sequence by one token."""
+    def decode_step_s(self, running: int, kv_tokens: float = 0.0) -> float:
+        """Seconds for one decode step that advances every running sequence by one token (the KV read is
+        folded into the per-sequence term at the reference context, so `kv_tokens` is not used)."""
         return self.decode_step_base_s + self.decode_step_per_seq_s * running
 
     def prefill_s(self, tokens: int) -> float:

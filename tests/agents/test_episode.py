@@ -1,5 +1,6 @@
 import asyncio
 import math
+from dataclasses import replace
 
 import pytest
 
@@ -7,6 +8,8 @@ from seamlessflow.agents.episode import ABORTED, FAILED, call_agent, failure_sta
 from seamlessflow.agents.loader import load_agent
 from seamlessflow.agents.proxy import session_base_url
 from seamlessflow.agents.settings import AgentSettings
+from seamlessflow.messages import Task
+from tests.samples import SAMPLES
 
 
 def test_reward_or_reward_and_info():
@@ -48,3 +51,16 @@ def test_an_async_agent_over_its_episode_timeout_raises_timeout_and_none_means_n
     with pytest.raises(TimeoutError):
         call_agent(slow, None, "http://127.0.0.1:9/v1", "k", AgentSettings(episode_timeout_s=0.05))
     assert call_agent(slow, None, "http://127.0.0.1:9/v1", "k", AgentSettings()) == 1.0
+
+
+def test_a_task_that_declares_its_session_profile_gives_the_agent_a_client_that_sends_it():
+    task = next(m for m in SAMPLES if isinstance(m, Task))
+    declared = replace(task, payload_json='{"answer": 3, "session_profile": "prefill"}')
+    seen = lambda t, client: client.default_headers.get("X-Session-Profile")  # noqa: E731
+    assert call_agent(seen, declared, "http://127.0.0.1:9/v1", "k", AgentSettings()) == "prefill"
+    assert call_agent(seen, replace(task, payload_json='{"answer": 3}'), "http://127.0.0.1:9/v1", "k", AgentSettings()) is None
+
+    async def seen_async(t, client):
+        return client.default_headers.get("X-Session-Profile")
+
+    assert call_agent(seen_async, declared, "http://127.0.0.1:9/v1", "k", AgentSettings()) == "prefill"

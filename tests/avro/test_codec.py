@@ -5,7 +5,7 @@ import pytest
 
 from seamlessflow.avro import Codec, CodecError, ConfluentRegistry, LocalRegistry, RecordTooLarge
 from seamlessflow.avro.schema import avro_schema_of
-from seamlessflow.messages import EpisodeEnd
+from seamlessflow.messages import EpisodeEnd, ResourceStatus
 from tests.samples import SAMPLES
 
 
@@ -76,6 +76,30 @@ def test_backward_compatible_evolution_reads_both_ways():
     fastavro.schemaless_writer(body, fastavro.parse_schema(v2), {**dataclasses.asdict(SAMPLES[1]), "env_seconds": 3.5})
     record_v2 = struct.pack(">bI", 0, registry.add(v2)) + body.getvalue()
     assert codec_v1.decode(record_v2) == SAMPLES[1]
+
+
+def test_resource_status_hardware_tags_evolve_both_ways():
+    """The status record gained `hardware_tags` (default []): old heartbeats read as untagged, and a reader
+    that predates the field reads new heartbeats without it."""
+    import io
+
+    import fastavro
+
+    v2 = avro_schema_of(ResourceStatus)
+    v1 = {**v2, "fields": [f for f in v2["fields"] if f["name"] != "hardware_tags"]}
+    registry = LocalRegistry([v1, v2])
+    codec = Codec(registry)
+    tagged = next(m for m in SAMPLES if isinstance(m, ResourceStatus))
+    assert tagged.hardware_tags  # the sample carries tags, so the default below is not what it had
+    old = {k: v for k, v in dataclasses.asdict(tagged).items() if k != "hardware_tags"}
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, fastavro.parse_schema(v1), old)
+    record_v1 = struct.pack(">bI", 0, registry.add(v1)) + body.getvalue()
+    assert codec.decode(record_v1) == dataclasses.replace(tagged, hardware_tags=[])
+    record_v2 = codec.encode(tagged, "t")
+    writer = fastavro.parse_schema(registry.schema_for(struct.unpack(">I", record_v2[1:5])[0]))
+    as_v1 = fastavro.schemaless_reader(io.BytesIO(record_v2[5:]), writer, fastavro.parse_schema(v1))
+    assert as_v1 == old
 
 
 def test_confluent_schema_registry_client_path():

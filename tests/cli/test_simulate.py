@@ -34,3 +34,16 @@ def test_simulate_prints_a_table_and_refuses_unknown_policies():
     assert table.exit_code == 0 and "multiplexed" in table.output and "bubble" in table.output
     unknown = CliRunner().invoke(simulate, [*SMALL, "--policy", "round-robin"])
     assert unknown.exit_code != 0
+
+
+def test_simulate_hetero_reports_affinity_against_blind_with_the_hardware_used():
+    args = ["--hetero", "--cluster", "12xh100:train,2xh100,4xh20", "--steps", "2"]
+    report = json.loads(CliRunner().invoke(simulate, [*args, "--json"]).output)
+    assert sorted(report["routings"]) == ["affinity", "blind", "least-loaded"]
+    seconds = {name: figures["seconds"] for name, figures in report["routings"].items()}
+    assert report["affinity_speedup_vs_blind"] == round(seconds["blind"] / seconds["affinity"], 4)
+    assert "989 TFLOP/s" in report["cluster"][0] and "4 TB/s" in report["cluster"][2]
+    table = CliRunner().invoke(simulate, args)
+    assert table.exit_code == 0 and "sooner than tag-blind hashing" in table.output and "H20" in table.output
+    bad = CliRunner().invoke(simulate, ["--hetero", "--cluster", "4xv100"])
+    assert bad.exit_code != 0 and "bad pool" in bad.output

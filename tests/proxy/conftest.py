@@ -25,11 +25,12 @@ async def stub():
 
 @pytest.fixture
 async def proxy_factory(settings, tmp_path):
-    """Starts in-process proxies (port 0) in front of the given engines; stops them after the test."""
+    """Starts in-process proxies (port 0) in front of the given engines (stubs, URLs or engine config dicts);
+    stops them after the test."""
     services: list[ProxyService] = []
 
     async def make(engines, **options) -> ProxyService:
-        listed = [{"id": f"e{i}", "url": getattr(e, "url", e)} for i, e in enumerate(engines)]
+        listed = [e if isinstance(e, dict) else {"id": f"e{i}", "url": getattr(e, "url", e)} for i, e in enumerate(engines)]
         config = ProxyConfig.model_validate({"port": 0, "engines": listed, "heartbeat_s": 1, "health_interval_s": 0.2, **options})
         service = await ProxyService(settings, config=config, team_keys=TeamKeys(tmp_path / "teams.json", KEYS)).start()
         services.append(service)

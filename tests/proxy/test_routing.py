@@ -46,3 +46,13 @@ def test_announced_engines_follow_their_state_and_versions_never_go_down():
     assert engines.pick("s").version == 3 and len(engines) == 1
     engines.announce("r0", "http://r0:8000", active=False, version=4)
     assert engines.pick("s") is None
+
+
+def test_profiles_pick_fitting_engines_and_heartbeats_update_their_tags():
+    engines = EngineTable(health_failures=1)
+    engines.add("c", "http://c:8000", hardware_tags=frozenset({"compute"}))
+    engines.announce("b", "http://b:8000", active=True, version=0, hardware_tags=frozenset({"bandwidth"}))
+    assert {engines.pick(f"s{i}", profile="decode").id for i in range(20)} == {"b"}
+    assert {engines.pick(f"s{i}", profile="prefill").id for i in range(20)} == {"c"}
+    engines.announce("b", "http://b:8000", active=True, version=0, hardware_tags=frozenset({"compute"}))
+    assert {engines.pick(f"s{i}", profile="decode").id for i in range(20)} == {"b", "c"}  # no fit left: any

@@ -2,6 +2,7 @@
 
 import pytest
 
+from seamlessflow.core.routing import Profile, ProfileLearner
 from seamlessflow.proxy.sessions import SessionOwnedByOtherTeam, SessionTable
 
 
@@ -21,3 +22,15 @@ def test_least_recently_used_idle_sessions_are_evicted_first():
     assert sessions.get("busy") is busy and sessions.get("idle") is None and len(sessions) == 2
     busy.call_finished()
     assert busy.idle.is_set()
+
+
+def test_a_declared_profile_wins_over_the_learnt_one_and_learning_can_be_off():
+    sessions = SessionTable(10, learner=lambda: ProfileLearner(min_tokens=10))
+    state = sessions.claim("s", "t")
+    state.observe(prompt_tokens=5, completion_tokens=100)
+    assert state.profile is Profile.DECODE
+    state.declared = Profile.PREFILL
+    assert state.profile is Profile.PREFILL
+    unlearnt = SessionTable(10).claim("u", "t")
+    unlearnt.observe(prompt_tokens=5, completion_tokens=100)
+    assert unlearnt.profile is None

@@ -40,6 +40,13 @@ def test_starts_active_in_its_configured_role_without_an_engine(tmp_path):
     assert (status.state, status.active_tag, status.kind, status.capability_tags) == ("active", "train", "rollout", ["rollout", "train"])
 
 
+def test_hardware_tags_from_the_config_ride_on_every_heartbeat(tmp_path):
+    options = RolloutOptions(workers={"r0": {"capability_tags": ["rollout"], "hardware_tags": ["bandwidth", "h20"]}})
+    worker = RolloutWorker("r0", options, tmp_path, tmp_path, engine=StoppedEngine())
+    assert worker.status({}).hardware_tags == ["bandwidth", "h20"]
+    assert make_worker(tmp_path).status({}).hardware_tags == []  # untagged by default
+
+
 def test_stale_epoch_is_ignored_and_says_why(tmp_path):
     worker = make_worker(tmp_path)
     assert worker.handle(command(5, "set_active", role="idle")).outcome == "ok"

@@ -8,9 +8,9 @@ BASE_MS = 1_700_000_000_000
 
 
 def status(rid: str, t: float, active: str, state: str = "active", kind: str = "rollout", version: int = 0,
-           tags: tuple[str, ...] = ("rollout",), **figures: float) -> ResourceStatus:
+           tags: tuple[str, ...] = ("rollout",), hardware: tuple[str, ...] = (), **figures: float) -> ResourceStatus:
     return ResourceStatus(f"{rid}@{t}", rid, kind, list(tags), active, state, version, dict(figures), "default",
-                          "default", BASE_MS + int(t * 1000))
+                          "default", BASE_MS + int(t * 1000), hardware_tags=list(hardware))
 
 
 def ack(rid: str, t: float, command: str, duration_s: float, outcome: str = "ok") -> CommandAck:

@@ -82,3 +82,10 @@ def test_only_scheduled_kinds_and_newest_weights():
     v.on_weights(WeightVersion("w", 2, "file:///w2", 2, "hf-safetensors", "t", "default", "default", 0))
     v.on_weights(WeightVersion("w", 1, "file:///w1", 1, "hf-safetensors", "t", "default", "default", 0))
     assert (v.current_version, v.trajectories_since_version, v.weights[1]) == (2, 0, "file:///w1")
+
+
+def test_hardware_tags_reach_the_resources_the_scheduler_sees():
+    v = view()
+    v.on_status(status("r0", 0, "rollout", hardware=("bandwidth", "h20")), now=0.0)
+    [seen] = v.resources(now=1.0)
+    assert seen.hardware_tags == frozenset({"bandwidth", "h20"}) and seen.tags == frozenset({"rollout"})
