@@ -13,9 +13,24 @@ from pathlib import Path
 from typing import Any, Literal
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 ENV_PREFIX = "SEAMLESSFLOW_"
+# SEAMLESSFLOW_* variables that are not settings: each is read where it is used, and the generic mapping
+# (`SEAMLESSFLOW_X__Y` -> `x.y`) must not also take it, or its value could land on a setting or a service's
+# section of the same name and break every command.
+PROCESS_VARIABLES = {
+    "CONFIG": "the YAML settings file",
+    "ACCEL": "cpu | gpu: which builds `make install` installs",
+    "TOPICS_FILE": "another topics.yaml",
+    "SCHEMAS_DIR": "another folder of .avsc files",
+    "JAVA": "the java binary that runs the embedded broker",
+    "KAFKA_LIBS": "where the embedded broker's jars are",
+    "MAVEN_REPO": "a Maven repository mirror for the broker's jars",
+    "MODEL": "the model name the example agents send",
+    "NATIVE_TOOLS": "1: the tool-use example agent sends OpenAI tools",
+    "TEST_TIMEOUT_S": "the code-test example agent's time limit per test",
+}
 
 
 class Settings(BaseModel):
@@ -39,7 +54,20 @@ class Settings(BaseModel):
     # Idempotent producers (with acks=all): a retried produce is never duplicated or reordered. Off only for
     # a cluster that refuses them (no IDEMPOTENT_WRITE permission); then one request is kept in flight.
     idempotent_producer: bool = True
+    # Team API keys besides those issued by `seamlessflow team add`: {team: key}, or in an env var or on the
+    # command line the form "team=key,team2=key2" (SEAMLESSFLOW_TEAM_KEYS=red=k1,blue=k2).
+    team_keys: dict[str, str] = Field(default_factory=dict)
     stop_grace_s: float = 10.0
+
+    @field_validator("team_keys", mode="before")
+    @classmethod
+    def _team_keys_from_text(cls, value: Any) -> Any:
+        if isinstance(value, str):
+            pairs = [item.split("=", 1) for item in value.split(",") if item.strip()]
+            if any(len(pair) != 2 for pair in pairs):
+                raise ValueError(f"team_keys: expected 'team=key,team2=key2', got {value!r}")
+            return {team.strip(): key.strip() for team, key in pairs}
+        return value
 
     @property
     def embedded(self) -> bool:
@@ -80,7 +108,7 @@ class Settings(BaseModel):
 def _from_env(env: dict[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, raw in env.items():
-        if not key.startswith(ENV_PREFIX) or key == ENV_PREFIX + "CONFIG":
+        if not key.startswith(ENV_PREFIX) or key[len(ENV_PREFIX):] in PROCESS_VARIABLES:
             continue
         path = key[len(ENV_PREFIX):].lower().split("__")
         node = out

@@ -1,7 +1,7 @@
 """Team API keys: which team a bearer key belongs to.
 
-Keys come from three places: `team_keys` in the config file (`{team: key}`), the `SEAMLESSFLOW_TEAM_KEYS`
-env var (`team=key,team2=key2`), and keys issued by `seamlessflow team add`, which are stored only as
+Keys come from two places: the `team_keys` setting (`{team: key}` in the config file, or
+`SEAMLESSFLOW_TEAM_KEYS=team=key,team2=key2`; see `Settings`), and keys issued by `seamlessflow team add`, which are stored only as
 SHA-256 hashes in `<data_dir>/teams.json`. The file is re-read when it changes, so a running proxy sees
 new and revoked keys without a restart.
 """
@@ -22,12 +22,6 @@ def hash_key(key: str) -> str:
     return hashlib.sha256(key.encode()).hexdigest()
 
 
-def parse_env_keys(raw: str) -> dict[str, str]:
-    """`team=key,team2=key2` -> {team: key}."""
-    pairs = [item.split("=", 1) for item in raw.split(",") if item.strip()]
-    return {team.strip(): key.strip() for team, key in pairs}
-
-
 class TeamKeys:
     def __init__(self, path: Path, static: dict[str, str] | None = None):
         self.path = path
@@ -37,9 +31,7 @@ class TeamKeys:
 
     @classmethod
     def from_settings(cls, settings: Settings) -> "TeamKeys":
-        static = dict(getattr(settings, "team_keys", None) or {})
-        static.update(parse_env_keys(os.environ.get("SEAMLESSFLOW_TEAM_KEYS", "")))
-        return cls(Path(settings.data_dir) / "teams.json", static)
+        return cls(Path(settings.data_dir) / "teams.json", settings.team_keys)
 
     def team_for(self, key: str | None) -> str | None:
         if not key:

@@ -1,5 +1,5 @@
 from seamlessflow.config import Settings
-from seamlessflow.teams import TeamKeys, parse_env_keys
+from seamlessflow.teams import TeamKeys
 
 
 def test_issued_key_maps_to_its_team_and_is_stored_hashed(tmp_path):
@@ -22,13 +22,11 @@ def test_revoke_is_seen_by_a_running_reader(tmp_path):
     assert reader.team_for(key) is None
 
 
-def test_env_and_config_keys(tmp_path, monkeypatch):
-    assert parse_env_keys("a=k1, b=k2") == {"a": "k1", "b": "k2"}
-    monkeypatch.setenv("SEAMLESSFLOW_TEAM_KEYS", "envteam=ek")
-    settings = Settings(data_dir=tmp_path, team_keys={"cfgteam": "ck"})
-    keys = TeamKeys.from_settings(settings)
-    assert keys.team_for("ek") == "envteam" and keys.team_for("ck") == "cfgteam"
-    assert keys.teams() == {"envteam": 1, "cfgteam": 1}
+def test_env_and_config_keys(tmp_path):
+    from_env = Settings.load(env={"SEAMLESSFLOW_TEAM_KEYS": "envteam=ek, other=ok", "SEAMLESSFLOW_DATA_DIR": str(tmp_path)})
+    assert TeamKeys.from_settings(from_env).teams() == {"envteam": 1, "other": 1}
+    keys = TeamKeys.from_settings(Settings(data_dir=tmp_path, team_keys={"cfgteam": "ck"}))
+    assert keys.team_for("ck") == "cfgteam" and keys.team_for("ek") is None
 
 
 def test_default_key_is_created_once(tmp_path):
