@@ -152,7 +152,8 @@ def ppo_clip_loss(
 
     ``normaliser`` defaults to the number of masked tokens here; pass the count of the whole optimizer
     step when a step is split into micro-batches, so every token weighs the same (DAPO's token-level
-    aggregation). ``sample_weights`` [B] scale whole sequences (down-weighted stale trajectories).
+    aggregation). ``sample_weights`` [B] scale whole sequences (down-weighted stale trajectories); [B, T]
+    gives each position its sequence's weight when sequences are packed into one row.
     """
     mask = loss_mask.to(logprobs.dtype)
     adv = advantages[:, None] if advantages.dim() == 1 else advantages
@@ -170,7 +171,7 @@ def ppo_clip_loss(
         kl = k3_kl(logprobs, ref_logprobs)
         per_token = per_token + config.kl_coef * kl
     if sample_weights is not None:
-        per_token = per_token * sample_weights[:, None]
+        per_token = per_token * (sample_weights[:, None] if sample_weights.dim() == 1 else sample_weights)
     tokens = int(mask.sum())
     denominator = normaliser if normaliser is not None else max(tokens, 1)
     return PolicyLoss(
