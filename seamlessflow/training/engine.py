@@ -17,8 +17,6 @@ from typing import Any
 
 import deepspeed
 import torch
-from transformers import AutoModelForCausalLM
-
 from seamlessflow.core.batching import KeptGroup, TrajectorySample
 from seamlessflow.core.losses import (
     PolicyLoss,
@@ -29,7 +27,7 @@ from seamlessflow.core.losses import (
     reward_stats,
 )
 from seamlessflow.core.micro_batches import plan_micro_batches
-from seamlessflow.training.model import TokenLogprobModel
+from seamlessflow.training.model import TokenLogprobModel, load_causal_lm, zero_stage
 from seamlessflow.training.ops import preload_ops
 from seamlessflow.training.samples import MicroBatch, collate
 
@@ -42,12 +40,18 @@ class MemoryOptions:
     packed); None keeps DeepSpeed's `train_micro_batch_size_per_gpu` sequences per micro-batch.
     ``packing``: sequences end to end in one row, when the model confines attention to each (checked at
     start); otherwise rows padded to their length-sorted neighbours. ``logprob_chunk_tokens``: positions
-    per chunk of LM head + log-softmax (`core.losses.token_logprobs`).
+    per chunk of LM head + log-softmax (`core.losses.token_logprobs`). ``activation_checkpointing``:
+    recompute each decoder layer in the backward (HF gradient checkpointing). ``offload_reference``: the
+    KL reference model (loaded only when `kl_coef` > 0) keeps its weights in host memory and streams them
+    layer by layer (a ZeRO-3 inference engine with parameter offload); under a ZeRO-3 training config
+    the reference is sharded like the policy either way.
     """
 
     max_tokens_per_micro_batch: int | None = None
     packing: bool = True
     logprob_chunk_tokens: int | None = 1024
+    activation_checkpointing: bool = False
+    offload_reference: bool = False
 
 
 @dataclass
@@ -112,6 +116,17 @@ def micro_batch_loss(model, batch: MicroBatch, advantages: torch.Tensor, weights
     return out, logprobs
 
 
+def reference_config(ds_config: dict[str, Any], offload: bool) -> dict[str, Any]:
+    """A forward-only ZeRO-3 config for the reference model: the policy's precision and micro-batch size,
+    parameters partitioned across ranks and, with ``offload``, kept in pinned host memory."""
+    zero: dict[str, Any] = {"stage": 3}
+    if offload:
+        zero["offload_param"] = {"device": "cpu", "pin_memory": True}
+    config = {key: ds_config[key] for key in ("bf16", "fp16", "train_micro_batch_size_per_gpu") if key in ds_config}
+    return {**config, "gradient_accumulation_steps": 1, "zero_optimization": zero,
+            "steps_per_print": 1_000_000, "wall_clock_breakdown": False}
+
+
 class PolicyEngine:
     """Loads the model from an HF directory and wraps it with `deepspeed.initialize`."""
 
@@ -126,20 +141,26 @@ class PolicyEngine:
         self.loss_config = loss_config
         self.scale_by_std = scale_by_std
         self.options = options
-        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
-        self.pad_id = model.config.pad_token_id or 0
         preload_ops()  # under a lock that survives a killed build (see training/ops.py)
-        init_distributed()
+        init_distributed()  # before loading: ZeRO-3 partitions the model as it is built
+        model = load_causal_lm(model_path, ds_config, options.activation_checkpointing)
+        self.pad_id = model.config.pad_token_id or 0
         wrapped = TokenLogprobModel(model, options.logprob_chunk_tokens)
         self.engine, _, _, _ = deepspeed.initialize(model=wrapped, model_parameters=wrapped.parameters(),
                                                     config=ds_config)
-        self.reference = self._load_reference(model_path) if loss_config.kl_coef > 0 else None
+        self.reference = self._load_reference(model_path, ds_config) if loss_config.kl_coef > 0 else None
         self.packing = options.packing and self._packing_confines_attention()
 
-    def _load_reference(self, model_path) -> torch.nn.Module:
-        ref = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
-        ref = TokenLogprobModel(ref, self.options.logprob_chunk_tokens).to(self.engine.device)
-        return ref.eval().requires_grad_(False)
+    def _load_reference(self, model_path, ds_config: dict[str, Any]):
+        """The frozen start model for the KL term, in the training dtype; offloaded or sharded as asked."""
+        if self.options.offload_reference or zero_stage(ds_config) == 3:
+            config = reference_config(ds_config, self.options.offload_reference)
+            ref = TokenLogprobModel(load_causal_lm(model_path, config), self.options.logprob_chunk_tokens)
+            engine, _, _, _ = deepspeed.initialize(model=ref.requires_grad_(False), config=config)
+            engine.eval()
+            return engine
+        ref = TokenLogprobModel(load_causal_lm(model_path, ds_config), self.options.logprob_chunk_tokens)
+        return ref.to(self.engine.device).eval().requires_grad_(False)
 
     @torch.no_grad()
     def _packing_confines_attention(self) -> bool:
