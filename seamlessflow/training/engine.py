@@ -235,7 +235,10 @@ class PolicyEngine:
         return client_state if path is not None else None
 
     def state_dict_for_export(self) -> dict[str, torch.Tensor] | None:
-        """Full weights under ZeRO-3 (gathered); None otherwise (the module holds them whole)."""
+        """Under ZeRO-3 the shards gathered into one consolidated state dict in the training dtype (bf16 on
+        GPU configs: the 16-bit copy engines load), held on rank 0 only; DeepSpeed's `save_16bit_model`
+        does the same gather (`stage3_gather_16bit_weights_on_model_save`), we write it as safetensors.
+        None otherwise (the module holds the weights whole, already in the training dtype)."""
         if self.engine.zero_optimization_stage() == 3:
             return self.engine._zero3_consolidated_16bit_state_dict()
         return None
