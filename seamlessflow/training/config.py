@@ -53,10 +53,11 @@ class TrainerConfig(BaseModel):
     tis_cap: float | None = None
     # memory (seamlessflow.training.engine.MemoryOptions says what each does)
     max_tokens_per_micro_batch: int | None = None
-    packing: bool = True
+    packing: bool | None = None  # None: only with varlen attention (flash_attention_2/3)
     logprob_chunk_tokens: int | None = 1024
     activation_checkpointing: bool = False
     offload_reference: bool = False
+    attn_implementation: str | None = None  # transformers' choice when None (sdpa)
     # weights, checkpoints, status
     publish_every: int = 1  # steps per weight version; each published version is also a checkpoint
     keep_checkpoints: int = 2
@@ -94,7 +95,7 @@ class TrainerConfig(BaseModel):
         from seamlessflow.training.engine import MemoryOptions  # imports DeepSpeed: only when a trainer starts
 
         return MemoryOptions(self.max_tokens_per_micro_batch, self.packing, self.logprob_chunk_tokens,
-                             self.activation_checkpointing, self.offload_reference)
+                             self.activation_checkpointing, self.offload_reference, self.attn_implementation)
 
     def work_dir(self, settings: Settings) -> Path:
         return Path(settings.data_dir).resolve() / "trainer" / self.resource_id

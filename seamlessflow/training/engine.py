@@ -32,6 +32,9 @@ from seamlessflow.training.ops import preload_ops
 from seamlessflow.training.samples import MicroBatch, collate
 
 
+VARLEN_ATTENTION = ("flash_attention_2", "flash_attention_3")
+
+
 @dataclass(frozen=True)
 class MemoryOptions:
     """How a step is cut up and what is kept for the backward (the `trainer:` settings of the same names).
@@ -39,7 +42,12 @@ class MemoryOptions:
     ``max_tokens_per_micro_batch``: token positions per forward/backward (padding included when not
     packed); None keeps DeepSpeed's `train_micro_batch_size_per_gpu` sequences per micro-batch.
     ``packing``: sequences end to end in one row, when the model confines attention to each (checked at
-    start); otherwise rows padded to their length-sorted neighbours. ``logprob_chunk_tokens``: positions
+    start); otherwise rows padded to their length-sorted neighbours. None (auto) packs only with varlen
+    attention (`attn_implementation` flash_attention_2/3), whose work is the sum of each sequence's
+    length squared; True packs with any attention, and sdpa/eager then attend through a block-diagonal
+    mask over the whole row: the same numbers, but attention work and mask memory grow with the row's
+    length squared. ``attn_implementation``:
+    passed to transformers (None: its default, sdpa). ``logprob_chunk_tokens``: positions
     per chunk of LM head + log-softmax (`core.losses.token_logprobs`). ``activation_checkpointing``:
     recompute each decoder layer in the backward (HF gradient checkpointing). ``offload_reference``: the
     KL reference model (loaded only when `kl_coef` > 0) keeps its weights in host memory and streams them
@@ -48,10 +56,11 @@ class MemoryOptions:
     """
 
     max_tokens_per_micro_batch: int | None = None
-    packing: bool = True
+    packing: bool | None = None
     logprob_chunk_tokens: int | None = 1024
     activation_checkpointing: bool = False
     offload_reference: bool = False
+    attn_implementation: str | None = None
 
 
 @dataclass
@@ -143,23 +152,27 @@ class PolicyEngine:
         self.options = options
         preload_ops()  # under a lock that survives a killed build (see training/ops.py)
         init_distributed()  # before loading: ZeRO-3 partitions the model as it is built
-        model = load_causal_lm(model_path, ds_config, options.activation_checkpointing)
+        model = load_causal_lm(model_path, ds_config, options.activation_checkpointing, options.attn_implementation)
         self.pad_id = model.config.pad_token_id or 0
         wrapped = TokenLogprobModel(model, options.logprob_chunk_tokens)
         self.engine, _, _, _ = deepspeed.initialize(model=wrapped, model_parameters=wrapped.parameters(),
                                                     config=ds_config)
         self.reference = self._load_reference(model_path, ds_config) if loss_config.kl_coef > 0 else None
-        self.packing = options.packing and self._packing_confines_attention()
+        varlen = model.config._attn_implementation in VARLEN_ATTENTION
+        wanted = varlen if options.packing is None else options.packing
+        self.packing = wanted and self._packing_confines_attention()
 
     def _load_reference(self, model_path, ds_config: dict[str, Any]):
         """The frozen start model for the KL term, in the training dtype; offloaded or sharded as asked."""
         if self.options.offload_reference or zero_stage(ds_config) == 3:
             config = reference_config(ds_config, self.options.offload_reference)
-            ref = TokenLogprobModel(load_causal_lm(model_path, config), self.options.logprob_chunk_tokens)
+            ref = TokenLogprobModel(load_causal_lm(model_path, config, attn_implementation=self.options.attn_implementation),
+                                    self.options.logprob_chunk_tokens)
             engine, _, _, _ = deepspeed.initialize(model=ref.requires_grad_(False), config=config)
             engine.eval()
             return engine
-        ref = TokenLogprobModel(load_causal_lm(model_path, ds_config), self.options.logprob_chunk_tokens)
+        ref = load_causal_lm(model_path, ds_config, attn_implementation=self.options.attn_implementation)
+        ref = TokenLogprobModel(ref, self.options.logprob_chunk_tokens)
         return ref.to(self.engine.device).eval().requires_grad_(False)
 
     @torch.no_grad()

@@ -43,26 +43,28 @@ def zero_stage(ds_config: dict[str, Any]) -> int:
     return int(ds_config.get("zero_optimization", {}).get("stage", 0))
 
 
-def load_causal_lm(path: str | Path, ds_config: dict[str, Any], activation_checkpointing: bool = False):
+def load_causal_lm(path: str | Path, ds_config: dict[str, Any], activation_checkpointing: bool = False,
+                   attn_implementation: str | None = None):
     """The HF model at ``path`` in the training dtype; partitioned across ranks when ZeRO-3 is on."""
     dtype = training_dtype(ds_config)
     if zero_stage(ds_config) == 3:
-        model = _load_partitioned(Path(path), ds_config, dtype)
+        model = _load_partitioned(Path(path), ds_config, dtype, attn_implementation)
     else:
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype)
+        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, attn_implementation=attn_implementation)
     model.config.use_cache = False
     if activation_checkpointing:  # recompute each decoder layer in the backward instead of keeping its activations
         model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     return model
 
 
-def _load_partitioned(path: Path, ds_config: dict[str, Any], dtype: torch.dtype):
+def _load_partitioned(path: Path, ds_config: dict[str, Any], dtype: torch.dtype, attn_implementation: str | None):
     import deepspeed
     from safetensors import safe_open
     from transformers.initialization import no_init_weights
 
     with no_init_weights(), deepspeed.zero.Init(config_dict_or_path=ds_config, dtype=dtype):
-        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path), dtype=dtype)
+        model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path), dtype=dtype,
+                                                 attn_implementation=attn_implementation)
     model.tie_weights()
     params = dict(model.named_parameters(remove_duplicate=False))
     reader = torch.distributed.get_rank() == 0

@@ -21,7 +21,7 @@ def full_parameters(module) -> dict[str, torch.Tensor]:
 
 def test_zero3_loads_partitioned_trains_and_exports_16bit_weights(tiny_model_dir, tmp_path):
     config = json.loads((DEEPSPEED_CONFIGS / "cpu_zero3_bf16.json").read_text())
-    engine = PolicyEngine(tiny_model_dir, config, options=MemoryOptions(max_tokens_per_micro_batch=48,
+    engine = PolicyEngine(tiny_model_dir, config, options=MemoryOptions(max_tokens_per_micro_batch=48, packing=True,
                                                                         activation_checkpointing=True))
     assert engine.engine.zero_optimization_stage() == 3
     assert all(p.numel() == 0 and hasattr(p, "ds_id") for p in engine.module.parameters())  # no full copy held
