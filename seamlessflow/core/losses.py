@@ -17,17 +17,54 @@ engine and travel with the trajectory, so there is no recomputation pass.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
+from torch.utils.checkpoint import checkpoint
 
 
-def token_logprobs(logits: torch.Tensor, tokens: torch.Tensor) -> torch.Tensor:
-    """Per-token logprobs [B, T] of ``tokens`` under causal-LM ``logits`` [B, T, V]; 0 at t = 0."""
-    shifted = torch.log_softmax(logits[:, :-1].float(), dim=-1)
-    picked = shifted.gather(-1, tokens[:, 1:, None]).squeeze(-1)
-    return F.pad(picked, (1, 0))
+def token_logprobs(
+    states: torch.Tensor,
+    tokens: torch.Tensor,
+    head: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    chunk_tokens: int | None = None,
+) -> torch.Tensor:
+    """Per-token logprobs [B, T] of ``tokens`` [B, T]; 0 at t = 0.
+
+    ``states`` are causal-LM logits [B, T, V] when ``head`` is None, else the last hidden states [B, T, H]
+    that ``head`` (the LM head, a module so that ZeRO-3 can gather its weight) turns into logits.
+
+    Why chunks: with a 152k vocabulary the fp32 logits of one token take ~0.6 MB, and log-softmax plus its
+    gradient triple that, so a 16k-token micro-batch would need ~30 GB for this one line. With
+    ``chunk_tokens`` set, positions go through head, fp32 log-softmax and the gather ``chunk_tokens`` at
+    a time; under autograd each chunk is wrapped in `torch.utils.checkpoint`, so the forward keeps only
+    the chunk's inputs and the backward rebuilds one chunk's logits at a time. No [B*T, V] tensor exists.
+    """
+    batch, length = tokens.shape
+    flat = states[:, :-1].reshape(-1, states.shape[-1])
+    targets = tokens[:, 1:].reshape(-1)
+    step = chunk_tokens or max(len(targets), 1)
+    keep_graph = torch.is_grad_enabled() and (flat.requires_grad or _has_trainable_parameters(head))
+    pieces = []
+    for begin in range(0, len(targets), step):
+        args = (flat[begin:begin + step], targets[begin:begin + step], head)
+        if keep_graph and chunk_tokens is not None:
+            pieces.append(checkpoint(_picked_logprobs, *args, use_reentrant=False))
+        else:
+            pieces.append(_picked_logprobs(*args))
+    picked = torch.cat(pieces) if pieces else flat.new_zeros(0, dtype=torch.float32)
+    return F.pad(picked.view(batch, length - 1), (1, 0))
+
+
+def _picked_logprobs(states: torch.Tensor, targets: torch.Tensor, head) -> torch.Tensor:
+    logits = (states if head is None else head(states)).float()
+    return logits.gather(-1, targets[:, None]).squeeze(-1) - logits.logsumexp(-1)
+
+
+def _has_trainable_parameters(head) -> bool:
+    return isinstance(head, torch.nn.Module) and any(p.requires_grad for p in head.parameters())
 
 
 def group_relative_advantages(
@@ -115,7 +152,8 @@ def ppo_clip_loss(
 
     ``normaliser`` defaults to the number of masked tokens here; pass the count of the whole optimizer
     step when a step is split into micro-batches, so every token weighs the same (DAPO's token-level
-    aggregation). ``sample_weights`` [B] scale whole sequences (down-weighted stale trajectories).
+    aggregation). ``sample_weights`` [B] scale whole sequences (down-weighted stale trajectories); [B, T]
+    gives each position its sequence's weight when sequences are packed into one row.
     """
     mask = loss_mask.to(logprobs.dtype)
     adv = advantages[:, None] if advantages.dim() == 1 else advantages
@@ -133,7 +171,7 @@ def ppo_clip_loss(
         kl = k3_kl(logprobs, ref_logprobs)
         per_token = per_token + config.kl_coef * kl
     if sample_weights is not None:
-        per_token = per_token * sample_weights[:, None]
+        per_token = per_token * (sample_weights[:, None] if sample_weights.dim() == 1 else sample_weights)
     tokens = int(mask.sum())
     denominator = normaliser if normaliser is not None else max(tokens, 1)
     return PolicyLoss(

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
 from seamlessflow.config import Settings
 from seamlessflow.core.batching import TRAINABLE_STATUSES, BatchConfig, StalenessPolicy
 from seamlessflow.core.losses import PolicyLossConfig
+
+if TYPE_CHECKING:
+    from seamlessflow.training.engine import MemoryOptions
 
 DEEPSPEED_CONFIGS = Path(__file__).resolve().parents[2] / "infra" / "deepspeed"
 
@@ -48,6 +51,13 @@ class TrainerConfig(BaseModel):
     clip_high: float = 0.2
     kl_coef: float = 0.0
     tis_cap: float | None = None
+    # memory (seamlessflow.training.engine.MemoryOptions says what each does)
+    max_tokens_per_micro_batch: int | None = None
+    packing: bool | None = None  # None: only with varlen attention (flash_attention_2/3)
+    logprob_chunk_tokens: int | None = 1024
+    activation_checkpointing: bool = False
+    offload_reference: bool = False
+    attn_implementation: str | None = None  # transformers' choice when None (sdpa)
     # weights, checkpoints, status
     publish_every: int = 1  # steps per weight version; each published version is also a checkpoint
     keep_checkpoints: int = 2
@@ -80,6 +90,12 @@ class TrainerConfig(BaseModel):
 
     def loss_config(self) -> PolicyLossConfig:
         return PolicyLossConfig(self.clip_low, self.clip_high, self.kl_coef, self.tis_cap)
+
+    def memory_options(self) -> "MemoryOptions":
+        from seamlessflow.training.engine import MemoryOptions  # imports DeepSpeed: only when a trainer starts
+
+        return MemoryOptions(self.max_tokens_per_micro_batch, self.packing, self.logprob_chunk_tokens,
+                             self.activation_checkpointing, self.offload_reference, self.attn_implementation)
 
     def work_dir(self, settings: Settings) -> Path:
         return Path(settings.data_dir).resolve() / "trainer" / self.resource_id

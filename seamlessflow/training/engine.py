@@ -3,11 +3,13 @@
 DeepSpeed owns precision, ZeRO sharding and the optimizer (all from its JSON config). We own the
 split into micro-batches: a step's size is set by the batch threshold, not by DeepSpeed's accumulation
 count, so the accumulation boundary is set by hand on the last micro-batch, and each micro-batch loss is
-already divided by the step's total trained tokens (token-level mean over the whole step).
+already divided by the step's total trained tokens (token-level mean over the whole step). Which
+sequences share a micro-batch is `core.micro_batches` (a token budget, packed or length-sorted).
 """
 
 from __future__ import annotations
 
+import logging
 import os
 import time
 from dataclasses import dataclass
@@ -16,19 +18,52 @@ from typing import Any
 
 import deepspeed
 import torch
-from transformers import AutoModelForCausalLM
-
-from seamlessflow.core.batching import KeptGroup
+from seamlessflow.core.batching import KeptGroup, TrajectorySample
 from seamlessflow.core.losses import (
+    PolicyLoss,
     PolicyLossConfig,
     group_relative_advantages,
     logprob_abs_diff,
     ppo_clip_loss,
     reward_stats,
-    token_logprobs,
 )
+from seamlessflow.core.micro_batches import plan_micro_batches
+from seamlessflow.training.model import TokenLogprobModel, load_causal_lm, zero_stage
 from seamlessflow.training.ops import preload_ops
-from seamlessflow.training.samples import collate
+from seamlessflow.training.samples import MicroBatch, collate
+
+log = logging.getLogger("seamlessflow.trainer.engine")
+
+
+VARLEN_ATTENTION = ("flash_attention_2", "flash_attention_3")
+
+
+@dataclass(frozen=True)
+class MemoryOptions:
+    """How a step is cut up and what is kept for the backward (the `trainer:` settings of the same names).
+
+    ``max_tokens_per_micro_batch``: token positions per forward/backward (padding included when not
+    packed); None keeps DeepSpeed's `train_micro_batch_size_per_gpu` sequences per micro-batch.
+    ``packing``: sequences end to end in one row, when the model confines attention to each (checked at
+    start); otherwise rows padded to their length-sorted neighbours. None (auto) packs only with varlen
+    attention (`attn_implementation` flash_attention_2/3), whose work is the sum of each sequence's
+    length squared; True packs with any attention, and sdpa/eager then attend through a block-diagonal
+    mask over the whole row: the same numbers, but attention work and mask memory grow with the row's
+    length squared. ``attn_implementation``:
+    passed to transformers (None: its default, sdpa). ``logprob_chunk_tokens``: positions
+    per chunk of LM head + log-softmax (`core.losses.token_logprobs`). ``activation_checkpointing``:
+    recompute each decoder layer in the backward (HF gradient checkpointing). ``offload_reference``: the
+    KL reference model (loaded only when `kl_coef` > 0) keeps its weights in host memory and streams them
+    layer by layer (a ZeRO-3 inference engine with parameter offload); under a ZeRO-3 training config
+    the reference is sharded like the policy either way.
+    """
+
+    max_tokens_per_micro_batch: int | None = None
+    packing: bool | None = None
+    logprob_chunk_tokens: int | None = 1024
+    activation_checkpointing: bool = False
+    offload_reference: bool = False
+    attn_implementation: str | None = None
 
 
 @dataclass
@@ -73,6 +108,37 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
+def forward_logprobs(model, batch: MicroBatch) -> torch.Tensor:
+    """Logprobs [rows, T] from a `TokenLogprobModel` (or a DeepSpeed engine around one)."""
+    return model(input_ids=batch.tokens, attention_mask=batch.attention_mask, position_ids=batch.position_ids)
+
+
+def micro_batch_loss(model, batch: MicroBatch, advantages: torch.Tensor, weights: torch.Tensor, total_tokens: int,
+                     config: PolicyLossConfig, reference=None) -> tuple[PolicyLoss, torch.Tensor]:
+    """The step's loss share of one micro-batch (padded or packed: the same numbers) and its logprobs."""
+    logprobs = forward_logprobs(model, batch)
+    ref = None
+    if reference is not None:
+        with torch.no_grad():
+            ref = forward_logprobs(reference, batch)
+    out = ppo_clip_loss(
+        logprobs, batch.logprobs, batch.per_token(advantages), batch.loss_mask, config, ref_logprobs=ref,
+        sample_weights=batch.per_token(weights), normaliser=max(total_tokens, 1),
+    )
+    return out, logprobs
+
+
+def reference_config(ds_config: dict[str, Any], offload: bool) -> dict[str, Any]:
+    """A forward-only ZeRO-3 config for the reference model: the policy's precision and micro-batch size,
+    parameters partitioned across ranks and, with ``offload``, kept in pinned host memory."""
+    zero: dict[str, Any] = {"stage": 3}
+    if offload:
+        zero["offload_param"] = {"device": "cpu", "pin_memory": True}
+    config = {key: ds_config[key] for key in ("bf16", "fp16", "train_micro_batch_size_per_gpu") if key in ds_config}
+    return {**config, "gradient_accumulation_steps": 1, "zero_optimization": zero,
+            "steps_per_print": 1_000_000, "wall_clock_breakdown": False}
+
+
 class PolicyEngine:
     """Loads the model from an HF directory and wraps it with `deepspeed.initialize`."""
 
@@ -82,23 +148,62 @@ class PolicyEngine:
         ds_config: dict[str, Any],
         loss_config: PolicyLossConfig = PolicyLossConfig(),
         scale_by_std: bool = True,
+        options: MemoryOptions = MemoryOptions(),
     ):
         self.loss_config = loss_config
         self.scale_by_std = scale_by_std
-        model = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32)
-        self.pad_id = model.config.pad_token_id or 0
+        self.options = options
         preload_ops()  # under a lock that survives a killed build (see training/ops.py)
-        init_distributed()
-        self.engine, _, _, _ = deepspeed.initialize(model=model, model_parameters=model.parameters(), config=ds_config)
-        self.reference = self._load_reference(model_path) if loss_config.kl_coef > 0 else None
+        init_distributed()  # before loading: ZeRO-3 partitions the model as it is built
+        model = load_causal_lm(model_path, ds_config, options.activation_checkpointing, options.attn_implementation)
+        self.pad_id = model.config.pad_token_id or 0
+        wrapped = TokenLogprobModel(model, options.logprob_chunk_tokens)
+        self.engine, _, _, _ = deepspeed.initialize(model=wrapped, model_parameters=wrapped.parameters(),
+                                                    config=ds_config)
+        self.reference = self._load_reference(model_path, ds_config) if loss_config.kl_coef > 0 else None
+        varlen = model.config._attn_implementation in VARLEN_ATTENTION
+        wanted = varlen if options.packing is None else options.packing
+        self.packing = wanted and self._packing_confines_attention()
 
-    def _load_reference(self, model_path) -> torch.nn.Module:
-        ref = AutoModelForCausalLM.from_pretrained(model_path, dtype=torch.float32).to(self.engine.device)
-        return ref.eval().requires_grad_(False)
+    def _load_reference(self, model_path, ds_config: dict[str, Any]):
+        """The frozen start model for the KL term, in the training dtype; offloaded or sharded as asked."""
+        sharded = self.options.offload_reference or zero_stage(ds_config) == 3
+        config = reference_config(ds_config, self.options.offload_reference) if sharded else ds_config
+        model = load_causal_lm(model_path, config, attn_implementation=self.options.attn_implementation)
+        ref = TokenLogprobModel(model, self.options.logprob_chunk_tokens).requires_grad_(False)
+        if not sharded:
+            return ref.to(self.engine.device).eval()
+        engine, _, _, _ = deepspeed.initialize(model=ref, config=config)
+        engine.eval()
+        return engine
+
+    @torch.no_grad()
+    def _packing_confines_attention(self) -> bool:
+        """Packing is only right if the model keeps each sequence's attention to itself when given
+        restarting position ids and no mask. Two short sequences tell: packed, their logprobs must match
+        those computed apart far more closely than those of the same row attended as one sequence (a
+        relative test, so bf16 noise on a large model does not fail it)."""
+        pair = [TrajectorySample(f"probe{i}", "", "", tuple(t), (1,) * 5, (0.0,) * 5, (0,) * 5, 0.0)
+                for i, t in enumerate(((3, 1, 4, 1, 5), (2, 7, 1, 8, 2)))]
+        was_training = self.engine.module.training
+        self.engine.module.eval()
+        packed = collate(pair, self.pad_id, packed=True).to(self.engine.device)
+        apart = self._forward(collate(pair, self.pad_id).to(self.engine.device))[:, 1:].float()
+        error = lambda lp: float((lp.view(2, 5)[:, 1:].float() - apart).abs().max())  # noqa: E731
+        confined = error(self._forward(packed))
+        leaked = error(self.engine(input_ids=packed.tokens, attention_mask=torch.ones_like(packed.tokens),
+                                   position_ids=packed.position_ids))
+        self.engine.module.train(was_training)
+        log.info("packing probe: max |packed - apart| %.2g, attended as one row %.2g", confined, leaked)
+        return confined < 0.1 * leaked
+
+    def _forward(self, batch: MicroBatch) -> torch.Tensor:
+        return forward_logprobs(self.engine, batch)
 
     @property
     def module(self) -> torch.nn.Module:
-        return self.engine.module
+        """The HF model (for `save_pretrained`); its parameters are the engine's."""
+        return self.engine.module.causal_lm
 
     def train_step(self, groups: list[KeptGroup]) -> StepMetrics:
         """One optimizer step over every sample of ``groups``."""
@@ -108,14 +213,13 @@ class PolicyEngine:
         index = torch.tensor([i for i, g in enumerate(groups) for _ in g.samples])
         rewards = torch.tensor([s.reward for s in samples])
         advantages = group_relative_advantages(rewards, index, self.scale_by_std)
-        micro = self.engine.train_micro_batch_size_per_gpu()
         total_tokens = sum(max(s.trained_tokens - s.loss_mask[0], 0) for s in samples)
         loss_sum, parts = 0.0, []
         self.engine.train()
-        for begin in range(0, len(samples), micro):
-            end = min(begin + micro, len(samples))
-            self.engine.set_gradient_accumulation_boundary(end == len(samples))
-            part = self._micro_step(samples[begin:end], advantages[begin:end], weights[begin:end], total_tokens)
+        plan = self.plan(samples)
+        for n, chosen in enumerate(plan):
+            self.engine.set_gradient_accumulation_boundary(n == len(plan) - 1)
+            part = self._micro_step([samples[i] for i in chosen], advantages[chosen], weights[chosen], total_tokens)
             loss_sum += part[0]
             parts.append(part)
         self.engine.step()
@@ -128,23 +232,19 @@ class PolicyEngine:
             kl_mean=mean(4), step_time_s=time.perf_counter() - start,
         )
 
+    def plan(self, samples: list[TrajectorySample]) -> list[list[int]]:
+        """Indices of ``samples`` per micro-batch (see `core.micro_batches`)."""
+        budget = self.options.max_tokens_per_micro_batch
+        per_gpu = None if budget is not None else self.engine.train_micro_batch_size_per_gpu()
+        return plan_micro_batches([len(s.tokens) for s in samples], budget, per_gpu, self.packing)
+
     def _micro_step(self, samples, advantages, weights, total_tokens) -> tuple[float, int, float, float, float]:
-        batch = collate(samples, self.pad_id).to(self.engine.device)
-        logits = self.engine(input_ids=batch.tokens, attention_mask=batch.attention_mask).logits
-        logprobs = token_logprobs(logits, batch.tokens)
-        ref = self._reference_logprobs(batch) if self.reference is not None else None
-        out = ppo_clip_loss(
-            logprobs, batch.logprobs, advantages.to(logprobs.device), batch.loss_mask, self.loss_config,
-            ref_logprobs=ref, sample_weights=weights.to(logprobs.device), normaliser=max(total_tokens, 1),
-        )
+        batch = collate(samples, self.pad_id, packed=self.packing).to(self.engine.device)
+        out, logprobs = micro_batch_loss(self.engine, batch, advantages, weights, total_tokens, self.loss_config,
+                                         self.reference)
         self.engine.backward(out.loss, scale_wrt_gas=False)
         diff = logprob_abs_diff(logprobs, batch.logprobs, batch.loss_mask)
         return float(out.loss.detach()), out.tokens, diff, out.clip_fraction, out.kl_mean
-
-    @torch.no_grad()
-    def _reference_logprobs(self, batch) -> torch.Tensor:
-        logits = self.reference(input_ids=batch.tokens, attention_mask=batch.attention_mask).logits
-        return token_logprobs(logits, batch.tokens)
 
     def save_checkpoint(self, directory: Path, tag: str, client_state: dict[str, Any]) -> None:
         self.engine.save_checkpoint(str(directory), tag=tag, client_state=client_state)
@@ -157,7 +257,10 @@ class PolicyEngine:
         return client_state if path is not None else None
 
     def state_dict_for_export(self) -> dict[str, torch.Tensor] | None:
-        """Full weights under ZeRO-3 (gathered); None otherwise (the module holds them whole)."""
+        """Under ZeRO-3 the shards gathered into one consolidated state dict in the training dtype (bf16 on
+        GPU configs: the 16-bit copy engines load), held on rank 0 only; DeepSpeed's `save_16bit_model`
+        does the same gather (`stage3_gather_16bit_weights_on_model_save`), we write it as safetensors.
+        None otherwise (the module holds the weights whole, already in the training dtype)."""
         if self.engine.zero_optimization_stage() == 3:
             return self.engine._zero3_consolidated_16bit_state_dict()
         return None

@@ -16,19 +16,45 @@ the machine waits for it for ever. So:
   minutes for a compiler.
 
 Ops a GPU config JIT-builds inside `deepspeed.initialize` (e.g. fused Adam without a prebuilt wheel) are
-not covered; they use the same directory.
+not covered; they use the same directory. For them, `TORCH_CUDA_ARCH_LIST` is normalised first: CUDA
+images for Hopper often set `9.0a` (arch-specific features), which torch accepts but DeepSpeed's
+`compute_capability_args` parses as an integer minor version and fails on (`invalid literal for int()
+with base 10: '0a'`). Our op builds need no arch-specific instructions, so `9.0a` becomes `9.0`.
 """
 
 from __future__ import annotations
 
 import fcntl
 import os
+import re
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 EXTENSIONS_ENV = "TORCH_EXTENSIONS_DIR"
+ARCH_LIST_ENV = "TORCH_CUDA_ARCH_LIST"
+
+
+def plain_arch_list(value: str) -> str:
+    """``9.0a`` -> ``9.0``, ``8.0;9.0a+PTX`` -> ``8.0;9.0+PTX``, ``10.0f 9.0a`` -> ``10.0 9.0``: the
+    arch-specific/family suffixes dropped, separators, ``+PTX`` and order kept, repeats removed."""
+    seen, out = set(), []
+    for arch in re.split(r"[;\s]+", value.strip()):
+        arch = re.sub(r"^(\d+\.\d+)[a-z]+", r"\1", arch)
+        if arch and arch not in seen:
+            seen.add(arch)
+            out.append(arch)
+    return (" " if " " in value.strip() and ";" not in value else ";").join(out)
+
+
+def normalise_arch_list() -> str | None:
+    """Rewrites ``TORCH_CUDA_ARCH_LIST`` in this process's environment (and its children's) to
+    `plain_arch_list`; returns the value now set (None when unset)."""
+    value = os.environ.get(ARCH_LIST_ENV)
+    if value:
+        os.environ[ARCH_LIST_ENV] = plain_arch_list(value)
+    return os.environ.get(ARCH_LIST_ENV)
 
 
 def extensions_dir() -> Path:
@@ -60,6 +86,7 @@ def preload_ops() -> list[str]:
     from deepspeed.accelerator import get_accelerator
 
     loaded = []
+    normalise_arch_list()  # before any build, ours or deepspeed.initialize's
     with op_build_lock():
         builder = get_accelerator().create_op_builder("ShareMemCommBuilder")
         if builder is not None and deepspeed.ops.__compatible_ops__.get(builder.NAME, False):

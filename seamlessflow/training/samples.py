@@ -1,4 +1,4 @@
-"""Trajectory records to core samples, and samples to padded tensors for one micro-batch."""
+"""Trajectory records to core samples, and samples to the tensors of one micro-batch (padded or packed)."""
 
 from __future__ import annotations
 
@@ -26,28 +26,58 @@ def sample_from_record(record: Trajectory) -> TrajectorySample:
 
 @dataclass
 class MicroBatch:
-    """Right-padded tensors [b, T]; padding has attention 0 and loss mask 0."""
+    """Tensors [rows, T] for one forward/backward.
+
+    Padded: one sequence per row, right-padded; padding has attention 0, loss mask 0 and sequence index -1;
+    ``position_ids`` is None (the model counts from 0 per row). Packed: one row holding the sequences end
+    to end, no attention mask, ``position_ids`` restarting at 0 per sequence (transformers then confines
+    attention to each sequence: a block-diagonal causal mask, or varlen kernels with flash attention).
+    ``sequence_index`` says which sample of the micro-batch each position belongs to.
+    """
 
     tokens: torch.Tensor
-    attention_mask: torch.Tensor
+    attention_mask: torch.Tensor | None
+    position_ids: torch.Tensor | None
+    sequence_index: torch.Tensor
     loss_mask: torch.Tensor
     logprobs: torch.Tensor
 
     def to(self, device) -> "MicroBatch":
-        return MicroBatch(*(t.to(device) for t in (self.tokens, self.attention_mask, self.loss_mask, self.logprobs)))
+        return MicroBatch(*(None if t is None else t.to(device) for t in vars(self).values()))
+
+    def per_token(self, values: torch.Tensor) -> torch.Tensor:
+        """Per-sequence ``values`` [n] spread over positions [rows, T] (any value on padding)."""
+        return values.to(self.tokens.device)[self.sequence_index.clamp(min=0)]
 
 
-def collate(samples: list[TrajectorySample], pad_id: int = 0) -> MicroBatch:
+def collate(samples: list[TrajectorySample], pad_id: int = 0, packed: bool = False) -> MicroBatch:
+    if packed:
+        return _packed(samples)
     length = max(len(s.tokens) for s in samples)
     tokens = torch.full((len(samples), length), pad_id, dtype=torch.long)
     attention = torch.zeros((len(samples), length), dtype=torch.long)
+    index = torch.full((len(samples), length), -1, dtype=torch.long)
     loss_mask = torch.zeros((len(samples), length), dtype=torch.float32)
     logprobs = torch.zeros((len(samples), length), dtype=torch.float32)
     for row, s in enumerate(samples):
         n = len(s.tokens)
         tokens[row, :n] = torch.tensor(s.tokens)
         attention[row, :n] = 1
+        index[row, :n] = row
         loss_mask[row, :n] = torch.tensor(s.loss_mask, dtype=torch.float32)
         logprobs[row, :n] = torch.tensor(s.logprobs, dtype=torch.float32)
     loss_mask[:, 0] = 0  # the first token has no prediction to train
-    return MicroBatch(tokens, attention, loss_mask, logprobs)
+    return MicroBatch(tokens, attention, None, index, loss_mask, logprobs)
+
+
+def _packed(samples: list[TrajectorySample]) -> MicroBatch:
+    row = lambda values, dtype: torch.tensor([v for s in samples for v in values(s)], dtype=dtype)[None]  # noqa: E731
+    loss_mask = row(lambda s: (0, *s.loss_mask[1:]), torch.float32)  # a sequence's first token is never trained
+    return MicroBatch(
+        tokens=row(lambda s: s.tokens, torch.long),
+        attention_mask=None,
+        position_ids=row(lambda s: range(len(s.tokens)), torch.long),
+        sequence_index=torch.tensor([i for i, s in enumerate(samples) for _ in s.tokens], dtype=torch.long)[None],
+        loss_mask=loss_mask,
+        logprobs=row(lambda s: s.logprobs, torch.float32),
+    )

@@ -48,7 +48,7 @@ class Trainer:
         self.producer = MessageProducer(settings, self.codec)
         self.control = ControlState(self.config.resource_id, settings.team, settings.run, self.config.initial_role)
         self.engine = PolicyEngine(self.config.model_path, self.config.deepspeed_dict(),
-                                   self.config.loss_config(), self.config.scale_by_std)
+                                   self.config.loss_config(), self.config.scale_by_std, self.config.memory_options())
         self.step, self.version = 0, 0
         self.last_metrics: StepMetrics | None = None
         self.busy_s = 0.0  # seconds in optimizer steps and publishing (heartbeat figure; timeline's train time)

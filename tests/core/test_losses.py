@@ -45,6 +45,52 @@ def test_token_logprobs_align_with_next_token():
     assert lp[0, 2].item() == pytest.approx(math.log(0.25))
 
 
+def _saved_numel_peak(fn):
+    """Largest tensor autograd keeps for the backward while ``fn`` runs (outside checkpointed chunks)."""
+    peak = [0]
+
+    def pack(t):
+        peak[0] = max(peak[0], t.numel())
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        out = fn()
+    return out, peak[0]
+
+
+@pytest.mark.parametrize("chunk", [1, 5, 64])
+def test_chunked_token_logprobs_equal_the_full_computation_values_and_gradients(chunk):
+    torch.manual_seed(0)
+    batch, length, hidden, vocab = 2, 9, 16, 50
+    head = torch.nn.Linear(hidden, vocab, bias=False)
+    states = torch.randn(batch, length, hidden, requires_grad=True)
+    tokens = torch.randint(0, vocab, (batch, length))
+    weights = torch.randn(batch, length)  # an arbitrary downstream loss
+
+    full, full_peak = _saved_numel_peak(lambda: token_logprobs(head(states), tokens))
+    (full * weights).sum().backward()
+    full_grads = (states.grad.clone(), head.weight.grad.clone())
+    states.grad, head.weight.grad = None, None
+
+    chunked, chunked_peak = _saved_numel_peak(lambda: token_logprobs(states, tokens, head=head, chunk_tokens=chunk))
+    (chunked * weights).sum().backward()
+    # fp32 throughout: the same numbers up to summation order
+    assert torch.allclose(chunked, full, atol=1e-5, rtol=0)
+    assert torch.allclose(states.grad, full_grads[0], atol=1e-5, rtol=0)
+    assert torch.allclose(head.weight.grad, full_grads[1], atol=1e-5, rtol=0)
+    assert chunked[:, 0].eq(0).all()
+    assert full_peak >= batch * (length - 1) * vocab  # the full path keeps [tokens, vocab] for its backward
+    assert chunked_peak < batch * (length - 1) * vocab  # the chunked one never keeps it
+
+
+def test_chunked_token_logprobs_without_grad_and_on_logits():
+    torch.manual_seed(1)
+    logits = torch.randn(3, 7, 11).bfloat16()
+    tokens = torch.randint(0, 11, (3, 7))
+    with torch.no_grad():
+        assert torch.allclose(token_logprobs(logits, tokens, chunk_tokens=4), token_logprobs(logits, tokens))
+
+
 def _one_token_loss(ratio: float, advantage: float, config=PolicyLossConfig()):
     logprob = torch.tensor([[0.0, math.log(ratio)]], requires_grad=True)
     out = ppo_clip_loss(logprob, torch.zeros(1, 2), torch.tensor([advantage]), torch.tensor([[0, 1]]), config)

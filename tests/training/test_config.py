@@ -15,3 +15,11 @@ def test_trainer_section_builds_core_configs():
     assert config.loss_config().clip_high == 0.28 and config.loss_config().tis_cap == 2.0
     assert config.group_id(settings) == "p.a.r.trainer"
     assert config.deepspeed_dict()["zero_optimization"]["stage"] == 1  # the default file is read
+
+
+def test_memory_settings_reach_the_engine_options():
+    settings = Settings().with_overrides(trainer={"max_tokens_per_micro_batch": 8192, "packing": False,
+                                                  "activation_checkpointing": True, "offload_reference": True})
+    options = TrainerConfig.from_settings(settings).memory_options()
+    assert (options.max_tokens_per_micro_batch, options.packing) == (8192, False)
+    assert options.activation_checkpointing and options.offload_reference and options.logprob_chunk_tokens == 1024

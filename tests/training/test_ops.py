@@ -72,3 +72,31 @@ def test_deepspeed_ops_load_although_a_killed_build_left_its_lock():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     assert "shm_comm" in done.stdout and not stale.exists()
+
+
+def test_arch_lists_lose_arch_specific_suffixes_for_deepspeeds_parser(monkeypatch):
+    from seamlessflow.training.ops import ARCH_LIST_ENV, normalise_arch_list, plain_arch_list
+
+    assert plain_arch_list("9.0a") == "9.0"
+    assert plain_arch_list("8.0;8.6;9.0a+PTX") == "8.0;8.6;9.0+PTX"
+    assert plain_arch_list("9.0 9.0a 10.0f") == "9.0 10.0"
+    assert plain_arch_list("7.5;8.0") == "7.5;8.0"
+    monkeypatch.setenv(ARCH_LIST_ENV, "9.0a")
+    assert normalise_arch_list() == "9.0" and os.environ[ARCH_LIST_ENV] == "9.0"
+    monkeypatch.delenv(ARCH_LIST_ENV)
+    assert normalise_arch_list() is None
+
+
+def test_deepspeeds_own_parser_accepts_the_normalised_list(monkeypatch):
+    """DeepSpeed's CUDA op builders (fused Adam here) parse the list before compiling: no GPU needed."""
+    from deepspeed.ops.op_builder.fused_adam import FusedAdamBuilder
+
+    from seamlessflow.training.ops import ARCH_LIST_ENV, normalise_arch_list
+
+    monkeypatch.setenv(ARCH_LIST_ENV, "8.0;9.0a")
+    with pytest.raises(ValueError, match="0a"):
+        FusedAdamBuilder().compute_capability_args()
+    monkeypatch.setenv(ARCH_LIST_ENV, "8.0;9.0a")
+    normalise_arch_list()
+    args = " ".join(FusedAdamBuilder().compute_capability_args())
+    assert "compute_90" in args and "compute_80" in args

@@ -1,3 +1,6 @@
+import torch
+
+from seamlessflow.core.batching import TrajectorySample
 from seamlessflow.messages import Trajectory
 from seamlessflow.training.samples import collate, sample_from_record
 
@@ -17,3 +20,14 @@ def test_record_to_sample_and_padding():
     assert batch.attention_mask.tolist() == [[1, 1, 1], [1, 1, 0]]
     assert batch.loss_mask.tolist() == [[0, 1, 1], [0, 1, 0]]  # the first token is never trained
     assert batch.logprobs.tolist() == [[0.0, -0.5, -0.25], [-1.0, -2.0, 0.0]]
+
+
+def test_packed_layout_restarts_positions_and_never_trains_a_first_token():
+    a = TrajectorySample("a", "g", "t", (1, 2, 3), (1, 1, 1), (0.0, -0.5, -0.25), (0, 0, 0), 1.0)
+    b = TrajectorySample("b", "g", "t", (4, 5), (1, 1), (-1.0, -2.0), (0, 0), 0.0)
+    batch = collate([a, b], packed=True)
+    assert batch.tokens.tolist() == [[1, 2, 3, 4, 5]] and batch.attention_mask is None
+    assert batch.position_ids.tolist() == [[0, 1, 2, 0, 1]]
+    assert batch.sequence_index.tolist() == [[0, 0, 0, 1, 1]]
+    assert batch.loss_mask.tolist() == [[0, 1, 1, 0, 1]]
+    assert batch.per_token(torch.tensor([10.0, 20.0])).tolist() == [[10, 10, 10, 20, 20]]

@@ -1,0 +1,37 @@
+"""Micro-batch planning: every sequence once, the token budget held, packing balanced, padding small."""
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from seamlessflow.core.micro_batches import micro_batch_cost, plan_micro_batches
+
+
+def test_packed_bins_are_balanced_by_tokens():
+    lengths = [400, 300, 300, 200, 200, 100]  # first-fit alone: 400+300+300 and 200+200+100 (1000, 500)
+    plan = plan_micro_batches(lengths, max_tokens=1000, packed=True)
+    assert sorted(micro_batch_cost([lengths[i] for i in b], True) for b in plan) == [700, 800]
+
+
+def test_padded_runs_group_similar_lengths():
+    lengths = [10, 100, 12, 98, 11, 97]
+    plan = plan_micro_batches(lengths, max_tokens=300, packed=False)
+    assert [sorted(lengths[i] for i in b) for b in plan] == [[97, 98, 100], [10, 11, 12]]
+
+
+def test_an_over_long_sequence_goes_alone_and_sequence_caps_hold():
+    plan = plan_micro_batches([50, 5, 5, 5], max_tokens=20, max_sequences=2, packed=True)
+    assert [0] in plan and sorted(len(b) for b in plan) == [1, 1, 2]
+    assert plan_micro_batches([3, 1, 2], max_sequences=2, packed=False) == [[0, 2], [1]]
+    assert plan_micro_batches([3, 1, 2]) == [[0, 2, 1]]
+
+
+@given(st.lists(st.integers(1, 300), max_size=40), st.integers(1, 600), st.none() | st.integers(1, 8), st.booleans())
+def test_every_sequence_once_and_the_budget_respected(lengths, budget, max_sequences, packed):
+    plan = plan_micro_batches(lengths, max_tokens=budget, max_sequences=max_sequences, packed=packed)
+    assert sorted(i for b in plan for i in b) == list(range(len(lengths)))
+    for b in plan:
+        assert b, "no empty micro-batch"
+        assert micro_batch_cost([lengths[i] for i in b], packed) <= budget or len(b) == 1
+        assert max_sequences is None or len(b) <= max_sequences
+    if packed and max_sequences is None:  # never more bins than first-fit decreasing needs, plus stragglers
+        assert len(plan) <= len(lengths)
