@@ -28,11 +28,15 @@ def poison_values(codec, topic: str, sample) -> dict[str, bytes]:
 def produce_poison(settings, codec, topic: str, sample, key: str = "poison") -> dict[str, bytes]:
     """Writes the three poison records to `topic` (acknowledged) and returns them by kind."""
     values = poison_values(codec, topic, sample)
+    produce_raw(settings, topic, *values.values(), key=key)
+    return values
+
+
+def produce_raw(settings, topic: str, *values: bytes, key: str = "poison") -> None:
     producer = Producer(producer_config(settings))
-    for value in values.values():
+    for value in values:
         producer.produce(topic, value=value, key=key)
     assert producer.flush(30) == 0
-    return values
 
 
 def letters(settings, codec, service: str) -> list[DeadLetter]:
