@@ -32,9 +32,10 @@ from seamlessflow.agents.heartbeat import agent_resource_id, agent_status
 from seamlessflow.agents.offsets import OffsetTracker
 from seamlessflow.agents.proxy import EndRejected, ProxyClient
 from seamlessflow.agents.settings import AgentSettings, consumer_group
-from seamlessflow.avro import Codec, CodecError
+from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.kafka.clients import consumer_config, producer_config
+from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.messages import DeadLetter, Task, new_id, now_ms
 from seamlessflow.topics import Topics
 
@@ -101,6 +102,7 @@ class AgentWorker:
     def run(self) -> WorkerStats:
         self._consumer = Consumer(consumer_config(self.settings, self.group))
         self._producer = Producer(producer_config(self.settings))
+        self._dead_letters = DeadLetters(self.settings, self.codec, f"agent:{self.group}", self._produce_letter)
         self._proxy = ProxyClient(self.opts.proxy_url, self.key)
         self._http = httpx.Client(limits=httpx.Limits(max_connections=self.opts.concurrency * 2))
         self._pool = ThreadPoolExecutor(self.opts.concurrency, thread_name_prefix=f"agent-{self.group}")
@@ -137,12 +139,8 @@ class AgentWorker:
                 log.warning("tasks topic: %s", msg.error())
             return
         self._tracker.started(msg.partition(), msg.offset())
-        try:
-            task = self.codec.decode(msg.value())
-            if not isinstance(task, Task):
-                raise CodecError(f"expected a Task, got {type(task).__name__}")
-        except CodecError as exc:
-            self._dead_letter(msg, f"undecodable task: {exc}")
+        task = self._dead_letters.decode_message(msg)  # poison: dead-lettered (durably) before it counts as done
+        if task is None:
             self._tracker.done(msg.partition(), msg.offset())
             return
         if not self._wanted(task, dict(msg.headers() or [])):
@@ -212,7 +210,8 @@ class AgentWorker:
             self._fatal = unreachable[0].end_error
             return
         for rejected in (o for o in run.outcomes if o.end_error):
-            self._dead_letter_task(run, f"proxy rejected the end of session {rejected.session_id}: {rejected.end_error}")
+            self._dead_letter_task(run, f"proxy rejected the end of session {rejected.session_id}: {rejected.end_error}",
+                                   rejected.session_id)
         owed = sum(1 for o in run.outcomes if o.status == ABORTED and not o.end_error)
         if owed:
             self._republish(run.task, owed)
@@ -226,18 +225,13 @@ class AgentWorker:
                       [(POOL_HEADER, self.group.encode())])
         self.stats.retries_published += 1
 
-    def _dead_letter(self, msg: Any, reason: str) -> None:
-        record = DeadLetter(new_id(), msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value() or b"",
-                            reason, f"agent:{self.group}", self.team, self.settings.run, now_ms())
-        topic = self.topics.dead_letter
-        self._produce(topic, msg.key().decode() if msg.key() else None, self.codec.encode(record, topic))
-        self.stats.dead_letters += 1
-
-    def _dead_letter_task(self, run: TaskRun, reason: str) -> None:
+    def _dead_letter_task(self, run: TaskRun, reason: str, session_id: str) -> None:
         value = self.codec.encode(run.task, self.topics.tasks)
-        record = DeadLetter(new_id(), self.topics.tasks, run.partition, run.offset, run.task.group_id.encode(),
-                            value, reason, f"agent:{self.group}", self.team, self.settings.run, now_ms())
-        self._produce(self.topics.dead_letter, run.task.group_id, self.codec.encode(record, self.topics.dead_letter))
+        self._dead_letters.file(self.topics.tasks, run.partition, run.offset, run.task.group_id.encode(), value, reason,
+                                detail=session_id)
+
+    def _produce_letter(self, topic: str, key: str | None, letter: DeadLetter) -> None:
+        self._produce(topic, key, self.codec.encode(letter, topic))
         self.stats.dead_letters += 1
 
     def _produce(self, topic: str, key: str | None, value: bytes, headers: list | None = None) -> None:

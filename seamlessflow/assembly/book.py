@@ -23,10 +23,11 @@ from typing import Any, Callable
 
 from seamlessflow.assembly.config import AssemblyConfig
 from seamlessflow.assembly.convert import call_from_token_io, trajectory_of
-from seamlessflow.avro import Codec, CodecError
+from seamlessflow.avro import Codec
 from seamlessflow.core.assembler import SessionAssembler, SessionStatus
 from seamlessflow.core.assembly_invariants import check_sequence
 from seamlessflow.core.prefix_tree import InvalidCall
+from seamlessflow.kafka.dead_letters import classify, letter_for
 from seamlessflow.messages import DeadLetter, EpisodeEnd, TokenIO, Trajectory, now_ms
 
 SERVICE = "assembler"
@@ -86,10 +87,10 @@ class SessionBook:
         return out
 
     def _apply(self, partition: int, offset: int, key: bytes | None, value: bytes | None, out: Output) -> str | None:
-        try:
-            message = self.codec.decode(value)
-        except CodecError as exc:
-            out.dead_letters.append(self._dead_letter(partition, offset, key, value, f"undecodable: {exc}"))
+        message, reason = classify(self.codec, value, None)
+        if message is None:
+            reason = reason or "empty record (no value)"
+            out.dead_letters.append(self._dead_letter(partition, offset, key, value, reason))
             return None
         if isinstance(message, TokenIO):
             return self._on_token_io(message, partition, offset, key, value, out)
@@ -198,5 +199,4 @@ class SessionBook:
             self.closed.popitem(last=False)
 
     def _dead_letter(self, partition: int, offset: int, key, value, reason: str) -> DeadLetter:
-        return DeadLetter(f"{self.source_topic}/{partition}/{offset}", self.source_topic, partition, offset, key, value or b"", reason, SERVICE,
-                          self.team, self.run, now_ms())
+        return letter_for(SERVICE, self.source_topic, partition, offset, key, value, reason, self.team, self.run)

@@ -77,7 +77,7 @@ class Codec:
         try:
             record = fastavro.schemaless_reader(io.BytesIO(data[HEADER.size:]), writer, self._resolve_by_id[schema_id])
         except Exception as exc:  # fastavro raises several types for corrupt data
-            raise CodecError(f"corrupt {cls.__name__} record: {exc}") from exc
+            raise CodecError(f"corrupt {cls.__name__} record: {str(exc) or type(exc).__name__}") from exc
         return cls(**record)
 
     def _schema_id(self, cls: type, topic: str) -> int:

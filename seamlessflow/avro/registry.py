@@ -71,8 +71,18 @@ class ConfluentRegistry:
         return self._ids[key]
 
     def schema_for(self, schema_id: int) -> dict:
+        """Raises UnknownSchema (a poison record, for the codec) when the registry answers 404; other
+        registry errors (unreachable, 5xx) propagate: they are not the record's fault."""
+        from confluent_kafka.schema_registry.error import SchemaRegistryError
+
         if schema_id not in self._schemas:
-            self._schemas[schema_id] = json.loads(self._client.get_schema(schema_id).schema_str)
+            try:
+                found = self._client.get_schema(schema_id)
+            except SchemaRegistryError as exc:
+                if exc.http_status_code == 404:
+                    raise UnknownSchema(f"schema id {schema_id} is not in the schema registry") from None
+                raise
+            self._schemas[schema_id] = json.loads(found.schema_str)
         return self._schemas[schema_id]
 
 

@@ -31,9 +31,10 @@ from typing import Any, Callable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from seamlessflow.avro import Codec, CodecError
+from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.kafka.clients import consumer_config
+from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.messages import ControlCommand, ResourceStatus
 
 log = logging.getLogger(__name__)
@@ -48,9 +49,11 @@ def addressed_to(command: ControlCommand, proxy_id: str) -> bool:
 class ControlListener:
     """Reads control and status topics in a thread; hands decoded messages to `on_message` on the loop."""
 
-    def __init__(self, settings: Settings, codec: Codec, topics: list[str], on_message: Callable[[Any], None]):
+    def __init__(self, settings: Settings, codec: Codec, topics: list[str], on_message: Callable[[Any], None],
+                 dead_letters: DeadLetters):
         self.settings = settings
         self.codec = codec
+        self.dead_letters = dead_letters
         self.topics = topics
         self.on_message = on_message
         self._stop = threading.Event()
@@ -80,19 +83,13 @@ class ControlListener:
                 msg = consumer.poll(0.1)
                 if msg is None or msg.error():
                     continue
-                self._deliver(msg.value())
+                self._deliver(msg)
         except Exception:  # noqa: BLE001 - a dead listener must be visible, not silent
             log.exception("control listener stopped")
         finally:
             consumer.close()
 
-    def _deliver(self, value: bytes | None) -> None:
-        if value is None:
-            return  # tombstone
-        try:
-            message = self.codec.decode(value)
-        except CodecError as exc:
-            log.warning("undecodable record on control/status: %s", exc)
-            return
+    def _deliver(self, msg: Any) -> None:
+        message = self.dead_letters.decode_message(msg)  # poison is dead-lettered, a tombstone skipped
         if isinstance(message, (ControlCommand, ResourceStatus)):
             self._loop.call_soon_threadsafe(self.on_message, message)

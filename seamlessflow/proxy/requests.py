@@ -52,7 +52,7 @@ def parse_call(kind: Kind, body: Any, max_n: int) -> CallRequest:
             raise ProxyError(400, "'messages' must be a non-empty list of message objects", "messages")
     else:
         _check_prompt(body.get("prompt"))
-        if body.get("echo"):
+        if body.get("echo") not in (None, False):
             raise ProxyError(400, "'echo' is not supported through the trajectory proxy", "echo")
     n = _int(body, "n", 1, 1, max_n)
     max_tokens = _max_tokens(body)
@@ -60,7 +60,7 @@ def parse_call(kind: Kind, body: Any, max_n: int) -> CallRequest:
     options = body.get("stream_options")
     if options is not None and not isinstance(options, dict):
         raise ProxyError(400, "'stream_options' must be an object", "stream_options")
-    include_usage = bool(options and stream and _bool(options, "include_usage", False))
+    include_usage = bool(options) and _bool(options, "include_usage", False) and stream
     logprobs = body.get("logprobs")
     if kind == "chat":
         wants_logprobs = _bool(body, "logprobs", False)

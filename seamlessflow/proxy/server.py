@@ -31,6 +31,7 @@ from seamlessflow.proxy.config import ProxyConfig
 from seamlessflow.proxy.errors import ProxyError, error_body, error_response
 from seamlessflow.proxy.generation import CallRun, ClientGone, PauseGate, UpstreamRejected
 from seamlessflow.proxy.metrics import ProxyMetrics
+from seamlessflow.proxy.openapi import openapi_document
 from seamlessflow.proxy.publisher import EventPublisher, PublishFailed
 from seamlessflow.proxy.requests import CallRequest, parse_call
 from seamlessflow.proxy.routing import EngineTable
@@ -47,7 +48,7 @@ CALL_KEY_HEADERS = ("Idempotency-Key", "X-Request-Id")
 
 
 class EndRequest(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", strict=True)  # "1" is not a reward: no coercion from strings
 
     reward: float
     status: Literal["done", "failed", "aborted"] = "done"
@@ -94,6 +95,7 @@ class ProxyServer:
         app.router.add_post("/sessions/{session_id}/end", self._end)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/metrics", self._metrics)
+        app.router.add_get("/openapi.json", self._openapi)
         return app
 
     async def start_http(self) -> None:
@@ -357,6 +359,9 @@ class ProxyServer:
         self.metrics.queue_depth.set(self._waiting)
         self.metrics.inflight.set(self._running)
         return web.Response(body=self.metrics.exposition(), content_type="text/plain", charset="utf-8")
+
+    async def _openapi(self, request: web.Request) -> web.Response:
+        return web.json_response(openapi_document(self.config))
 
 
 class _Admission:

@@ -11,9 +11,11 @@ import logging
 
 import aiohttp
 
-from seamlessflow.messages import CommandAck, ResourceStatus, new_id, now_ms
+from seamlessflow.kafka.dead_letters import DeadLetters
+from seamlessflow.messages import CommandAck, DeadLetter, ResourceStatus, new_id, now_ms
 from seamlessflow.proxy.commands import CommandHandler
 from seamlessflow.proxy.control import ControlListener
+from seamlessflow.proxy.publisher import PublishFailed
 from seamlessflow.proxy.server import ProxyServer
 from seamlessflow.topics import Topics
 
@@ -32,8 +34,11 @@ class ProxyService:
             settings.team, settings.run, drain_timeout_s=self.config.pause_timeout_s,
         )
         wanted = ([topics.control] if self.config.listen_control else []) + ([topics.status] if self.config.discover_engines else [])
-        self.listener = ControlListener(settings, self.server.codec, wanted, self.commands.on_message) if wanted else None
+        self.dead_letters = DeadLetters(settings, self.server.codec, f"proxy:{self.config.id}", self._send_dead_letter)
+        self.listener = ControlListener(settings, self.server.codec, wanted, self.commands.on_message,
+                                        self.dead_letters) if wanted else None
         self._tasks: list[asyncio.Task] = []
+        self._loop: asyncio.AbstractEventLoop | None = None
 
     @property
     def base_url(self) -> str:
@@ -43,6 +48,7 @@ class ProxyService:
         return self.server.session_url(session_id)
 
     async def start(self) -> "ProxyService":
+        self._loop = asyncio.get_running_loop()
         self.server.publisher.start()
         if self.listener is not None:
             self.listener.start()
@@ -72,6 +78,18 @@ class ProxyService:
 
     async def _publish_ack(self, ack: CommandAck) -> None:
         await self.server.publisher.publish(self.status_topic, f"{self.config.id}/ack", ack)
+
+    def _send_dead_letter(self, topic: str, key: str | None, letter: DeadLetter) -> None:
+        """Called on the listener's thread: the letter is published from the event loop, failures logged."""
+        self._loop.call_soon_threadsafe(self._publish_dead_letter, topic, key, letter)
+
+    def _publish_dead_letter(self, topic: str, key: str | None, letter: DeadLetter) -> None:
+        try:
+            future = self.server.publisher.publish(topic, key, letter)
+        except PublishFailed as exc:
+            log.error("dead letter %s not published: %s", letter.event_id, exc)
+            return
+        future.add_done_callback(lambda f: not f.cancelled() and f.exception() and log.error("dead letter %s not published: %s", letter.event_id, f.exception()))
 
     async def _health_loop(self) -> None:
         timeout = aiohttp.ClientTimeout(total=max(1.0, self.config.health_interval_s))

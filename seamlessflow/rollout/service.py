@@ -15,9 +15,10 @@ from pathlib import Path
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
 
-from seamlessflow.avro import Codec, CodecError, codec_for
+from seamlessflow.avro import Codec, codec_for
 from seamlessflow.config import Settings
 from seamlessflow.kafka.clients import consumer_config
+from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus
 from seamlessflow.rollout.client import EngineClient, EngineError
@@ -39,6 +40,7 @@ class RolloutService:
         self.topics = Topics(settings)
         self.codec = codec or codec_for(settings)
         self.producer = MessageProducer(settings, self.codec)
+        self.dead_letters = DeadLetters(settings, self.codec, f"rollout:{resource_id}", self.producer.send)
         log_dir = Path(settings.data_dir) / "logs"
         self.worker = RolloutWorker(resource_id, self.options, self.options.model_dir(settings), log_dir,
                                     settings.team, settings.run)
@@ -86,11 +88,7 @@ class RolloutService:
             if message.error().code() != KafkaError._PARTITION_EOF:
                 log.error("control topic: %s", message.error())
             return
-        try:
-            command = self.codec.decode(message.value())
-        except CodecError as exc:
-            log.error("undecodable control record at offset %d: %s", message.offset(), exc)
-            return
+        command = self.dead_letters.decode_message(message)
         if not isinstance(command, ControlCommand) or not self.worker.addressed_to_me(command):
             return
         if message.offset() < history_ends.get(message.partition(), 0) or command.created_at_ms < started_ms:

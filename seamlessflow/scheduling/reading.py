@@ -17,13 +17,14 @@ from seamlessflow.messages import now_ms
 
 
 def records_until(settings: Settings, topic: str, codec: Codec, until_ms: int | None = None,
-                  timeout_s: float = 30.0) -> Iterator[Record]:
-    """Decodable records from the beginning up to `until_ms` (default: now); undecodable ones skipped."""
+                  timeout_s: float = 30.0, poison: bool = False) -> Iterator[Record]:
+    """Decodable records from the beginning up to `until_ms` (default: now); undecodable ones skipped,
+    unless `poison` (then they come too, with `error` set, for a service to dead-letter)."""
     until_ms = now_ms() if until_ms is None else until_ms
     for record in read_topic(settings, topic, codec, timeout_s=timeout_s):
         if record.timestamp_ms > until_ms:
             return
-        if record.message is not None:
+        if record.message is not None or poison:
             yield record
 
 

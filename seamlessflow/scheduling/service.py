@@ -26,12 +26,13 @@ from typing import Any
 
 from confluent_kafka import Consumer, TopicPartition
 
-from seamlessflow.avro import Codec, CodecError, codec_for
+from seamlessflow.avro import Codec, codec_for
 from seamlessflow.config import Settings
 from seamlessflow.core.policies import Command, Pause, PipelineState, Resume, get_policy
 from seamlessflow.core.resources import ResourceState
 from seamlessflow.core.scheduler import Scheduler
 from seamlessflow.kafka.clients import consumer_config
+from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import (
     CommandAck, ControlCommand, EpisodeEnd, ResourceStatus, Task, Trajectory, WeightVersion, new_id, now_ms,
@@ -65,6 +66,7 @@ class SchedulerService:
                                       self.options.batch_threshold, staleness, clock) if manager.enabled else None
         self.proxy_sync = ProxySync(self.options.command_timeout_s)
         self.producer = MessageProducer(settings, self.codec)
+        self.dead_letters = DeadLetters(settings, self.codec, "scheduler", self.producer.send)
         self.published: list[ControlCommand] = []  # this process's commands, newest last (for tests/logs)
         self._offsets: dict[tuple[str, int], int] = {}
 
@@ -76,14 +78,16 @@ class SchedulerService:
         Reading stops at the first record produced after the rebuild began (see scheduling.reading); the
         live consumer continues from the next offset, so nothing is skipped."""
         started_ms = now_ms()
-        for record in records_until(self.settings, self.topics.control, self.codec, started_ms):
-            command = record.message
+        for record in records_until(self.settings, self.topics.control, self.codec, started_ms, poison=True):
+            command = self.dead_letters.decode_record(record)
             if isinstance(command, ControlCommand):
                 issued = self.view.epochs.issued
                 issued[command.resource_id] = max(issued.get(command.resource_id, 0), command.epoch)
         for topic in self._input_topics():
-            for record in records_until(self.settings, topic, self.codec, started_ms):
-                self.fold(record.message)
+            for record in records_until(self.settings, topic, self.codec, started_ms, poison=True):
+                message = self.dead_letters.decode_record(record)
+                if message is not None:
+                    self.fold(message)
                 self._offsets[(topic, record.partition)] = record.offset + 1
         log.info("rebuilt: %d resources, epochs %s, version %d", len(self.view.tracked),
                  self.view.epochs.issued, self.view.current_version)
@@ -199,10 +203,9 @@ class SchedulerService:
                 for msg in consumer.consume(num_messages=500, timeout=wait):
                     if msg.error():
                         continue
-                    try:
-                        self.fold(self.codec.decode(msg.value()))
-                    except CodecError as exc:
-                        log.warning("%s@%d: undecodable record skipped: %s", msg.topic(), msg.offset(), exc)
+                    message = self.dead_letters.decode_message(msg)
+                    if message is not None:
+                        self.fold(message)
                 if self.clock() >= next_tick:
                     self.tick()
                     next_tick = self.clock() + self.options.tick_s

@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, TopicPartition
 
-from seamlessflow.avro import Codec, CodecError
+from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.kafka.clients import consumer_config
+from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.io import read_topic
 from seamlessflow.messages import CommandAck, ControlCommand, new_id
 
@@ -61,8 +62,9 @@ class ControlState:
 class ControlListener:
     """Reads this resource's commands: the latest one at start, then new ones as they come."""
 
-    def __init__(self, settings: Settings, codec: Codec, topic: str, resource_id: str):
+    def __init__(self, settings: Settings, codec: Codec, topic: str, resource_id: str, dead_letters: DeadLetters):
         self.codec, self.topic, self.resource_id = codec, topic, resource_id
+        self.dead_letters = dead_letters
         self._settings = settings
         self._consumer: Consumer | None = None
 
@@ -71,8 +73,9 @@ class ControlListener:
         latest, ends = None, {}
         for record in read_topic(self._settings, self.topic, self.codec):
             ends[record.partition] = record.offset + 1
-            if self._mine(record.message) and (latest is None or record.message.epoch >= latest.epoch):
-                latest = record.message
+            message = self.dead_letters.decode_record(record)
+            if self._mine(message) and (latest is None or message.epoch >= latest.epoch):
+                latest = message
         self._consumer = Consumer(consumer_config(self._settings, group_id=f"control-{new_id()}"))
         partitions = self._consumer.list_topics(self.topic, timeout=30).topics[self.topic].partitions
         self._consumer.assign([TopicPartition(self.topic, p, ends.get(p, 0)) for p in partitions])
@@ -83,10 +86,7 @@ class ControlListener:
         for msg in self._consumer.consume(64, 0):
             if msg.error():
                 continue
-            try:
-                message = self.codec.decode(msg.value())
-            except CodecError:
-                continue  # not ours to dead-letter: the scheduler owns this topic's contents
+            message = self.dead_letters.decode_message(msg)
             if self._mine(message):
                 commands.append(message)
         return commands

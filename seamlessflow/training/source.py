@@ -12,9 +12,10 @@ from dataclasses import dataclass
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
-from seamlessflow.avro import Codec, CodecError
+from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.kafka.clients import consumer_config
+from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.messages import Trajectory
 from seamlessflow.training.offsets import OffsetTracker
 
@@ -23,21 +24,19 @@ log = logging.getLogger("seamlessflow.trainer.source")
 
 @dataclass
 class Incoming:
-    """One record: the decoded trajectory, or why it could not be decoded."""
+    """One trajectory and where it was read."""
 
     partition: int
     offset: int
-    key: bytes | None
-    value: bytes | None
-    trajectory: Trajectory | None
-    error: str | None = None
+    trajectory: Trajectory
 
 
 class TrajectorySource:
-    def __init__(self, settings: Settings, codec: Codec, topic: str, group_id: str,
+    def __init__(self, settings: Settings, codec: Codec, topic: str, group_id: str, dead_letters: DeadLetters,
                  start_offsets: dict[int, int] | None = None):
         self.topic = topic
         self.codec = codec
+        self.dead_letters = dead_letters  # poison is filed there and finished at once: never trained, never blocking
         self.tracker = OffsetTracker()
         self.revoked = False  # set when partitions were taken away: the caller rebuilds its buffers
         self._start_offsets = dict(start_offsets or {})
@@ -66,21 +65,13 @@ class TrajectorySource:
                 if msg.error().code() == KafkaError._PARTITION_EOF:
                     continue
                 raise KafkaException(msg.error())
-            out.append(self._incoming(msg))
-        return out
-
-    def _incoming(self, msg) -> Incoming:
-        item = Incoming(msg.partition(), msg.offset(), msg.key(), msg.value(), None)
-        try:
-            decoded = self.codec.decode(msg.value())
-            if isinstance(decoded, Trajectory):
-                item.trajectory = decoded
+            trajectory = self.dead_letters.decode_message(msg)
+            self.tracker.seen(msg.partition(), msg.offset(), trajectory.event_id if trajectory else "")
+            if trajectory is None:
+                self.tracker.finish(msg.partition(), msg.offset())
             else:
-                item.error = f"expected Trajectory, got {type(decoded).__name__}"
-        except CodecError as exc:
-            item.error = str(exc)
-        self.tracker.seen(item.partition, item.offset, item.trajectory.event_id if item.trajectory else "")
-        return item
+                out.append(Incoming(msg.partition(), msg.offset(), trajectory))
+        return out
 
     def commit(self) -> dict[int, int]:
         """Commits the tracker's commit points synchronously; returns them."""

@@ -22,7 +22,8 @@ from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
 from seamlessflow.core.batching import BatchBuilder, Counters
 from seamlessflow.kafka.io import MessageProducer
-from seamlessflow.messages import DeadLetter, ResourceStatus, WeightVersion, new_id, now_ms
+from seamlessflow.kafka.dead_letters import DeadLetters
+from seamlessflow.messages import ResourceStatus, WeightVersion, new_id, now_ms
 from seamlessflow.topics import Topics
 from seamlessflow.training.config import TrainerConfig
 from seamlessflow.training.control import ControlListener, ControlState
@@ -46,6 +47,7 @@ class Trainer:
         self.steps_log = self.work / "steps.jsonl"
         self.work.mkdir(parents=True, exist_ok=True)
         self.producer = MessageProducer(settings, self.codec)
+        self.dead_letters = DeadLetters(settings, self.codec, "trainer", self.producer.send)
         self.control = ControlState(self.config.resource_id, settings.team, settings.run, self.config.initial_role)
         self.engine = PolicyEngine(self.config.model_path, self.config.deepspeed_dict(),
                                    self.config.loss_config(), self.config.scale_by_std, self.config.memory_options())
@@ -67,14 +69,15 @@ class Trainer:
         self._offsets_by_id: dict[str, tuple[int, int]] = {}  # held samples -> where to finish them
         self._trained_since_publish: list[dict] = []
         self.source = TrajectorySource(self.settings, self.codec, self.topics.trajectories,
-                                       self.config.group_id(self.settings), start_offsets)
+                                       self.config.group_id(self.settings), self.dead_letters, start_offsets)
         log.info("trainer %s at step %d, version %d, offsets %s", self.config.resource_id, self.step,
                  self.version, start_offsets)
 
     # -- the loop ---------------------------------------------------------------------------------------
 
     def run(self) -> int:
-        listener = ControlListener(self.settings, self.codec, self.topics.control, self.config.resource_id)
+        listener = ControlListener(self.settings, self.codec, self.topics.control, self.config.resource_id,
+                                   self.dead_letters)
         latest = listener.catch_up()
         if latest is not None:
             self._apply(latest)
@@ -107,10 +110,7 @@ class Trainer:
             self._rebuild_after_revoke()
         now = time.time()
         for item in records:
-            if item.trajectory is None:
-                self._dead_letter(item)
-                self.source.tracker.finish(item.partition, item.offset)
-            elif self.builder.add(sample_from_record(item.trajectory), now):
+            if self.builder.add(sample_from_record(item.trajectory), now):
                 self._offsets_by_id[item.trajectory.event_id] = (item.partition, item.offset)
             else:
                 self.source.tracker.finish(item.partition, item.offset)
@@ -226,15 +226,6 @@ class Trainer:
             team=self.settings.team, run=self.settings.run, created_at_ms=now_ms(), epoch=max(self.control.epoch, 0),
         )
         self.producer.send(self.topics.status, self.config.resource_id, status)
-
-    def _dead_letter(self, item: Incoming) -> None:
-        letter = DeadLetter(
-            event_id=new_id(), source_topic=self.topics.trajectories, partition=item.partition, offset=item.offset,
-            key=item.key, value=item.value or b"", reason=item.error or "undecodable", service="trainer",
-            team=self.settings.team, run=self.settings.run, created_at_ms=now_ms(),
-        )
-        self.producer.send(self.topics.dead_letter, item.key.decode() if item.key else None, letter)
-
 
 def _fmt(values: dict) -> str:
     return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())

@@ -14,6 +14,7 @@ from seamlessflow.kafka.io import read_topic
 from seamlessflow.topics import Topics
 from tests.agents import agent_fns
 from tests.agents.end_proxy_stand_in import EndProxyStandIn
+from tests.poison import assert_dead_lettered, letters, produce_poison
 
 KEY = "sf-red-test-key"
 
@@ -158,3 +159,16 @@ def test_rejected_end_goes_to_dead_letter_and_is_committed(settings, codec):
     assert len(letters) == 1 and "rejected" in letters[0].reason
     assert codec.decode(letters[0].value).task_id == "t0"
     assert committed(settings, "red.default") == end_offsets(settings)
+
+
+def test_poison_tasks_are_dead_lettered_committed_and_the_next_task_runs(settings, codec):
+    with EndProxyStandIn() as proxy:
+        running = Running(worker(settings, codec, agent_fns.reward_from_payload, proxy))
+        sample = make_task("demo", "q", {"reward": 1.0}, task_id="poison")
+        values = produce_poison(settings, codec, Topics(settings).tasks, sample, key=sample.group_id)
+        publish_tasks(settings, codec, [make_task("demo", "q", {"reward": 1.0}, task_id="t0")])
+        wait_for(lambda: running.worker.stats.tasks_done == 1)
+        wait_for(lambda: committed(settings, "red.default") == end_offsets(settings))
+        stats = running.stop()
+    assert_dead_lettered(letters(settings, codec, "agent:red.default"), values, Topics(settings).tasks)
+    assert stats.dead_letters == 3 and stats.tasks_done == 1

@@ -4,6 +4,7 @@ from seamlessflow.assembly.book import SessionBook
 from seamlessflow.assembly.config import AssemblyConfig
 from seamlessflow.avro import Codec
 from seamlessflow.core.prefix_tree import Call
+from tests.poison import assert_dead_lettered, poison_values
 from tests.services.assembler_harness import episode_end, token_io
 
 TOPIC = "x.session-events"
@@ -31,7 +32,7 @@ def two_sessions():
 def feed(b, records, start=0):
     outs = []
     for offset, (key, value) in enumerate(records[start:], start):
-        outs.append(b.on_record(0, offset, key.encode(), value, handle=offset))
+        outs.append(b.on_record(0, offset, key.encode(), value, handle=offset))  # value None: a tombstone
     return outs
 
 
@@ -89,3 +90,15 @@ def test_aborted_sessions_can_be_dropped():
     b = book(keep_aborted=False)
     records = encoded(b.codec, [two_sessions()[0], ("s1", episode_end("s1", status="aborted"))])
     assert [o.trajectories for o in feed(b, records)] == [[], []]
+
+
+def test_each_kind_of_poison_is_dead_lettered_and_the_next_session_still_assembles():
+    b = book()
+    good = encoded(b.codec, two_sessions())
+    values = poison_values(b.codec, TOPIC, two_sessions()[0][1])
+    outs = feed(b, [("p", value) for value in values.values()] + [("p", None)] + good)
+    letters = [letter for out in outs[:4] for letter in out.dead_letters]
+    assert_dead_lettered(letters, values, TOPIC)
+    assert "no value" in letters[-1].reason
+    assert {letter.event_id for letter in letters} == {f"assembler:{TOPIC}/0/{offset}" for offset in range(4)}
+    assert [t.event_id for out in outs[4:] for t in out.trajectories] == ["s2/0", "s1/0"]

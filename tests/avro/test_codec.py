@@ -110,3 +110,13 @@ def test_confluent_schema_registry_client_path():
     writer, reader = Codec(ConfluentRegistry(client=server)), Codec(ConfluentRegistry(client=server))
     data = writer.encode(SAMPLES[0], "x.session-events")
     assert reader.decode(data) == SAMPLES[0]
+
+
+def test_an_id_unknown_to_the_schema_registry_is_a_codec_error_not_a_crash():
+    """A consumer dead-letters a CodecError; the registry's own 404 error would have stopped it."""
+    from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    codec = Codec(ConfluentRegistry(client=SchemaRegistryClient.new_client({"url": "mock://sf-unknown"})))
+    framed = b"\x00" + (987654).to_bytes(4, "big") + b"\x02"
+    with pytest.raises(CodecError, match="987654 is not in the schema registry"):
+        codec.decode(framed)

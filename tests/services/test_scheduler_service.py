@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from seamlessflow.kafka.io import read_messages
-from seamlessflow.messages import ControlCommand, ResourceStatus
+from seamlessflow.messages import ControlCommand, ResourceStatus, WeightVersion
 from seamlessflow.scheduling.timeline import intervals_from_records
 from seamlessflow.scheduling.options import ManagerOptions, SchedulerOptions
 from seamlessflow.scheduling.service import SchedulerService
 from seamlessflow.topics import Topics
+from tests.poison import assert_dead_lettered, letters, produce_poison, produce_raw
+from tests.samples import SAMPLES
 from tests.scheduling.fakes import FakeResource, RunningService, publish_trajectories, publish_weights, wait_until
 
 pytestmark = pytest.mark.timeout(180)
@@ -144,3 +148,25 @@ def test_weight_update_is_wrapped_in_proxy_pause_and_resume(settings, codec, fak
              for c in read_messages(settings, Topics(settings).control, codec)]
     assert order == [("proxy", 1, "pause", None), ("r0", 1, "pause", None), ("r0", 2, "load_weights", 1),
                      ("r0", 3, "resume", None), ("proxy", 2, "resume", 1)]
+
+
+def test_poison_on_every_input_is_dead_lettered_at_rebuild_and_live_and_folding_goes_on(settings, codec):
+    topics = Topics(settings)
+    version = WeightVersion("w-1", 1, "file:///w/1", 1, "hf-safetensors", "trainer-0", settings.team, settings.run, 0)
+    samples = {topics.status: SAMPLES[5], topics.weights: version, topics.tasks: SAMPLES[3], topics.trajectories: SAMPLES[2]}
+    rebuilt = {topic: produce_poison(settings, codec, topic, sample) for topic, sample in samples.items()}
+    misplaced = codec.encode(SAMPLES[3], topics.weights)  # a Task where only WeightVersions belong
+    produce_raw(settings, topics.weights, misplaced)
+    running = RunningService(SchedulerService(settings, options("disaggregated"), ManagerOptions(enabled=False), codec))
+    try:
+        wait_until(lambda: running.service._offsets, [])  # rebuilt: the live consumer starts after this
+        live = {topic: produce_poison(settings, codec, topic, dataclasses.replace(samples[topic], event_id="live"))
+                for topic in (topics.status, topics.weights)}
+        publish_weights(settings, codec, 3)
+        wait_until(lambda: running.service.view.current_version == 3, [])
+    finally:
+        running.close()
+    found = letters(settings, codec, "scheduler")
+    for topic, values in [*rebuilt.items(), *live.items()]:
+        assert_dead_lettered(found, values, topic)
+    assert "unexpected Task" in next(d.reason for d in found if d.value == misplaced)

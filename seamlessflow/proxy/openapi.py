@@ -1,0 +1,182 @@
+"""The proxy's OpenAPI document, served at `GET /openapi.json`.
+
+Why it is written out by hand as data: it states what the proxy itself checks (400 on a violation) and
+nothing more; every other body field passes through to the engine, which validates it (hence
+`additionalProperties: true` on the call bodies). A fuzzer drives every operation from this document
+(tests/proxy/test_fuzz.py), and a test keeps its paths equal to the routes the app registers.
+The limits that depend on the configuration (`max_n`, `max_body_bytes`) are filled in from it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from seamlessflow.proxy.config import ProxyConfig
+
+SESSION_PATTERN = r"^[A-Za-z0-9._:\-]{1,128}$"
+INT32_MAX = 2**31 - 1
+ERRORS = {
+    "400": "the body, a field or the session id is invalid",
+    "401": "missing or unknown API key",
+    "403": "the session id belongs to another team",
+    "404": "no such route",
+    "405": "method not allowed on this route",
+    "409": "the session still has calls in flight (episode end)",
+    "413": "the body is over the size limit",
+    "429": "the proxy is at capacity; retry after `Retry-After`",
+    "502": "the engine failed or answered badly",
+    "503": "no engine, no free slot in time, or the call's events could not be recorded; retry",
+}
+
+
+def _int(low: int, high: int) -> dict:
+    return {"type": ["integer", "null"], "minimum": low, "maximum": high}
+
+
+def _bool() -> dict:
+    return {"type": ["boolean", "null"]}
+
+
+def _call_body(kind: str, config: ProxyConfig) -> dict:
+    common = {
+        "model": {"type": "string"},
+        "n": _int(1, config.max_n),
+        "stream": _bool(),
+        "stream_options": {"type": ["object", "null"], "properties": {"include_usage": _bool()}},
+        "max_tokens": _int(1, INT32_MAX),
+        "max_completion_tokens": _int(1, INT32_MAX),
+        "return_token_ids": _bool(),
+    }
+    if kind == "chat":
+        specific = {
+            "messages": {"type": "array", "minItems": 1, "items": {"type": "object"},
+                         "description": "OpenAI chat messages; their fields are the engine's to check"},
+            "logprobs": _bool(),
+            "top_logprobs": _int(0, 20),
+        }
+        required = ["messages"]
+    else:
+        token = {"type": "integer", "minimum": 0, "maximum": INT32_MAX}
+        specific = {
+            "prompt": {"oneOf": [
+                {"type": "string"},
+                {"type": "array", "minItems": 1, "items": {"type": "string"}},
+                {"type": "array", "minItems": 1, "items": token},
+                {"type": "array", "minItems": 1, "items": {"type": "array", "minItems": 1, "items": token}},
+            ]},
+            "logprobs": _int(0, 20),
+            "echo": {"enum": [False, None], "description": "echo is not supported through the proxy"},
+        }
+        required = ["prompt"]
+    return {
+        "type": "object",
+        "required": required,
+        "properties": {**common, **specific},
+        "additionalProperties": True,
+        "description": ("A null field counts as absent. Fields not listed pass through to the engine unchanged; "
+                        "the engine validates them."),
+    }
+
+
+END_BODY = {
+    "type": "object",
+    "required": ["reward"],
+    "additionalProperties": False,
+    "properties": {
+        "reward": {"type": "number", "description": "finite"},
+        "status": {"type": "string", "enum": ["done", "failed", "aborted"]},
+        "info": {"type": "object"},
+        "group_id": {"type": ["string", "null"]},
+        "task_id": {"type": ["string", "null"]},
+    },
+}
+
+ERROR = {
+    "type": "object",
+    "required": ["error"],
+    "properties": {"error": {
+        "type": "object",
+        "required": ["message", "type", "code"],
+        "properties": {"message": {"type": "string", "minLength": 1}, "type": {"type": "string"},
+                       "param": {"type": ["string", "null"]}, "code": {"type": "integer"}},
+    }},
+}
+
+
+def _responses(ok: dict, errors: list[str]) -> dict:
+    out: dict[str, Any] = {"200": ok}
+    for status in errors:
+        out[status] = {"description": ERRORS[status], "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+    return out
+
+
+def _json_ok(description: str, schema: dict | None = None) -> dict:
+    return {"description": description, "content": {"application/json": {"schema": schema or {"type": "object"}}}}
+
+
+SESSION_PARAM = {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string", "pattern": SESSION_PATTERN}}
+SESSION_HEADER = {"name": "X-Session-Id", "in": "header", "required": False, "schema": {"type": "string", "pattern": SESSION_PATTERN},
+                  "description": "the session, when the path does not name it (else a new one is made)"}
+CALL_KEY = {"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string"},
+            "description": "names the call so a client retry keeps its call id"}
+SSE_EVENT = {"type": "object", "required": ["data"], "properties": {"data": {"type": "string"}},
+             "description": "a JSON chunk, an OpenAI error object, or [DONE]"}
+CALL_ERRORS = ["400", "401", "403", "404", "405", "413", "429", "502", "503"]
+
+
+def _call_operation(kind: str, config: ProxyConfig, in_path: bool) -> dict:
+    name = "chat" if kind == "chat" else "completions"
+    ok = {"description": "the engine's answer (a JSON body, or server-sent events when `stream` is true)",
+          "content": {"application/json": {"schema": {"type": "object", "required": ["id", "choices"]}},
+                      "text/event-stream": {"schema": SSE_EVENT}}}
+    return {"post": {
+        "operationId": f"{name}{'_in_session' if in_path else ''}",
+        "summary": f"OpenAI {'chat completions' if kind == 'chat' else 'completions'}; token I/O recorded",
+        "parameters": [SESSION_PARAM, CALL_KEY] if in_path else [SESSION_HEADER, CALL_KEY],
+        "requestBody": {"required": True, "content": {"application/json": {"schema": _call_body(kind, config)}}},
+        "responses": _responses(ok, CALL_ERRORS),
+    }}
+
+
+def _models_operation(in_path: bool) -> dict:
+    return {"get": {
+        "operationId": f"models{'_in_session' if in_path else ''}",
+        "summary": "the engines' served models",
+        "parameters": [SESSION_PARAM] if in_path else [SESSION_HEADER],
+        "responses": _responses(_json_ok("OpenAI model list", {"type": "object", "required": ["data"]}),
+                                ["400", "401", "404", "405", "502", "503"]),
+    }}
+
+
+def openapi_document(config: ProxyConfig) -> dict:
+    """The document for this proxy's configuration."""
+    paths: dict[str, Any] = {}
+    for prefix in ("", "/sessions/{session_id}"):
+        in_path = bool(prefix)
+        paths[prefix + "/v1/chat/completions"] = _call_operation("chat", config, in_path)
+        paths[prefix + "/v1/completions"] = _call_operation("completions", config, in_path)
+        paths[prefix + "/v1/models"] = _models_operation(in_path)
+    paths["/sessions/{session_id}/end"] = {"post": {
+        "operationId": "end_session",
+        "summary": "the episode's end and reward; recorded after the session's last call",
+        "parameters": [SESSION_PARAM],
+        "requestBody": {"required": True, "content": {"application/json": {"schema": END_BODY}}},
+        "responses": _responses(_json_ok("recorded", {"type": "object", "required": ["session_id", "recorded"]}),
+                                ["400", "401", "403", "404", "405", "409", "413", "503"]),
+    }}
+    public = {"security": []}
+    paths["/healthz"] = {"get": {**public, "operationId": "health", "summary": "engines, pause state, load",
+                                 "responses": {"200": _json_ok("health", {"type": "object", "required": ["status"]})}}}
+    paths["/metrics"] = {"get": {**public, "operationId": "metrics", "summary": "Prometheus metrics",
+                                 "responses": {"200": {"description": "exposition", "content": {"text/plain": {"schema": {"type": "string"}}}}}}}
+    paths["/openapi.json"] = {"get": {**public, "operationId": "openapi", "summary": "this document",
+                                      "responses": {"200": _json_ok("OpenAPI 3.1")}}}
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "SeamlessFlow trajectory proxy", "version": "1",
+                 "description": f"Bodies over {config.max_body_bytes} bytes get 413. Errors are OpenAI-shaped."},
+        "paths": paths,
+        "components": {"schemas": {"Error": ERROR},
+                       "securitySchemes": {"team_key": {"type": "http", "scheme": "bearer"}}},
+        "security": [{"team_key": []}],
+    }

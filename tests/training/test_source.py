@@ -1,0 +1,35 @@
+"""The trainer's trajectory source against the real broker: poison is dead-lettered and finished, the next
+trajectory still comes out, and the commit point moves past the poison."""
+
+from __future__ import annotations
+
+import time
+
+from seamlessflow.kafka.dead_letters import DeadLetters
+from seamlessflow.kafka.io import MessageProducer
+from seamlessflow.messages import Trajectory
+from seamlessflow.topics import Topics
+from seamlessflow.training.source import TrajectorySource
+from tests.poison import assert_dead_lettered, letters, produce_poison
+from tests.samples import SAMPLES
+
+TRAJECTORY = next(s for s in SAMPLES if isinstance(s, Trajectory))
+
+
+def test_poison_trajectories_are_dead_lettered_and_the_next_one_is_read(settings, codec):
+    topic = Topics(settings).trajectories
+    producer = MessageProducer(settings, codec)
+    values = produce_poison(settings, codec, topic, TRAJECTORY, key="g1")
+    producer.send_and_wait(topic, "g1", TRAJECTORY)
+    source = TrajectorySource(settings, codec, topic, "trainer-test", DeadLetters(settings, codec, "trainer", producer.send))
+    try:
+        got, deadline = [], time.monotonic() + 30
+        while not got and time.monotonic() < deadline:
+            got = source.poll(0.5)
+        assert [item.trajectory for item in got] == [TRAJECTORY]
+        partition, offset = got[0].partition, got[0].offset
+        assert source.tracker.commit_points() == {partition: offset}  # the three poison records are finished
+    finally:
+        source.close()
+    producer.flush()
+    assert_dead_lettered(letters(settings, codec, "trainer"), values, topic)
