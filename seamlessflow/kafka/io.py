@@ -80,11 +80,11 @@ def read_topic(
     consumer = Consumer(consumer_config(settings, group_id=f"reader-{time.monotonic_ns()}", **{"enable.partition.eof": True}))
     try:
         partitions = consumer.list_topics(topic, timeout=timeout_s).topics[topic].partitions
-        marks = {p: consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=timeout_s) for p in partitions}
+        deadline = time.monotonic() + timeout_s
+        marks = {p: _watermarks(consumer, TopicPartition(topic, p), deadline) for p in partitions}
         starts = {p: max((start_offsets or {}).get(p, marks[p][0]), marks[p][0]) for p in partitions}
         behind = {p for p in partitions if marks[p][1] > starts[p]}
         consumer.assign([TopicPartition(topic, p, starts[p]) for p in sorted(behind)])
-        deadline = time.monotonic() + timeout_s
         while behind:
             msg = consumer.poll(0.5)
             if msg is None:
@@ -103,6 +103,22 @@ def read_topic(
                 behind.discard(p)
     finally:
         consumer.close()
+
+
+TRANSIENT = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART,
+             KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT}
+
+
+def _watermarks(consumer: Consumer, tp: TopicPartition, deadline: float) -> tuple[int, int]:
+    """(low, high) of a partition, retrying what a leader election or a just-created topic answers for a
+    moment (NOT_LEADER_FOR_PARTITION, LEADER_NOT_AVAILABLE, ...) until the deadline."""
+    while True:
+        try:
+            return consumer.get_watermark_offsets(tp, timeout=max(deadline - time.monotonic(), 1.0))
+        except KafkaException as exc:
+            if exc.args[0].code() not in TRANSIENT or time.monotonic() > deadline:
+                raise
+            time.sleep(0.2)
 
 
 def _record(msg: Any, codec: Codec | None) -> Record:

@@ -17,9 +17,16 @@ async def session_events(settings, codec, session_id=None):
     return [m for m in messages if session_id is None or m.session_id == session_id]
 
 
-async def acks(settings, codec, command_id):
-    messages = await asyncio.to_thread(read_messages, settings, Topics(settings).status, codec)
-    return [m for m in messages if isinstance(m, CommandAck) and m.command_id == command_id]
+async def acks(settings, codec, command_id, wait_s: float = 10.0):
+    """The acks of a command on the status topic, waiting up to `wait_s` for the first (an ack is published
+    after the command is applied, so it can trail what the test just observed); [] if none came."""
+    deadline = time.monotonic() + wait_s
+    while True:
+        messages = await asyncio.to_thread(read_messages, settings, Topics(settings).status, codec)
+        found = [m for m in messages if isinstance(m, CommandAck) and m.command_id == command_id]
+        if found or time.monotonic() > deadline:
+            return found
+        await asyncio.sleep(0.2)
 
 
 async def send_command(settings, codec, command: str, resource_id="proxy", epoch=1, producer=None, **fields) -> ControlCommand:
