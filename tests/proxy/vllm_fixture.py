@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import free_port
+from seamlessflow.broker.local import free_port
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}"
