@@ -89,8 +89,17 @@ def cluster_id(settings: Settings) -> str:
     path = kafka_dir(settings) / "cluster.id"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("="))
+        path.write_text(new_cluster_id())
     return path.read_text().strip()
+
+
+def new_cluster_id() -> str:
+    """A random Kafka cluster id (base64url of 16 bytes). Never one starting with '-': the storage tool
+    would read it as an option (1 id in 64)."""
+    while True:
+        cid = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not cid.startswith("-"):
+            return cid
 
 
 def layout_mark(cluster: list[Node]) -> str:

@@ -48,3 +48,9 @@ def test_the_lock_pins_kafka_and_a_tampered_jar_is_refused(tmp_path, monkeypatch
     path.write_bytes(b"good")
     jars.install(tmp_path / "libs", repo=served.as_uri(), log=lambda _: None)
     assert (tmp_path / "libs" / "thing-1.0.jar").read_bytes() == b"good"
+
+
+def test_cluster_ids_never_look_like_an_option(monkeypatch):
+    ids = iter([b"\xf8" + bytes(15), bytes(16)])  # base64url of the first starts with '-'
+    monkeypatch.setattr(kraft.uuid, "uuid4", lambda: type("U", (), {"bytes": next(ids)})())
+    assert not kraft.new_cluster_id().startswith("-")

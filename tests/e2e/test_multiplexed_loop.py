@@ -30,6 +30,7 @@ from services.trainer.app import Trainer
 from tests.agents.test_end_to_end import ProxyThread
 from tests.agents.test_worker import Running
 from tests.scheduling.fakes import RunningService
+from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 from tests.services.assembler_harness import AssemblerProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
@@ -54,6 +55,7 @@ def wait(condition, timeout_s, what, procs=(), every_s=0.5):
 def test_multiplexed_loop_trains_updates_engines_and_loses_no_session(settings, codec, vllm_model_dir, tmp_path):
     settings = settings.with_overrides(rollout={
         "model": str(vllm_model_dir), "heartbeat_s": 0.5, "max_model_len": 256, "release_mode": "keep", "optimization_level": 0,
+        "extra_args": LEAN_ENGINE_ARGS, "env": LEAN_ENGINE_ENV,
         "weight_load_methods": ["reload", "restart"],
         "workers": {"rollout-0": {"capability_tags": ["rollout"]},
                     "rollout-1": {"capability_tags": ["rollout", "train"]}}})

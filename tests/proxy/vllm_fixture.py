@@ -69,6 +69,14 @@ def perturbed_copy(model_dir: Path, out: Path, scale: float = 0.5) -> Path:
     return out
 
 
+# Fast start for test engines: no compilation (-O0), and the model runs inside the engine-core process
+# instead of a third process. Each vLLM process imports torch and vLLM afresh (~1/3 of a start each on
+# 2 cores); vLLM-CPU keeps a worker process by default only to pin OpenMP threads, which a tiny test
+# model does not need.
+LEAN_ENGINE_ARGS = ["--distributed-executor-backend", "uni"]
+LEAN_ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+
+
 class VllmServer:
     def __init__(self, model_dir: Path, log_path: Path):
         self.model_dir = model_dir
@@ -81,11 +89,12 @@ class VllmServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout_s: float = 540) -> "VllmServer":
-        env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING"}
+        env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING",
+               **LEAN_ENGINE_ENV}
         argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model_dir),
                 "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(self.port),
                 "--max-model-len", "1024", "--dtype", "float32", "--seed", "0",
-                "--enable-auto-tool-choice", "--tool-call-parser", "pythonic", "-O0"]  # -O0: no compile, fast start
+                "--enable-auto-tool-choice", "--tool-call-parser", "pythonic", "-O0", *LEAN_ENGINE_ARGS]
         out = open(self.log_path, "ab")
         self.proc = subprocess.Popen(argv, env=env, stdout=out, stderr=out)
         deadline = time.monotonic() + timeout_s

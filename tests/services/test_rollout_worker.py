@@ -16,6 +16,7 @@ import pytest
 
 from seamlessflow.model import build_tiny_model
 from tests.rollout.helpers import StatusWatcher, send_command, write_new_version
+from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 
 pytestmark = pytest.mark.slow
 
@@ -38,6 +39,7 @@ def module_settings(broker, tmp_path_factory, model_dir):
     settings = broker.client_settings.with_overrides(
         topic_prefix=f"t{uuid.uuid4().hex[:10]}", data_dir=data,
         rollout={"model": str(model_dir), "heartbeat_s": 0.5, "max_model_len": 256, "optimization_level": 0,
+                 "extra_args": LEAN_ENGINE_ARGS, "env": LEAN_ENGINE_ENV,
                  "workers": {RID: {"capability_tags": ["rollout", "train"]}}},
     )
     ensure_topics(settings)
