@@ -89,3 +89,37 @@ def test_aborted_sessions_can_be_dropped():
     b = book(keep_aborted=False)
     records = encoded(b.codec, [two_sessions()[0], ("s1", episode_end("s1", status="aborted"))])
     assert [o.trajectories for o in feed(b, records)] == [[], []]
+
+
+def test_packed_array_and_pre_packing_records_assemble_to_identical_trajectories():
+    """The same sessions written packed, as arrays, and with the v1 schema give equal trajectories, bit for bit."""
+    import random
+    import struct
+
+    from tests.avro.test_packing import _v1_record
+
+    rng = random.Random(3)
+    history, records = [rng.randrange(50_000) for _ in range(50)], []
+    for t in range(6):
+        prompt = history + [rng.randrange(50_000) for _ in range(5)]
+        if t == 4:
+            prompt = prompt[:30] + [1, 2, 3]  # a rewritten history: a fork
+        out = [rng.randrange(50_000) for _ in range(7)]
+        call = Call(f"p{t}.0", prompt, out, [-rng.random() for _ in out], [t] * len(out))
+        records.append(("s1", token_io("s1", call)))
+        history = prompt + out
+    records.append(("s1", episode_end("s1")))
+
+    def assembled(encode):
+        outs = feed(book(), [(key, encode(message)) for key, message in records])
+        return [t for out in outs for t in out.trajectories]
+
+    packed = assembled(lambda m: Codec().encode(m, TOPIC))
+    arrays = assembled(lambda m: Codec(packed=False).encode(m, TOPIC))
+    before = assembled(_v1_record)
+    assert len(packed) == 2 and packed == arrays == before
+
+    def bits(ts):
+        return [struct.pack(f"<{len(t.logprobs)}d", *t.logprobs) for t in ts]
+
+    assert bits(packed) == bits(arrays) == bits(before)
