@@ -1,18 +1,25 @@
 """Assembler throughput and latency: pure core vs end to end through the real broker, side by side.
 
-Prints calls/s of the pure core (SessionAssembler.add + finish) and end to end (session-events topic in ->
-trajectories topic out, one worker process) for 8- and 32-turn sessions, their ratio, and the latency from
-publishing an EpisodeEnd to reading its trajectory (p50/p99). End to end is measured twice: while the
-benchmark publishes (bounded by the publisher on the same cores) and draining a backlog published before the
-worker started (the worker's own rate). Targets: >= 10k calls/s per worker end to end, p99 <= 200 ms.
+Prints calls/s of the pure core (SessionAssembler.add + finish), of the worker's own per-record work without
+Kafka ("book": decode, longest-prefix matching, invariant checks, trajectory encoding, on pre-encoded
+records), and end to end (session-events topic in -> trajectories topic out, one worker process) for 8- and
+32-turn sessions, and the latency from publishing an EpisodeEnd to reading its trajectory (p50/p99). End to
+end is measured twice: while the benchmark publishes (bounded by the publisher on the same cores) and
+draining a backlog published before the worker started (the worker's own rate). Each wire format
+(`--formats`: packed token arrays, or the Avro arrays written before packing) runs in the same process, one
+after the other, so their ratio is taken side by side. Targets: >= 10k calls/s per worker end to end,
+p99 <= 200 ms. `--profile DIR` also writes a cProfile of one backlog drain per format (worker process).
 
     .venv/bin/python benchmarks/bench_assembler.py [--sessions 300] [--latency-sessions 200] [--backlog-calls 16000]
+        [--formats packed,arrays] [--profile DIR]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
+import signal
 import statistics
 import sys
 import tempfile
@@ -25,6 +32,7 @@ sys.path.insert(0, str(ROOT))
 
 from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 
+from seamlessflow.assembly import AssemblyConfig, SessionBook  # noqa: E402
 from seamlessflow.avro import Codec  # noqa: E402
 from seamlessflow.core.assembler import SessionAssembler  # noqa: E402
 from seamlessflow.core.prefix_tree import Call  # noqa: E402
@@ -55,6 +63,27 @@ def bench_core(sessions: list[list[Call]]) -> float:
             assembler.add(call)
         assembler.finish()
     return sum(len(c) for c in sessions) / (time.perf_counter() - start)
+
+
+def encoded_sessions(codec: Codec, sessions: dict[str, list[Call]]) -> list[tuple[bytes, bytes]]:
+    out = []
+    for sid, calls in sessions.items():
+        out += [(sid.encode(), codec.encode(token_io(sid, call), "b")) for call in calls]
+        out.append((sid.encode(), codec.encode(episode_end(sid), "b")))
+    return out
+
+
+def bench_book(codec: Codec, sessions: dict[str, list[Call]]) -> tuple[float, float]:
+    """The worker's per-record work without Kafka: calls/s, and bytes per call on the wire."""
+    records = encoded_sessions(codec, sessions)
+    book = SessionBook(AssemblyConfig(), codec, "b")
+    start = time.perf_counter()
+    for offset, (key, value) in enumerate(records):
+        for trajectory in book.on_record(0, offset, key, value).trajectories:
+            codec.encode(trajectory, "t")
+    elapsed = time.perf_counter() - start
+    calls = sum(len(c) for c in sessions.values())
+    return calls / elapsed, sum(len(v) for _, v in records) / calls
 
 
 class Output:
@@ -97,13 +126,41 @@ def bench_e2e(settings, codec, output: Output, sessions: dict[str, list[Call]]) 
     return sum(len(c) for c in sessions.values()) / elapsed, sum(len(c) for c in sessions.values()) / produced
 
 
-def bench_backlog(settings, codec, tmp: Path, sessions: dict[str, list[Call]]) -> float:
+class ProfiledAssembler(AssemblerProcess):
+    """The worker under cProfile; SIGUSR1 makes it write its profile (it is killed afterwards, not stopped)."""
+
+    def __init__(self, settings, tmp_path: Path, profile: Path):
+        super().__init__(settings, tmp_path)
+        self.profile = profile
+
+    def start(self) -> "ProfiledAssembler":
+        import subprocess
+
+        code = ("import cProfile, runpy, signal, sys; p = cProfile.Profile(); "
+                f"signal.signal(signal.SIGUSR1, lambda *a: p.dump_stats({str(self.profile)!r})); "
+                "sys.argv = ['services.assembler', '--config', sys.argv[1]]; p.enable(); "
+                "runpy.run_module('services.assembler', run_name='__main__')")
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-c", code, str(self.config)], cwd=ROOT, stdout=log,
+                                     stderr=log, start_new_session=True)
+        return self
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGUSR1)
+            deadline = time.monotonic() + 30
+            while not self.profile.exists() and time.monotonic() < deadline:
+                time.sleep(0.2)
+        super().stop()
+
+
+def bench_backlog(settings, codec, tmp: Path, sessions: dict[str, list[Call]], profile: Path | None = None) -> float:
     """The worker's own drain rate: every session is on the topic before the worker starts, no publisher beside
     it on the same cores. Calls/s from the first trajectory out to the last (the first session not counted)."""
     ensure_topics(settings)
     publish_sessions(MessageProducer(settings, codec), Topics(settings).session_events, sessions)
     output = Output(settings, codec)
-    worker = AssemblerProcess(settings, tmp).start()
+    worker = (ProfiledAssembler(settings, tmp, profile) if profile else AssemblerProcess(settings, tmp)).start()
     try:
         output.drain(len(sessions), 600)
     finally:
@@ -138,41 +195,67 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=300)
     parser.add_argument("--latency-sessions", type=int, default=200)
     parser.add_argument("--backlog-calls", type=int, default=16_000)
+    parser.add_argument("--formats", default="packed,arrays", help="wire formats to compare: packed, arrays")
+    parser.add_argument("--profile", type=Path, help="also drain each backlog under cProfile, profiles written here")
     args = parser.parse_args()
-    rng = random.Random(0)
     tmp = Path(tempfile.mkdtemp(prefix="bench-assembler-"))
     broker = LocalBroker(tmp / "broker", "memory").start()
-    codec = Codec()
+    rates: dict[tuple[int, str], float] = {}
     try:
-        def fresh_settings():
-            return broker.client_settings.with_overrides(topic_prefix=f"b{uuid.uuid4().hex[:6]}", data_dir=tmp / "d")
-
-        settings = fresh_settings()
-        ensure_topics(settings)
-        worker = AssemblerProcess(settings, tmp).start()
-        output = Output(settings, codec)
-        warm = {f"warm{i}": make_session(2, rng, f"warm{i}") for i in range(5)}
-        publish_sessions(MessageProducer(settings, codec), Topics(settings).session_events, warm)
-        output.drain(5, 120)
-        print(f"{'turns':>5} {'core calls/s':>13} {'e2e calls/s':>12} {'e2e/core':>9} {'publish calls/s':>16} "
-              f"{'backlog calls/s':>16} {'backlog/core':>13}")
+        print(f"{'turns':>5} {'format':>7} {'bytes/call':>10} {'core calls/s':>13} {'book calls/s':>13} "
+              f"{'e2e calls/s':>12} {'publish calls/s':>16} {'backlog calls/s':>16} {'backlog/core':>13}")
+        for fmt in args.formats.split(","):
+            rates.update(run_format(broker, tmp, fmt, args))
         for turns in (8, 32):
-            n = max(10, args.sessions * 8 // turns)
-            sessions = {f"t{turns}s{i}": make_session(turns, rng, f"t{turns}s{i}") for i in range(n)}
-            core = bench_core(list(sessions.values()))
-            e2e, publish_rate = bench_e2e(settings, codec, output, sessions)
-            backlog = {f"b{turns}s{i}": make_session(turns, rng, f"b{turns}s{i}") for i in range(args.backlog_calls // turns)}
-            (tmp / f"backlog{turns}").mkdir()
-            drained = bench_backlog(fresh_settings(), codec, tmp / f"backlog{turns}", backlog)
-            print(f"{turns:>5} {core:>13.0f} {e2e:>12.0f} {e2e / core:>9.3f} {publish_rate:>16.0f} "
-                  f"{drained:>16.0f} {drained / core:>13.3f}")
-        lat_sessions = {f"lat{i}": make_session(8, rng, f"lat{i}") for i in range(args.latency_sessions)}
-        latencies = bench_latency(settings, codec, output, lat_sessions)
-        print(f"episode end -> trajectory: p50 {pct(latencies, 50):.1f} ms, p99 {pct(latencies, 99):.1f} ms "
-              f"({len(latencies)} sessions, 8 turns)")
-        worker.stop()
+            if (turns, "packed") in rates and (turns, "arrays") in rates:
+                print(f"{turns}-turn backlog, packed / arrays: {rates[turns, 'packed'] / rates[turns, 'arrays']:.2f}x")
     finally:
         broker.stop()
+
+
+def run_format(broker, tmp: Path, fmt: str, args) -> dict[tuple[int, str], float]:
+    """Every figure for one wire format: the benchmark publishes it and the worker writes it."""
+    rng = random.Random(0)  # the same sessions for every format
+    packed = {"packed": True, "arrays": False}[fmt]
+    codec = Codec(packed=packed)
+
+    def fresh_settings():
+        return broker.client_settings.with_overrides(topic_prefix=f"b{uuid.uuid4().hex[:6]}", data_dir=tmp / "d",
+                                                     packed_token_arrays=packed)
+
+    settings = fresh_settings()
+    ensure_topics(settings)
+    (tmp / fmt).mkdir()
+    worker = AssemblerProcess(settings, tmp / fmt).start()
+    output = Output(settings, codec)
+    warm = {f"warm{i}": make_session(2, rng, f"warm{i}") for i in range(5)}
+    publish_sessions(MessageProducer(settings, codec), Topics(settings).session_events, warm)
+    output.drain(5, 120)
+    rates = {}
+    for turns in (8, 32):
+        n = max(10, args.sessions * 8 // turns)
+        sessions = {f"t{turns}s{i}": make_session(turns, rng, f"t{turns}s{i}") for i in range(n)}
+        core = bench_core(list(sessions.values()))
+        book, size = bench_book(codec, sessions)
+        e2e, publish_rate = bench_e2e(settings, codec, output, sessions)
+        backlog = {f"b{turns}s{i}": make_session(turns, rng, f"b{turns}s{i}") for i in range(args.backlog_calls // turns)}
+        (tmp / f"backlog{turns}{fmt}").mkdir()
+        drained = bench_backlog(fresh_settings(), codec, tmp / f"backlog{turns}{fmt}", backlog)
+        rates[turns, fmt] = drained
+        if args.profile:  # a separate drain: the profiler's overhead must not touch the figures
+            args.profile.mkdir(parents=True, exist_ok=True)
+            (tmp / f"profile{turns}{fmt}").mkdir()
+            bench_backlog(fresh_settings(), codec, tmp / f"profile{turns}{fmt}", backlog,
+                          args.profile / f"worker-{fmt}-{turns}turns.prof")
+        print(f"{turns:>5} {fmt:>7} {size:>10.0f} {core:>13.0f} {book:>13.0f} {e2e:>12.0f} {publish_rate:>16.0f} "
+              f"{drained:>16.0f} {drained / core:>13.3f}")
+    if fmt == "packed" or args.formats == fmt:
+        lat_sessions = {f"lat{i}": make_session(8, rng, f"lat{i}") for i in range(args.latency_sessions)}
+        latencies = bench_latency(settings, codec, output, lat_sessions)
+        print(f"episode end -> trajectory ({fmt}): p50 {pct(latencies, 50):.1f} ms, p99 {pct(latencies, 99):.1f} ms "
+              f"({len(latencies)} sessions, 8 turns)")
+    worker.stop()
+    return rates
 
 
 if __name__ == "__main__":

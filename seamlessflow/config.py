@@ -38,6 +38,9 @@ class Settings(BaseModel):
     schema_registry_url: str | None = None
     schema_registry_conf: dict[str, Any] = Field(default_factory=dict)
     max_record_bytes: int = 1_000_000
+    # Token ids/logprobs written as packed bytes (false: as Avro arrays, readable by consumers that predate
+    # packing; for a rolling upgrade, upgrade consumers first, then turn this on). Readers take both forms.
+    packed_token_arrays: bool = True
     # Idempotent producers: on by default for a real cluster; off for the embedded broker, where Tansu was
     # seen failing idempotent producers with OUT_OF_ORDER_SEQUENCE_NUMBER (infra/TANSU.md). Off means
     # acks=all with one request in flight: order kept, a retry may duplicate (consumers de-dup by event_id).

@@ -50,6 +50,11 @@ def packed_spec(hint: Any) -> tuple[np.dtype, str] | None:
 
 
 @functools.cache
+def field_names(cls: type) -> tuple[str, ...]:
+    return tuple(f.name for f in fields(cls))
+
+
+@functools.cache
 def packed_fields(cls: type) -> tuple[PackedField, ...]:
     hints = typing.get_type_hints(cls, include_extras=True)
     out = []
@@ -74,7 +79,7 @@ def unpack_values(data: bytes, dtype: np.dtype) -> list:
 
 def to_wire(message: Any, packed: bool = True) -> dict:
     """The Avro record of a message: packed fields as bytes (or, with `packed=False`, as older writers did)."""
-    record = {f.name: getattr(message, f.name) for f in fields(message)}
+    record = {name: getattr(message, name) for name in field_names(type(message))}
     for f in packed_fields(type(message)):
         if packed:
             record[f.wire_name] = pack_values(record[f.name], f.dtype)
