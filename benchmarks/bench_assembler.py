@@ -127,7 +127,7 @@ def bench_e2e(settings, codec, output: Output, sessions: dict[str, list[Call]]) 
 
 
 class ProfiledAssembler(AssemblerProcess):
-    """The worker under cProfile; SIGUSR1 makes it write its profile (it is killed afterwards, not stopped)."""
+    """The worker under cProfile; SIGHUP makes it write its profile (it is killed afterwards, not stopped)."""
 
     def __init__(self, settings, tmp_path: Path, profile: Path):
         super().__init__(settings, tmp_path)
@@ -136,8 +136,10 @@ class ProfiledAssembler(AssemblerProcess):
     def start(self) -> "ProfiledAssembler":
         import subprocess
 
-        code = ("import cProfile, runpy, signal, sys; p = cProfile.Profile(); "
-                f"signal.signal(signal.SIGUSR1, lambda *a: p.dump_stats({str(self.profile)!r})); "
+        tmp = str(self.profile) + ".part"  # renamed when complete: stop() waits for the final name
+        code = ("import cProfile, os, runpy, signal, sys; p = cProfile.Profile(); "
+                f"signal.signal(signal.SIGHUP, lambda *a: (p.dump_stats({tmp!r}), os.replace({tmp!r}, "
+                f"{str(self.profile)!r}))); "
                 "sys.argv = ['services.assembler', '--config', sys.argv[1]]; p.enable(); "
                 "runpy.run_module('services.assembler', run_name='__main__')")
         log = open(self.log_path, "ab")
@@ -147,7 +149,7 @@ class ProfiledAssembler(AssemblerProcess):
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGUSR1)
+            os.kill(self.proc.pid, signal.SIGHUP)
             deadline = time.monotonic() + 30
             while not self.profile.exists() and time.monotonic() < deadline:
                 time.sleep(0.2)
@@ -195,34 +197,45 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=300)
     parser.add_argument("--latency-sessions", type=int, default=200)
     parser.add_argument("--backlog-calls", type=int, default=16_000)
+    parser.add_argument("--rounds", type=int, default=3, help="backlog drains per format, alternating formats")
     parser.add_argument("--formats", default="packed,arrays", help="wire formats to compare: packed, arrays")
     parser.add_argument("--profile", type=Path, help="also drain each backlog under cProfile, profiles written here")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-assembler-"))
     broker = LocalBroker(tmp / "broker", "memory").start()
-    rates: dict[tuple[int, str], float] = {}
+    formats = args.formats.split(",")
     try:
         print(f"{'turns':>5} {'format':>7} {'bytes/call':>10} {'core calls/s':>13} {'book calls/s':>13} "
-              f"{'e2e calls/s':>12} {'publish calls/s':>16} {'backlog calls/s':>16} {'backlog/core':>13}")
-        for fmt in args.formats.split(","):
-            rates.update(run_format(broker, tmp, fmt, args))
+              f"{'e2e calls/s':>12} {'publish calls/s':>16}")
+        for fmt in formats:
+            run_live(broker, tmp, fmt, args)
+        drained = run_backlogs(broker, tmp, formats, args)
+        print(f"backlog drain (the worker's own rate), median of {args.rounds} alternating rounds:")
+        for (turns, fmt), rates in sorted(drained.items()):
+            print(f"{turns:>5} {fmt:>7} {statistics.median(rates):>8.0f} calls/s  (rounds: "
+                  f"{', '.join(f'{r:.0f}' for r in rates)})")
         for turns in (8, 32):
-            if (turns, "packed") in rates and (turns, "arrays") in rates:
-                print(f"{turns}-turn backlog, packed / arrays: {rates[turns, 'packed'] / rates[turns, 'arrays']:.2f}x")
+            if {(turns, "packed"), (turns, "arrays")} <= drained.keys():
+                ratio = statistics.median(drained[turns, "packed"]) / statistics.median(drained[turns, "arrays"])
+                print(f"{turns}-turn backlog, packed / arrays: {ratio:.2f}x")
     finally:
         broker.stop()
 
 
-def run_format(broker, tmp: Path, fmt: str, args) -> dict[tuple[int, str], float]:
-    """Every figure for one wire format: the benchmark publishes it and the worker writes it."""
-    rng = random.Random(0)  # the same sessions for every format
+def _codec_and_settings(broker, tmp: Path, fmt: str):
     packed = {"packed": True, "arrays": False}[fmt]
-    codec = Codec(packed=packed)
 
     def fresh_settings():
         return broker.client_settings.with_overrides(topic_prefix=f"b{uuid.uuid4().hex[:6]}", data_dir=tmp / "d",
                                                      packed_token_arrays=packed)
 
+    return Codec(packed=packed), fresh_settings
+
+
+def run_live(broker, tmp: Path, fmt: str, args) -> None:
+    """Core, book and end-to-end rates, and latency, for one wire format (published and written by the worker)."""
+    rng = random.Random(0)  # the same sessions for every format
+    codec, fresh_settings = _codec_and_settings(broker, tmp, fmt)
     settings = fresh_settings()
     ensure_topics(settings)
     (tmp / fmt).mkdir()
@@ -231,31 +244,41 @@ def run_format(broker, tmp: Path, fmt: str, args) -> dict[tuple[int, str], float
     warm = {f"warm{i}": make_session(2, rng, f"warm{i}") for i in range(5)}
     publish_sessions(MessageProducer(settings, codec), Topics(settings).session_events, warm)
     output.drain(5, 120)
-    rates = {}
     for turns in (8, 32):
         n = max(10, args.sessions * 8 // turns)
         sessions = {f"t{turns}s{i}": make_session(turns, rng, f"t{turns}s{i}") for i in range(n)}
         core = bench_core(list(sessions.values()))
         book, size = bench_book(codec, sessions)
         e2e, publish_rate = bench_e2e(settings, codec, output, sessions)
-        backlog = {f"b{turns}s{i}": make_session(turns, rng, f"b{turns}s{i}") for i in range(args.backlog_calls // turns)}
-        (tmp / f"backlog{turns}{fmt}").mkdir()
-        drained = bench_backlog(fresh_settings(), codec, tmp / f"backlog{turns}{fmt}", backlog)
-        rates[turns, fmt] = drained
-        if args.profile:  # a separate drain: the profiler's overhead must not touch the figures
-            args.profile.mkdir(parents=True, exist_ok=True)
-            (tmp / f"profile{turns}{fmt}").mkdir()
-            bench_backlog(fresh_settings(), codec, tmp / f"profile{turns}{fmt}", backlog,
-                          args.profile / f"worker-{fmt}-{turns}turns.prof")
-        print(f"{turns:>5} {fmt:>7} {size:>10.0f} {core:>13.0f} {book:>13.0f} {e2e:>12.0f} {publish_rate:>16.0f} "
-              f"{drained:>16.0f} {drained / core:>13.3f}")
+        print(f"{turns:>5} {fmt:>7} {size:>10.0f} {core:>13.0f} {book:>13.0f} {e2e:>12.0f} {publish_rate:>16.0f}",
+              flush=True)
     if fmt == "packed" or args.formats == fmt:
         lat_sessions = {f"lat{i}": make_session(8, rng, f"lat{i}") for i in range(args.latency_sessions)}
         latencies = bench_latency(settings, codec, output, lat_sessions)
         print(f"episode end -> trajectory ({fmt}): p50 {pct(latencies, 50):.1f} ms, p99 {pct(latencies, 99):.1f} ms "
-              f"({len(latencies)} sessions, 8 turns)")
+              f"({len(latencies)} sessions, 8 turns)", flush=True)
     worker.stop()
-    return rates
+
+
+def run_backlogs(broker, tmp: Path, formats: list[str], args) -> dict[tuple[int, str], list[float]]:
+    """Backlog drains, formats alternating within each round so a load change on the machine hits both."""
+    rng = random.Random(1)
+    backlogs = {turns: {f"b{turns}s{i}": make_session(turns, rng, f"b{turns}s{i}")
+                        for i in range(args.backlog_calls // turns)} for turns in (8, 32)}
+    drained: dict[tuple[int, str], list[float]] = {}
+    for r in range(args.rounds):
+        for turns, backlog in backlogs.items():
+            for fmt in formats:
+                codec, fresh_settings = _codec_and_settings(broker, tmp, fmt)
+                (tmp / f"backlog{turns}{fmt}{r}").mkdir()
+                drained.setdefault((turns, fmt), []).append(
+                    bench_backlog(fresh_settings(), codec, tmp / f"backlog{turns}{fmt}{r}", backlog))
+                if args.profile and r == 0:  # a separate drain: the profiler's overhead must not touch the figures
+                    args.profile.mkdir(parents=True, exist_ok=True)
+                    (tmp / f"profile{turns}{fmt}").mkdir()
+                    bench_backlog(fresh_settings(), codec, tmp / f"profile{turns}{fmt}", backlog,
+                                  args.profile / f"worker-{fmt}-{turns}turns.prof")
+    return drained
 
 
 if __name__ == "__main__":

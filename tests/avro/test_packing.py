@@ -104,3 +104,17 @@ def test_token_io_decodes_to_plain_lists(codec):
     back = codec.decode(codec.encode(TOKEN_IO, "t"))
     assert all(type(getattr(back, f.name)) is list for f in packed_fields(TokenIO))
     assert type(back.prompt_ids[0]) is int and type(back.logprobs[0]) is float
+
+
+def test_settings_choose_the_wire_form_and_default_to_packed():
+    from seamlessflow.avro import codec_for
+    from seamlessflow.config import Settings
+
+    def wire_prompt(codec):
+        data = codec.encode(TOKEN_IO, "t")
+        writer = fastavro.parse_schema(avro_schema_of(TokenIO))
+        record = fastavro.schemaless_reader(io.BytesIO(data[5:]), writer, None)
+        return record["prompt_ids"], record["prompt_ids_packed"]
+
+    assert wire_prompt(codec_for(Settings())) == ([], b"\x01\x00\x00\x00\x02\x00\x00\x00\x03\x00\x00\x00")
+    assert wire_prompt(codec_for(Settings(packed_token_arrays=False))) == ([1, 2, 3], None)
