@@ -172,6 +172,31 @@ def bench_backlog(settings, codec, tmp: Path, sessions: dict[str, list[Call]], p
     return (sum(len(c) for c in sessions.values()) - per_session) / (arrivals[-1] - arrivals[0])
 
 
+def bench_batch_drain(settings, codec, sessions: dict[str, list[Call]]) -> float:
+    """What the same per-record work reaches without Faust: librdkafka batch reads into the same SessionBook and
+    producer, in this process. A measuring loop, not a worker: no offset commits, no published marks."""
+    ensure_topics(settings)
+    topics = Topics(settings)
+    publish_sessions(MessageProducer(settings, codec), topics.session_events, sessions)
+    consumer = Consumer(consumer_config(settings, f"bench-{uuid.uuid4().hex[:6]}"))
+    parts = consumer.list_topics(topics.session_events, timeout=10).topics[topics.session_events].partitions
+    consumer.assign([TopicPartition(topics.session_events, p, 0) for p in parts])
+    book, producer = SessionBook(AssemblyConfig(), codec, topics.session_events), MessageProducer(settings, codec)
+    calls, published, start = sum(len(c) for c in sessions.values()), 0, None
+    while published < len(sessions):
+        for msg in consumer.consume(1000, 0.1):
+            if msg.error():
+                continue
+            start = start or time.perf_counter()
+            out = book.on_record(msg.partition(), msg.offset(), msg.key(), msg.value())
+            for trajectory in out.trajectories:
+                producer.send(topics.trajectories, trajectory.group_id, trajectory)
+            published += len(out.trajectories)
+    producer.flush()
+    consumer.close()
+    return calls / (time.perf_counter() - start)
+
+
 def bench_latency(settings, codec, output: Output, sessions: dict[str, list[Call]]) -> list[float]:
     """One session at a time: its calls, a pause, then its end; ms from publishing the end to the trajectory."""
     producer = MessageProducer(settings, codec)
@@ -199,6 +224,7 @@ def main() -> None:
     parser.add_argument("--backlog-calls", type=int, default=16_000)
     parser.add_argument("--rounds", type=int, default=3, help="backlog drains per format, alternating formats")
     parser.add_argument("--formats", default="packed,arrays", help="wire formats to compare: packed, arrays")
+    parser.add_argument("--batch-drain", action="store_true", help="also drain through librdkafka without Faust")
     parser.add_argument("--profile", type=Path, help="also drain each backlog under cProfile, profiles written here")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-assembler-"))
@@ -214,6 +240,16 @@ def main() -> None:
         for (turns, fmt), rates in sorted(drained.items()):
             print(f"{turns:>5} {fmt:>7} {statistics.median(rates):>8.0f} calls/s  (rounds: "
                   f"{', '.join(f'{r:.0f}' for r in rates)})")
+        if args.batch_drain:
+            print("without Faust (librdkafka batches into the same SessionBook and producer, one process):")
+            for turns in (8, 32):
+                for fmt in formats:
+                    codec, fresh_settings = _codec_and_settings(broker, tmp, fmt)
+                    rng = random.Random(2)
+                    backlog = {f"n{turns}s{i}": make_session(turns, rng, f"n{turns}s{i}")
+                               for i in range(args.backlog_calls // turns)}
+                    print(f"{turns:>5} {fmt:>7} {bench_batch_drain(fresh_settings(), codec, backlog):>8.0f} calls/s",
+                          flush=True)
         for turns in (8, 32):
             if {(turns, "packed"), (turns, "arrays")} <= drained.keys():
                 ratio = statistics.median(drained[turns, "packed"]) / statistics.median(drained[turns, "arrays"])
