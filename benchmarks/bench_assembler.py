@@ -8,10 +8,12 @@ end is measured twice: while the benchmark publishes (bounded by the publisher o
 draining a backlog published before the worker started (the worker's own rate). Each wire format
 (`--formats`: packed token arrays, or the Avro arrays written before packing) runs in the same process, one
 after the other, so their ratio is taken side by side. Targets: >= 10k calls/s per worker end to end,
-p99 <= 200 ms. `--profile DIR` also writes a cProfile of one backlog drain per format (worker process).
+p99 <= 200 ms. `--profile DIR` also writes a cProfile of one backlog drain per format (worker process);
+`--batch-drain` also drains a backlog through librdkafka batches into the same SessionBook and producer, in
+this process, to show what the worker's own work reaches without Faust's per-record loop.
 
     .venv/bin/python benchmarks/bench_assembler.py [--sessions 300] [--latency-sessions 200] [--backlog-calls 16000]
-        [--formats packed,arrays] [--profile DIR]
+        [--rounds 3] [--formats packed,arrays] [--profile DIR] [--batch-drain]
 """
 
 from __future__ import annotations

@@ -96,7 +96,7 @@ def test_packed_array_and_pre_packing_records_assemble_to_identical_trajectories
     import random
     import struct
 
-    from tests.avro.test_packing import _v1_record
+    from tests.samples import encode_before_packing
 
     rng = random.Random(3)
     history, records = [rng.randrange(50_000) for _ in range(50)], []

@@ -12,24 +12,15 @@ from seamlessflow.avro import Codec, CodecError, LocalRegistry
 from seamlessflow.avro.packing import packed_fields
 from seamlessflow.avro.schema import avro_schema_of, previous_schemas
 from seamlessflow.messages import TokenIO, Trajectory
-from tests.samples import SAMPLES
+from tests.samples import SAMPLES, encode_before_packing
 
 TOKEN_IO, _, TRAJECTORY = SAMPLES[:3]
 V1 = {schema["name"]: schema for schema in previous_schemas()}
 
 
-def _v1_record(message) -> bytes:
-    """A record exactly as the code before packing wrote it: the v1 schema's id, every array as an Avro array
-    (messages without token arrays had the schema they have now)."""
-    schema = V1.get(type(message).__name__) or avro_schema_of(type(message))
-    body = io.BytesIO()
-    fastavro.schemaless_writer(body, fastavro.parse_schema(schema), dataclasses.asdict(message))
-    return struct.pack(">bI", 0, LocalRegistry().add(schema)) + body.getvalue()
-
-
 @pytest.mark.parametrize("message", [TOKEN_IO, TRAJECTORY], ids=lambda m: type(m).__name__)
 def test_records_written_before_packing_decode_to_the_same_message(codec, message):
-    assert codec.decode(_v1_record(message)) == message
+    assert codec.decode(encode_before_packing(message)) == message
 
 
 @pytest.mark.parametrize("message", [TOKEN_IO, TRAJECTORY], ids=lambda m: type(m).__name__)
