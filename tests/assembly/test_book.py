@@ -116,7 +116,7 @@ def test_packed_array_and_pre_packing_records_assemble_to_identical_trajectories
 
     packed = assembled(lambda m: Codec().encode(m, TOPIC))
     arrays = assembled(lambda m: Codec(packed=False).encode(m, TOPIC))
-    before = assembled(_v1_record)
+    before = assembled(encode_before_packing)
     assert len(packed) == 2 and packed == arrays == before
 
     def bits(ts):
