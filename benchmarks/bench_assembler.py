@@ -98,12 +98,17 @@ class Output:
         self.consumer.assign([TopicPartition(self.topic, p, 0) for p in parts])
         self.arrived: dict[str, float] = {}
 
-    def drain(self, until_count: int, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
+    def drain(self, until_count: int, timeout_s: float, cpu=None) -> list[tuple[int, float]]:
+        """With `cpu` (a worker's CPU seconds so far), returns (trajectories seen, CPU seconds) as they arrive."""
+        deadline, marks = time.monotonic() + timeout_s, []
         while len(self.arrived) < until_count and time.monotonic() < deadline:
+            seen = len(self.arrived)
             for msg in self.consumer.consume(1000, 0.05):
                 if not msg.error():
                     self.arrived.setdefault(self.codec.decode(msg.value()).session_id, time.perf_counter())
+            if cpu is not None and len(self.arrived) > seen:
+                marks.append((len(self.arrived), cpu()))
+        return marks
 
 
 def publish_sessions(producer, topic, sessions: dict[str, list[Call]], end: bool = True) -> None:
@@ -158,20 +163,28 @@ class ProfiledAssembler(AssemblerProcess):
         super().stop()
 
 
-def bench_backlog(settings, codec, tmp: Path, sessions: dict[str, list[Call]], profile: Path | None = None) -> float:
+def bench_backlog(settings, codec, tmp: Path, sessions: dict[str, list[Call]],
+                  profile: Path | None = None) -> tuple[float, float]:
     """The worker's own drain rate: every session is on the topic before the worker starts, no publisher beside
-    it on the same cores. Calls/s from the first trajectory out to the last (the first session not counted)."""
+    it on the same cores. Calls/s from the first trajectory out to the last (the first session not counted), and
+    calls per CPU-second of the worker process over the same stretch (what one dedicated core would drain: far
+    less sensitive to other jobs on a shared machine than wall time)."""
+    import psutil
+
     ensure_topics(settings)
     publish_sessions(MessageProducer(settings, codec), Topics(settings).session_events, sessions)
     output = Output(settings, codec)
     worker = (ProfiledAssembler(settings, tmp, profile) if profile else AssemblerProcess(settings, tmp)).start()
+    process = psutil.Process(worker.proc.pid)
     try:
-        output.drain(len(sessions), 600)
+        marks = output.drain(len(sessions), 600, cpu=lambda: sum(process.cpu_times()[:2]))
     finally:
         worker.stop()
     arrivals = sorted(output.arrived.values())
     per_session = len(next(iter(sessions.values())))
-    return (sum(len(c) for c in sessions.values()) - per_session) / (arrivals[-1] - arrivals[0])
+    wall = (sum(len(c) for c in sessions.values()) - per_session) / (arrivals[-1] - arrivals[0])
+    (first, cpu0), (last, cpu1) = marks[0], marks[-1]
+    return wall, (last - first) * per_session / max(cpu1 - cpu0, 1e-9)
 
 
 def bench_batch_drain(settings, codec, sessions: dict[str, list[Call]]) -> float:
@@ -240,8 +253,10 @@ def main() -> None:
         drained = run_backlogs(broker, tmp, formats, args)
         print(f"backlog drain (the worker's own rate), median of {args.rounds} alternating rounds:")
         for (turns, fmt), rates in sorted(drained.items()):
-            print(f"{turns:>5} {fmt:>7} {statistics.median(rates):>8.0f} calls/s  (rounds: "
-                  f"{', '.join(f'{r:.0f}' for r in rates)})")
+            wall, cpu = [r[0] for r in rates], [r[1] for r in rates]
+            print(f"{turns:>5} {fmt:>7} {statistics.median(wall):>8.0f} calls/s (rounds: "
+                  f"{', '.join(f'{r:.0f}' for r in wall)}); {statistics.median(cpu):>8.0f} calls per worker "
+                  f"CPU-second (rounds: {', '.join(f'{r:.0f}' for r in cpu)})")
         if args.batch_drain:
             print("without Faust (librdkafka batches into the same SessionBook and producer, one process):")
             for turns in (8, 32):
@@ -254,8 +269,10 @@ def main() -> None:
                           flush=True)
         for turns in (8, 32):
             if {(turns, "packed"), (turns, "arrays")} <= drained.keys():
-                ratio = statistics.median(drained[turns, "packed"]) / statistics.median(drained[turns, "arrays"])
-                print(f"{turns}-turn backlog, packed / arrays: {ratio:.2f}x")
+                for i, what in enumerate(("calls/s", "calls per CPU-second")):
+                    ratio = (statistics.median(r[i] for r in drained[turns, "packed"])
+                             / statistics.median(r[i] for r in drained[turns, "arrays"]))
+                    print(f"{turns}-turn backlog, packed / arrays, {what}: {ratio:.2f}x")
     finally:
         broker.stop()
 
@@ -298,12 +315,12 @@ def run_live(broker, tmp: Path, fmt: str, args) -> None:
     worker.stop()
 
 
-def run_backlogs(broker, tmp: Path, formats: list[str], args) -> dict[tuple[int, str], list[float]]:
+def run_backlogs(broker, tmp: Path, formats: list[str], args) -> dict[tuple[int, str], list[tuple[float, float]]]:
     """Backlog drains, formats alternating within each round so a load change on the machine hits both."""
     rng = random.Random(1)
     backlogs = {turns: {f"b{turns}s{i}": make_session(turns, rng, f"b{turns}s{i}")
                         for i in range(args.backlog_calls // turns)} for turns in (8, 32)}
-    drained: dict[tuple[int, str], list[float]] = {}
+    drained: dict[tuple[int, str], list[tuple[float, float]]] = {}
     for r in range(args.rounds):
         for turns, backlog in backlogs.items():
             for fmt in formats:
