@@ -1,18 +1,27 @@
 """Assembler throughput and latency: pure core vs end to end through the real broker, side by side.
 
-Prints calls/s of the pure core (SessionAssembler.add + finish) and end to end (session-events topic in ->
-trajectories topic out, one worker process) for 8- and 32-turn sessions, their ratio, and the latency from
-publishing an EpisodeEnd to reading its trajectory (p50/p99). End to end is measured twice: while the
-benchmark publishes (bounded by the publisher on the same cores) and draining a backlog published before the
-worker started (the worker's own rate). Targets: >= 10k calls/s per worker end to end, p99 <= 200 ms.
+Prints calls/s of the pure core (SessionAssembler.add + finish), of the worker's own per-record work without
+Kafka ("book": decode, longest-prefix matching, invariant checks, trajectory encoding, on pre-encoded
+records), and end to end (session-events topic in -> trajectories topic out, one worker process) for 8- and
+32-turn sessions, and the latency from publishing an EpisodeEnd to reading its trajectory (p50/p99). End to
+end is measured twice: while the benchmark publishes (bounded by the publisher on the same cores) and
+draining a backlog published before the worker started (the worker's own rate). Each wire format
+(`--formats`: packed token arrays, or the Avro arrays written before packing) runs in the same process, one
+after the other, so their ratio is taken side by side. Targets: >= 10k calls/s per worker end to end,
+p99 <= 200 ms. `--profile DIR` also writes a cProfile of one backlog drain per format (worker process);
+`--batch-drain` also drains a backlog through librdkafka batches into the same SessionBook and producer, in
+this process, to show what the worker's own work reaches without Faust's per-record loop.
 
     .venv/bin/python benchmarks/bench_assembler.py [--sessions 300] [--latency-sessions 200] [--backlog-calls 16000]
+        [--rounds 3] [--formats packed,arrays] [--profile DIR] [--batch-drain]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import random
+import signal
 import statistics
 import sys
 import tempfile
@@ -25,6 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 
+from seamlessflow.assembly import AssemblyConfig, SessionBook  # noqa: E402
 from seamlessflow.avro import Codec  # noqa: E402
 from seamlessflow.core.assembler import SessionAssembler  # noqa: E402
 from seamlessflow.core.prefix_tree import Call  # noqa: E402
@@ -57,6 +67,27 @@ def bench_core(sessions: list[list[Call]]) -> float:
     return sum(len(c) for c in sessions) / (time.perf_counter() - start)
 
 
+def encoded_sessions(codec: Codec, sessions: dict[str, list[Call]]) -> list[tuple[bytes, bytes]]:
+    out = []
+    for sid, calls in sessions.items():
+        out += [(sid.encode(), codec.encode(token_io(sid, call), "b")) for call in calls]
+        out.append((sid.encode(), codec.encode(episode_end(sid), "b")))
+    return out
+
+
+def bench_book(codec: Codec, sessions: dict[str, list[Call]]) -> tuple[float, float]:
+    """The worker's per-record work without Kafka: calls/s, and bytes per call on the wire."""
+    records = encoded_sessions(codec, sessions)
+    book = SessionBook(AssemblyConfig(), codec, "b")
+    start = time.perf_counter()
+    for offset, (key, value) in enumerate(records):
+        for trajectory in book.on_record(0, offset, key, value).trajectories:
+            codec.encode(trajectory, "t")
+    elapsed = time.perf_counter() - start
+    calls = sum(len(c) for c in sessions.values())
+    return calls / elapsed, sum(len(v) for _, v in records) / calls
+
+
 class Output:
     """Reads the trajectories topic from its start, counting records and noting when each arrived."""
 
@@ -67,12 +98,17 @@ class Output:
         self.consumer.assign([TopicPartition(self.topic, p, 0) for p in parts])
         self.arrived: dict[str, float] = {}
 
-    def drain(self, until_count: int, timeout_s: float) -> None:
-        deadline = time.monotonic() + timeout_s
+    def drain(self, until_count: int, timeout_s: float, cpu=None) -> list[tuple[int, float]]:
+        """With `cpu` (a worker's CPU seconds so far), returns (trajectories seen, CPU seconds) as they arrive."""
+        deadline, marks = time.monotonic() + timeout_s, []
         while len(self.arrived) < until_count and time.monotonic() < deadline:
+            seen = len(self.arrived)
             for msg in self.consumer.consume(1000, 0.05):
                 if not msg.error():
                     self.arrived.setdefault(self.codec.decode(msg.value()).session_id, time.perf_counter())
+            if cpu is not None and len(self.arrived) > seen:
+                marks.append((len(self.arrived), cpu()))
+        return marks
 
 
 def publish_sessions(producer, topic, sessions: dict[str, list[Call]], end: bool = True) -> None:
@@ -97,20 +133,83 @@ def bench_e2e(settings, codec, output: Output, sessions: dict[str, list[Call]]) 
     return sum(len(c) for c in sessions.values()) / elapsed, sum(len(c) for c in sessions.values()) / produced
 
 
-def bench_backlog(settings, codec, tmp: Path, sessions: dict[str, list[Call]]) -> float:
+class ProfiledAssembler(AssemblerProcess):
+    """The worker under cProfile; SIGHUP makes it write its profile (it is killed afterwards, not stopped)."""
+
+    def __init__(self, settings, tmp_path: Path, profile: Path):
+        super().__init__(settings, tmp_path)
+        self.profile = profile
+
+    def start(self) -> "ProfiledAssembler":
+        import subprocess
+
+        tmp = str(self.profile) + ".part"  # renamed when complete: stop() waits for the final name
+        code = ("import cProfile, os, runpy, signal, sys; p = cProfile.Profile(); "
+                f"signal.signal(signal.SIGHUP, lambda *a: (p.dump_stats({tmp!r}), os.replace({tmp!r}, "
+                f"{str(self.profile)!r}))); "
+                "sys.argv = ['services.assembler', '--config', sys.argv[1]]; p.enable(); "
+                "runpy.run_module('services.assembler', run_name='__main__')")
+        log = open(self.log_path, "ab")
+        self.proc = subprocess.Popen([sys.executable, "-c", code, str(self.config)], cwd=ROOT, stdout=log,
+                                     stderr=log, start_new_session=True)
+        return self
+
+    def stop(self) -> None:
+        if self.proc and self.proc.poll() is None:
+            os.kill(self.proc.pid, signal.SIGHUP)
+            deadline = time.monotonic() + 30
+            while not self.profile.exists() and time.monotonic() < deadline:
+                time.sleep(0.2)
+        super().stop()
+
+
+def bench_backlog(settings, codec, tmp: Path, sessions: dict[str, list[Call]],
+                  profile: Path | None = None) -> tuple[float, float]:
     """The worker's own drain rate: every session is on the topic before the worker starts, no publisher beside
-    it on the same cores. Calls/s from the first trajectory out to the last (the first session not counted)."""
+    it on the same cores. Calls/s from the first trajectory out to the last (the first session not counted), and
+    calls per CPU-second of the worker process over the same stretch (what one dedicated core would drain: far
+    less sensitive to other jobs on a shared machine than wall time)."""
+    import psutil
+
     ensure_topics(settings)
     publish_sessions(MessageProducer(settings, codec), Topics(settings).session_events, sessions)
     output = Output(settings, codec)
-    worker = AssemblerProcess(settings, tmp).start()
+    worker = (ProfiledAssembler(settings, tmp, profile) if profile else AssemblerProcess(settings, tmp)).start()
+    process = psutil.Process(worker.proc.pid)
     try:
-        output.drain(len(sessions), 600)
+        marks = output.drain(len(sessions), 600, cpu=lambda: sum(process.cpu_times()[:2]))
     finally:
         worker.stop()
     arrivals = sorted(output.arrived.values())
     per_session = len(next(iter(sessions.values())))
-    return (sum(len(c) for c in sessions.values()) - per_session) / (arrivals[-1] - arrivals[0])
+    wall = (sum(len(c) for c in sessions.values()) - per_session) / (arrivals[-1] - arrivals[0])
+    (first, cpu0), (last, cpu1) = marks[0], marks[-1]
+    return wall, (last - first) * per_session / max(cpu1 - cpu0, 1e-9)
+
+
+def bench_batch_drain(settings, codec, sessions: dict[str, list[Call]]) -> float:
+    """What the same per-record work reaches without Faust: librdkafka batch reads into the same SessionBook and
+    producer, in this process. A measuring loop, not a worker: no offset commits, no published marks."""
+    ensure_topics(settings)
+    topics = Topics(settings)
+    publish_sessions(MessageProducer(settings, codec), topics.session_events, sessions)
+    consumer = Consumer(consumer_config(settings, f"bench-{uuid.uuid4().hex[:6]}"))
+    parts = consumer.list_topics(topics.session_events, timeout=10).topics[topics.session_events].partitions
+    consumer.assign([TopicPartition(topics.session_events, p, 0) for p in parts])
+    book, producer = SessionBook(AssemblyConfig(), codec, topics.session_events), MessageProducer(settings, codec)
+    calls, published, start = sum(len(c) for c in sessions.values()), 0, None
+    while published < len(sessions):
+        for msg in consumer.consume(1000, 0.1):
+            if msg.error():
+                continue
+            start = start or time.perf_counter()
+            out = book.on_record(msg.partition(), msg.offset(), msg.key(), msg.value())
+            for trajectory in out.trajectories:
+                producer.send(topics.trajectories, trajectory.group_id, trajectory)
+            published += len(out.trajectories)
+    producer.flush()
+    consumer.close()
+    return calls / (time.perf_counter() - start)
 
 
 def bench_latency(settings, codec, output: Output, sessions: dict[str, list[Call]]) -> list[float]:
@@ -138,41 +237,103 @@ def main() -> None:
     parser.add_argument("--sessions", type=int, default=300)
     parser.add_argument("--latency-sessions", type=int, default=200)
     parser.add_argument("--backlog-calls", type=int, default=16_000)
+    parser.add_argument("--rounds", type=int, default=3, help="backlog drains per format, alternating formats")
+    parser.add_argument("--formats", default="packed,arrays", help="wire formats to compare: packed, arrays")
+    parser.add_argument("--batch-drain", action="store_true", help="also drain through librdkafka without Faust")
+    parser.add_argument("--profile", type=Path, help="also drain each backlog under cProfile, profiles written here")
     args = parser.parse_args()
-    rng = random.Random(0)
     tmp = Path(tempfile.mkdtemp(prefix="bench-assembler-"))
     broker = LocalBroker(tmp / "broker").start()
-    codec = Codec()
+    formats = args.formats.split(",")
     try:
-        def fresh_settings():
-            return broker.client_settings.with_overrides(topic_prefix=f"b{uuid.uuid4().hex[:6]}", data_dir=tmp / "d")
-
-        settings = fresh_settings()
-        ensure_topics(settings)
-        worker = AssemblerProcess(settings, tmp).start()
-        output = Output(settings, codec)
-        warm = {f"warm{i}": make_session(2, rng, f"warm{i}") for i in range(5)}
-        publish_sessions(MessageProducer(settings, codec), Topics(settings).session_events, warm)
-        output.drain(5, 120)
-        print(f"{'turns':>5} {'core calls/s':>13} {'e2e calls/s':>12} {'e2e/core':>9} {'publish calls/s':>16} "
-              f"{'backlog calls/s':>16} {'backlog/core':>13}")
+        print(f"{'turns':>5} {'format':>7} {'bytes/call':>10} {'core calls/s':>13} {'book calls/s':>13} "
+              f"{'e2e calls/s':>12} {'publish calls/s':>16}")
+        for fmt in formats:
+            run_live(broker, tmp, fmt, args)
+        drained = run_backlogs(broker, tmp, formats, args)
+        print(f"backlog drain (the worker's own rate), median of {args.rounds} alternating rounds:")
+        for (turns, fmt), rates in sorted(drained.items()):
+            wall, cpu = [r[0] for r in rates], [r[1] for r in rates]
+            print(f"{turns:>5} {fmt:>7} {statistics.median(wall):>8.0f} calls/s (rounds: "
+                  f"{', '.join(f'{r:.0f}' for r in wall)}); {statistics.median(cpu):>8.0f} calls per worker "
+                  f"CPU-second (rounds: {', '.join(f'{r:.0f}' for r in cpu)})")
+        if args.batch_drain:
+            print("without Faust (librdkafka batches into the same SessionBook and producer, one process):")
+            for turns in (8, 32):
+                for fmt in formats:
+                    codec, fresh_settings = _codec_and_settings(broker, tmp, fmt)
+                    rng = random.Random(2)
+                    backlog = {f"n{turns}s{i}": make_session(turns, rng, f"n{turns}s{i}")
+                               for i in range(args.backlog_calls // turns)}
+                    print(f"{turns:>5} {fmt:>7} {bench_batch_drain(fresh_settings(), codec, backlog):>8.0f} calls/s",
+                          flush=True)
         for turns in (8, 32):
-            n = max(10, args.sessions * 8 // turns)
-            sessions = {f"t{turns}s{i}": make_session(turns, rng, f"t{turns}s{i}") for i in range(n)}
-            core = bench_core(list(sessions.values()))
-            e2e, publish_rate = bench_e2e(settings, codec, output, sessions)
-            backlog = {f"b{turns}s{i}": make_session(turns, rng, f"b{turns}s{i}") for i in range(args.backlog_calls // turns)}
-            (tmp / f"backlog{turns}").mkdir()
-            drained = bench_backlog(fresh_settings(), codec, tmp / f"backlog{turns}", backlog)
-            print(f"{turns:>5} {core:>13.0f} {e2e:>12.0f} {e2e / core:>9.3f} {publish_rate:>16.0f} "
-                  f"{drained:>16.0f} {drained / core:>13.3f}")
-        lat_sessions = {f"lat{i}": make_session(8, rng, f"lat{i}") for i in range(args.latency_sessions)}
-        latencies = bench_latency(settings, codec, output, lat_sessions)
-        print(f"episode end -> trajectory: p50 {pct(latencies, 50):.1f} ms, p99 {pct(latencies, 99):.1f} ms "
-              f"({len(latencies)} sessions, 8 turns)")
-        worker.stop()
+            if {(turns, "packed"), (turns, "arrays")} <= drained.keys():
+                for i, what in enumerate(("calls/s", "calls per CPU-second")):
+                    ratio = (statistics.median(r[i] for r in drained[turns, "packed"])
+                             / statistics.median(r[i] for r in drained[turns, "arrays"]))
+                    print(f"{turns}-turn backlog, packed / arrays, {what}: {ratio:.2f}x")
     finally:
         broker.stop()
+
+
+def _codec_and_settings(broker, tmp: Path, fmt: str):
+    packed = {"packed": True, "arrays": False}[fmt]
+
+    def fresh_settings():
+        return broker.client_settings.with_overrides(topic_prefix=f"b{uuid.uuid4().hex[:6]}", data_dir=tmp / "d",
+                                                     packed_token_arrays=packed)
+
+    return Codec(packed=packed), fresh_settings
+
+
+def run_live(broker, tmp: Path, fmt: str, args) -> None:
+    """Core, book and end-to-end rates, and latency, for one wire format (published and written by the worker)."""
+    rng = random.Random(0)  # the same sessions for every format
+    codec, fresh_settings = _codec_and_settings(broker, tmp, fmt)
+    settings = fresh_settings()
+    ensure_topics(settings)
+    (tmp / fmt).mkdir()
+    worker = AssemblerProcess(settings, tmp / fmt).start()
+    output = Output(settings, codec)
+    warm = {f"warm{i}": make_session(2, rng, f"warm{i}") for i in range(5)}
+    publish_sessions(MessageProducer(settings, codec), Topics(settings).session_events, warm)
+    output.drain(5, 120)
+    for turns in (8, 32):
+        n = max(10, args.sessions * 8 // turns)
+        sessions = {f"t{turns}s{i}": make_session(turns, rng, f"t{turns}s{i}") for i in range(n)}
+        core = bench_core(list(sessions.values()))
+        book, size = bench_book(codec, sessions)
+        e2e, publish_rate = bench_e2e(settings, codec, output, sessions)
+        print(f"{turns:>5} {fmt:>7} {size:>10.0f} {core:>13.0f} {book:>13.0f} {e2e:>12.0f} {publish_rate:>16.0f}",
+              flush=True)
+    if fmt == "packed" or args.formats == fmt:
+        lat_sessions = {f"lat{i}": make_session(8, rng, f"lat{i}") for i in range(args.latency_sessions)}
+        latencies = bench_latency(settings, codec, output, lat_sessions)
+        print(f"episode end -> trajectory ({fmt}): p50 {pct(latencies, 50):.1f} ms, p99 {pct(latencies, 99):.1f} ms "
+              f"({len(latencies)} sessions, 8 turns)", flush=True)
+    worker.stop()
+
+
+def run_backlogs(broker, tmp: Path, formats: list[str], args) -> dict[tuple[int, str], list[tuple[float, float]]]:
+    """Backlog drains, formats alternating within each round so a load change on the machine hits both."""
+    rng = random.Random(1)
+    backlogs = {turns: {f"b{turns}s{i}": make_session(turns, rng, f"b{turns}s{i}")
+                        for i in range(args.backlog_calls // turns)} for turns in (8, 32)}
+    drained: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    for r in range(args.rounds):
+        for turns, backlog in backlogs.items():
+            for fmt in formats:
+                codec, fresh_settings = _codec_and_settings(broker, tmp, fmt)
+                (tmp / f"backlog{turns}{fmt}{r}").mkdir()
+                drained.setdefault((turns, fmt), []).append(
+                    bench_backlog(fresh_settings(), codec, tmp / f"backlog{turns}{fmt}{r}", backlog))
+                if args.profile and r == 0:  # a separate drain: the profiler's overhead must not touch the figures
+                    args.profile.mkdir(parents=True, exist_ok=True)
+                    (tmp / f"profile{turns}{fmt}").mkdir()
+                    bench_backlog(fresh_settings(), codec, tmp / f"profile{turns}{fmt}", backlog,
+                                  args.profile / f"worker-{fmt}-{turns}turns.prof")
+    return drained
 
 
 if __name__ == "__main__":

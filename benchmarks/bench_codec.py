@@ -1,4 +1,5 @@
-"""Produce/consume rates through the embedded broker: Avro codec (TokenIO, 8-turn-sized calls) vs raw bytes.
+"""Produce/consume rates through the embedded broker: Avro codec (TokenIO, 8-turn-sized calls) vs raw bytes,
+with token arrays packed (the default) and as Avro arrays (the form written before packing).
 
 Both sides run in one process against one broker, alternating, so the printed ratio is fair on a noisy
 machine. Usage: python benchmarks/bench_codec.py [--records 20000] [--rounds 3]
@@ -62,11 +63,12 @@ def main() -> None:
     parser.add_argument("--records", type=int, default=20000)
     parser.add_argument("--rounds", type=int, default=3)
     args = parser.parse_args()
-    codec = Codec()
+    codec, arrays = Codec(), Codec(packed=False)
     messages = [sample(i) for i in range(args.records)]
     raw = [codec.encode(m, "x") for m in messages]  # same bytes on the wire: isolates the codec's CPU cost
     keys = [m.session_id.encode() for m in messages]
-    results = {"avro produce": [], "raw produce": [], "avro consume": [], "raw consume": []}
+    results = {"avro produce": [], "arrays produce": [], "raw produce": [],
+               "avro consume": [], "arrays consume": [], "raw consume": []}
     with LocalBroker(tempfile.mkdtemp(prefix="bench-codec-")) as broker:
         for r in range(args.rounds):
             settings = broker.client_settings.with_overrides(topic_prefix=f"bench{r}")
@@ -76,13 +78,22 @@ def main() -> None:
             results["raw produce"].append(produce(settings, topic_b, lambda: iter(raw), keys))
             results["avro consume"].append(consume(settings, topic_a, len(messages), codec.decode))
             results["raw consume"].append(consume(settings, topic_b, len(messages), lambda b: b))
+            settings = broker.client_settings.with_overrides(topic_prefix=f"bench{r}arrays")
+            ensure_topics(settings)
+            topic_c = Topics(settings).session_events
+            results["arrays produce"].append(produce(settings, topic_c, lambda: (arrays.encode(m, topic_c) for m in messages), keys))
+            results["arrays consume"].append(consume(settings, topic_c, len(messages), arrays.decode))
     med = {k: statistics.median(v) for k, v in results.items()}
     size = sum(map(len, raw)) / len(raw)
-    print(f"records: {args.records} TokenIO (~{size:.0f} B each: 400 prompt + 64 completion tokens), rounds: {args.rounds}")
+    size_arrays = sum(len(arrays.encode(m, "x")) for m in messages[:1000]) / min(1000, len(messages))
+    print(f"records: {args.records} TokenIO (400 prompt + 64 completion tokens; ~{size:.0f} B packed, "
+          f"~{size_arrays:.0f} B as arrays), rounds: {args.rounds}")
     for name, rate in med.items():
         print(f"  {name:13s} {rate:10.0f} records/s")
     print(f"ratio avro/raw produce: {med['avro produce'] / med['raw produce']:.2f}")
     print(f"ratio avro/raw consume: {med['avro consume'] / med['raw consume']:.2f}")
+    print(f"ratio packed/arrays produce: {med['avro produce'] / med['arrays produce']:.2f}, "
+          f"consume: {med['avro consume'] / med['arrays consume']:.2f}")
 
 
 if __name__ == "__main__":

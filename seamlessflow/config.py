@@ -51,6 +51,9 @@ class Settings(BaseModel):
     schema_registry_url: str | None = None
     schema_registry_conf: dict[str, Any] = Field(default_factory=dict)
     max_record_bytes: int = 1_000_000
+    # Token ids/logprobs written as packed bytes (false: as Avro arrays, readable by consumers that predate
+    # packing; for a rolling upgrade, upgrade consumers first, then turn this on). Readers take both forms.
+    packed_token_arrays: bool = True
     # Idempotent producers (with acks=all): a retried produce is never duplicated or reordered. Off only for
     # a cluster that refuses them (no IDEMPOTENT_WRITE permission); then one request is kept in flight.
     idempotent_producer: bool = True

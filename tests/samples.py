@@ -1,5 +1,14 @@
 """One realistic instance of every message type, shared by codec and broker tests."""
 
+import dataclasses
+import io
+import struct
+
+import fastavro
+
+from seamlessflow.avro import LocalRegistry
+from seamlessflow.avro.schema import avro_schema_of, previous_schemas
+
 from seamlessflow.messages import (
     CommandAck, ControlCommand, DeadLetter, EpisodeEnd, ResourceStatus, Task, TokenIO, Trajectory, WeightVersion,
 )
@@ -22,3 +31,12 @@ SAMPLES = [
     DeadLetter("dl-1", "x.session-events", 2, 41, b"s1", b"\x01garbage", "unknown magic byte 1", "assembler",
                "teamA", "run1", T),
 ]
+
+
+def encode_before_packing(message) -> bytes:
+    """A record exactly as the code before packing wrote it: the v1 schema's id, every array as an Avro array
+    (messages without token arrays had the schema they have now)."""
+    schema = {s["name"]: s for s in previous_schemas()}.get(type(message).__name__) or avro_schema_of(type(message))
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, fastavro.parse_schema(schema), dataclasses.asdict(message))
+    return struct.pack(">bI", 0, LocalRegistry().add(schema)) + body.getvalue()

@@ -32,3 +32,15 @@ def test_token_arrays_have_the_declared_types():
     assert fields["prompt_ids"] == {"type": "array", "items": "int"}
     assert fields["logprobs"] == {"type": "array", "items": "float"}
     assert fields["versions"] == {"type": "array", "items": "int"}
+    for name in ("prompt_ids", "completion_ids", "logprobs", "versions"):
+        assert fields[f"{name}_packed"] == ["null", "bytes"]
+
+
+def test_packed_fields_are_compatible_additions():
+    """Every packed field and every array it stands beside has a default, so old and new records read."""
+    for name in ("token_io.avsc", "trajectory.avsc"):
+        fields = json.loads((schemas_dir() / name).read_text())["fields"]
+        packed = [f for f in fields if f["name"].endswith("_packed")]
+        assert packed and all(f["default"] is None for f in packed)
+        arrays = {f["name"]: f for f in fields if isinstance(f["type"], dict) and f["type"]["type"] == "array"}
+        assert all(arrays[f["name"].removesuffix("_packed")]["default"] == [] for f in packed)

@@ -11,4 +11,4 @@ def codec_for(settings) -> Codec:
     registry = None
     if settings.schema_registry_url:
         registry = ConfluentRegistry(settings.schema_registry_url, settings.schema_registry_conf)
-    return Codec(registry, max_record_bytes=settings.max_record_bytes)
+    return Codec(registry, max_record_bytes=settings.max_record_bytes, packed=settings.packed_token_arrays)

@@ -2,11 +2,12 @@
 
 Records are decoded with the writer's schema (looked up by id) resolved against the reader's current
 dataclass schema, so a BACKWARD-compatible change (new field with a default) reads old and new records.
+Per-token arrays are written packed (`seamlessflow/avro/packing.py`); records in the older array form, and
+records written with the schemas in `schemas/previous/`, decode to the same messages.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import io
 import struct
 from typing import Any
@@ -14,18 +15,14 @@ from typing import Any
 import fastavro
 from fastavro.schema import to_parsing_canonical_form
 
+from seamlessflow.avro.packing import from_wire, to_wire
 from seamlessflow.avro.registry import LocalRegistry, Registry
-from seamlessflow.avro.schema import avro_schema_of, load_schema_file
+from seamlessflow.avro.schema import avro_schema_of, load_schema_file, previous_schemas
 from seamlessflow.messages import MESSAGE_TYPES, NAMESPACE
 
 MAGIC = 0
 HEADER = struct.Struct(">bI")
 DEFAULT_MAX_RECORD_BYTES = 1_000_000  # below Kafka's default message.max.bytes (1 MiB + overhead)
-
-
-def _shallow_dict(message: Any) -> dict:
-    """`dataclasses.asdict` deep-copies every list; the writer only needs to read the fields."""
-    return {f.name: getattr(message, f.name) for f in dataclasses.fields(message)}
 
 
 class CodecError(ValueError):
@@ -37,11 +34,17 @@ class RecordTooLarge(CodecError):
 
 
 class Codec:
-    """Encodes message dataclasses to Confluent-framed Avro and back."""
+    """Encodes message dataclasses to Confluent-framed Avro and back.
 
-    def __init__(self, registry: Registry | None = None, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES):
-        self._registry = registry or LocalRegistry([load_schema_file(cls) for cls in MESSAGE_TYPES])
+    `packed=False` writes per-token arrays as Avro arrays, as writers before packing did (tests, benchmarks).
+    """
+
+    def __init__(self, registry: Registry | None = None, max_record_bytes: int = DEFAULT_MAX_RECORD_BYTES,
+                 packed: bool = True):
+        self._registry = registry or LocalRegistry(
+            previous_schemas() + [load_schema_file(cls) for cls in MESSAGE_TYPES])
         self.max_record_bytes = max_record_bytes
+        self.packed = packed
         self._classes = {f"{NAMESPACE}.{cls.__name__}": cls for cls in MESSAGE_TYPES}
         self._reader = {name: fastavro.parse_schema(avro_schema_of(cls)) for name, cls in self._classes.items()}
         self._writer_ids: dict[tuple[type, str], int] = {}
@@ -54,8 +57,9 @@ class Codec:
         buf = io.BytesIO()
         buf.write(HEADER.pack(MAGIC, schema_id))
         try:
-            fastavro.schemaless_writer(buf, self._reader[f"{NAMESPACE}.{cls.__name__}"], _shallow_dict(message))
-        except (TypeError, ValueError, KeyError) as exc:
+            record = to_wire(message, self.packed)
+            fastavro.schemaless_writer(buf, self._reader[f"{NAMESPACE}.{cls.__name__}"], record)
+        except (TypeError, ValueError, KeyError, OverflowError) as exc:
             raise CodecError(f"cannot encode {cls.__name__}: {exc}") from exc
         data = buf.getvalue()
         if len(data) > self.max_record_bytes:
@@ -76,9 +80,9 @@ class Codec:
             raise CodecError(f"schema id {schema_id} names {writer['name']}, which this process does not know")
         try:
             record = fastavro.schemaless_reader(io.BytesIO(data[HEADER.size:]), writer, self._resolve_by_id[schema_id])
-        except Exception as exc:  # fastavro raises several types for corrupt data
+            return from_wire(cls, record)
+        except Exception as exc:  # fastavro raises several types for corrupt data; unpacking ValueError
             raise CodecError(f"corrupt {cls.__name__} record: {str(exc) or type(exc).__name__}") from exc
-        return cls(**record)
 
     def _schema_id(self, cls: type, topic: str) -> int:
         key = (cls, topic)

@@ -15,6 +15,7 @@ import typing
 from pathlib import Path
 from typing import Any
 
+from seamlessflow.avro.packing import SUFFIX, packed_spec
 from seamlessflow.messages import MESSAGE_TYPES, NAMESPACE
 
 _PLAIN = {str: "string", bool: "boolean", bytes: "bytes", int: "long", float: "double"}
@@ -41,17 +42,27 @@ def _avro_type(hint: Any) -> Any:
 
 
 def avro_schema_of(cls: type) -> dict:
-    """The Avro record schema a message dataclass stands for."""
+    """The Avro record schema a message dataclass stands for.
+
+    A `Packed*` field is two Avro fields: the original array in place (default `[]`, so writers may leave it
+    empty) and `<name>_packed` (null or bytes, default null) appended after every declared field, so the
+    change is a compatible evolution of the array-only schema (`seamlessflow/avro/packing.py`).
+    """
     hints = typing.get_type_hints(cls, include_extras=True)
-    fields = []
+    fields, packed = [], []
     for f in dataclasses.fields(cls):
+        spec = packed_spec(hints[f.name])
+        if spec is not None:
+            fields.append({"name": f.name, "type": {"type": "array", "items": spec[1]}, "default": []})
+            packed.append({"name": f.name + SUFFIX, "type": ["null", "bytes"], "default": None})
+            continue
         entry: dict[str, Any] = {"name": f.name, "type": _avro_type(hints[f.name])}
         if f.default is not dataclasses.MISSING:
             entry["default"] = f.default
         elif f.default_factory is not dataclasses.MISSING:  # e.g. an empty list: Avro's default is `[]`
             entry["default"] = f.default_factory()
         fields.append(entry)
-    return {"type": "record", "name": cls.__name__, "namespace": NAMESPACE, "fields": fields}
+    return {"type": "record", "name": cls.__name__, "namespace": NAMESPACE, "fields": fields + packed}
 
 
 def schema_file_name(cls: type) -> str:
@@ -60,6 +71,13 @@ def schema_file_name(cls: type) -> str:
 
 def load_schema_file(cls: type, directory: Path | None = None) -> dict:
     return json.loads(((directory or schemas_dir()) / schema_file_name(cls)).read_text())
+
+
+def previous_schemas(directory: Path | None = None) -> list[dict]:
+    """Earlier versions of the schemas (`schemas/previous/*.avsc`), so records written with them still decode
+    where ids come from the schemas themselves (no Schema Registry keeps them)."""
+    folder = (directory or schemas_dir()) / "previous"
+    return [json.loads(p.read_text()) for p in sorted(folder.glob("*.avsc"))]
 
 
 def write_schema_files(directory: Path | None = None) -> list[Path]:

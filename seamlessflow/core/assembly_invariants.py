@@ -8,6 +8,7 @@ which also checks every earlier call that wrote part of the sequence.
 
 from __future__ import annotations
 
+from itertools import compress
 from typing import Mapping
 
 from seamlessflow.core.assembler import AssembledSequence
@@ -61,7 +62,7 @@ def _shape_problems(seq: AssembledSequence) -> list[str]:
     lengths = (len(seq.loss_mask), len(seq.logprobs), len(seq.versions))
     if lengths != (n, n, n):
         return [f"branch {seq.branch_id}: {n} tokens but mask/logprobs/versions {lengths}"]
-    if any(m not in (0, 1) for m in seq.loss_mask):
+    if not set(seq.loss_mask) <= {0, 1}:
         return [f"branch {seq.branch_id}: loss mask holds values other than 0 and 1"]
     return []
 
@@ -82,7 +83,12 @@ def _completion_problems(seq: AssembledSequence, call: Call, n_prompt: int, end:
 
 
 def _not_generated_problems(seq: AssembledSequence) -> list[str]:
-    for mask, logprob, version in zip(seq.loss_mask, seq.logprobs, seq.versions):
-        if not mask and (logprob != NOT_GENERATED_LOGPROB or version != NOT_GENERATED_VERSION):
-            return [f"branch {seq.branch_id}: a token with mask 0 carries a logprob or version"]
+    """Where the mask is 0 the logprob must be 0.0 and the version -1 (set operations: no per-token Python)."""
+    fed = list(map(_NOT.__getitem__, seq.loss_mask))
+    if not set(compress(seq.logprobs, fed)) <= {NOT_GENERATED_LOGPROB} or \
+            not set(compress(seq.versions, fed)) <= {NOT_GENERATED_VERSION}:
+        return [f"branch {seq.branch_id}: a token with mask 0 carries a logprob or version"]
     return []
+
+
+_NOT = (True, False)  # mask value -> "fed" (the mask is 0/1: checked before)

@@ -2,7 +2,8 @@
 
 Each entry keeps the record's place (topic, partition, offset, timestamp, key) and the message itself as
 a union of the message schemas, so any Avro tool can read an archive without SeamlessFlow. A record that
-did not decode is kept as its raw bytes. Reading gives back `Record`s whose messages are equal to the
+did not decode is kept as its raw bytes. Token arrays are kept packed, as on the wire; archives written
+before packing (arrays) read the same. Reading gives back `Record`s whose messages are equal to the
 originals and whose values are re-encoded with the current codec (byte-identical with the same registry).
 """
 
@@ -15,6 +16,7 @@ from typing import Iterable, Iterator
 import fastavro
 
 from seamlessflow.avro import Codec
+from seamlessflow.avro.packing import from_wire, to_wire
 from seamlessflow.avro.schema import avro_schema_of
 from seamlessflow.kafka.io import Record
 from seamlessflow.messages import MESSAGE_TYPES, NAMESPACE
@@ -44,8 +46,7 @@ _CLASSES = {f"{NAMESPACE}.{cls.__name__}": cls for cls in MESSAGE_TYPES}
 def _entry(record: Record) -> dict:
     message = None
     if record.message is not None:
-        fields = {name: getattr(record.message, name) for name in record.message.__dataclass_fields__}
-        message = (f"{NAMESPACE}.{type(record.message).__name__}", fields)
+        message = (f"{NAMESPACE}.{type(record.message).__name__}", to_wire(record.message))
     return {"topic": record.topic, "partition": record.partition, "offset": record.offset,
             "timestamp_ms": record.timestamp_ms, "key": record.key, "message": message,
             "raw": None if message else (record.value or b"")}
@@ -88,7 +89,7 @@ def _record(entry: dict, codec: Codec) -> Record:
                     entry["timestamp_ms"])
     if entry["message"] is not None:
         name, fields = entry["message"]
-        record.message = _CLASSES[name](**fields)
+        record.message = from_wire(_CLASSES[name], fields)  # archives of either form
         record.value = codec.encode(record.message, record.topic)
     else:
         record.error = "kept as raw bytes: it did not decode when archived"

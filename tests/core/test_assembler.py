@@ -1,5 +1,7 @@
 """Readable cases for one session's assembler: duplicates, counts, bound, selection, round trip."""
 
+import dataclasses
+
 from seamlessflow.core.assembler import AssemblerConfig, SessionAssembler, SessionStatus, Selection
 from seamlessflow.core.assembly_invariants import check_against_calls, check_sequence
 from seamlessflow.core.prefix_tree import Call, Outcome
@@ -84,3 +86,15 @@ def test_check_against_calls_catches_a_wrong_earlier_token():
     tampered = {c.call_id: c for c in calls}
     tampered["t1"] = call("t1", [1, 2], [4])
     assert check_against_calls(seq, tampered)
+
+
+def test_check_sequence_catches_a_fed_token_with_a_logprob_or_version_and_a_bad_mask():
+    session, _, _ = three_turns_with_a_fork()
+    seq = session.finish()[0]
+    fed = seq.loss_mask.index(0)
+    for name, value, message in [("logprobs", -0.5, "carries a logprob"), ("logprobs", float("nan"), "carries a logprob"),
+                                 ("versions", 3, "carries a logprob or version"), ("loss_mask", 2, "other than 0 and 1")]:
+        bad = dataclasses.replace(seq, **{name: list(getattr(seq, name))})
+        getattr(bad, name)[fed] = value
+        assert any(message in p for p in check_sequence(bad)), (name, value)
+    assert check_sequence(dataclasses.replace(seq, logprobs=[-0.0 if x == 0.0 else x for x in seq.logprobs])) == []

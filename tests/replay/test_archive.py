@@ -26,3 +26,23 @@ def test_float32_logprobs_and_every_message_field_survive(tmp_path, codec):
 def test_archive_found_by_short_name_under_another_prefix(tmp_path, codec):
     write_archive(tmp_path, "old.trajectories", [])
     assert archive_file(tmp_path, "new.trajectories", "trajectories").name == "old.trajectories.avro"
+
+
+def test_archives_written_before_packing_read_the_same(tmp_path, codec, monkeypatch):
+    """An archive whose message union holds the array-only schemas (as written before packing) reads back."""
+    import fastavro
+
+    from seamlessflow.avro.schema import previous_schemas
+    from seamlessflow.replay import archive
+
+    old = {s["name"]: s for s in previous_schemas()}
+    schema = archive.archive_schema()
+    union = schema["fields"][5]["type"]
+    schema["fields"][5]["type"] = [old.get(t["name"], t) if isinstance(t, dict) else t for t in union]
+    monkeypatch.setattr(archive, "_PARSED", fastavro.parse_schema(schema))
+    monkeypatch.setattr(archive, "to_wire", lambda message: dict(vars(message)))  # arrays, no packed fields
+    originals = records(two_turn_session() + [expected_two_turn()], codec, topic="p.session-events")
+    path = write_archive(tmp_path, "p.session-events", originals)
+    monkeypatch.undo()
+    back = list(read_archive(path, codec))
+    assert [r.message for r in back] == [r.message for r in originals] and len(back) == len(originals)
