@@ -32,7 +32,9 @@ class ProxyService:
             settings.team, settings.run, drain_timeout_s=self.config.pause_timeout_s,
         )
         wanted = ([topics.control] if self.config.listen_control else []) + ([topics.status] if self.config.discover_engines else [])
-        self.listener = ControlListener(settings, self.server.codec, wanted, self.commands.on_message) if wanted else None
+        control = topics.control if self.config.listen_control else None
+        self.listener = ControlListener(settings, self.server.codec, wanted, self.commands.on_message, control,
+                                        self.commands.on_history) if wanted else None
         self._tasks: list[asyncio.Task] = []
 
     @property
