@@ -183,6 +183,8 @@ class ControlProtocol:
     def _effect(self, command: CommandLike) -> Resource:
         view = self.view
         if command.command == CommandKind.SET_ACTIVE:
+            if command.role == view.active:
+                return view  # already in that role: nothing to switch (a paused resource stays paused)
             switching = transition(view, ResourceState.SWITCHING)
             return transition(replace(switching, active=command.role), ResourceState.ACTIVE)
         if command.command == CommandKind.PAUSE:

@@ -32,7 +32,7 @@ import threading
 import time
 from typing import Any, Callable
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
+from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaException, TopicPartition
 
 from seamlessflow.core.control import BROADCAST
 
@@ -44,6 +44,7 @@ from seamlessflow.messages import ControlCommand, ResourceStatus
 
 log = logging.getLogger(__name__)
 
+HISTORY_ATTEMPTS = 60  # half a second apart
 ALIASES = ("proxy", BROADCAST)  # besides its own id, the proxy answers to these resource ids
 
 
@@ -98,11 +99,16 @@ class ControlListener:
         """Hands the control topic's records so far to `on_history`; returns where live reading starts."""
         if self.control is None or self.on_history is None:
             return {}
-        history, starts = [], {}
-        for record in read_topic(self.settings, self.control, self.codec):
-            starts[(self.control, record.partition)] = record.offset + 1
-            if isinstance(record.message, ControlCommand):
-                history.append(record.message)
+        for attempt in range(HISTORY_ATTEMPTS):
+            try:
+                records = list(read_topic(self.settings, self.control, self.codec))
+                break
+            except KafkaException as exc:  # a topic just created may have no leader yet
+                if attempt + 1 == HISTORY_ATTEMPTS or self._stop.wait(0.5):
+                    raise
+                log.info("control topic not readable yet (%s); retrying", exc)
+        starts = {(self.control, r.partition): r.offset + 1 for r in records}
+        history = [r.message for r in records if isinstance(r.message, ControlCommand)]
         self._loop.call_soon_threadsafe(self.on_history, history)
         return starts
 

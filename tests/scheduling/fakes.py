@@ -12,7 +12,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from seamlessflow.core.control import Capabilities, CommandKind, ControlProtocol, Outcome, Reply
 from seamlessflow.kafka.clients import consumer_config
-from seamlessflow.kafka.io import MessageProducer
+from seamlessflow.kafka.io import MessageProducer, read_topic
 from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus, Trajectory, WeightVersion, new_id, now_ms
 from seamlessflow.scheduling.service import SchedulerService
 from seamlessflow.topics import Topics
@@ -27,6 +27,9 @@ class FakeCommands:
         caps = Capabilities(dict.fromkeys(CommandKind), frozenset({*tags, active, "idle"}), resume_labels=True)
         self.protocol = ControlProtocol(resource_id, caps, active, aliases=(), weight_version=weight_version)
         self.applied: list[ControlCommand] = []
+
+    def restore(self, history: list[ControlCommand]) -> ControlCommand | None:
+        return self.protocol.restore(history)
 
     def handle(self, command: ControlCommand) -> Reply:
         reply = self.protocol.admit(command)
@@ -44,8 +47,12 @@ class FakeResource:
         self.commands = FakeCommands(resource_id, tags, active, weight_version)
         self.topics = Topics(settings)
         self.producer = MessageProducer(settings, codec)
+        history = list(read_topic(settings, self.topics.control, codec))  # then live after it, as resources do
         self.consumer = Consumer(consumer_config(settings, group_id=f"fake-{new_id()}"))
-        self.consumer.assign([TopicPartition(self.topics.control, 0, 0)])
+        self.consumer.assign([TopicPartition(self.topics.control, 0, history[-1].offset + 1 if history else 0)])
+        restored = self.commands.restore([r.message for r in history if r.key == resource_id.encode()])
+        if restored is not None:
+            self._apply(restored)
 
     @property
     def applied(self) -> list[ControlCommand]:
