@@ -8,7 +8,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, TopicPartition
+from confluent_kafka import Consumer, KafkaException, TopicPartition
 
 from seamlessflow.core.control import Capabilities, CommandKind, ControlProtocol, Outcome, Reply
 from seamlessflow.kafka.clients import consumer_config
@@ -47,7 +47,7 @@ class FakeResource:
         self.commands = FakeCommands(resource_id, tags, active, weight_version)
         self.topics = Topics(settings)
         self.producer = MessageProducer(settings, codec)
-        history = list(read_topic(settings, self.topics.control, codec))  # then live after it, as resources do
+        history = _read_history(settings, codec, self.topics.control)  # then live after it, as resources do
         self.consumer = Consumer(consumer_config(settings, group_id=f"fake-{new_id()}"))
         self.consumer.assign([TopicPartition(self.topics.control, 0, history[-1].offset + 1 if history else 0)])
         restored = self.commands.restore([r.message for r in history if r.key == resource_id.encode()])
@@ -98,6 +98,17 @@ class FakeResource:
 
     def close(self) -> None:
         self.consumer.close()
+
+
+def _read_history(settings, codec, topic: str, attempts: int = 60) -> list:
+    for attempt in range(attempts):
+        try:
+            return list(read_topic(settings, topic, codec))
+        except KafkaException:  # a topic just created may have no leader yet
+            if attempt + 1 == attempts:
+                raise
+            time.sleep(0.5)
+    return []
 
 
 def wait_until(condition: Callable[[], bool], fakes: list[FakeResource], timeout_s: float = 60.0) -> None:
