@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 
 from seamlessflow.core.control import Capabilities, CommandKind, ControlProtocol, Outcome, Reply
+from seamlessflow.core.resources import Tag
 from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus, new_id, now_ms
 from seamlessflow.rollout.client import EngineClient, EngineError
 from seamlessflow.rollout.engine import EngineProcess, EngineStartFailed
@@ -22,13 +23,13 @@ from seamlessflow.rollout.weights import reload_unsafe_reason, weights_path
 
 log = logging.getLogger(__name__)
 
-ROLES = ("rollout", "train", "idle")
+ROLES = tuple(Tag)  # rollout, train, idle
 
 
 def capabilities(spec: WorkerSpec) -> Capabilities:
     """Any worker can serve or idle; it trains only if tagged so. Pause/resume need the rollout role."""
-    serving = frozenset({"rollout"})
-    roles = frozenset(r for r in ROLES if r != "train" or r in spec.capability_tags)
+    serving = frozenset({Tag.ROLLOUT})
+    roles = frozenset(r for r in ROLES if r is not Tag.TRAIN or r in spec.capability_tags)
     return Capabilities({CommandKind.SET_ACTIVE: None, CommandKind.PAUSE: serving, CommandKind.RESUME: serving,
                          CommandKind.LOAD_WEIGHTS: None, CommandKind.SHUTDOWN: None}, roles)
 

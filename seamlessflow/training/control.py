@@ -16,11 +16,12 @@ from confluent_kafka import Consumer, TopicPartition
 from seamlessflow.avro import Codec, CodecError
 from seamlessflow.config import Settings
 from seamlessflow.core.control import Capabilities, CommandKind, ControlProtocol, Outcome, Reply
+from seamlessflow.core.resources import Tag
 from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.io import read_topic
 from seamlessflow.messages import CommandAck, ControlCommand, new_id
 
-ROLES = ("train", "idle")
+ROLES = (Tag.TRAIN, Tag.IDLE)
 CAPABILITIES = Capabilities({CommandKind.SET_ACTIVE: None, CommandKind.SHUTDOWN: None}, frozenset(ROLES))
 
 
