@@ -9,8 +9,9 @@ simulator agree on them and a reader sees the whole life cycle at a glance.
 
 Why epochs: control commands are published on a compacted topic and may be re-delivered or reordered
 across a scheduler restart. Every command carries a per-resource epoch that only grows; a resource applies
-a command only if its epoch is newer than the last it applied, and the scheduler ignores acks for epochs
-it has since superseded.
+a command only if its epoch is strictly newer than the last it consumed (the whole resource side, written
+once for every resource, is `core.control`), and the scheduler ignores acks for epochs it has since
+superseded.
 """
 
 from __future__ import annotations
@@ -106,7 +107,8 @@ def heartbeat_expired(resource: Resource, now: float, timeout_s: float) -> bool:
 
 
 def command_is_fresh(command_epoch: int, last_applied_epoch: int) -> bool:
-    """Resource side of the epoch rule: apply a command only if it is newer than the last applied."""
+    """Resource side of the epoch rule: apply a command only if it is strictly newer than the last consumed
+    (an equal epoch is a re-delivery: see `core.control`)."""
     return command_epoch > last_applied_epoch
 
 

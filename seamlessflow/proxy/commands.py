@@ -1,6 +1,7 @@
 """Applies control commands and engine heartbeats to the proxy's gate and engine table; acks commands.
 
-See `seamlessflow.proxy.control` for the contract with the scheduler.
+See `seamlessflow.proxy.control` for the contract with the scheduler, `seamlessflow.core.control` for the
+rules every resource shares (epochs, duplicates, restart).
 """
 
 from __future__ import annotations
@@ -8,18 +9,25 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import deque
 from typing import Any
 
+from seamlessflow.core.control import Capabilities, CommandKind, ControlProtocol, Outcome, Reply
 from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus
-from seamlessflow.proxy.control import addressed_to
+from seamlessflow.proxy.control import ALIASES
 from seamlessflow.proxy.generation import PauseGate
 from seamlessflow.proxy.routing import EngineTable
 
 log = logging.getLogger(__name__)
 
 
+CAPABILITIES = Capabilities({CommandKind.PAUSE: None, CommandKind.RESUME: None, CommandKind.LOAD_WEIGHTS: None},
+                            resume_labels=True)
+
+
 class CommandHandler:
+    """The proxy's command layer: the core protocol admits each command (in arrival order, on the loop);
+    admitted ones are carried out one at a time on the gate and engine table, then settled and acked."""
+
     def __init__(self, proxy_id: str, gate: PauseGate, engines: EngineTable, publish_ack, team: str, run: str, drain_timeout_s: float):
         self.proxy_id = proxy_id
         self.gate = gate
@@ -28,21 +36,47 @@ class CommandHandler:
         self.team = team
         self.run = run
         self.drain_timeout_s = drain_timeout_s
-        self.last_epoch = -1
-        self._seen: deque[str] = deque(maxlen=4096)
+        self.protocol = ControlProtocol(proxy_id, CAPABILITIES, role="proxy", aliases=ALIASES)
+        self._turn = asyncio.Lock()  # FIFO: commands are carried out in the order they were admitted
         self._tasks: set[asyncio.Task] = set()
+
+    @property
+    def last_epoch(self) -> int:
+        return self.protocol.epoch
 
     def on_message(self, message: Any) -> None:
         """Called on the event loop for each control/status record."""
         if isinstance(message, ResourceStatus):
             self._on_status(message)
-        elif isinstance(message, ControlCommand) and addressed_to(message, self.proxy_id):
-            if message.event_id in self._seen:
-                return
-            self._seen.append(message.event_id)
-            task = asyncio.get_running_loop().create_task(self.apply(message))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+        elif isinstance(message, ControlCommand) and self.protocol.addressed(message):
+            self._spawn(self.apply(message))
+
+    def on_history(self, commands: list[ControlCommand]) -> None:
+        """The control records on the topic when the proxy started: restore from them (`core.control`)."""
+        restored = self.protocol.restore(commands)
+        if restored is not None:
+            self._spawn(self.apply(restored))
+
+    def _spawn(self, coroutine) -> None:
+        task = asyncio.get_running_loop().create_task(coroutine)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def apply(self, command: ControlCommand) -> CommandAck:
+        """Admit `command` now (synchronously, so epochs are consumed in arrival order), carry it out when
+        its turn comes, and publish the ack."""
+        started = time.monotonic()
+        reply = self.protocol.admit(command)
+        if reply is None:
+            async with self._turn:
+                reply = self.protocol.settle(command, await self._carry_out(command))
+        ack = CommandAck.answering(command, self.proxy_id, reply.outcome, reply.reason,
+                                   (time.monotonic() - started) * 1000, self.team, self.run)
+        try:
+            await self.publish_ack(ack)
+        except Exception:  # noqa: BLE001 - the command is applied; a lost ack is logged, not fatal
+            log.exception("could not publish ack for %s", command.event_id)
+        return ack
 
     def _on_status(self, status: ResourceStatus) -> None:
         if not status.engine_url or status.resource_id == self.proxy_id:
@@ -58,23 +92,11 @@ class CommandHandler:
             if moved:
                 log.info("%s left rollout: %d in-flight call(s) continue on other engines", status.resource_id, moved)
 
-    async def apply(self, command: ControlCommand) -> CommandAck:
-        started = time.monotonic()
-        if command.epoch < self.last_epoch:
-            outcome, reason = "ignored_stale", f"epoch {command.epoch} < last applied {self.last_epoch}"
-        else:
-            outcome, reason = await self._apply(command)
-            if outcome == "ok":
-                self.last_epoch = max(self.last_epoch, command.epoch)
-        ack = CommandAck.answering(command, self.proxy_id, outcome, reason,
-                                   (time.monotonic() - started) * 1000, self.team, self.run)
-        try:
-            await self.publish_ack(ack)
-        except Exception:  # noqa: BLE001 - the command is applied; a lost ack is logged, not fatal
-            log.exception("could not publish ack for %s", command.event_id)
-        return ack
+    async def _carry_out(self, command: ControlCommand) -> Reply:
+        outcome, reason = await self._do(command)
+        return Reply(Outcome(outcome), reason)
 
-    async def _apply(self, command: ControlCommand) -> tuple[str, str]:
+    async def _do(self, command: ControlCommand) -> tuple[str, str]:
         if command.command == "pause":
             keep_running = command.mode == "wait"
             cut = self.gate.close(cut=not keep_running)
@@ -87,7 +109,5 @@ class CommandHandler:
                 self.engines.set_all_versions(command.weight_version)
             self.gate.open()
             return "ok", f"resumed at version {command.weight_version}" if command.weight_version is not None else "resumed"
-        if command.command == "load_weights" and command.weight_version is not None:
-            self.engines.set_all_versions(command.weight_version)
-            return "ok", f"engines labelled with version {command.weight_version}"
-        return "rejected", f"the proxy does not handle {command.command!r}"
+        self.engines.set_all_versions(command.weight_version)  # load_weights (with a version: admitted)
+        return "ok", f"engines labelled with version {command.weight_version}"

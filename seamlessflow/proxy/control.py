@@ -11,14 +11,17 @@ Contract (tell the scheduler): the proxy acts on `ControlCommand`s on the contro
   now on; then cut calls continue as token-in continuations and queued calls are dispatched.
 - `load_weights` addressed to the proxy: only labels every engine with `weight_version` (the proxy loads
   nothing; rollout workers do).
-- Commands with an epoch older than the last applied one are acked `ignored_stale`; others `rejected`.
+- Epochs, duplicates and the ack follow `seamlessflow.core.control` (a command whose epoch is not newer
+  than the last consumed one is acked `ignored_stale`; `set_active`, `shutdown` and unknown ones
+  `rejected`); commands are carried out one at a time, in arrival order.
 
 `ResourceStatus` records that carry an `engine_url` add that engine (id = resource_id) to routing while
 their `state` is `active`, raise its known `weight_version`, and set its `hardware_tags` (what sessions of
 each profile are routed by: `seamlessflow.core.routing`).
 
 The consumer is assigned (no group, no commits) and reads both compacted topics from the beginning, so a
-restarted proxy learns the engines and its own last command at once.
+restarted proxy learns the engines at once; the control records already there are handed over first, as
+history, and the proxy restores its newest command from them (`core.control`), then takes new ones live.
 """
 
 from __future__ import annotations
@@ -31,31 +34,36 @@ from typing import Any, Callable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
+from seamlessflow.core.control import BROADCAST
+
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.dead_letters import DeadLetters
+from seamlessflow.kafka.io import read_topic
 from seamlessflow.messages import ControlCommand, ResourceStatus
 
 log = logging.getLogger(__name__)
 
-BROADCAST = "*"
-
-
-def addressed_to(command: ControlCommand, proxy_id: str) -> bool:
-    return command.resource_id in ("proxy", proxy_id, BROADCAST)
+ALIASES = ("proxy", BROADCAST)  # besides its own id, the proxy answers to these resource ids
 
 
 class ControlListener:
-    """Reads control and status topics in a thread; hands decoded messages to `on_message` on the loop."""
+    """Reads control and status topics in a thread; hands decoded messages to `on_message` on the loop.
+
+    With `control` (the control topic, one of `topics`), the records already on it at start are handed to
+    `on_history` in one list first, and live reading of that topic continues after them. Poison on either
+    topic is dead-lettered and skipped."""
 
     def __init__(self, settings: Settings, codec: Codec, topics: list[str], on_message: Callable[[Any], None],
-                 dead_letters: DeadLetters):
+                 dead_letters: DeadLetters, control: str | None = None,
+                 on_history: Callable[[list[ControlCommand]], None] | None = None):
         self.settings = settings
         self.codec = codec
         self.dead_letters = dead_letters
         self.topics = topics
         self.on_message = on_message
+        self.control, self.on_history = control, on_history
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="proxy-control", daemon=True)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -73,10 +81,11 @@ class ControlListener:
     def _run(self) -> None:
         consumer = Consumer(consumer_config(self.settings, group_id=f"proxy-reader-{time.monotonic_ns()}"))
         try:
+            starts = self._read_history()
             assignment = []
             for topic in self.topics:
                 meta = consumer.list_topics(topic, timeout=30).topics[topic]
-                assignment += [TopicPartition(topic, p, OFFSET_BEGINNING) for p in meta.partitions]
+                assignment += [TopicPartition(topic, p, starts.get((topic, p), OFFSET_BEGINNING)) for p in meta.partitions]
             consumer.assign(assignment)
             self.ready.set()
             while not self._stop.is_set():
@@ -88,6 +97,16 @@ class ControlListener:
             log.exception("control listener stopped")
         finally:
             consumer.close()
+
+    def _read_history(self) -> dict[tuple[str, int], int]:
+        """Hands the control topic's records so far to `on_history`; returns where live reading starts."""
+        if self.control is None or self.on_history is None:
+            return {}
+        records = list(read_topic(self.settings, self.control, self.codec))
+        starts = {(self.control, r.partition): r.offset + 1 for r in records}
+        history = [m for m in map(self.dead_letters.decode_record, records) if isinstance(m, ControlCommand)]
+        self._loop.call_soon_threadsafe(self.on_history, history)
+        return starts
 
     def _deliver(self, msg: Any) -> None:
         message = self.dead_letters.decode_message(msg)  # poison is dead-lettered, a tombstone skipped

@@ -35,8 +35,9 @@ class ProxyService:
         )
         wanted = ([topics.control] if self.config.listen_control else []) + ([topics.status] if self.config.discover_engines else [])
         self.dead_letters = DeadLetters(settings, self.server.codec, f"proxy:{self.config.id}", self._send_dead_letter)
+        control = topics.control if self.config.listen_control else None
         self.listener = ControlListener(settings, self.server.codec, wanted, self.commands.on_message,
-                                        self.dead_letters) if wanted else None
+                                        self.dead_letters, control, self.commands.on_history) if wanted else None
         self._tasks: list[asyncio.Task] = []
         self._loop: asyncio.AbstractEventLoop | None = None
 

@@ -1,9 +1,9 @@
 """The rollout worker's Kafka loop: control topic in, status topic out, heartbeats on a thread.
 
 The control topic is read without a consumer group (assigned, from the beginning) so the worker
-sees the commands for its key in order. Commands published before this process started are history:
-not replayed (the scheduler re-decides from heartbeats), but their epochs count as seen, so a
-re-delivered old command is never applied.
+sees the commands for its key in order. The records up to the partitions' ends when the process started
+are history: once read, the worker restores from them as `seamlessflow.core.control` says (every epoch
+counts, the newest command is carried out); records after them are handled as they come.
 """
 
 from __future__ import annotations
@@ -49,9 +49,8 @@ class RolloutService:
 
     def run(self, stop: threading.Event) -> None:
         """Until `stop` is set or a shutdown command arrives; the engine is stopped on the way out."""
-        started_ms = int(time.time() * 1000)
         consumer = self._control_consumer()
-        history_ends = self._history_ends(consumer)
+        history = History(self._history_ends(consumer))
         beats = threading.Thread(target=self._heartbeats, args=(stop,), name="rollout-heartbeat", daemon=True)
         beats.start()
         try:
@@ -59,10 +58,12 @@ class RolloutService:
                 ensure_model(self.settings, log.info)  # normally done once by `seamlessflow up`
             self.worker.start()
             self.publish_status()
+            if history.done:
+                self._restore(history)
             while not stop.is_set() and not self.worker.stopped:
                 message = consumer.poll(0.2)
                 if message is not None:
-                    self._on_record(message, history_ends, started_ms)
+                    self._on_record(message, history)
                 if self.worker.check_engine():
                     self.publish_status()
         finally:
@@ -83,17 +84,28 @@ class RolloutService:
         self.producer.send(self.topics.status, f"{self.worker.resource_id}/ack", ack)
         self.producer.poll(0)
 
-    def _on_record(self, message, history_ends: dict[int, int], started_ms: int) -> None:
+    def _on_record(self, message, history: History) -> None:
         if message.error():
             if message.error().code() != KafkaError._PARTITION_EOF:
                 log.error("control topic: %s", message.error())
+            elif not history.done and history.at_end(message.partition()):
+                self._restore(history)  # the partition's last offsets were compacted away
             return
         command = self.dead_letters.decode_message(message)
         if not isinstance(command, ControlCommand) or not self.worker.addressed_to_me(command):
-            return
-        if message.offset() < history_ends.get(message.partition(), 0) or command.created_at_ms < started_ms:
-            self.worker.note_history(command)
-            return
+            command = None
+        if history.done:
+            if command is not None:
+                self._handle(command)
+        elif history.add(message.partition(), message.offset(), command):
+            self._restore(history)
+
+    def _restore(self, history: History) -> None:
+        restored = self.worker.restore(history.commands)
+        for command in ([restored] if restored is not None else []) + history.later:
+            self._handle(command)
+
+    def _handle(self, command: ControlCommand) -> None:
         log.info("%s: %s (epoch %d)", self.worker.resource_id, command.command, command.epoch)
         ack = self.worker.handle(command)
         log.info("%s: %s -> %s %s", self.worker.resource_id, command.command, ack.outcome, ack.reason)
@@ -101,7 +113,8 @@ class RolloutService:
         self.publish_status()
 
     def _control_consumer(self) -> Consumer:
-        consumer = Consumer(consumer_config(self.settings, group_id=f"rollout-{self.worker.resource_id}-reader"))
+        consumer = Consumer(consumer_config(self.settings, group_id=f"rollout-{self.worker.resource_id}-reader",
+                                            **{"enable.partition.eof": True}))
         topic = self.topics.control
         partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
         consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
@@ -135,6 +148,35 @@ class RolloutService:
                     self.worker.engine.stop(grace_s=5)
         figures["tokens_per_s"] = self._rate.update(figures.get("generation_tokens_total"))
         return figures
+
+
+class History:
+    """The control records up to each partition's end at start; those read past an end meanwhile wait in
+    `later` so the restored command goes first."""
+
+    def __init__(self, ends: dict[int, int]):
+        self.ends = ends
+        self.left = {p for p, end in ends.items() if end > 0}
+        self.commands: list[ControlCommand] = []
+        self.later: list[ControlCommand] = []
+
+    @property
+    def done(self) -> bool:
+        return not self.left
+
+    def add(self, partition: int, offset: int, command: ControlCommand | None) -> bool:
+        """Take one record; True when this completes the history."""
+        if offset >= self.ends.get(partition, 0):
+            self.later += [command] if command is not None else []
+            return False
+        self.commands += [command] if command is not None else []
+        return self.at_end(partition) if offset + 1 >= self.ends[partition] else False
+
+    def at_end(self, partition: int) -> bool:
+        """The partition's history is read; True when this completes the history."""
+        was_done = self.done
+        self.left.discard(partition)
+        return self.done and not was_done
 
 
 class TokenRate:

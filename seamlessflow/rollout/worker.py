@@ -1,8 +1,8 @@
 """A rollout worker's behaviour: one engine, the control commands it obeys, the status it reports.
 
-No Kafka here (the service feeds commands in and publishes what comes out), so the rules are read in
-one place: commands older than the last applied epoch are ignored, unknown ones rejected with a
-reason, and every command yields exactly one `CommandAck`.
+No Kafka here (the service feeds commands in and publishes what comes out). Epochs, duplicates, the
+restart policy and which command a worker accepts in which role are `seamlessflow.core.control`'s rules;
+this module carries admitted commands out on the engine. Every command yields exactly one `CommandAck`.
 """
 
 from __future__ import annotations
@@ -10,9 +10,11 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections import deque
+from collections.abc import Iterable
 from pathlib import Path
 
+from seamlessflow.core.control import Capabilities, CommandKind, ControlProtocol, Outcome, Reply
+from seamlessflow.core.resources import Tag
 from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus, new_id, now_ms
 from seamlessflow.rollout.client import EngineClient, EngineError
 from seamlessflow.rollout.engine import EngineProcess, EngineStartFailed
@@ -21,8 +23,15 @@ from seamlessflow.rollout.weights import reload_unsafe_reason, weights_path
 
 log = logging.getLogger(__name__)
 
-BROADCAST = "*"
-ROLES = ("rollout", "train", "idle")
+ROLES = tuple(Tag)  # rollout, train, idle
+
+
+def capabilities(spec: WorkerSpec) -> Capabilities:
+    """Any worker can serve or idle; it trains only if tagged so. Pause/resume need the rollout role."""
+    serving = frozenset({Tag.ROLLOUT})
+    roles = frozenset(r for r in ROLES if r is not Tag.TRAIN or r in spec.capability_tags)
+    return Capabilities({CommandKind.SET_ACTIVE: None, CommandKind.PAUSE: serving, CommandKind.RESUME: serving,
+                         CommandKind.LOAD_WEIGHTS: None, CommandKind.SHUTDOWN: None}, roles)
 
 
 class CommandFailed(RuntimeError):
@@ -37,22 +46,29 @@ class RolloutWorker:
     """Owns one engine. `handle` applies a command; `status` describes the worker now."""
 
     def __init__(self, resource_id: str, options: RolloutOptions, model_dir: Path, log_dir: Path,
-                 team: str = "default", run: str = "default", engine: EngineProcess | None = None):
+                 team: str = "default", run: str = "default", engine: EngineProcess | None = None,
+                 client: EngineClient | None = None):
         self.resource_id, self.options, self.team, self.run = resource_id, options, team, run
         self.spec: WorkerSpec = options.worker(resource_id)
         self.engine = engine or EngineProcess(options, self.spec, log_dir / f"rollout-{resource_id}-engine.log")
-        self.client = EngineClient(self.engine.url)
+        self.client = client or EngineClient(self.engine.url)
         self.weights_dir = Path(model_dir)
         self.weight_version = 0
-        self.active_tag = self.spec.active_tag
+        self.protocol = ControlProtocol(resource_id, capabilities(self.spec), self.spec.active_tag)
         self.state = "starting"
-        self.epoch = 0
         self.restarts = 0
         self.asleep = False
         self.stopped = False
         self.last_swap: tuple[str, float] | None = None  # (method, ms)
-        self._seen: deque[str] = deque(maxlen=1000)
         self._lock = threading.RLock()
+
+    @property
+    def active_tag(self) -> str:
+        return self.protocol.view.active
+
+    @property
+    def epoch(self) -> int:
+        return self.protocol.epoch
 
     # -- life cycle -------------------------------------------------------------------------------
 
@@ -99,43 +115,33 @@ class RolloutWorker:
     # -- commands ---------------------------------------------------------------------------------
 
     def addressed_to_me(self, command: ControlCommand) -> bool:
-        return command.resource_id in (self.resource_id, BROADCAST)
+        return self.protocol.addressed(command)
 
-    def note_history(self, command: ControlCommand) -> None:
-        """A command published before this process started: not replayed, but its epoch counts."""
-        if self.addressed_to_me(command):
-            self.epoch = max(self.epoch, command.epoch)
+    def restore(self, history: Iterable[ControlCommand]) -> ControlCommand | None:
+        """The commands found on the topic at start: the one to `handle` now (see `core.control`)."""
+        return self.protocol.restore(history)
 
     def handle(self, command: ControlCommand) -> CommandAck:
         started = time.monotonic()
         with self._lock:
-            outcome, reason = self._apply(command)
-        return CommandAck.answering(command, self.resource_id, outcome, reason,
+            reply = self.protocol.admit(command)
+            if reply is None:
+                reply = self.protocol.settle(command, self._carry_out(command))
+        return CommandAck.answering(command, self.resource_id, reply.outcome, reply.reason,
                                     (time.monotonic() - started) * 1000, self.team, self.run)
 
-    def _apply(self, command: ControlCommand) -> tuple[str, str]:
-        if command.event_id in self._seen:
-            return "ignored_stale", "duplicate delivery of a command already handled"
-        self._seen.append(command.event_id)
-        if command.epoch < self.epoch:
-            return "ignored_stale", f"epoch {command.epoch} < last applied {self.epoch}"
-        action = getattr(self, f"_do_{command.command}", None)
-        if action is None:
-            return "rejected", f"unknown command {command.command!r}; known: pause, resume, load_weights, set_active, shutdown"
+    def _carry_out(self, command: ControlCommand) -> Reply:
+        action = getattr(self, f"_do_{command.command}")
         try:
-            reason = action(command)
+            return Reply(Outcome.OK, action(command))
         except CommandRejected as exc:
-            return "rejected", str(exc)
+            return Reply(Outcome.REJECTED, str(exc))
         except (CommandFailed, EngineError, EngineStartFailed, OSError) as exc:
             log.exception("%s: %s failed", self.resource_id, command.command)
-            return "failed", str(exc)
-        self.epoch = max(self.epoch, command.epoch)
-        return "ok", reason
+            return Reply(Outcome.FAILED, str(exc))
 
     def _do_pause(self, command: ControlCommand) -> str:
         mode = command.mode or self.options.pause_mode
-        if mode not in ("keep", "wait", "abort"):
-            raise CommandRejected(f"unknown pause mode {mode!r}")
         self._require_serving("pause")
         self.client.pause(mode)
         self.state = "paused"
@@ -204,11 +210,7 @@ class RolloutWorker:
         self.state = "paused" if was_paused else "active"
 
     def _do_set_active(self, command: ControlCommand) -> str:
-        role = command.role
-        if role not in ROLES:
-            raise CommandRejected(f"unknown role {role!r}; roles: {', '.join(ROLES)}")
-        if role != "rollout" and role not in self.spec.capability_tags and role != "idle":
-            raise CommandRejected(f"{self.resource_id} has no {role!r} capability (tags: {self.spec.capability_tags})")
+        role = command.role  # one of this worker's roles: the protocol checked it
         if role == self.active_tag:
             return f"already {role}"
         self.state = "switching"
@@ -216,7 +218,7 @@ class RolloutWorker:
             detail = self._reacquire()
         else:
             detail = self._release()
-        self.active_tag, self.state = role, "active"
+        self.state = "active"  # the active tag changes when the protocol settles the command
         return f"{role}: {detail}"
 
     def _reacquire(self) -> str:

@@ -1,25 +1,29 @@
-"""The trainer's side of the control topic: `set_active(train|idle)` with epochs, acks on the status topic.
+"""The trainer's side of the control topic: `set_active(train|idle)` and `shutdown`, acks on the status topic.
 
-Commands are on a compacted topic, so at start the latest command for this resource is read back and
-applied (the role survives a restart); after that, new commands are applied as they arrive. A command
-whose epoch is not newer than the last applied one is acknowledged as `ignored_stale`.
+The rules (epochs, duplicates, restart) are `seamlessflow.core.control`'s; this module only says what a
+trainer does. At start the commands already on the (compacted) topic are read back and the protocol
+restores the newest one, so the role survives a restart; after that, new commands apply as they arrive.
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from confluent_kafka import Consumer, TopicPartition
 
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
+from seamlessflow.core.control import Capabilities, CommandKind, ControlProtocol, Outcome, Reply
+from seamlessflow.core.resources import Tag
 from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.io import read_topic
 from seamlessflow.messages import CommandAck, ControlCommand, new_id
 
-ROLES = ("train", "idle")
+ROLES = (Tag.TRAIN, Tag.IDLE)
+CAPABILITIES = Capabilities({CommandKind.SET_ACTIVE: None, CommandKind.SHUTDOWN: None}, frozenset(ROLES))
 
 
 @dataclass
@@ -32,35 +36,43 @@ class Decision:
 
 
 class ControlState:
-    """Pure decision logic: epoch ordering and which commands a trainer accepts."""
+    """The trainer's command layer: the core protocol, plus what a trainer does (switch role, stop)."""
 
     def __init__(self, resource_id: str, team: str, run: str, role: str):
         self.resource_id, self.team, self.run = resource_id, team, run
-        self.role = role
-        self.epoch = -1
+        self.protocol = ControlProtocol(resource_id, CAPABILITIES, role, aliases=())
+
+    @property
+    def role(self) -> str:
+        return self.protocol.view.active
+
+    @property
+    def epoch(self) -> int:
+        return self.protocol.epoch
+
+    def restore(self, history: Iterable[ControlCommand]) -> ControlCommand | None:
+        """The command to apply at start (see `core.control`: the newest, never a shutdown)."""
+        return self.protocol.restore(history)
 
     def decide(self, command: ControlCommand) -> Decision:
         start = time.perf_counter()
-        role, shutdown, outcome, reason = None, False, "ok", ""
-        if command.epoch <= self.epoch:
-            outcome, reason = "ignored_stale", f"epoch {command.epoch} <= applied {self.epoch}"
-        elif command.command == "set_active" and command.role in ROLES:
-            role = command.role
-        elif command.command == "shutdown":
-            shutdown = True
-        else:
-            outcome, reason = "rejected", f"a trainer does not do {command.command}({command.role or ''})"
-        if outcome != "ignored_stale":
-            self.epoch = command.epoch
-        if role is not None:
-            self.role = role
-        ack = CommandAck.answering(command, self.resource_id, outcome, reason,
+        reply = self.protocol.admit(command)
+        if reply is None:  # a trainer's switch is a flag the loop reads: nothing can fail
+            reply = self.protocol.settle(command, Reply(Outcome.OK, _describe(command)))
+        applied = reply.ok
+        role = self.role if applied and command.command == CommandKind.SET_ACTIVE else None
+        shutdown = applied and command.command == CommandKind.SHUTDOWN
+        ack = CommandAck.answering(command, self.resource_id, reply.outcome, reply.reason,
                                    (time.perf_counter() - start) * 1000, self.team, self.run)
         return Decision(role, shutdown, ack)
 
 
+def _describe(command: ControlCommand) -> str:
+    return f"role {command.role}" if command.command == CommandKind.SET_ACTIVE else "stopping"
+
+
 class ControlListener:
-    """Reads this resource's commands: the latest one at start, then new ones as they come."""
+    """Reads this resource's commands: those already on the topic at start, then new ones as they come."""
 
     def __init__(self, settings: Settings, codec: Codec, topic: str, resource_id: str, dead_letters: DeadLetters):
         self.codec, self.topic, self.resource_id = codec, topic, resource_id
@@ -68,18 +80,18 @@ class ControlListener:
         self._settings = settings
         self._consumer: Consumer | None = None
 
-    def catch_up(self) -> ControlCommand | None:
-        """The newest command for this resource already on the topic; starts live reading after it."""
-        latest, ends = None, {}
+    def catch_up(self) -> list[ControlCommand]:
+        """The commands for this resource already on the topic (history); starts live reading after them."""
+        history, ends = [], {}
         for record in read_topic(self._settings, self.topic, self.codec):
             ends[record.partition] = record.offset + 1
             message = self.dead_letters.decode_record(record)
-            if self._mine(message) and (latest is None or message.epoch >= latest.epoch):
-                latest = message
+            if self._mine(message):
+                history.append(message)
         self._consumer = Consumer(consumer_config(self._settings, group_id=f"control-{new_id()}"))
         partitions = self._consumer.list_topics(self.topic, timeout=30).topics[self.topic].partitions
         self._consumer.assign([TopicPartition(self.topic, p, ends.get(p, 0)) for p in partitions])
-        return latest
+        return history
 
     def poll(self) -> list[ControlCommand]:
         commands = []

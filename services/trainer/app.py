@@ -78,9 +78,9 @@ class Trainer:
     def run(self) -> int:
         listener = ControlListener(self.settings, self.codec, self.topics.control, self.config.resource_id,
                                    self.dead_letters)
-        latest = listener.catch_up()
-        if latest is not None:
-            self._apply(latest)
+        restored = self.control.restore(listener.catch_up())
+        if restored is not None:
+            self._apply(restored)
         if self.version > 0:
             self._publish_version()  # idempotent: a crash may have come between checkpoint and publish
         next_beat = 0.0

@@ -51,14 +51,16 @@ def test_stale_epoch_is_ignored_and_says_why(tmp_path):
     worker = make_worker(tmp_path)
     assert worker.handle(command(5, "set_active", role="idle")).outcome == "ok"
     ack = worker.handle(command(4, "set_active", role="train"))
-    assert (ack.outcome, ack.reason) == ("ignored_stale", "epoch 4 < last applied 5")
+    assert (ack.outcome, ack.reason) == ("ignored_stale", "epoch 4 <= last consumed 5")
     assert worker.active_tag == "idle"
 
 
-def test_history_epochs_count_as_seen(tmp_path):
+def test_restart_restores_the_newest_command_and_counts_every_epoch(tmp_path):
     worker = make_worker(tmp_path)
-    worker.note_history(command(7, "pause"))
-    assert worker.handle(command(6, "set_active", role="idle")).outcome == "ignored_stale"
+    newest = command(7, "set_active", role="idle")
+    assert worker.restore([command(6, "pause"), newest, command(3, "set_active", role="rollout")]) is newest
+    assert worker.handle(newest).outcome == "ok" and worker.active_tag == "idle"
+    assert worker.handle(command(6, "set_active", role="train")).outcome == "ignored_stale"
 
 
 def test_duplicate_delivery_is_not_applied_twice(tmp_path):
@@ -68,17 +70,18 @@ def test_duplicate_delivery_is_not_applied_twice(tmp_path):
     assert worker.handle(once).reason == "duplicate delivery of a command already handled"
 
 
-def test_unknown_command_is_rejected_and_does_not_advance_the_epoch(tmp_path):
+def test_unknown_command_is_rejected_and_consumes_its_epoch(tmp_path):
     worker = make_worker(tmp_path)
     ack = worker.handle(command(3, "explode"))
     assert ack.outcome == "rejected" and "unknown command 'explode'" in ack.reason
-    assert worker.epoch == 0
+    assert worker.epoch == 3  # a re-delivery is stale, not a second try (core.control)
 
 
 @pytest.mark.parametrize(
     "fields, outcome, reason",
     [
-        ({}, "rejected", "load_weights needs weight_version and weight_uri"),
+        ({}, "rejected", "load_weights needs a weight_version"),
+        ({"weight_version": 2}, "rejected", "load_weights needs weight_version and weight_uri"),
         ({"weight_version": 2, "weight_uri": "s3://bucket/v2"}, "rejected", "only file:// URIs and paths"),
         ({"weight_version": 2, "weight_uri": "/nowhere/v2"}, "failed", "no HF model directory at /nowhere/v2"),
     ],
@@ -99,14 +102,14 @@ def test_load_weights_while_the_engine_is_released_is_kept_for_its_next_start(tm
 
 def test_pause_needs_a_serving_engine(tmp_path):
     ack = make_worker(tmp_path).handle(command(1, "pause"))
-    assert ack.outcome == "rejected" and "not serving" in ack.reason
+    assert ack.outcome == "rejected" and "cannot pause in role 'train'" in ack.reason
 
 
 def test_role_outside_the_capability_tags_is_rejected(tmp_path):
     worker = make_worker(tmp_path, tags=("rollout",))
     ack = worker.handle(command(1, "set_active", role="train"))
-    assert ack.outcome == "rejected" and "no 'train' capability" in ack.reason
-    assert worker.handle(command(2, "set_active", role="sing")).reason.startswith("unknown role 'sing'")
+    assert ack.outcome == "rejected" and "has no 'train' role" in ack.reason
+    assert worker.handle(command(2, "set_active", role="sing")).reason.startswith("r0 has no 'sing' role")
 
 
 def test_shutdown_stops_the_worker(tmp_path):

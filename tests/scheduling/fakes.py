@@ -1,6 +1,6 @@
 """Fake resources that are real Kafka clients: they heartbeat ResourceStatus, obey ControlCommands keyed
-by their id (epoch rule from the core), and acknowledge with CommandAck. What they *run* is fake; the
-protocol with the scheduler is the real one."""
+by their id through the core's control protocol (the one every real resource uses), and acknowledge with
+CommandAck. What they *run* is fake; the protocol with the scheduler is the real one."""
 
 from __future__ import annotations
 
@@ -10,25 +10,69 @@ from collections.abc import Callable
 
 from confluent_kafka import Consumer, TopicPartition
 
-from seamlessflow.core.resources import command_is_fresh
+from seamlessflow.core.control import Capabilities, CommandKind, ControlProtocol, Outcome, Reply
 from seamlessflow.kafka.clients import consumer_config
-from seamlessflow.kafka.io import MessageProducer
+from seamlessflow.kafka.io import MessageProducer, read_topic
 from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus, Trajectory, WeightVersion, new_id, now_ms
 from seamlessflow.scheduling.service import SchedulerService
 from seamlessflow.topics import Topics
+
+
+class FakeCommands:
+    """A fake resource's command layer: the core protocol, and nothing it carries out can fail. It takes
+    every command kind in any role, `set_active` to its tags or idle, and a `resume` with a version labels
+    it (as the proxy's does)."""
+
+    def __init__(self, resource_id: str, tags: list[str], active: str, weight_version: int = 0):
+        caps = Capabilities(dict.fromkeys(CommandKind), frozenset({*tags, active, "idle"}), resume_labels=True)
+        self.protocol = ControlProtocol(resource_id, caps, active, aliases=(), weight_version=weight_version)
+        self.applied: list[ControlCommand] = []
+
+    def restore(self, history: list[ControlCommand]) -> ControlCommand | None:
+        return self.protocol.restore(history)
+
+    def handle(self, command: ControlCommand) -> Reply:
+        reply = self.protocol.admit(command)
+        if reply is not None:
+            return reply
+        self.applied.append(command)
+        return self.protocol.settle(command, Reply(Outcome.OK))
 
 
 class FakeResource:
     def __init__(self, settings, codec, resource_id: str, tags: list[str], active: str = "rollout",
                  kind: str = "rollout", weight_version: int = 0):
         self.settings, self.codec, self.id = settings, codec, resource_id
-        self.tags, self.active, self.kind, self.weight_version = tags, active, kind, weight_version
-        self.state, self.epoch, self.alive = "active", 0, True
-        self.applied: list[ControlCommand] = []
+        self.tags, self.kind, self.alive = tags, kind, True
+        self.commands = FakeCommands(resource_id, tags, active, weight_version)
         self.topics = Topics(settings)
         self.producer = MessageProducer(settings, codec)
+        history = list(read_topic(settings, self.topics.control, codec))  # then live after it, as resources do
         self.consumer = Consumer(consumer_config(settings, group_id=f"fake-{new_id()}"))
-        self.consumer.assign([TopicPartition(self.topics.control, 0, 0)])
+        self.consumer.assign([TopicPartition(self.topics.control, 0, history[-1].offset + 1 if history else 0)])
+        restored = self.commands.restore([r.message for r in history if r.key == resource_id.encode()])
+        if restored is not None:
+            self._apply(restored)
+
+    @property
+    def applied(self) -> list[ControlCommand]:
+        return self.commands.applied
+
+    @property
+    def active(self) -> str:
+        return self.commands.protocol.view.active
+
+    @property
+    def state(self) -> str:
+        return self.commands.protocol.view.state.value
+
+    @property
+    def weight_version(self) -> int:
+        return self.commands.protocol.view.weight_version
+
+    @property
+    def epoch(self) -> int:
+        return self.commands.protocol.epoch
 
     def heartbeat(self) -> None:
         status = ResourceStatus(new_id(), self.id, self.kind, self.tags, self.active, self.state, self.weight_version,
@@ -47,22 +91,9 @@ class FakeResource:
         self.heartbeat()
 
     def _apply(self, command: ControlCommand) -> None:
-        outcome = "ignored_stale"
-        if command_is_fresh(command.epoch, self.epoch):
-            outcome, self.epoch = "ok", command.epoch
-            self.applied.append(command)
-            if command.command == "set_active":
-                self.active = command.role
-            elif command.command == "pause":
-                self.state = "paused"
-            elif command.command == "resume":
-                self.state = "active"
-                if command.weight_version is not None:  # the proxy's resume labels a new version
-                    self.weight_version = command.weight_version
-            elif command.command == "load_weights":
-                self.weight_version = command.weight_version
-        ack = CommandAck(new_id(), self.id, command.event_id, command.command, command.epoch, outcome, "", 1.0,
-                         self.settings.team, self.settings.run, now_ms())
+        reply = self.commands.handle(command)
+        ack = CommandAck.answering(command, self.id, reply.outcome, reply.reason, 1.0, self.settings.team,
+                                   self.settings.run)
         self.producer.send(self.topics.status, f"{self.id}/ack", ack)
 
     def close(self) -> None:

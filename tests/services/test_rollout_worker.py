@@ -101,7 +101,7 @@ def test_stale_epoch_is_ignored(worker, module_settings):
     _, watcher, url = worker
     stale = send_command(module_settings, watcher.codec, RID, 1, "pause")
     ack = watcher.ack_for(stale)
-    assert (ack.outcome, ack.reason) == ("ignored_stale", "epoch 1 < last applied 3")
+    assert (ack.outcome, ack.reason) == ("ignored_stale", "epoch 1 <= last consumed 3")
     assert httpx.get(url + "/is_paused").json()["is_paused"] is False
 
 
