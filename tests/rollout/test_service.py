@@ -8,7 +8,7 @@ import time
 from seamlessflow.kafka.io import MessageProducer, read_messages
 from seamlessflow.messages import CommandAck
 from seamlessflow.rollout.options import RolloutOptions
-from seamlessflow.rollout.service import RolloutService
+from seamlessflow.rollout.service import History, RolloutService
 from seamlessflow.topics import Topics
 from tests.poison import assert_dead_lettered, letters, produce_poison
 from tests.rollout.test_worker import command, make_worker
@@ -28,7 +28,7 @@ def test_poison_commands_are_dead_lettered_and_the_next_one_is_acknowledged(sett
         while handled < 4 and time.monotonic() < deadline:
             message = consumer.poll(0.2)
             if message is not None and not message.error():
-                service._on_record(message, {}, 0)
+                service._on_record(message, History({}))  # no history: every record is live
                 handled += 1
     finally:
         consumer.close()
