@@ -79,3 +79,35 @@ def test_acknowledged_records_survive_down_up_and_kill_9(tmp_path, codec):
         assert status["brokers"] == [{"id": 1, "address": f"127.0.0.1:{port}", "controller": True}]
     finally:
         sf(tmp_path, port, "down")
+
+
+@pytest.mark.slow
+def test_assembled_trajectories_replay_bit_exact_after_down_and_up(tmp_path, codec):
+    """The loop's records outlive the stack: sessions assembled by the real assembler before `down` are
+    re-assembled from the session events after `up` and match the stored trajectories bit for bit."""
+    from tests.services.assembler_harness import AssemblerProcess, expected_trajectories, publish
+    from tests.services.test_assembler_stream import as_records
+    from tests.broker.test_cluster import forty_sessions
+    import random
+
+    port = free_port_block(2)
+    sf(tmp_path, port, "up", "--detach", "--only-broker")
+    try:
+        settings = Settings(bootstrap_servers=f"127.0.0.1:{port}", data_dir=tmp_path / "assembler")
+        sessions = {f"s{i}": list({c.call_id: c for c in sent}.values()) for i, sent in enumerate(forty_sessions()[:10])}
+        proc = AssemblerProcess(settings, tmp_path).start()
+        try:
+            publish(settings, codec, as_records(sessions, random.Random(1)))
+            deadline = time.monotonic() + 120
+            expected = len(expected_trajectories(sessions))
+            while len(independent_read(settings.kafka_bootstrap, Topics(settings).trajectories)) < expected:
+                assert time.monotonic() < deadline, proc.log()
+                time.sleep(0.5)
+        finally:
+            proc.stop()
+        sf(tmp_path, port, "down")
+        sf(tmp_path, port, "up", "--detach", "--only-broker")
+        checked = sf(tmp_path, port, "replay", "--check")  # exit 0: every trajectory re-assembles bit for bit
+        assert f"{expected} trajectories" in checked or str(expected) in checked, checked
+    finally:
+        sf(tmp_path, port, "down")
