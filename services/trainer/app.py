@@ -6,6 +6,11 @@ Per step, in this order, so a crash at any point replays and never skips:
    step, version, offsets to commit, ids already finished above them), publish the WeightVersion record,
    commit the offsets. A crash before the checkpoint loses the steps since the last one and replays their
    trajectories; a crash after it resumes there (the version record is re-published at start).
+
+With several data-parallel ranks, rank 0 (the leader) is the trainer above: it alone reads Kafka and the
+control topic, forms batches, writes weights, publishes and commits. Every loop turn it broadcasts an
+order to the other ranks (nothing, step, publish, stop); they follow with their share of the step and
+their part of the collective saves (ZeRO-3's gather of the weights, DeepSpeed's checkpoint).
 """
 
 from __future__ import annotations
@@ -45,10 +50,11 @@ class Trainer:
         self.checkpoints = self.work / "checkpoints"
         self.steps_log = self.work / "steps.jsonl"
         self.work.mkdir(parents=True, exist_ok=True)
-        self.producer = MessageProducer(settings, self.codec)
         self.control = ControlState(self.config.resource_id, settings.team, settings.run, self.config.initial_role)
         self.engine = PolicyEngine(self.config.model_path, self.config.deepspeed_dict(),
                                    self.config.loss_config(), self.config.scale_by_std, self.config.memory_options())
+        self.ranks = self.engine.ranks
+        self.producer = MessageProducer(settings, self.codec) if self.ranks.leader else None
         self.step, self.version = 0, 0
         self.last_metrics: StepMetrics | None = None
         self.busy_s = 0.0  # seconds in optimizer steps and publishing (heartbeat figure; timeline's train time)
@@ -59,6 +65,8 @@ class Trainer:
     def _restore(self, state: dict) -> None:
         self.step = int(state.get("sf_step", 0))
         self.version = int(state.get("sf_version", 0))
+        if not self.ranks.leader:
+            return
         self._truncate_step_log()
         start_offsets = {int(p): int(o) for p, o in state.get("sf_offsets", {}).items()}
         self.builder = BatchBuilder(self.config.batch_config(), seen_ids=set(state.get("sf_finished_ids", [])))
@@ -68,12 +76,14 @@ class Trainer:
         self._trained_since_publish: list[dict] = []
         self.source = TrajectorySource(self.settings, self.codec, self.topics.trajectories,
                                        self.config.group_id(self.settings), start_offsets)
-        log.info("trainer %s at step %d, version %d, offsets %s", self.config.resource_id, self.step,
-                 self.version, start_offsets)
+        log.info("trainer %s at step %d, version %d, offsets %s, %d rank(s)", self.config.resource_id, self.step,
+                 self.version, start_offsets, self.ranks.world)
 
     # -- the loop ---------------------------------------------------------------------------------------
 
     def run(self) -> int:
+        if not self.ranks.leader:
+            return self._follow()
         listener = ControlListener(self.settings, self.codec, self.topics.control, self.config.resource_id)
         latest = listener.catch_up()
         if latest is not None:
@@ -94,12 +104,38 @@ class Trainer:
                     self.busy_s += time.perf_counter() - started
                     if self.config.max_steps is not None and self.step >= self.config.max_steps:
                         break
+                else:
+                    self.ranks.broadcast(None)  # followers wait in this call; a turn without work still ends it
         finally:
+            self._stop_followers()
             self._heartbeat("stopped")
             self.producer.flush()
             listener.close()
             self.source.close()
         return 0
+
+    def _follow(self) -> int:
+        """A follower rank: does what the leader orders, until it orders a stop."""
+        while True:
+            order = self.ranks.broadcast()
+            if order is None:
+                continue
+            if order[0] == "step":
+                self.engine.train_step(None)
+                self.step += 1
+            elif order[0] == "publish":
+                self.engine.state_dict_for_export()  # a collective gather under ZeRO-3; rank 0 keeps the result
+                self.engine.save_checkpoint(self.checkpoints, order[1], {})
+            elif order[0] == "stop":
+                return 0
+
+    def _stop_followers(self) -> None:
+        """Lets the followers exit cleanly; if a rank died the group is already broken and the launcher
+        stops the rest, so a failure here changes nothing."""
+        try:
+            self.ranks.broadcast(("stop",))
+        except Exception as exc:  # noqa: BLE001  a dead peer: gloo raises whatever its transport saw
+            log.warning("could not tell the other ranks to stop: %s", exc)
 
     def _take(self, records: list[Incoming]) -> None:
         """Feeds records to the batch builder; anything it will not train is finished at once."""
@@ -132,6 +168,7 @@ class Trainer:
         self._finish(s.trajectory_id for s in result.discarded)
         if not result.batch:
             return False
+        self.ranks.broadcast(("step",))
         metrics = self.engine.train_step(result.batch)
         self.step += 1
         trained = [s.trajectory_id for g in result.batch for s in g.samples]
@@ -150,6 +187,7 @@ class Trainer:
     def _publish_step(self) -> None:
         start = time.perf_counter()
         self.version += 1
+        self.ranks.broadcast(("publish", self._checkpoint_tag()))
         save_weights(self.engine.module, self.weights_root, self.version, self.config.model_path,
                      self.engine.state_dict_for_export())
         self._checkpoint()
@@ -168,11 +206,14 @@ class Trainer:
             "sf_too_easy": sorted(self.builder.too_easy_tasks),
         }
         self._log_steps()
-        self.engine.save_checkpoint(self.checkpoints, f"step{self.step:08d}", state)
+        self.engine.save_checkpoint(self.checkpoints, self._checkpoint_tag(), state)
         (self.work / "too_easy_tasks.json").write_text(json.dumps(sorted(self.builder.too_easy_tasks)))
         tags = sorted(p for p in self.checkpoints.glob("step*") if p.is_dir())
         for old in tags[:-self.config.keep_checkpoints]:
             shutil.rmtree(old, ignore_errors=True)
+
+    def _checkpoint_tag(self) -> str:
+        return f"step{self.step:08d}"
 
     def _log_steps(self) -> None:
         """Appends which ids each step trained to `steps.jsonl`, just before the checkpoint that makes
@@ -216,7 +257,7 @@ class Trainer:
         figures = {"step": float(self.step), "pending_samples": float(len(self.builder.pending_samples)),
                    "too_easy_tasks": float(len(self.builder.too_easy_tasks)),
                    "publish_time_s": float(getattr(self, "publish_time_s", 0.0)),
-                   "busy_s": self.busy_s}
+                   "busy_s": self.busy_s, "ranks": float(self.ranks.world)}
         figures.update({f"total_{k}": float(v) for k, v in vars(self.builder.counters).items()})
         if self.last_metrics is not None:
             figures.update(self.last_metrics.figures())
