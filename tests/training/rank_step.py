@@ -22,6 +22,10 @@ def batch() -> list[KeptGroup]:
 def main(model_dir: str, out: str, config_path: str | None = None) -> None:
     config = json.loads(open(config_path or DEEPSPEED_CONFIGS / "cpu_zero1.json").read())
     config["train_micro_batch_size_per_gpu"] = 2
+    # plain SGD, no clipping: the update is the gradient itself, so a gradient off by the world size shows
+    # (AdamW's first step is about lr * sign(gradient) and would hide it); torch's SGD under ZeRO-1
+    config.update(optimizer={"type": "SGD", "params": {"lr": 0.5}}, gradient_clipping=0.0,
+                  zero_allow_untested_optimizer=True)
     engine = PolicyEngine(model_dir, config)
     metrics = engine.train_step(batch() if engine.ranks.leader else None)
     params = dict(engine.module.named_parameters())

@@ -14,7 +14,7 @@ from transformers import AutoModelForCausalLM
 from seamlessflow.training.ranks import launched_ranks
 
 ROOT = Path(__file__).resolve().parents[2]
-TOLERANCE = 1e-6  # float32 weights after one AdamW step (lr 1e-4): only the all-reduce's summation order differs
+TOLERANCE = 1e-6  # float32 weights after one SGD step (lr 0.5): only the all-reduce's summation order differs
 
 
 def run_step(ranks: int, model_dir, out: Path) -> dict:
@@ -38,7 +38,8 @@ def test_two_ranks_and_one_rank_train_the_same_batch_to_the_same_weights(tiny_mo
         assert torch.allclose(two["weights"][name], p, rtol=0, atol=TOLERANCE), name
     start = dict(AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).named_parameters())
     moved = max(float((one["weights"][n] - start[n].detach()).abs().max()) for n in one["weights"])
-    assert moved > 100 * TOLERANCE  # the step changed the weights far more than the tolerance
+    assert moved > 1000 * TOLERANCE  # the step moved the weights far more than the tolerance (a gradient
+    # off by the world size would leave half of that between the two)
 
 
 def test_a_lone_process_is_one_rank(monkeypatch):
