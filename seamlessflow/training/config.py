@@ -65,7 +65,9 @@ class TrainerConfig(BaseModel):
     master_addr: str = "127.0.0.1"  # node 0's address, reachable from every node
     master_port: int = 29500
     # weights, checkpoints, status
-    publish_every: int = 1  # steps per weight version; each published version is also a checkpoint
+    publish_every: int = 1  # steps per weight version (what engines load: the weights only, written once)
+    checkpoint_every: int = 1  # weight versions per full checkpoint (optimizer state; offsets are committed)
+    checkpoint_minutes: float | None = None  # also checkpoint when this long has passed since the last one
     keep_checkpoints: int = 2
     keep_weight_versions: int = 3
     heartbeat_s: float = 2.0

@@ -2,14 +2,17 @@
 
 Per step, in this order, so a crash at any point replays and never skips:
 1. train on a batch (optimizer step);
-2. every `publish_every` steps: save the weights as version N+1, save a checkpoint (model, optimizer,
-   step, version, offsets to commit, ids already finished above them), publish the WeightVersion record,
-   commit the offsets. A crash before the checkpoint loses the steps since the last one and replays their
-   trajectories; a crash after it resumes there (the version record is re-published at start).
+2. every `publish_every` steps: save the weights as version N+1 (once, in the training dtype: what the
+   engines load) and publish the WeightVersion record;
+3. every `checkpoint_every` versions or `checkpoint_minutes` (whichever comes first): save a checkpoint
+   (model, optimizer, step, version, offsets to commit, ids already finished above them), then commit
+   the offsets. Offsets move only with checkpoints: a crash loses the steps since the last checkpoint and
+   replays their trajectories; versions published since keep their numbers (the restart numbers on from
+   the newest version on disk, and re-publishes it).
 
 With several data-parallel ranks, rank 0 (the leader) is the trainer above: it alone reads Kafka and the
 control topic, forms batches, writes weights, publishes and commits. Every loop turn it broadcasts an
-order to the other ranks (nothing, step, publish, stop); they follow with their share of the step and
+order to the other ranks (nothing, step, export, checkpoint, stop: services/trainer/follower.py); they follow with their share of the step and
 their part of the collective saves (ZeRO-3's gather of the weights, DeepSpeed's checkpoint).
 """
 
@@ -21,20 +24,31 @@ import os
 import shutil
 import signal
 import time
-from pathlib import Path
 
 from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
 from seamlessflow.core.batching import BatchBuilder, Counters
 from seamlessflow.kafka.io import MessageProducer
-from seamlessflow.messages import DeadLetter, ResourceStatus, WeightVersion, new_id, now_ms
+from seamlessflow.messages import (
+    DeadLetter,
+    ResourceStatus,
+    WeightVersion,
+    new_id,
+    now_ms,
+)
 from seamlessflow.topics import Topics
 from seamlessflow.training.config import TrainerConfig
 from seamlessflow.training.control import ControlListener, ControlState
 from seamlessflow.training.engine import PolicyEngine, StepMetrics
 from seamlessflow.training.samples import sample_from_record
 from seamlessflow.training.source import Incoming, TrajectorySource
-from seamlessflow.training.weights import prune_versions, save_weights, version_dir
+from seamlessflow.training.weights import (
+    latest_version,
+    prune_versions,
+    save_weights,
+    version_dir,
+)
+from services.trainer.follower import follow
 
 log = logging.getLogger("seamlessflow.trainer")
 
@@ -64,7 +78,9 @@ class Trainer:
 
     def _restore(self, state: dict) -> None:
         self.step = int(state.get("sf_step", 0))
-        self.version = int(state.get("sf_version", 0))
+        self.version = max(int(state.get("sf_version", 0)), latest_version(self.weights_root))
+        self._checkpointed = (self.step, time.monotonic())
+        self._checkpointed_version = self.version
         if not self.ranks.leader:
             return
         self._truncate_step_log()
@@ -83,7 +99,7 @@ class Trainer:
 
     def run(self) -> int:
         if not self.ranks.leader:
-            return self._follow()
+            return follow(self.ranks, self.engine, self.checkpoints)
         listener = ControlListener(self.settings, self.codec, self.topics.control, self.config.resource_id)
         latest = listener.catch_up()
         if latest is not None:
@@ -106,6 +122,8 @@ class Trainer:
                         break
                 else:
                     self.ranks.broadcast(None)  # followers wait in this call; a turn without work still ends it
+            if self.step > self._checkpointed[0]:  # a clean stop keeps what was trained since the last one
+                self._checkpoint_and_commit()
         finally:
             self._stop_followers()
             self._heartbeat("stopped")
@@ -113,21 +131,6 @@ class Trainer:
             listener.close()
             self.source.close()
         return 0
-
-    def _follow(self) -> int:
-        """A follower rank: does what the leader orders, until it orders a stop."""
-        while True:
-            order = self.ranks.broadcast()
-            if order is None:
-                continue
-            if order[0] == "step":
-                self.engine.train_step(None)
-                self.step += 1
-            elif order[0] == "publish":
-                self.engine.state_dict_for_export()  # a collective gather under ZeRO-3; rank 0 keeps the result
-                self.engine.save_checkpoint(self.checkpoints, order[1], {})
-            elif order[0] == "stop":
-                return 0
 
     def _stop_followers(self) -> None:
         """Lets the followers exit cleanly; if a rank died the group is already broken and the launcher
@@ -187,15 +190,31 @@ class Trainer:
     def _publish_step(self) -> None:
         start = time.perf_counter()
         self.version += 1
-        self.ranks.broadcast(("publish", self._checkpoint_tag()))
+        self.ranks.broadcast(("export",))
         save_weights(self.engine.module, self.weights_root, self.version, self.config.model_path,
                      self.engine.state_dict_for_export())
-        self._checkpoint()
         self._publish_version()
-        self.source.commit()
+        for entry in self._trained_since_publish:
+            entry.setdefault("version", self.version)  # the first version whose weights include that step
         prune_versions(self.weights_root, self.config.keep_weight_versions, protect=self.version)
         self.publish_time_s = time.perf_counter() - start
         log.info("published version %d in %.2f s", self.version, self.publish_time_s)
+        versions_since = self.version - self._checkpointed_version
+        minutes = self.config.checkpoint_minutes
+        if versions_since >= self.config.checkpoint_every or (
+                minutes is not None and time.monotonic() - self._checkpointed[1] >= minutes * 60):
+            self._checkpoint_and_commit()
+
+    def _checkpoint_and_commit(self) -> None:
+        """A full checkpoint (every rank saves its part), then the offsets it carries are committed."""
+        start = time.perf_counter()
+        self.ranks.broadcast(("checkpoint", self._checkpoint_tag()))
+        self._checkpoint()
+        self.source.commit()
+        self._checkpointed = (self.step, time.monotonic())
+        self._checkpointed_version = self.version
+        self.checkpoint_time_s = time.perf_counter() - start
+        log.info("checkpoint at step %d (version %d) in %.2f s", self.step, self.version, self.checkpoint_time_s)
 
     def _checkpoint(self) -> None:
         tracker = self.source.tracker
@@ -220,7 +239,7 @@ class Trainer:
         those steps durable; lines past the restored step are cut at start (`_truncate_step_log`)."""
         with open(self.steps_log, "a") as out:
             for entry in self._trained_since_publish:
-                out.write(json.dumps({**entry, "version": self.version}) + "\n")
+                out.write(json.dumps({"version": self.version, **entry}) + "\n")
             out.flush()
             os.fsync(out.fileno())
         self._trained_since_publish = []
@@ -257,6 +276,7 @@ class Trainer:
         figures = {"step": float(self.step), "pending_samples": float(len(self.builder.pending_samples)),
                    "too_easy_tasks": float(len(self.builder.too_easy_tasks)),
                    "publish_time_s": float(getattr(self, "publish_time_s", 0.0)),
+                   "checkpoint_time_s": float(getattr(self, "checkpoint_time_s", 0.0)),
                    "busy_s": self.busy_s, "ranks": float(self.ranks.world)}
         figures.update({f"total_{k}": float(v) for k, v in vars(self.builder.counters).items()})
         if self.last_metrics is not None:

@@ -4,6 +4,7 @@ resulting weights and the step's figures to OUT (tests/training/test_ranks.py co
 
 import json
 import sys
+from pathlib import Path
 
 import deepspeed
 import torch
@@ -20,7 +21,7 @@ def batch() -> list[KeptGroup]:
 
 
 def main(model_dir: str, out: str, config_path: str | None = None) -> None:
-    config = json.loads(open(config_path or DEEPSPEED_CONFIGS / "cpu_zero1.json").read())
+    config = json.loads(Path(config_path or DEEPSPEED_CONFIGS / "cpu_zero1.json").read_text())
     config["train_micro_batch_size_per_gpu"] = 2
     # plain SGD, no clipping: the update is the gradient itself, so a gradient off by the world size shows
     # (AdamW's first step is about lr * sign(gradient) and would hide it); torch's SGD under ZeRO-1
