@@ -116,6 +116,8 @@ def init_distributed() -> None:
         return
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        if torch.cuda.is_available():  # before ZeRO-3 builds shards on "the current device"
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         deepspeed.init_distributed(dist_backend=backend)
     else:
         os.environ.setdefault("LOCAL_RANK", "0")  # deepspeed.initialize insists on it
