@@ -67,7 +67,7 @@ class TrainerConfig(BaseModel):
     # weights, checkpoints, status
     publish_every: int = 1  # steps per weight version (what engines load: the weights only, written once)
     checkpoint_every: int = 1  # weight versions per full checkpoint (optimizer state; offsets are committed)
-    checkpoint_minutes: float | None = None  # also checkpoint when this long has passed since the last one
+    checkpoint_minutes: float | None = None  # also at the first version this long after the last checkpoint
     keep_checkpoints: int = 2
     keep_weight_versions: int = 3
     heartbeat_s: float = 2.0
