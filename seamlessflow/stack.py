@@ -85,12 +85,26 @@ def app_services(settings: Settings) -> list[ServiceSpec]:
         proxy = ProxyConfig.model_validate(settings.section("proxy"))
         specs.append(python_service(settings, "proxy", ready=lambda: port_open(proxy.port, proxy.host)))
     if enabled(settings, "trainer"):
-        specs.append(python_service(settings, "trainer"))
+        specs.append(trainer_service(settings))
     if enabled(settings, "scheduler"):
         specs.append(python_service(settings, "scheduler"))
     for pool in (getattr(settings, "agent_pools", None) or []) if enabled(settings, "agents") else []:
         specs.append(agent_pool_service(settings, pool))
     return specs
+
+
+def trainer_service(settings: Settings) -> ServiceSpec:
+    """One supervised service whatever the ranks: with `trainer.ranks` > 1 (or several nodes) it is torch's
+    launcher, which starts the ranks and takes them all down when one fails, so the supervisor restarts
+    the group as a whole (`seamlessflow.training.launch`)."""
+    from seamlessflow.training.config import TrainerConfig
+    from seamlessflow.training.launch import launcher_argv
+
+    spec = python_service(settings, "trainer")
+    argv = launcher_argv(TrainerConfig.from_settings(settings), config_path(settings))
+    if argv is not None:
+        spec.argv = argv
+    return spec
 
 
 def agent_pool_service(settings: Settings, pool: dict) -> ServiceSpec:

@@ -28,3 +28,21 @@ def test_user_config_wins_and_services_can_be_turned_off(tmp_path):
     names = [spec.name for spec in app_services(settings)]
     assert "trainer" not in names and not any(n.startswith("agents") for n in names)
     assert settings.section("scheduler")["policy"] == "colocated"
+
+
+def test_a_trainer_with_ranks_is_one_service_under_torchs_launcher(tmp_path):
+    settings = with_stack_defaults(Settings(data_dir=tmp_path, trainer={"ranks": 2}))
+    [trainer] = [spec for spec in app_services(settings) if spec.name == "trainer"]
+    argv = trainer.argv[trainer.argv.index("torch.distributed.run") + 1:]
+    assert argv[:4] == ["--nproc-per-node=2", "--max-restarts=0", "--standalone", "-m"]
+    assert argv[4:] == ["services.trainer", "--config", str(tmp_path.resolve() / "run" / "config.yaml")]
+
+    nodes = with_stack_defaults(Settings(data_dir=tmp_path, trainer={"ranks": 8, "nnodes": 2, "node_rank": 1,
+                                                                     "master_addr": "10.0.0.1"}))
+    [trainer] = [spec for spec in app_services(nodes) if spec.name == "trainer"]
+    assert "--standalone" not in trainer.argv
+    assert {"--nnodes=2", "--node-rank=1", "--master-addr=10.0.0.1", "--master-port=29500"} <= set(trainer.argv)
+
+    one = with_stack_defaults(Settings(data_dir=tmp_path))
+    [trainer] = [spec for spec in app_services(one) if spec.name == "trainer"]
+    assert trainer.argv[1:3] == ["-m", "services.trainer"]  # one rank: the plain process, as before

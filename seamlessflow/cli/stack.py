@@ -34,14 +34,17 @@ def _raise_stop(*_):
 @click.option("--policy", type=click.Choice(["colocated", "disaggregated", "multiplexed"]),
               help="Placement policy of the tag scheduler (default: multiplexed).")
 @click.option("--only-broker", is_flag=True, help="Start just the broker and topics (no model, no services).")
+@click.option("--only", "only", multiple=True, type=click.Choice(SERVICES),
+              help="Start just these services (repeatable), e.g. `--only trainer` on another node of a "
+                   "multi-node trainer, with --bootstrap-servers pointing at the cluster.")
 @pass_settings
-def up(settings, detach, wait_s, policy, only_broker):
+def up(settings, detach, wait_s, policy, only_broker, only):
     """Start the stack: embedded broker (unless --bootstrap-servers), topics, and the RL loop's services."""
     settings = with_stack_defaults(settings)
     if policy:
         settings = settings.with_overrides(scheduler={"policy": policy})
-    if only_broker:
-        settings = settings.with_overrides(services={name: False for name in SERVICES})
+    if only_broker or only:
+        settings = settings.with_overrides(services={name: name in only for name in SERVICES})
     state = read_state(run_dir(settings))
     if state and pid_alive(state.get("supervisor_pid")):
         raise click.ClickException(f"already running (supervisor pid {state['supervisor_pid']}); `seamlessflow down` first")

@@ -83,7 +83,7 @@ def render_status(data: dict, rewards: dict[int, float] | None = None) -> Group:
         queue = next((figures[k] for k in QUEUE_FIGURES if k in figures), None)
         version = str(row["weight_version"]) if row["weight_version"] >= 0 else "-"  # agents load no weights
         resources.add_row(
-            row["id"], row["kind"], _tags(row), row["active_tag"], row["state"], version,
+            row["id"], _kind(row), _tags(row), row["active_tag"], row["state"], version,
             f"{figures.get('tokens_per_s', 0):.0f}" if "tokens_per_s" in figures else "-",
             f"{queue:.0f}" if queue is not None else "-", f"{row['heartbeat_age_s']:.0f}s",
         )
@@ -91,6 +91,12 @@ def render_status(data: dict, rewards: dict[int, float] | None = None) -> Group:
     if rewards is not None:
         parts.append(reward_curve(rewards))
     return Group(*parts)
+
+
+def _kind(row: dict) -> str:
+    """A trainer group is one resource; its data-parallel ranks are a figure of its heartbeat."""
+    ranks = int(row["figures"].get("ranks", 1))
+    return f"{row['kind']} ({ranks} ranks)" if ranks > 1 else row["kind"]
 
 
 def _tags(row: dict) -> str:

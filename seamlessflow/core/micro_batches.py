@@ -89,3 +89,22 @@ def _first_fit(order, lengths, max_tokens, max_sequences) -> list[list[int]]:
         else:
             bins.append([i])
     return bins
+
+
+def split_across_ranks(lengths: Sequence[int], ranks: int) -> list[list[int]]:
+    """Indices into ``lengths`` per data-parallel rank, balanced by tokens, not by sequence count.
+
+    Why tokens: every rank waits for the slowest at the gradient all-reduce, and a rank's work is its
+    tokens. Longest first to the rank with the fewest tokens so far (ties: fewest sequences, then lowest
+    rank), so the split is deterministic; every index appears exactly once, and a rank may get none when
+    there are fewer sequences than ranks.
+    """
+    if ranks < 1:
+        raise ValueError("ranks must be positive")
+    shares: list[list[int]] = [[] for _ in range(ranks)]
+    loads = [0] * ranks
+    for i in sorted(range(len(lengths)), key=lambda i: (-lengths[i], i)):
+        target = min(range(ranks), key=lambda r: (loads[r], len(shares[r]), r))
+        shares[target].append(i)
+        loads[target] += lengths[i]
+    return shares

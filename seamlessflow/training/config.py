@@ -58,8 +58,16 @@ class TrainerConfig(BaseModel):
     activation_checkpointing: bool = False
     offload_reference: bool = False
     attn_implementation: str | None = None  # transformers' choice when None (sdpa)
+    # data-parallel ranks (seamlessflow.training.launch): ranks per node; several start under torch's launcher
+    ranks: int = 1
+    nnodes: int = 1  # with more than one, every node runs the trainer with its own node_rank
+    node_rank: int = 0
+    master_addr: str = "127.0.0.1"  # node 0's address, reachable from every node
+    master_port: int = 29500
     # weights, checkpoints, status
-    publish_every: int = 1  # steps per weight version; each published version is also a checkpoint
+    publish_every: int = 1  # steps per weight version (what engines load: the weights only, written once)
+    checkpoint_every: int = 1  # weight versions per full checkpoint (optimizer state; offsets are committed)
+    checkpoint_minutes: float | None = None  # also at the first version this long after the last checkpoint
     keep_checkpoints: int = 2
     keep_weight_versions: int = 3
     heartbeat_s: float = 2.0

@@ -5,6 +5,12 @@ split into micro-batches: a step's size is set by the batch threshold, not by De
 count, so the accumulation boundary is set by hand on the last micro-batch, and each micro-batch loss is
 already divided by the step's total trained tokens (token-level mean over the whole step). Which
 sequences share a micro-batch is `core.micro_batches` (a token budget, packed or length-sorted).
+
+Data-parallel ranks: the leader (rank 0) computes the step's advantages and token count over the whole
+batch, splits the sequences across ranks by tokens and scatters the shares; each rank runs the same
+number of micro-batches (an idle rank runs zero-loss ones, since ZeRO's collectives run per forward and
+backward), and DeepSpeed's all-reduce averages the gradients, so each rank's loss is divided by the
+step's tokens over the world size: the sum of the shares is the one-rank loss, and so is the update.
 """
 
 from __future__ import annotations
@@ -27,9 +33,10 @@ from seamlessflow.core.losses import (
     ppo_clip_loss,
     reward_stats,
 )
-from seamlessflow.core.micro_batches import plan_micro_batches
+from seamlessflow.core.micro_batches import plan_micro_batches, split_across_ranks
 from seamlessflow.training.model import TokenLogprobModel, load_causal_lm, zero_stage
 from seamlessflow.training.ops import preload_ops
+from seamlessflow.training.ranks import RankGroup
 from seamlessflow.training.samples import MicroBatch, collate
 
 log = logging.getLogger("seamlessflow.trainer.engine")
@@ -85,6 +92,22 @@ class StepMetrics:
         return {k: float(v) for k, v in vars(self).items()}
 
 
+@dataclass
+class StepShare:
+    """One rank's part of an optimizer step. Advantages are relative to each group and the normaliser is
+    the whole step's token count, so both are computed by the leader over the whole batch and travel
+    with the sequences; the batch figures (groups, rewards) travel so every rank reports the same step."""
+
+    samples: list[TrajectorySample]
+    advantages: list[float]
+    weights: list[float]
+    total_tokens: int
+    groups: int
+    sequences: int
+    reward_mean: float
+    reward_std: float
+
+
 def init_distributed() -> None:
     """gloo on CPU, NCCL on GPU. Under a launcher (deepspeed, torchrun) its env decides; a lone process
     gets a single-rank group on a free local port, passed directly (not as MASTER_PORT in the env, which
@@ -93,6 +116,8 @@ def init_distributed() -> None:
         return
     backend = "nccl" if torch.cuda.is_available() else "gloo"
     if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        if torch.cuda.is_available():  # before ZeRO-3 builds shards on "the current device"
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         deepspeed.init_distributed(dist_backend=backend)
     else:
         os.environ.setdefault("LOCAL_RANK", "0")  # deepspeed.initialize insists on it
@@ -114,8 +139,9 @@ def forward_logprobs(model, batch: MicroBatch) -> torch.Tensor:
 
 
 def micro_batch_loss(model, batch: MicroBatch, advantages: torch.Tensor, weights: torch.Tensor, total_tokens: int,
-                     config: PolicyLossConfig, reference=None) -> tuple[PolicyLoss, torch.Tensor]:
-    """The step's loss share of one micro-batch (padded or packed: the same numbers) and its logprobs."""
+                     config: PolicyLossConfig, reference=None, ranks: int = 1) -> tuple[PolicyLoss, torch.Tensor]:
+    """The step's loss share of one micro-batch (padded or packed: the same numbers) and its logprobs;
+    ``ranks`` data-parallel ranks whose gradients DeepSpeed averages (so each share counts ``ranks`` times)."""
     logprobs = forward_logprobs(model, batch)
     ref = None
     if reference is not None:
@@ -123,7 +149,7 @@ def micro_batch_loss(model, batch: MicroBatch, advantages: torch.Tensor, weights
             ref = forward_logprobs(reference, batch)
     out = ppo_clip_loss(
         logprobs, batch.logprobs, batch.per_token(advantages), batch.loss_mask, config, ref_logprobs=ref,
-        sample_weights=batch.per_token(weights), normaliser=max(total_tokens, 1),
+        sample_weights=batch.per_token(weights), normaliser=max(total_tokens, 1) / ranks,
     )
     return out, logprobs
 
@@ -155,6 +181,7 @@ class PolicyEngine:
         self.options = options
         preload_ops()  # under a lock that survives a killed build (see training/ops.py)
         init_distributed()  # before loading: ZeRO-3 partitions the model as it is built
+        self.ranks = RankGroup()
         model = load_causal_lm(model_path, ds_config, options.activation_checkpointing, options.attn_implementation)
         self.pad_id = model.config.pad_token_id or 0
         wrapped = TokenLogprobModel(model, options.logprob_chunk_tokens)
@@ -205,32 +232,54 @@ class PolicyEngine:
         """The HF model (for `save_pretrained`); its parameters are the engine's."""
         return self.engine.module.causal_lm
 
-    def train_step(self, groups: list[KeptGroup]) -> StepMetrics:
-        """One optimizer step over every sample of ``groups``."""
-        start = time.perf_counter()
+    def train_step(self, groups: list[KeptGroup] | None) -> StepMetrics:
+        """One optimizer step over every sample of ``groups``, all ranks together: the leader passes the
+        batch (other ranks None) and every rank trains its token-balanced share; the figures are the step's."""
+        shares = self.split_step(groups, self.ranks.world) if self.ranks.leader else None
+        return self.train_share(self.ranks.scatter(shares))
+
+    def split_step(self, groups: list[KeptGroup], ranks: int) -> list[StepShare]:
+        """The batch cut into ``ranks`` shares, balanced by tokens (`core.micro_batches.split_across_ranks`)."""
         samples = [s for g in groups for s in g.samples]
-        weights = torch.tensor([w for g in groups for w in g.weights])
+        weights = [w for g in groups for w in g.weights]
         index = torch.tensor([i for i, g in enumerate(groups) for _ in g.samples])
         rewards = torch.tensor([s.reward for s in samples])
-        advantages = group_relative_advantages(rewards, index, self.scale_by_std)
+        advantages = group_relative_advantages(rewards, index, self.scale_by_std).tolist()
         total_tokens = sum(max(s.trained_tokens - s.loss_mask[0], 0) for s in samples)
-        loss_sum, parts = 0.0, []
-        self.engine.train()
-        plan = self.plan(samples)
-        for n, chosen in enumerate(plan):
-            self.engine.set_gradient_accumulation_boundary(n == len(plan) - 1)
-            part = self._micro_step([samples[i] for i in chosen], advantages[chosen], weights[chosen], total_tokens)
-            loss_sum += part[0]
-            parts.append(part)
-        self.engine.step()
-        tokens = sum(p[1] for p in parts)
-        mean = lambda k: sum(p[k] * p[1] for p in parts) / max(tokens, 1)  # noqa: E731  token-weighted
         reward_mean, reward_std = reward_stats(rewards.tolist())
+        return [StepShare([samples[i] for i in chosen], [advantages[i] for i in chosen], [weights[i] for i in chosen],
+                          total_tokens, len(groups), len(samples), reward_mean, reward_std)
+                for chosen in split_across_ranks([len(s.tokens) for s in samples], ranks)]
+
+    def train_share(self, share: StepShare) -> StepMetrics:
+        """This rank's forward/backward passes and the common optimizer step."""
+        start = time.perf_counter()
+        samples, advantages, weights = share.samples, torch.tensor(share.advantages), torch.tensor(share.weights)
+        self.engine.train()
+        plan = self.plan(samples) if samples else []
+        count = self.ranks.max(len(plan))
+        totals = [0.0] * 5  # loss, tokens, then diff, clip and kl weighted by tokens
+        for n in range(count):
+            self.engine.set_gradient_accumulation_boundary(n == count - 1)
+            if n < len(plan):
+                chosen = plan[n]
+                part = self._micro_step([samples[i] for i in chosen], advantages[chosen], weights[chosen],
+                                        share.total_tokens)
+            else:
+                part = self._micro_step([self._idle_sample()], torch.zeros(1), torch.zeros(1), share.total_tokens)
+            totals = [t + x * (part[1] if k > 1 else 1) for k, (t, x) in enumerate(zip(totals, part))]
+        self.engine.step()
+        loss, tokens, *weighted = self.ranks.sum(totals)
+        diff, clip, kl = (w / max(tokens, 1) for w in weighted)
         return StepMetrics(
-            loss=loss_sum, reward_mean=reward_mean, reward_std=reward_std, groups=len(groups),
-            sequences=len(samples), tokens_trained=tokens, logprob_abs_diff=mean(2), clip_fraction=mean(3),
-            kl_mean=mean(4), step_time_s=time.perf_counter() - start,
+            loss=loss / self.ranks.world, reward_mean=share.reward_mean, reward_std=share.reward_std,
+            groups=share.groups, sequences=share.sequences, tokens_trained=int(tokens), logprob_abs_diff=diff,
+            clip_fraction=clip, kl_mean=kl, step_time_s=time.perf_counter() - start,
         )
+
+    def _idle_sample(self) -> TrajectorySample:
+        """Two padding tokens, nothing trained: a zero-loss micro-batch for a rank with fewer than the others."""
+        return TrajectorySample("idle", "", "", (self.pad_id,) * 2, (0, 0), (0.0, 0.0), (-1, -1), 0.0)
 
     def plan(self, samples: list[TrajectorySample]) -> list[list[int]]:
         """Indices of ``samples`` per micro-batch (see `core.micro_batches`)."""
@@ -241,7 +290,7 @@ class PolicyEngine:
     def _micro_step(self, samples, advantages, weights, total_tokens) -> tuple[float, int, float, float, float]:
         batch = collate(samples, self.pad_id, packed=self.packing).to(self.engine.device)
         out, logprobs = micro_batch_loss(self.engine, batch, advantages, weights, total_tokens, self.loss_config,
-                                         self.reference)
+                                         self.reference, self.ranks.world)
         self.engine.backward(out.loss, scale_wrt_gas=False)
         diff = logprob_abs_diff(logprobs, batch.logprobs, batch.loss_mask)
         return float(out.loss.detach()), out.tokens, diff, out.clip_fraction, out.kl_mean

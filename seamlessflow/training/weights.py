@@ -43,6 +43,12 @@ def save_weights(
     return final
 
 
+def latest_version(root: Path) -> int:
+    """The newest complete version directory under ``root`` (0 if none)."""
+    names = [p.name for p in Path(root).glob("v[0-9]*") if not p.name.endswith(".tmp")]
+    return max((int(name[1:]) for name in names if name[1:].isdigit()), default=0)
+
+
 def prune_versions(root: Path, keep: int, protect: int) -> None:
     """Deletes all but the newest ``keep`` version directories (never ``protect``)."""
     versions = sorted(p for p in Path(root).glob("v[0-9]*") if not p.name.endswith(".tmp"))

@@ -2,10 +2,18 @@
 
 Per step, in this order, so a crash at any point replays and never skips:
 1. train on a batch (optimizer step);
-2. every `publish_every` steps: save the weights as version N+1, save a checkpoint (model, optimizer,
-   step, version, offsets to commit, ids already finished above them), publish the WeightVersion record,
-   commit the offsets. A crash before the checkpoint loses the steps since the last one and replays their
-   trajectories; a crash after it resumes there (the version record is re-published at start).
+2. every `publish_every` steps: save the weights as version N+1 (once, in the training dtype: what the
+   engines load) and publish the WeightVersion record;
+3. every `checkpoint_every` versions or `checkpoint_minutes` (whichever comes first): save a checkpoint
+   (model, optimizer, step, version, offsets to commit, ids already finished above them), then commit
+   the offsets. Offsets move only with checkpoints: a crash loses the steps since the last checkpoint and
+   replays their trajectories; versions published since keep their numbers (the restart numbers on from
+   the newest version on disk, and re-publishes it).
+
+With several data-parallel ranks, rank 0 (the leader) is the trainer above: it alone reads Kafka and the
+control topic, forms batches, writes weights, publishes and commits. Every loop turn it broadcasts an
+order to the other ranks (nothing, step, export, checkpoint, stop: services/trainer/follower.py); they follow with their share of the step and
+their part of the collective saves (ZeRO-3's gather of the weights, DeepSpeed's checkpoint).
 """
 
 from __future__ import annotations
@@ -16,7 +24,6 @@ import os
 import shutil
 import signal
 import time
-from pathlib import Path
 
 from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
@@ -30,7 +37,13 @@ from seamlessflow.training.control import ControlListener, ControlState
 from seamlessflow.training.engine import PolicyEngine, StepMetrics
 from seamlessflow.training.samples import sample_from_record
 from seamlessflow.training.source import Incoming, TrajectorySource
-from seamlessflow.training.weights import prune_versions, save_weights, version_dir
+from seamlessflow.training.weights import (
+    latest_version,
+    prune_versions,
+    save_weights,
+    version_dir,
+)
+from services.trainer.follower import follow
 
 log = logging.getLogger("seamlessflow.trainer")
 
@@ -46,11 +59,12 @@ class Trainer:
         self.checkpoints = self.work / "checkpoints"
         self.steps_log = self.work / "steps.jsonl"
         self.work.mkdir(parents=True, exist_ok=True)
-        self.producer = MessageProducer(settings, self.codec)
-        self.dead_letters = DeadLetters(settings, self.codec, "trainer", self.producer.send)
         self.control = ControlState(self.config.resource_id, settings.team, settings.run, self.config.initial_role)
         self.engine = PolicyEngine(self.config.model_path, self.config.deepspeed_dict(),
                                    self.config.loss_config(), self.config.scale_by_std, self.config.memory_options())
+        self.ranks = self.engine.ranks
+        self.producer = MessageProducer(settings, self.codec) if self.ranks.leader else None  # rank 0 alone talks to Kafka
+        self.dead_letters = DeadLetters(settings, self.codec, "trainer", self.producer.send) if self.producer else None
         self.step, self.version = 0, 0
         self.last_metrics: StepMetrics | None = None
         self.busy_s = 0.0  # seconds in optimizer steps and publishing (heartbeat figure; timeline's train time)
@@ -60,7 +74,11 @@ class Trainer:
 
     def _restore(self, state: dict) -> None:
         self.step = int(state.get("sf_step", 0))
-        self.version = int(state.get("sf_version", 0))
+        self.version = max(int(state.get("sf_version", 0)), latest_version(self.weights_root))
+        self._checkpointed = (self.step, time.monotonic())
+        self._checkpointed_version = self.version
+        if not self.ranks.leader:
+            return
         self._truncate_step_log()
         start_offsets = {int(p): int(o) for p, o in state.get("sf_offsets", {}).items()}
         self.builder = BatchBuilder(self.config.batch_config(), seen_ids=set(state.get("sf_finished_ids", [])))
@@ -70,12 +88,14 @@ class Trainer:
         self._trained_since_publish: list[dict] = []
         self.source = TrajectorySource(self.settings, self.codec, self.topics.trajectories,
                                        self.config.group_id(self.settings), self.dead_letters, start_offsets)
-        log.info("trainer %s at step %d, version %d, offsets %s", self.config.resource_id, self.step,
-                 self.version, start_offsets)
+        log.info("trainer %s at step %d, version %d, offsets %s, %d rank(s)", self.config.resource_id, self.step,
+                 self.version, start_offsets, self.ranks.world)
 
     # -- the loop ---------------------------------------------------------------------------------------
 
     def run(self) -> int:
+        if not self.ranks.leader:
+            return follow(self.ranks, self.engine, self.checkpoints)
         listener = ControlListener(self.settings, self.codec, self.topics.control, self.config.resource_id,
                                    self.dead_letters)
         restored = self.control.restore(listener.catch_up())
@@ -97,12 +117,25 @@ class Trainer:
                     self.busy_s += time.perf_counter() - started
                     if self.config.max_steps is not None and self.step >= self.config.max_steps:
                         break
+                else:
+                    self.ranks.broadcast(None)  # followers wait in this call; a turn without work still ends it
+            if self.step > self._checkpointed[0]:  # a clean stop keeps what was trained since the last one
+                self._checkpoint_and_commit()
         finally:
+            self._stop_followers()
             self._heartbeat("stopped")
             self.producer.flush()
             listener.close()
             self.source.close()
         return 0
+
+    def _stop_followers(self) -> None:
+        """Lets the followers exit cleanly; if a rank died the group is already broken and the launcher
+        stops the rest, so a failure here changes nothing."""
+        try:
+            self.ranks.broadcast(("stop",))
+        except Exception as exc:  # noqa: BLE001  a dead peer: gloo raises whatever its transport saw
+            log.warning("could not tell the other ranks to stop: %s", exc)
 
     def _take(self, records: list[Incoming]) -> None:
         """Feeds records to the batch builder; anything it will not train is finished at once."""
@@ -132,6 +165,7 @@ class Trainer:
         self._finish(s.trajectory_id for s in result.discarded)
         if not result.batch:
             return False
+        self.ranks.broadcast(("step",))
         metrics = self.engine.train_step(result.batch)
         self.step += 1
         trained = [s.trajectory_id for g in result.batch for s in g.samples]
@@ -150,14 +184,31 @@ class Trainer:
     def _publish_step(self) -> None:
         start = time.perf_counter()
         self.version += 1
+        self.ranks.broadcast(("export",))
         save_weights(self.engine.module, self.weights_root, self.version, self.config.model_path,
                      self.engine.state_dict_for_export())
-        self._checkpoint()
         self._publish_version()
-        self.source.commit()
+        for entry in self._trained_since_publish:
+            entry.setdefault("version", self.version)  # the first version whose weights include that step
         prune_versions(self.weights_root, self.config.keep_weight_versions, protect=self.version)
         self.publish_time_s = time.perf_counter() - start
         log.info("published version %d in %.2f s", self.version, self.publish_time_s)
+        versions_since = self.version - self._checkpointed_version
+        minutes = self.config.checkpoint_minutes
+        if versions_since >= self.config.checkpoint_every or (
+                minutes is not None and time.monotonic() - self._checkpointed[1] >= minutes * 60):
+            self._checkpoint_and_commit()
+
+    def _checkpoint_and_commit(self) -> None:
+        """A full checkpoint (every rank saves its part), then the offsets it carries are committed."""
+        start = time.perf_counter()
+        self.ranks.broadcast(("checkpoint", self._checkpoint_tag()))
+        self._checkpoint()
+        self.source.commit()
+        self._checkpointed = (self.step, time.monotonic())
+        self._checkpointed_version = self.version
+        self.checkpoint_time_s = time.perf_counter() - start
+        log.info("checkpoint at step %d (version %d) in %.2f s", self.step, self.version, self.checkpoint_time_s)
 
     def _checkpoint(self) -> None:
         tracker = self.source.tracker
@@ -168,18 +219,21 @@ class Trainer:
             "sf_too_easy": sorted(self.builder.too_easy_tasks),
         }
         self._log_steps()
-        self.engine.save_checkpoint(self.checkpoints, f"step{self.step:08d}", state)
+        self.engine.save_checkpoint(self.checkpoints, self._checkpoint_tag(), state)
         (self.work / "too_easy_tasks.json").write_text(json.dumps(sorted(self.builder.too_easy_tasks)))
         tags = sorted(p for p in self.checkpoints.glob("step*") if p.is_dir())
         for old in tags[:-self.config.keep_checkpoints]:
             shutil.rmtree(old, ignore_errors=True)
+
+    def _checkpoint_tag(self) -> str:
+        return f"step{self.step:08d}"
 
     def _log_steps(self) -> None:
         """Appends which ids each step trained to `steps.jsonl`, just before the checkpoint that makes
         those steps durable; lines past the restored step are cut at start (`_truncate_step_log`)."""
         with open(self.steps_log, "a") as out:
             for entry in self._trained_since_publish:
-                out.write(json.dumps({**entry, "version": self.version}) + "\n")
+                out.write(json.dumps({"version": self.version, **entry}) + "\n")
             out.flush()
             os.fsync(out.fileno())
         self._trained_since_publish = []
@@ -216,7 +270,8 @@ class Trainer:
         figures = {"step": float(self.step), "pending_samples": float(len(self.builder.pending_samples)),
                    "too_easy_tasks": float(len(self.builder.too_easy_tasks)),
                    "publish_time_s": float(getattr(self, "publish_time_s", 0.0)),
-                   "busy_s": self.busy_s}
+                   "checkpoint_time_s": float(getattr(self, "checkpoint_time_s", 0.0)),
+                   "busy_s": self.busy_s, "ranks": float(self.ranks.world)}
         figures.update({f"total_{k}": float(v) for k, v in vars(self.builder.counters).items()})
         if self.last_metrics is not None:
             figures.update(self.last_metrics.figures())

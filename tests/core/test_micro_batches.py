@@ -1,9 +1,10 @@
 """Micro-batch planning: every sequence once, the token budget held, packing balanced, padding small."""
 
+import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from seamlessflow.core.micro_batches import micro_batch_cost, plan_micro_batches
+from seamlessflow.core.micro_batches import micro_batch_cost, plan_micro_batches, split_across_ranks
 
 
 def test_packed_bins_are_balanced_by_tokens():
@@ -35,3 +36,16 @@ def test_every_sequence_once_and_the_budget_respected(lengths, budget, max_seque
         assert max_sequences is None or len(b) <= max_sequences
     if packed and max_sequences is None:  # never more bins than first-fit decreasing needs, plus stragglers
         assert len(plan) <= len(lengths)
+
+
+def test_rank_shares_are_balanced_by_tokens_and_cover_every_sequence_once():
+    lengths = [1000, 10, 10, 10, 10, 10, 10, 500, 490]
+    shares = split_across_ranks(lengths, 2)
+    assert sorted(i for share in shares for i in share) == list(range(len(lengths)))
+    loads = [sum(lengths[i] for i in share) for share in shares]
+    assert sorted(loads) == [1020, 1030]  # by count (5 and 4 sequences) it could be ~1500 tokens against 550
+    assert split_across_ranks(lengths, 2) == shares  # deterministic: every rank could compute it alike
+    assert split_across_ranks([7], 3) == [[0], [], []]  # fewer sequences than ranks: some get none
+    assert split_across_ranks([], 2) == [[], []]
+    with pytest.raises(ValueError):
+        split_across_ranks([1], 0)

@@ -13,8 +13,10 @@ import sys
 import uuid
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 
 from seamlessflow.kafka.admin import ensure_topics
+from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.io import MessageProducer, read_messages
 from seamlessflow.messages import ControlCommand, WeightVersion
 from seamlessflow.topics import Topics
@@ -87,3 +89,62 @@ def test_kill_9_and_restart_resumes_without_skipping_or_retraining(settings, cod
     assert [s["step"] for s in steps] == [1, 2, 3] and [s["version"] for s in steps] == [1, 2, 3]
     assert sorted(steps[2]["trajectory_ids"]) == sorted(r.event_id for r in g3 + g6)
     assert set(versions(settings, codec)) == {1, 2, 3}
+
+
+def test_versions_between_checkpoints_are_weights_only_and_a_crash_replays_since_the_last_checkpoint(
+        settings, codec, tiny_model_dir, tmp_path):
+    """checkpoint_every 2: version 3 is weights only (no checkpoint, no commit); kill -9 after it replays
+    step 3's trajectories from the version-2 checkpoint, and the versions number on from 3."""
+    settings = settings.with_overrides(
+        topic_prefix=f"t{uuid.uuid4().hex[:10]}", partitions={"trajectories": 1},
+        trainer={"enabled": True, "model_path": str(tiny_model_dir), "group_size": 2, "batch_threshold": 2,
+                 "heartbeat_s": 1.0, "checkpoint_every": 2},
+    )
+    ensure_topics(settings)
+    config_path = settings.dump_yaml(tmp_path / "config.yaml")
+    config = TrainerConfig.from_settings(settings)
+    topics = Topics(settings)
+    producer = MessageProducer(settings, codec)
+    groups = [group(tiny_model_dir, f"g{i}") for i in range(1, 7)]
+    for record in [r for g in groups for r in g]:
+        producer.send(topics.trajectories, record.group_id, record)
+    producer.flush()
+
+    first = start(config_path, tmp_path / "run1.log")
+    try:
+        wait_for(settings, codec, topics.weights, lambda x: isinstance(x, WeightVersion) and x.version == 3)
+    finally:
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=30)
+    work = config.work_dir(settings)
+    assert (work / "checkpoints" / "latest").read_text().strip() == "step00000002"  # none at version 3
+    assert committed_offset(settings, config.group_id(settings), topics.trajectories) == 8  # with the checkpoint
+
+    second = start(config_path, tmp_path / "run2.log")
+    try:
+        wait_for(settings, codec, topics.weights, lambda x: isinstance(x, WeightVersion) and x.version == 4)
+        producer.send_and_wait(topics.control, "trainer-0",
+                               ControlCommand("stop", "trainer-0", 1, "shutdown", "default", "default", 0))
+        assert second.wait(timeout=120) == 0
+    finally:
+        if second.poll() is None:
+            second.kill()
+            second.wait(timeout=30)
+
+    assert "at step 2, version 3" in (tmp_path / "run2.log").read_text()
+    steps = [json.loads(line) for line in (work / "steps.jsonl").read_text().splitlines()]
+    trained = [tid for s in steps for tid in s["trajectory_ids"]]
+    assert sorted(trained) == sorted(r.event_id for g in groups for r in g)  # every trajectory exactly once
+    assert [(s["step"], s["version"]) for s in steps] == [(1, 1), (2, 2), (3, 4)]  # step 3 again, in version 4
+    assert sorted(steps[2]["trajectory_ids"]) == sorted(r.event_id for r in groups[4] + groups[5])
+    assert set(versions(settings, codec)) == {1, 2, 3, 4}
+    assert committed_offset(settings, config.group_id(settings), topics.trajectories) == 12  # the stop checkpoints
+
+
+def committed_offset(settings, group_id: str, topic: str) -> int:
+    consumer = Consumer(consumer_config(settings, group_id))
+    try:
+        [point] = consumer.committed([TopicPartition(topic, 0)], timeout=60)
+    finally:
+        consumer.close()
+    return point.offset

@@ -11,7 +11,7 @@ from seamlessflow.core.batching import KeptGroup, TrajectorySample
 from seamlessflow.core.losses import token_logprobs
 from seamlessflow.training.config import DEEPSPEED_CONFIGS
 from seamlessflow.training.engine import PolicyEngine
-from seamlessflow.training.weights import prune_versions, save_weights, version_dir
+from seamlessflow.training.weights import latest_version, prune_versions, save_weights, version_dir
 
 GARBAGE = -9.0  # behaviour logprob on untrained positions: must not matter
 
@@ -64,6 +64,14 @@ def test_prune_keeps_newest_versions(tmp_path):
         version_dir(tmp_path, v).mkdir()
     prune_versions(tmp_path, keep=2, protect=4)
     assert sorted(p.name for p in Path(tmp_path).iterdir()) == ["v000003", "v000004"]
+
+
+def test_latest_version_is_the_newest_complete_directory(tmp_path):
+    assert latest_version(tmp_path / "none") == 0
+    for v in (2, 11):
+        version_dir(tmp_path, v).mkdir()
+    (tmp_path / "v000012.tmp").mkdir()  # a save cut short: not a version
+    assert latest_version(tmp_path) == 11
 
 
 def test_saved_version_carries_the_base_tokenizer_files(engine, tiny_model_dir, tmp_path):

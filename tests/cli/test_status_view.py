@@ -1,0 +1,22 @@
+"""The status table: a trainer group is one row, its ranks shown with its kind."""
+
+from rich.console import Console
+
+from seamlessflow.cli.status_view import render_status
+
+
+def row(resource_id, kind, figures):
+    return {"id": resource_id, "kind": kind, "capability_tags": ["train"], "hardware_tags": [], "active_tag": "train",
+            "state": "active", "weight_version": 3, "figures": figures, "heartbeat_age_s": 1.0}
+
+
+def test_a_trainer_group_is_one_row_with_its_ranks():
+    data = {"running": True, "bootstrap_servers": "x:9092", "broker_reachable": False, "services": [],
+            "resources": [row("trainer-0", "trainer", {"ranks": 2.0, "pending_samples": 3.0}),
+                          row("trainer-1", "trainer", {"ranks": 1.0})]}
+    console = Console(width=200, record=True)
+    console.print(render_status(data))
+    text = console.export_text()
+    [group] = [line for line in text.splitlines() if "trainer-0" in line]
+    [single] = [line for line in text.splitlines() if "trainer-1" in line]
+    assert "trainer (2 ranks)" in group and "ranks" not in single
