@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -86,7 +86,7 @@ class Settings(BaseModel):
         """A service's own options (validated by that service's package)."""
         return dict((self.model_extra or {}).get(name) or {})
 
-    def with_overrides(self, **overrides: Any) -> "Settings":
+    def with_overrides(self, **overrides: Any) -> Settings:
         data = self.model_dump()
         _deep_merge(data, {k: v for k, v in overrides.items() if v is not None})
         return Settings.model_validate(data)
@@ -97,7 +97,7 @@ class Settings(BaseModel):
         return path
 
     @classmethod
-    def load(cls, config_path: str | Path | None = None, env: dict[str, str] | None = None, **overrides: Any) -> "Settings":
+    def load(cls, config_path: str | Path | None = None, env: dict[str, str] | None = None, **overrides: Any) -> Settings:
         env = os.environ if env is None else env
         data: dict[str, Any] = {}
         path = config_path or env.get(ENV_PREFIX + "CONFIG")

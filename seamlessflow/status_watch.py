@@ -53,7 +53,7 @@ class ResourceWatcher:
 
 
 
-def engines_serving(settings: Settings, resource_ids: list[str]) -> "callable":
+def engines_serving(settings: Settings, resource_ids: list[str]) -> callable:
     """A readiness check: true once every named rollout worker reports its engine up in the rollout role."""
     watcher = ResourceWatcher(settings)
 

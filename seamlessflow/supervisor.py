@@ -13,9 +13,9 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import psutil
 

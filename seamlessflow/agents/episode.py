@@ -16,8 +16,9 @@ import inspect
 import json
 import math
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 import openai

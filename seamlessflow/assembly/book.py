@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from seamlessflow.assembly.config import AssemblyConfig
 from seamlessflow.assembly.convert import call_from_token_io, trajectory_of

@@ -28,8 +28,19 @@ from seamlessflow.cli.context import pass_settings
 from seamlessflow.kafka.clients import producer_config
 from seamlessflow.kafka.io import Record
 from seamlessflow.messages import EpisodeEnd, TokenIO
-from seamlessflow.replay import (CheckReport, Filter, archive_file, check, read_archive, read_from, select_sessions,
-                                 select_trajectories, session_json, trajectory_json, write_archive)
+from seamlessflow.replay import (
+    CheckReport,
+    Filter,
+    archive_file,
+    check,
+    read_archive,
+    read_from,
+    select_sessions,
+    select_trajectories,
+    session_json,
+    trajectory_json,
+    write_archive,
+)
 from seamlessflow.replay.render import print_all
 from seamlessflow.topics import Topics
 

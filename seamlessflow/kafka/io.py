@@ -8,8 +8,9 @@ scheduler's rebuild from compacted topics, and tests.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 

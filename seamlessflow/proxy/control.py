@@ -30,14 +30,14 @@ import asyncio
 import logging
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from seamlessflow.core.control import BROADCAST
-
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
+from seamlessflow.core.control import BROADCAST
 from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.io import read_topic

@@ -26,9 +26,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from seamlessflow.avro import Codec, CodecError, codec_for
 from seamlessflow.config import Settings
 from seamlessflow.core.routing import parse_profile
-from seamlessflow.messages import EpisodeEnd, TokenIO, new_id, now_ms
+from seamlessflow.messages import EpisodeEnd, TokenIO, now_ms
 from seamlessflow.proxy.config import ProxyConfig
-from seamlessflow.proxy.errors import ProxyError, error_body, error_response
+from seamlessflow.proxy.errors import ProxyError, error_response
 from seamlessflow.proxy.generation import CallRun, ClientGone, PauseGate, UpstreamRejected
 from seamlessflow.proxy.metrics import ProxyMetrics
 from seamlessflow.proxy.openapi import openapi_document
@@ -280,7 +280,7 @@ class ProxyServer:
             futures = [self.publisher.publish(self.topic, key, event) for event in events]
             async with asyncio.timeout(self.config.delivery_timeout_s):
                 await asyncio.gather(*futures)
-        except (PublishFailed, CodecError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, PublishFailed, CodecError) as exc:
             self.metrics.events.labels("failed").inc(len(events))
             log.error("events for session %s not recorded: %s", key, exc)
             raise ProxyError(503, "the call's token events could not be recorded; retry", retry_after=self.config.retry_after_s) from None
@@ -300,7 +300,7 @@ class ProxyServer:
         try:
             async with self.http.get(engine.url + "/v1/models", timeout=aiohttp.ClientTimeout(total=10)) as response:
                 return web.json_response(await response.json(content_type=None), status=response.status)
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+        except (TimeoutError, aiohttp.ClientError, ValueError):
             raise ProxyError(502, "the inference engine did not list its models") from None
 
     # -- episode end ------------------------------------------------------------------------------------
@@ -319,7 +319,7 @@ class ProxyServer:
             try:
                 async with asyncio.timeout(self.config.end_wait_s):
                     await state.idle.wait()
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 raise ProxyError(409, "the session still has calls in flight; end it after they finish") from None
         num_calls = state.events_published if state.known_from_start else -1
         event = EpisodeEnd(
@@ -378,7 +378,7 @@ class _Admission:
         try:
             async with asyncio.timeout(s.config.pause_timeout_s):
                 await s._slots.acquire()
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise ProxyError(503, "no generation slot became free in time; retry", retry_after=s.config.retry_after_s) from None
         finally:
             s._waiting -= 1

@@ -48,7 +48,7 @@ class ProxyService:
     def session_url(self, session_id: str) -> str:
         return self.server.session_url(session_id)
 
-    async def start(self) -> "ProxyService":
+    async def start(self) -> ProxyService:
         self._loop = asyncio.get_running_loop()
         self.server.publisher.start()
         if self.listener is not None:
@@ -105,7 +105,7 @@ class ProxyService:
         try:
             async with self.server.http.get(url + "/health", timeout=timeout) as response:
                 return response.status == 200
-        except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError):
+        except (TimeoutError, aiohttp.ClientError, ConnectionError):
             return False
 
     async def _heartbeat_loop(self) -> None:

@@ -10,8 +10,8 @@ originals and whose values are re-encoded with the current codec (byte-identical
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
 
 import fastavro
 

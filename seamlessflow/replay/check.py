@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from seamlessflow.assembly import AssemblyConfig, SessionBook
 from seamlessflow.avro import Codec

@@ -9,8 +9,8 @@ timestamp on the client, so a wrong lookup can cost time but never drop or add r
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 from confluent_kafka import Consumer, TopicPartition
 

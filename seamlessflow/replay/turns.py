@@ -7,8 +7,8 @@ assembler the stream job runs, so what a user sees is what assembly did.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Sequence
 
 from seamlessflow.assembly.convert import call_from_token_io
 from seamlessflow.core.assembler import SessionAssembler

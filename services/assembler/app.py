@@ -24,7 +24,7 @@ from seamlessflow.config import Settings
 from seamlessflow.kafka.admin import ensure_topics
 from seamlessflow.kafka.clients import faust_app_kwargs
 from seamlessflow.kafka.io import MessageProducer
-from seamlessflow.topics import TopicSpec, Topics
+from seamlessflow.topics import Topics, TopicSpec
 
 log = logging.getLogger("seamlessflow.assembler")
 

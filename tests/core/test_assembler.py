@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from seamlessflow.core.assembler import AssemblerConfig, SessionAssembler, SessionStatus, Selection
+from seamlessflow.core.assembler import AssemblerConfig, Selection, SessionAssembler, SessionStatus
 from seamlessflow.core.assembly_invariants import check_against_calls, check_sequence
 from seamlessflow.core.prefix_tree import Call, Outcome
 

@@ -9,7 +9,7 @@ token alphabet makes accidental shared prefixes common, which is where matching 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from seamlessflow.core.assembler import AssemblerConfig, SessionAssembler, Selection
+from seamlessflow.core.assembler import AssemblerConfig, Selection, SessionAssembler
 from seamlessflow.core.assembly_invariants import check_against_calls
 from seamlessflow.core.prefix_tree import Call, Outcome
 
