@@ -61,7 +61,7 @@ def parse_time(value: str | None, now_ms: int | None = None) -> int | None:
     try:
         return int(datetime.fromisoformat(value).timestamp() * 1000)
     except ValueError:
-        raise click.BadParameter(f"{value!r}: use epoch ms, ISO-8601, or a duration ago like 15m / 2h / 1d")
+        raise click.BadParameter(f"{value!r}: use epoch ms, ISO-8601, or a duration ago like 15m / 2h / 1d") from None
 
 
 def parse_offsets(values: tuple[str, ...]) -> dict[int, int] | None:

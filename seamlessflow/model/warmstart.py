@@ -128,7 +128,7 @@ def measure_accuracy(
             eos_token_id=tokenizer.eos_token_id,
             pad_token_id=pad,
         )
-        for task, row in zip(batch, output[:, width:].tolist()):
+        for task, row in zip(batch, output[:, width:].tolist(), strict=True):
             text = tokenizer.decode(row, skip_special_tokens=True)
             rewards.append(score_completion(text, task.answer))
     model.train()

@@ -97,7 +97,7 @@ class ProxyService:
         while True:
             engines = list(self.server.engines)
             results = await asyncio.gather(*(self._check(e.url, timeout) for e in engines))
-            for engine, ok in zip(engines, results):
+            for engine, ok in zip(engines, results, strict=True):
                 self.server.engines.health_result(engine, ok)
             await asyncio.sleep(self.config.health_interval_s)
 

@@ -70,7 +70,7 @@ def session_turns(session: SessionEvents) -> list[Turn]:
 
 def segments(trajectory: Trajectory) -> list[Segment]:
     out: list[Segment] = []
-    for i, (token, mask) in enumerate(zip(trajectory.tokens, trajectory.loss_mask)):
+    for i, (token, mask) in enumerate(zip(trajectory.tokens, trajectory.loss_mask, strict=False)):
         kind = "generated" if mask else "fed"
         if not out or out[-1].kind != kind:
             out.append(Segment(kind, i, [], [], []))

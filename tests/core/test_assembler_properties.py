@@ -49,7 +49,10 @@ def sessions(draw, max_calls=25, max_chunk=6):
     return sent
 
 
-def assemble(sent, config=AssemblerConfig()):
+DEFAULT_CONFIG = AssemblerConfig()
+
+
+def assemble(sent, config=DEFAULT_CONFIG):
     session = SessionAssembler(config)
     outcomes = [session.add(c) for c in sent]
     return session, outcomes
