@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
@@ -98,17 +99,17 @@ class Settings(BaseModel):
 
     @classmethod
     def load(cls, config_path: str | Path | None = None, env: dict[str, str] | None = None, **overrides: Any) -> Settings:
-        env = os.environ if env is None else env
+        source: Mapping[str, str] = os.environ if env is None else env
         data: dict[str, Any] = {}
-        path = config_path or env.get(ENV_PREFIX + "CONFIG")
+        path = config_path or source.get(ENV_PREFIX + "CONFIG")
         if path:
             data = yaml.safe_load(Path(path).read_text()) or {}
-        _deep_merge(data, _from_env(env))
+        _deep_merge(data, _from_env(source))
         _deep_merge(data, {k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(data)
 
 
-def _from_env(env: dict[str, str]) -> dict[str, Any]:
+def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, raw in env.items():
         if not key.startswith(ENV_PREFIX) or key[len(ENV_PREFIX):] in PROCESS_VARIABLES:

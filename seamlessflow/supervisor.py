@@ -148,7 +148,9 @@ class Supervisor:
         state = self.states[spec.name]
         state.state = "starting"
         deadline = time.monotonic() + spec.ready_timeout_s
-        while not spec.ready():
+        ready = spec.ready
+        assert ready is not None  # only called for a spec with a ready check
+        while not ready():
             if self._procs[spec.name].poll() is not None:
                 raise StartupFailed(f"{spec.name} exited with {self._procs[spec.name].returncode}; see {state.log}")
             if time.monotonic() > deadline:

@@ -105,7 +105,7 @@ class ProxyServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.host, self.config.port, backlog=2048)
         await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]
+        self.port = self._runner.addresses[0][1]  # the bound port (config.port may be 0)
 
     async def stop_http(self) -> None:
         if self._runner is not None:
@@ -125,7 +125,7 @@ class ProxyServer:
     async def _errors(self, request: web.Request, handler) -> web.StreamResponse:
         route = request.match_info.route.resource.canonical if request.match_info.route.resource else "unmatched"
         started = time.monotonic()
-        headers = {}
+        headers: dict[str, str] = {}
         try:
             response = await handler(request)
         except ProxyError as exc:
@@ -218,6 +218,7 @@ class ProxyServer:
     async def _serve(self, request, call: CallRequest, session_id, team, call_id, headers) -> web.StreamResponse:
         stream = _ClientStream(request, headers) if call.stream else None
         state = self.sessions.get(session_id)
+        assert self.http is not None  # start_http() runs before the app serves
         run = CallRun(
             call, session_id, self.http, self.engines, self.gate, self.config, profile=state.profile if state else None,
             shaper_id=f"{'chatcmpl' if call.kind == 'chat' else 'cmpl'}-{call_id}",
@@ -228,6 +229,7 @@ class ProxyServer:
             capture = await run.run()
             await self._record(run, session_id, team, call_id)
         except ClientGone:
+            assert stream is not None  # only a streaming reply's writes raise it
             return stream.response
         except (ProxyError, UpstreamRejected) as exc:
             if stream is None or not stream.started:
@@ -297,6 +299,7 @@ class ProxyServer:
         engine = self.engines.pick(session_id)
         if engine is None:
             raise ProxyError(503, "no healthy inference engine is available", retry_after=self.config.retry_after_s)
+        assert self.http is not None  # start_http() runs before the app serves
         try:
             async with self.http.get(engine.url + "/v1/models", timeout=aiohttp.ClientTimeout(total=10)) as response:
                 return web.json_response(await response.json(content_type=None), status=response.status)

@@ -82,6 +82,7 @@ class ProxyService:
 
     def _send_dead_letter(self, topic: str, key: str | None, letter: DeadLetter) -> None:
         """Called on the listener's thread: the letter is published from the event loop, failures logged."""
+        assert self._loop is not None  # set by start(), before the listener runs
         self._loop.call_soon_threadsafe(self._publish_dead_letter, topic, key, letter)
 
     def _publish_dead_letter(self, topic: str, key: str | None, letter: DeadLetter) -> None:
@@ -90,7 +91,12 @@ class ProxyService:
         except PublishFailed as exc:
             log.error("dead letter %s not published: %s", letter.event_id, exc)
             return
-        future.add_done_callback(lambda f: not f.cancelled() and f.exception() and log.error("dead letter %s not published: %s", letter.event_id, f.exception()))
+
+        def report(f: asyncio.Future) -> None:
+            if not f.cancelled() and f.exception():
+                log.error("dead letter %s not published: %s", letter.event_id, f.exception())
+
+        future.add_done_callback(report)
 
     async def _health_loop(self) -> None:
         timeout = aiohttp.ClientTimeout(total=max(1.0, self.config.health_interval_s))

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from seamlessflow.config import Settings
 
-SWAP_METHODS = ("reload", "restart")
+SWAP_METHODS: tuple[Literal["reload", "restart"], ...] = ("reload", "restart")
 
 
 class WorkerSpec(BaseModel):
