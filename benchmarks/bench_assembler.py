@@ -36,13 +36,13 @@ from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 
 from seamlessflow.assembly import AssemblyConfig, SessionBook  # noqa: E402
 from seamlessflow.avro import Codec  # noqa: E402
+from seamlessflow.broker.local import LocalBroker  # noqa: E402
 from seamlessflow.core.assembler import SessionAssembler  # noqa: E402
 from seamlessflow.core.prefix_tree import Call  # noqa: E402
 from seamlessflow.kafka.admin import ensure_topics  # noqa: E402
 from seamlessflow.kafka.clients import consumer_config  # noqa: E402
 from seamlessflow.kafka.io import MessageProducer  # noqa: E402
 from seamlessflow.topics import Topics  # noqa: E402
-from seamlessflow.broker.local import LocalBroker  # noqa: E402
 from tests.services.assembler_harness import AssemblerProcess, episode_end, token_io  # noqa: E402
 
 
@@ -140,7 +140,7 @@ class ProfiledAssembler(AssemblerProcess):
         super().__init__(settings, tmp_path)
         self.profile = profile
 
-    def start(self) -> "ProfiledAssembler":
+    def start(self) -> ProfiledAssembler:
         import subprocess
 
         tmp = str(self.profile) + ".part"  # renamed when complete: stop() waits for the final name

@@ -109,7 +109,7 @@ def main() -> None:
             for level in (int(x) for x in args.levels.split(",")):
                 stream = mode == "stream"
                 direct, direct_rps = asyncio.run(run_level(lambda i: engine + "/v1/chat/completions", level, args.seconds, args.tokens, stream))
-                proxied, proxy_rps = asyncio.run(run_level(lambda i: f"{proxy}/sessions/bench-{mode}-{level}-{i}/v1/chat/completions", level, args.seconds, args.tokens, stream))
+                proxied, proxy_rps = asyncio.run(run_level(lambda i, mode=mode, level=level: f"{proxy}/sessions/bench-{mode}-{level}-{i}/v1/chat/completions", level, args.seconds, args.tokens, stream))
                 d50, p50, d99, p99 = pct(direct, 0.5), pct(proxied, 0.5), pct(direct, 0.99), pct(proxied, 0.99)
                 print(f"{mode:>6} {level:>8} {d50:>9.2f}ms {p50:>8.2f}ms {p50 - d50:>8.2f}ms {d99:>9.2f}ms {p99:>8.2f}ms {p99 - d99:>8.2f}ms {direct_rps:>11.1f} {proxy_rps:>10.1f} {proxy_rps / direct_rps:>6.3f}")
         print(f"targets: added p50 <= 1 ms, added p99 <= 5 ms, ratio >= 0.95   (logs in {work})")

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -86,7 +87,7 @@ class Settings(BaseModel):
         """A service's own options (validated by that service's package)."""
         return dict((self.model_extra or {}).get(name) or {})
 
-    def with_overrides(self, **overrides: Any) -> "Settings":
+    def with_overrides(self, **overrides: Any) -> Settings:
         data = self.model_dump()
         _deep_merge(data, {k: v for k, v in overrides.items() if v is not None})
         return Settings.model_validate(data)
@@ -97,18 +98,18 @@ class Settings(BaseModel):
         return path
 
     @classmethod
-    def load(cls, config_path: str | Path | None = None, env: dict[str, str] | None = None, **overrides: Any) -> "Settings":
-        env = os.environ if env is None else env
+    def load(cls, config_path: str | Path | None = None, env: dict[str, str] | None = None, **overrides: Any) -> Settings:
+        source: Mapping[str, str] = os.environ if env is None else env
         data: dict[str, Any] = {}
-        path = config_path or env.get(ENV_PREFIX + "CONFIG")
+        path = config_path or source.get(ENV_PREFIX + "CONFIG")
         if path:
             data = yaml.safe_load(Path(path).read_text()) or {}
-        _deep_merge(data, _from_env(env))
+        _deep_merge(data, _from_env(source))
         _deep_merge(data, {k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(data)
 
 
-def _from_env(env: dict[str, str]) -> dict[str, Any]:
+def _from_env(env: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for key, raw in env.items():
         if not key.startswith(ENV_PREFIX) or key[len(ENV_PREFIX):] in PROCESS_VARIABLES:

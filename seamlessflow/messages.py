@@ -15,7 +15,7 @@ from __future__ import annotations
 import time
 import uuid
 from dataclasses import dataclass, field
-from typing import Annotated, Optional
+from typing import Annotated
 
 Int32 = Annotated[int, "int"]
 Int64 = Annotated[int, "long"]
@@ -72,8 +72,8 @@ class EpisodeEnd:
     info_json: str
     num_calls: Int32  # TokenIO records the proxy published for the session (-1 if unknown)
     created_at_ms: Int64
-    group_id: Optional[str] = None
-    task_id: Optional[str] = None
+    group_id: str | None = None
+    task_id: str | None = None
 
 
 @dataclass
@@ -127,10 +127,10 @@ class ControlCommand:
     team: str
     run: str
     created_at_ms: Int64
-    role: Optional[str] = None  # set_active: rollout | train | idle
-    mode: Optional[str] = None  # pause: abort | wait | keep
-    weight_version: Optional[Int32] = None  # load_weights
-    weight_uri: Optional[str] = None  # load_weights
+    role: str | None = None  # set_active: rollout | train | idle
+    mode: str | None = None  # pause: abort | wait | keep
+    weight_version: Int32 | None = None  # load_weights
+    weight_uri: str | None = None  # load_weights
 
 
 @dataclass
@@ -148,7 +148,7 @@ class ResourceStatus:
     team: str
     run: str
     created_at_ms: Int64
-    engine_url: Optional[str] = None
+    engine_url: str | None = None
     epoch: Int64 = 0  # last command epoch applied
     hardware_tags: list[str] = field(default_factory=list)  # what it is good at: compute | bandwidth | a GPU model
 
@@ -170,8 +170,8 @@ class CommandAck:
     created_at_ms: Int64
 
     @classmethod
-    def answering(cls, command: "ControlCommand", resource_id: str, outcome: str, reason: str,
-                  duration_ms: float, team: str, run: str) -> "CommandAck":
+    def answering(cls, command: ControlCommand, resource_id: str, outcome: str, reason: str,
+                  duration_ms: float, team: str, run: str) -> CommandAck:
         """The ack a resource publishes for `command` (every resource acks the same way)."""
         return cls(new_id(), resource_id, command.event_id, command.command, command.epoch, outcome, reason,
                    duration_ms, team, run, now_ms())
@@ -200,7 +200,7 @@ class DeadLetter:
     source_topic: str
     partition: Int32
     offset: Int64
-    key: Optional[bytes]
+    key: bytes | None
     value: bytes
     reason: str
     service: str

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
@@ -53,7 +54,7 @@ class ResourceWatcher:
 
 
 
-def engines_serving(settings: Settings, resource_ids: list[str]) -> "callable":
+def engines_serving(settings: Settings, resource_ids: list[str]) -> Callable[[], bool]:
     """A readiness check: true once every named rollout worker reports its engine up in the rollout role."""
     watcher = ResourceWatcher(settings)
 

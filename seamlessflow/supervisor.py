@@ -13,9 +13,9 @@ import os
 import signal
 import subprocess
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Callable
 
 import psutil
 
@@ -148,7 +148,9 @@ class Supervisor:
         state = self.states[spec.name]
         state.state = "starting"
         deadline = time.monotonic() + spec.ready_timeout_s
-        while not spec.ready():
+        ready = spec.ready
+        assert ready is not None  # only called for a spec with a ready check
+        while not ready():
             if self._procs[spec.name].poll() is not None:
                 raise StartupFailed(f"{spec.name} exited with {self._procs[spec.name].returncode}; see {state.log}")
             if time.monotonic() > deadline:

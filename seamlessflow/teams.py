@@ -30,7 +30,7 @@ class TeamKeys:
         self._stored: dict[str, str] = {}  # hash -> team
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "TeamKeys":
+    def from_settings(cls, settings: Settings) -> TeamKeys:
         return cls(Path(settings.data_dir) / "teams.json", settings.team_keys)
 
     def team_for(self, key: str | None) -> str | None:

@@ -9,6 +9,7 @@ import pytest
 from seamlessflow.broker.local import LocalBroker, free_port  # noqa: F401  (free_port: used by tests)
 from seamlessflow.config import Settings
 from seamlessflow.kafka.admin import ensure_topics
+
 # One real vLLM-CPU engine for the whole session, whichever package's tests ask for it first (defined here
 # once: a session fixture imported into two modules would start two engines, minutes each on 2 cores).
 from tests.proxy.vllm_fixture import vllm_engine, vllm_model_dir  # noqa: F401 - fixtures

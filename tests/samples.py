@@ -8,9 +8,16 @@ import fastavro
 
 from seamlessflow.avro import LocalRegistry
 from seamlessflow.avro.schema import avro_schema_of, previous_schemas
-
 from seamlessflow.messages import (
-    CommandAck, ControlCommand, DeadLetter, EpisodeEnd, ResourceStatus, Task, TokenIO, Trajectory, WeightVersion,
+    CommandAck,
+    ControlCommand,
+    DeadLetter,
+    EpisodeEnd,
+    ResourceStatus,
+    Task,
+    TokenIO,
+    Trajectory,
+    WeightVersion,
 )
 
 T = 1_795_000_000_000

@@ -16,8 +16,9 @@ import inspect
 import json
 import math
 import traceback
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 import openai
@@ -76,7 +77,8 @@ def call_agent(fn: Callable, task: Task, base_url: str, key: str, opts: AgentSet
     if inspect.iscoroutinefunction(fn):
         return asyncio.run(_call_async(fn, task, base_url, key, opts))
     client = openai.OpenAI(base_url=base_url, api_key=key, timeout=opts.request_timeout_s,
-                           max_retries=opts.client_max_retries, http_client=http_client,
+                           max_retries=opts.client_max_retries,
+                           http_client=http_client,  # type: ignore[arg-type]  # openai also takes an httpx.Client; its hint names only httpx2's
                            default_headers=profile_headers(task))
     return fn(task, client)
 

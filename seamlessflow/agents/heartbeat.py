@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import socket
+from collections.abc import Mapping
 
 from seamlessflow.messages import ResourceStatus, new_id, now_ms
 
@@ -17,7 +18,7 @@ def agent_resource_id(group: str) -> str:
     return f"agent.{group}.{socket.gethostname()}-{os.getpid()}"
 
 
-def agent_status(resource_id: str, pool: str, team: str, run: str, state: str, figures: dict[str, float]) -> ResourceStatus:
+def agent_status(resource_id: str, pool: str, team: str, run: str, state: str, figures: Mapping[str, float]) -> ResourceStatus:
     return ResourceStatus(
         event_id=new_id(), resource_id=resource_id, kind="agent", capability_tags=["agent"], active_tag=pool,
         state=state, weight_version=-1, figures={k: float(v) for k, v in figures.items()}, team=team, run=run,

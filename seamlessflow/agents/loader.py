@@ -5,8 +5,8 @@ from __future__ import annotations
 import importlib
 import importlib.util
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 
 def load_agent(reference: str) -> Callable:

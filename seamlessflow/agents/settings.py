@@ -25,7 +25,7 @@ class AgentSettings(BaseModel):
     heartbeat_s: float = Field(5.0, gt=0)  # status-topic heartbeat (kind "agent") for `status` and `up`
 
     @classmethod
-    def from_settings(cls, settings: Settings, **overrides) -> "AgentSettings":
+    def from_settings(cls, settings: Settings, **overrides) -> AgentSettings:
         data = settings.section("agents")
         data.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(data)

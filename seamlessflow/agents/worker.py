@@ -19,9 +19,10 @@ import logging
 import queue
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 import httpx
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition

@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any
 
 from seamlessflow.assembly.config import AssemblyConfig
 from seamlessflow.assembly.convert import call_from_token_io, trajectory_of
@@ -141,7 +142,7 @@ class SessionBook:
         truncated = session.status is SessionStatus.TRUNCATED
         status = "truncated" if truncated else end.status
         num_calls = len(session.seen_call_ids)
-        info = {"outcomes": {o.value: n for o, n in session.counts.items() if n}}
+        info: dict[str, Any] = {"outcomes": {o.value: n for o, n in session.counts.items() if n}}
         if end.num_calls >= 0 and end.num_calls != num_calls:
             info["calls_expected"] = end.num_calls
         for seq in session.finish():

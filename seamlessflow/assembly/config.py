@@ -21,7 +21,7 @@ class AssemblyConfig(BaseModel):
     closed_memory: int = 100_000  # closed session ids remembered to ignore late or repeated events
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "AssemblyConfig":
+    def from_settings(cls, settings: Settings) -> AssemblyConfig:
         return cls.model_validate(settings.section("assembler"))
 
     def core(self) -> AssemblerConfig:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import io
 import struct
-from typing import Any
+from typing import Any, cast
 
 import fastavro
 from fastavro.schema import to_parsing_canonical_form
@@ -68,7 +68,7 @@ class Codec:
             )
         return data
 
-    def decode(self, data: bytes) -> Any:
+    def decode(self, data: bytes | None) -> Any:
         if data is None or len(data) < HEADER.size:
             raise CodecError("record is empty or shorter than the 5-byte Confluent header")
         magic, schema_id = HEADER.unpack_from(data)
@@ -80,6 +80,8 @@ class Codec:
             raise CodecError(f"schema id {schema_id} names {writer['name']}, which this process does not know")
         try:
             record = fastavro.schemaless_reader(io.BytesIO(data[HEADER.size:]), writer, self._resolve_by_id[schema_id])
+            if not isinstance(record, dict):
+                raise TypeError(f"not a record but {type(record).__name__}")
             return from_wire(cls, record)
         except Exception as exc:  # fastavro raises several types for corrupt data; unpacking ValueError
             raise CodecError(f"corrupt {cls.__name__} record: {str(exc) or type(exc).__name__}") from exc
@@ -97,7 +99,7 @@ class Codec:
                 raw = self._registry.schema_for(schema_id)
             except LookupError as exc:
                 raise CodecError(str(exc)) from exc
-            parsed = fastavro.parse_schema(raw)
+            parsed = cast(dict[str, Any], fastavro.parse_schema(raw))  # a record schema: the registry holds only ours
             reader = self._reader.get(parsed["name"])
             same = reader is not None and to_parsing_canonical_form(parsed) == to_parsing_canonical_form(reader)
             self._parsed_by_id[schema_id], self._resolve_by_id[schema_id] = parsed, (None if same else reader)

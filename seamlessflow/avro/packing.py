@@ -79,8 +79,9 @@ def unpack_values(data: bytes, dtype: np.dtype) -> list:
 
 def to_wire(message: Any, packed: bool = True) -> dict:
     """The Avro record of a message: packed fields as bytes (or, with `packed=False`, as older writers did)."""
-    record = {name: getattr(message, name) for name in field_names(type(message))}
-    for f in packed_fields(type(message)):
+    cls: type = type(message)
+    record = {name: getattr(message, name) for name in field_names(cls)}
+    for f in packed_fields(cls):
         if packed:
             record[f.wire_name] = pack_values(record[f.name], f.dtype)
             record[f.name] = []

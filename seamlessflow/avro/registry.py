@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from typing import Protocol
 
 import fastavro
@@ -30,7 +31,7 @@ def local_schema_id(schema: dict) -> int:
 class LocalRegistry:
     """Ids derived from the schemas themselves; no server needed."""
 
-    def __init__(self, schemas: list[dict] = ()):
+    def __init__(self, schemas: Iterable[dict] = ()):
         self._by_id: dict[int, dict] = {}
         for schema in schemas:
             self.add(schema)
@@ -82,6 +83,8 @@ class ConfluentRegistry:
                 if exc.http_status_code == 404:
                     raise UnknownSchema(f"schema id {schema_id} is not in the schema registry") from None
                 raise
+            if found.schema_str is None:
+                raise UnknownSchema(f"schema id {schema_id} has no schema text in the schema registry")
             self._schemas[schema_id] = json.loads(found.schema_str)
         return self._schemas[schema_id]
 

@@ -15,8 +15,8 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from seamlessflow.broker.java import java_binary
 from seamlessflow.broker.jars import KAFKA_INFRA, libs_dir, missing_jars
+from seamlessflow.broker.java import java_binary
 from seamlessflow.config import Settings
 
 HEAP = ["-Xms128m", "-Xmx512m"]

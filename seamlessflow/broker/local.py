@@ -50,7 +50,7 @@ class LocalBroker:
     def client_settings(self) -> Settings:
         return self.settings.with_overrides(bootstrap_servers=self.settings.kafka_bootstrap)
 
-    def start(self, timeout_s: float = 90) -> "LocalBroker":
+    def start(self, timeout_s: float = 90) -> LocalBroker:
         logs = Path(self.settings.data_dir) / "logs"
         logs.mkdir(parents=True, exist_ok=True)
         prepare(self.settings)
@@ -86,7 +86,7 @@ class LocalBroker:
         self.stop(kill)
         self.start()
 
-    def __enter__(self) -> "LocalBroker":
+    def __enter__(self) -> LocalBroker:
         return self.start()
 
     def __exit__(self, *exc) -> None:

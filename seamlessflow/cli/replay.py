@@ -28,8 +28,19 @@ from seamlessflow.cli.context import pass_settings
 from seamlessflow.kafka.clients import producer_config
 from seamlessflow.kafka.io import Record
 from seamlessflow.messages import EpisodeEnd, TokenIO
-from seamlessflow.replay import (CheckReport, Filter, archive_file, check, read_archive, read_from, select_sessions,
-                                 select_trajectories, session_json, trajectory_json, write_archive)
+from seamlessflow.replay import (
+    CheckReport,
+    Filter,
+    archive_file,
+    check,
+    read_archive,
+    read_from,
+    select_sessions,
+    select_trajectories,
+    session_json,
+    trajectory_json,
+    write_archive,
+)
 from seamlessflow.replay.render import print_all
 from seamlessflow.topics import Topics
 
@@ -50,7 +61,7 @@ def parse_time(value: str | None, now_ms: int | None = None) -> int | None:
     try:
         return int(datetime.fromisoformat(value).timestamp() * 1000)
     except ValueError:
-        raise click.BadParameter(f"{value!r}: use epoch ms, ISO-8601, or a duration ago like 15m / 2h / 1d")
+        raise click.BadParameter(f"{value!r}: use epoch ms, ISO-8601, or a duration ago like 15m / 2h / 1d") from None
 
 
 def parse_offsets(values: tuple[str, ...]) -> dict[int, int] | None:

@@ -10,9 +10,10 @@ from rich.table import Table
 
 from seamlessflow.cli.simulate_hetero import report_hetero
 from seamlessflow.core.policies import POLICIES
+from seamlessflow.sim import SimResult
+from seamlessflow.sim import simulate as run_simulation
 from seamlessflow.sim.cluster import parse_cluster
 from seamlessflow.sim.hetero import DEFAULT_CLUSTER, mixed_workload
-from seamlessflow.sim import SimResult, simulate as run_simulation
 from seamlessflow.sim.timeline import draw_timelines
 
 

@@ -75,7 +75,7 @@ def _up_foreground(settings) -> None:
                 time.sleep(1.0)
     except StartupFailed as exc:
         console.print(f"[red]startup failed:[/red] {exc}")
-        raise SystemExit(1)
+        raise SystemExit(1) from exc
     except (_Stop, KeyboardInterrupt):
         console.print("stopping ...")
     finally:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import time
 
-from rich.console import Group
+from rich.console import Group, RenderableType
 from rich.table import Table
 
 from seamlessflow.cli.resources import resource_rows, trainer_version
@@ -87,7 +87,7 @@ def render_status(data: dict, rewards: dict[int, float] | None = None) -> Group:
             f"{figures.get('tokens_per_s', 0):.0f}" if "tokens_per_s" in figures else "-",
             f"{queue:.0f}" if queue is not None else "-", f"{row['heartbeat_age_s']:.0f}s",
         )
-    parts = [services, resources]
+    parts: list[RenderableType] = [services, resources]
     if rewards is not None:
         parts.append(reward_curve(rewards))
     return Group(*parts)

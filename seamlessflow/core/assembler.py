@@ -112,7 +112,7 @@ class SessionAssembler:
         }
 
     @classmethod
-    def from_dict(cls, data: dict) -> "SessionAssembler":
+    def from_dict(cls, data: dict) -> SessionAssembler:
         config = AssemblerConfig(data["max_tokens"], Selection(data["selection"]))
         session = cls(config)
         session.tree = PrefixTree.from_dict(data["tree"])
@@ -127,5 +127,5 @@ class SessionAssembler:
         return zlib.compress(json.dumps(self.to_dict(), separators=(",", ":")).encode(), 1)
 
     @classmethod
-    def from_bytes(cls, blob: bytes) -> "SessionAssembler":
+    def from_bytes(cls, blob: bytes) -> SessionAssembler:
         return cls.from_dict(json.loads(zlib.decompress(blob)))

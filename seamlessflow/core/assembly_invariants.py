@@ -8,8 +8,8 @@ which also checks every earlier call that wrote part of the sequence.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from itertools import compress
-from typing import Mapping
 
 from seamlessflow.core.assembler import AssembledSequence
 from seamlessflow.core.prefix_tree import NOT_GENERATED_LOGPROB, NOT_GENERATED_VERSION, Call

@@ -130,7 +130,7 @@ class Counters:
     groups_skipped_equal: int = 0
     groups_too_small: int = 0
 
-    def minus(self, earlier: "Counters") -> "Counters":
+    def minus(self, earlier: Counters) -> Counters:
         return Counters(**{k: v - getattr(earlier, k) for k, v in vars(self).items()})
 
 

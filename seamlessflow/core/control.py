@@ -36,7 +36,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from enum import StrEnum
-from typing import Protocol
+from typing import Protocol, TypeVar
 
 from seamlessflow.core.resources import IllegalTransition, Resource, ResourceState, command_is_fresh, transition
 
@@ -74,6 +74,9 @@ class CommandLike(Protocol):
     role: str | None
     mode: str | None
     weight_version: int | None
+
+
+C = TypeVar("C", bound=CommandLike)
 
 
 @dataclass(frozen=True)
@@ -140,7 +143,7 @@ class ControlProtocol:
             self.stopping = self.stopping or command.command == CommandKind.SHUTDOWN
         return reply
 
-    def restore(self, history: Iterable[CommandLike]) -> CommandLike | None:
+    def restore(self, history: Iterable[C]) -> C | None:
         """At start: every epoch read counts as consumed; returns the newest command to carry out (through
         `admit` like a live one), or None (nothing addressed here, or the newest is a shutdown)."""
         newest = None
@@ -185,6 +188,7 @@ class ControlProtocol:
         if command.command == CommandKind.SET_ACTIVE:
             if command.role == view.active:
                 return view  # already in that role: nothing to switch (a paused resource stays paused)
+            assert command.role is not None  # _refusal: a set_active names one of the resource's roles
             switching = transition(view, ResourceState.SWITCHING)
             return transition(replace(switching, active=command.role), ResourceState.ACTIVE)
         if command.command == CommandKind.PAUSE:
@@ -195,6 +199,7 @@ class ControlProtocol:
                 resumed = replace(resumed, weight_version=command.weight_version)
             return resumed
         if command.command == CommandKind.LOAD_WEIGHTS:
+            assert command.weight_version is not None  # _refusal: load_weights needs a weight_version
             return replace(view, weight_version=command.weight_version)
         return view
 

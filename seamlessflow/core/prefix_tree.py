@@ -14,8 +14,8 @@ Each leaf keeps its *lineage*: which call wrote which token range, so invariants
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 NOT_GENERATED_LOGPROB = 0.0
 NOT_GENERATED_VERSION = -1
@@ -281,7 +281,7 @@ class PrefixTree:
         }
 
     @classmethod
-    def from_dict(cls, data: dict) -> "PrefixTree":
+    def from_dict(cls, data: dict) -> PrefixTree:
         tree = cls()
         tree.nodes = [_Node(*[_copy(x) for x in n]) for n in data["nodes"]]
         tree.roots = list(data["roots"])

@@ -13,7 +13,8 @@ A tombstone (no value) on a compacted topic is not poison: it is skipped without
 from __future__ import annotations
 
 import logging
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from seamlessflow.avro import Codec, CodecError
 from seamlessflow.config import Settings

@@ -8,8 +8,9 @@ scheduler's rebuild from compacted topics, and tests.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
@@ -91,15 +92,17 @@ def read_topic(
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"reading {topic}: partitions {sorted(behind)} did not reach their end")
                 continue
-            p = msg.partition()
-            if msg.error():
-                if msg.error().code() != KafkaError._PARTITION_EOF:
-                    raise KafkaException(msg.error())
+            p, error = msg.partition(), msg.error()
+            if error:
+                if error.code() != KafkaError._PARTITION_EOF:
+                    raise KafkaException(error)
                 behind.discard(p)  # at the end (below the mark only where the last offsets were compacted away)
                 continue
-            if p in behind and msg.offset() < marks[p][1]:
+            offset = msg.offset()
+            assert offset is not None  # a consumed message always has one (None only before a produce is delivered)
+            if p in behind and offset < marks[p][1]:
                 yield _record(msg, codec)
-            if msg.offset() + 1 >= marks[p][1]:
+            if offset + 1 >= marks[p][1]:
                 behind.discard(p)
     finally:
         consumer.close()

@@ -119,7 +119,7 @@ def corpus_text(tasks: list[ArithmeticTask], restate_fraction: float = 0.0) -> l
 
 def qwen2_config(spec: TinyModelSpec, tokenizer) -> Qwen2Config:
     return Qwen2Config(
-        vocab_size=len(tokenizer),
+        vocab_size=len(tokenizer),  # type: ignore[call-arg]  # head_dim, torch_dtype: PretrainedConfig **kwargs the stub omits
         hidden_size=spec.hidden_size,
         intermediate_size=spec.intermediate_size,
         num_hidden_layers=spec.num_layers,

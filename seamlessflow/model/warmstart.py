@@ -17,6 +17,7 @@ import random
 import zlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, cast
 
 import torch
 from transformers import PreTrainedModel, PreTrainedTokenizerBase
@@ -37,7 +38,7 @@ class Accuracy:
 
 
 def prompt_ids(tokenizer: PreTrainedTokenizerBase, task: ArithmeticTask) -> list[int]:
-    encoded = tokenizer.apply_chat_template(render_chat(task.prompt), add_generation_prompt=True)
+    encoded: Any = tokenizer.apply_chat_template(render_chat(task.prompt), add_generation_prompt=True)  # ids, or a BatchEncoding
     return list(encoded["input_ids"] if hasattr(encoded, "keys") else encoded)
 
 
@@ -117,7 +118,7 @@ def measure_accuracy(
         pad = tokenizer.pad_token_id
         input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
         mask = torch.tensor([[0] * (width - len(p)) + [1] * len(p) for p in prompts])
-        output = model.generate(
+        output = model.generate(  # type: ignore[operator]  # PreTrainedModel's hints lack GenerationMixin; causal LMs have it
             input_ids=input_ids,
             attention_mask=mask,
             max_new_tokens=max_new_tokens,
@@ -128,8 +129,8 @@ def measure_accuracy(
             eos_token_id=tokenizer.eos_token_id,
             pad_token_id=pad,
         )
-        for task, row in zip(batch, output[:, width:].tolist()):
-            text = tokenizer.decode(row, skip_special_tokens=True)
+        for task, row in zip(batch, output[:, width:].tolist(), strict=True):
+            text = cast(str, tokenizer.decode(row, skip_special_tokens=True))  # one sequence decodes to one str
             rewards.append(score_completion(text, task.answer))
     model.train()
     exact = sum(r == 1.0 for r in rewards) / len(rewards)

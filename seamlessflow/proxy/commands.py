@@ -109,5 +109,6 @@ class CommandHandler:
                 self.engines.set_all_versions(command.weight_version)
             self.gate.open()
             return "ok", f"resumed at version {command.weight_version}" if command.weight_version is not None else "resumed"
+        assert command.weight_version is not None  # load_weights is admitted only with a version
         self.engines.set_all_versions(command.weight_version)  # load_weights (with a version: admitted)
         return "ok", f"engines labelled with version {command.weight_version}"

@@ -78,5 +78,5 @@ class ProxyConfig(BaseModel):
     producer: dict = Field(default_factory=lambda: {"linger.ms": 0})  # extra librdkafka producer properties
 
     @classmethod
-    def from_settings(cls, settings) -> "ProxyConfig":
+    def from_settings(cls, settings) -> ProxyConfig:
         return cls.model_validate(settings.section("proxy"))

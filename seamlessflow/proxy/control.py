@@ -30,14 +30,14 @@ import asyncio
 import logging
 import threading
 import time
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
-from seamlessflow.core.control import BROADCAST
-
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
+from seamlessflow.core.control import BROADCAST
 from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.io import read_topic
@@ -105,10 +105,12 @@ class ControlListener:
         records = list(read_topic(self.settings, self.control, self.codec))
         starts = {(self.control, r.partition): r.offset + 1 for r in records}
         history = [m for m in map(self.dead_letters.decode_record, records) if isinstance(m, ControlCommand)]
+        assert self._loop is not None  # set by start(), before the listener thread runs
         self._loop.call_soon_threadsafe(self.on_history, history)
         return starts
 
     def _deliver(self, msg: Any) -> None:
         message = self.dead_letters.decode_message(msg)  # poison is dead-lettered, a tombstone skipped
         if isinstance(message, (ControlCommand, ResourceStatus)):
+            assert self._loop is not None  # set by start(), before the listener thread runs
             self._loop.call_soon_threadsafe(self.on_message, message)

@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from typing import Awaitable, Callable
+from collections.abc import Awaitable, Callable
 
 import aiohttp
 
@@ -52,7 +52,7 @@ class PauseGate:
     def __init__(self) -> None:
         self._open = asyncio.Event()
         self._open.set()
-        self.active: set["CallRun"] = set()
+        self.active: set[CallRun] = set()
         self._idle = asyncio.Event()
         self._idle.set()
 
@@ -84,7 +84,7 @@ class PauseGate:
         try:
             async with asyncio.timeout(timeout_s):
                 await self._open.wait()
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise ProxyError(503, "generation is paused for a weight update; retry later", retry_after=5) from None
 
     async def wait_idle(self, timeout_s: float) -> bool:
@@ -92,14 +92,14 @@ class PauseGate:
             async with asyncio.timeout(timeout_s):
                 await self._idle.wait()
             return True
-        except asyncio.TimeoutError:
+        except TimeoutError:
             return False
 
-    def enter(self, run: "CallRun") -> None:
+    def enter(self, run: CallRun) -> None:
         self.active.add(run)
         self._idle.clear()
 
-    def leave(self, run: "CallRun") -> None:
+    def leave(self, run: CallRun) -> None:
         self.active.discard(run)
         if not self.active:
             self._idle.set()
@@ -218,7 +218,7 @@ class CallRun:
             return "cut" if self._cut else "done"
         except ClientGone:
             raise
-        except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError) as exc:
+        except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
             if self._cut:
                 return "cut"
             if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):

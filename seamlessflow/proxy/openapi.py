@@ -164,7 +164,7 @@ def openapi_document(config: ProxyConfig) -> dict:
         "responses": _responses(_json_ok("recorded", {"type": "object", "required": ["session_id", "recorded"]}),
                                 ["400", "401", "403", "404", "405", "409", "413", "503"]),
     }}
-    public = {"security": []}
+    public: dict[str, Any] = {"security": []}
     paths["/healthz"] = {"get": {**public, "operationId": "health", "summary": "engines, pause state, load",
                                  "responses": {"200": _json_ok("health", {"type": "object", "required": ["status"]})}}}
     paths["/metrics"] = {"get": {**public, "operationId": "metrics", "summary": "Prometheus metrics",

@@ -66,7 +66,7 @@ class EventPublisher:
         if self._thread.is_alive():
             self._thread.join(timeout=2)
         left = self._producer.flush(timeout_s)
-        self._producer = None  # lets librdkafka's threads go now, not at garbage collection
+        del self._producer  # lets librdkafka's threads go now, not at garbage collection
         return left
 
 

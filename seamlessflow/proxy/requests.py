@@ -9,7 +9,7 @@ policy version that produced it and cut a generation at a pause without losing w
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, overload
 
 from seamlessflow.proxy.errors import ProxyError
 
@@ -60,7 +60,7 @@ def parse_call(kind: Kind, body: Any, max_n: int) -> CallRequest:
     options = body.get("stream_options")
     if options is not None and not isinstance(options, dict):
         raise ProxyError(400, "'stream_options' must be an object", "stream_options")
-    include_usage = bool(options) and _bool(options, "include_usage", False) and stream
+    include_usage = options is not None and bool(options) and _bool(options, "include_usage", False) and stream
     logprobs = body.get("logprobs")
     if kind == "chat":
         wants_logprobs = _bool(body, "logprobs", False)
@@ -116,6 +116,10 @@ def _max_tokens(body: dict) -> int | None:
     return min(present) if present else None
 
 
+@overload
+def _int(body: dict, key: str, default: int, low: int, high: int) -> int: ...
+@overload
+def _int(body: dict, key: str, default: None, low: int, high: int) -> int | None: ...
 def _int(body: dict, key: str, default: int | None, low: int, high: int) -> int | None:
     value = body.get(key)
     if value is None:

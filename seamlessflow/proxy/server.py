@@ -26,9 +26,9 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from seamlessflow.avro import Codec, CodecError, codec_for
 from seamlessflow.config import Settings
 from seamlessflow.core.routing import parse_profile
-from seamlessflow.messages import EpisodeEnd, TokenIO, new_id, now_ms
+from seamlessflow.messages import EpisodeEnd, TokenIO, now_ms
 from seamlessflow.proxy.config import ProxyConfig
-from seamlessflow.proxy.errors import ProxyError, error_body, error_response
+from seamlessflow.proxy.errors import ProxyError, error_response
 from seamlessflow.proxy.generation import CallRun, ClientGone, PauseGate, UpstreamRejected
 from seamlessflow.proxy.metrics import ProxyMetrics
 from seamlessflow.proxy.openapi import openapi_document
@@ -105,7 +105,7 @@ class ProxyServer:
         await self._runner.setup()
         site = web.TCPSite(self._runner, self.config.host, self.config.port, backlog=2048)
         await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]
+        self.port = self._runner.addresses[0][1]  # the bound port (config.port may be 0)
 
     async def stop_http(self) -> None:
         if self._runner is not None:
@@ -125,7 +125,7 @@ class ProxyServer:
     async def _errors(self, request: web.Request, handler) -> web.StreamResponse:
         route = request.match_info.route.resource.canonical if request.match_info.route.resource else "unmatched"
         started = time.monotonic()
-        headers = {}
+        headers: dict[str, str] = {}
         try:
             response = await handler(request)
         except ProxyError as exc:
@@ -218,6 +218,7 @@ class ProxyServer:
     async def _serve(self, request, call: CallRequest, session_id, team, call_id, headers) -> web.StreamResponse:
         stream = _ClientStream(request, headers) if call.stream else None
         state = self.sessions.get(session_id)
+        assert self.http is not None  # start_http() runs before the app serves
         run = CallRun(
             call, session_id, self.http, self.engines, self.gate, self.config, profile=state.profile if state else None,
             shaper_id=f"{'chatcmpl' if call.kind == 'chat' else 'cmpl'}-{call_id}",
@@ -228,6 +229,7 @@ class ProxyServer:
             capture = await run.run()
             await self._record(run, session_id, team, call_id)
         except ClientGone:
+            assert stream is not None  # only a streaming reply's writes raise it
             return stream.response
         except (ProxyError, UpstreamRejected) as exc:
             if stream is None or not stream.started:
@@ -280,7 +282,7 @@ class ProxyServer:
             futures = [self.publisher.publish(self.topic, key, event) for event in events]
             async with asyncio.timeout(self.config.delivery_timeout_s):
                 await asyncio.gather(*futures)
-        except (PublishFailed, CodecError, asyncio.TimeoutError) as exc:
+        except (TimeoutError, PublishFailed, CodecError) as exc:
             self.metrics.events.labels("failed").inc(len(events))
             log.error("events for session %s not recorded: %s", key, exc)
             raise ProxyError(503, "the call's token events could not be recorded; retry", retry_after=self.config.retry_after_s) from None
@@ -297,10 +299,11 @@ class ProxyServer:
         engine = self.engines.pick(session_id)
         if engine is None:
             raise ProxyError(503, "no healthy inference engine is available", retry_after=self.config.retry_after_s)
+        assert self.http is not None  # start_http() runs before the app serves
         try:
             async with self.http.get(engine.url + "/v1/models", timeout=aiohttp.ClientTimeout(total=10)) as response:
                 return web.json_response(await response.json(content_type=None), status=response.status)
-        except (aiohttp.ClientError, asyncio.TimeoutError, ValueError):
+        except (TimeoutError, aiohttp.ClientError, ValueError):
             raise ProxyError(502, "the inference engine did not list its models") from None
 
     # -- episode end ------------------------------------------------------------------------------------
@@ -319,7 +322,7 @@ class ProxyServer:
             try:
                 async with asyncio.timeout(self.config.end_wait_s):
                     await state.idle.wait()
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 raise ProxyError(409, "the session still has calls in flight; end it after they finish") from None
         num_calls = state.events_published if state.known_from_start else -1
         event = EpisodeEnd(
@@ -378,7 +381,7 @@ class _Admission:
         try:
             async with asyncio.timeout(s.config.pause_timeout_s):
                 await s._slots.acquire()
-        except asyncio.TimeoutError:
+        except TimeoutError:
             raise ProxyError(503, "no generation slot became free in time; retry", retry_after=s.config.retry_after_s) from None
         finally:
             s._waiting -= 1

@@ -48,7 +48,7 @@ class ProxyService:
     def session_url(self, session_id: str) -> str:
         return self.server.session_url(session_id)
 
-    async def start(self) -> "ProxyService":
+    async def start(self) -> ProxyService:
         self._loop = asyncio.get_running_loop()
         self.server.publisher.start()
         if self.listener is not None:
@@ -82,6 +82,7 @@ class ProxyService:
 
     def _send_dead_letter(self, topic: str, key: str | None, letter: DeadLetter) -> None:
         """Called on the listener's thread: the letter is published from the event loop, failures logged."""
+        assert self._loop is not None  # set by start(), before the listener runs
         self._loop.call_soon_threadsafe(self._publish_dead_letter, topic, key, letter)
 
     def _publish_dead_letter(self, topic: str, key: str | None, letter: DeadLetter) -> None:
@@ -90,14 +91,19 @@ class ProxyService:
         except PublishFailed as exc:
             log.error("dead letter %s not published: %s", letter.event_id, exc)
             return
-        future.add_done_callback(lambda f: not f.cancelled() and f.exception() and log.error("dead letter %s not published: %s", letter.event_id, f.exception()))
+
+        def report(f: asyncio.Future) -> None:
+            if not f.cancelled() and f.exception():
+                log.error("dead letter %s not published: %s", letter.event_id, f.exception())
+
+        future.add_done_callback(report)
 
     async def _health_loop(self) -> None:
         timeout = aiohttp.ClientTimeout(total=max(1.0, self.config.health_interval_s))
         while True:
             engines = list(self.server.engines)
             results = await asyncio.gather(*(self._check(e.url, timeout) for e in engines))
-            for engine, ok in zip(engines, results):
+            for engine, ok in zip(engines, results, strict=True):
                 self.server.engines.health_result(engine, ok)
             await asyncio.sleep(self.config.health_interval_s)
 
@@ -105,7 +111,7 @@ class ProxyService:
         try:
             async with self.server.http.get(url + "/health", timeout=timeout) as response:
                 return response.status == 200
-        except (aiohttp.ClientError, asyncio.TimeoutError, ConnectionError):
+        except (TimeoutError, aiohttp.ClientError, ConnectionError):
             return False
 
     async def _heartbeat_loop(self) -> None:

@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import asyncio
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Callable
 
 from seamlessflow.core.routing import Profile, ProfileLearner
 

@@ -10,8 +10,9 @@ originals and whose values are re-encoded with the current codec (byte-identical
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import cast
 
 import fastavro
 
@@ -81,7 +82,7 @@ def archive_file(directory: Path, topic: str, short_name: str | None = None) -> 
 def read_archive(path: Path, codec: Codec) -> Iterator[Record]:
     with open(path, "rb") as source:
         for entry in fastavro.reader(source, return_record_name=True):
-            yield _record(entry, codec)
+            yield _record(cast(dict, entry), codec)  # the archive's schema is a record (see write_archive)
 
 
 def _record(entry: dict, codec: Codec) -> Record:

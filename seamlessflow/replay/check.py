@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import dataclasses
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from seamlessflow.assembly import AssemblyConfig, SessionBook
 from seamlessflow.avro import Codec
@@ -62,7 +62,7 @@ def differences(rebuilt: Trajectory, stored: Trajectory) -> list[str]:
         if _bits(mine) == _bits(theirs):
             continue
         if f.name in LIST_FIELDS:
-            at = next((i for i, (a, b) in enumerate(zip(mine, theirs)) if _bits(a) != _bits(b)), min(len(mine), len(theirs)))
+            at = next((i for i, (a, b) in enumerate(zip(mine, theirs, strict=False)) if _bits(a) != _bits(b)), min(len(mine), len(theirs)))
             got = theirs[at] if at < len(theirs) else "<end>"
             want = mine[at] if at < len(mine) else "<end>"
             out.append(f"{f.name}[{at}]: stored {got!r}, assembly gives {want!r} (lengths {len(theirs)}/{len(mine)})")

@@ -3,7 +3,7 @@ version where it changes and each token's logprob), the prefix the session alrea
 
 from __future__ import annotations
 
-from typing import Callable, Sequence
+from collections.abc import Callable, Sequence
 
 from rich.console import Console, Group
 from rich.panel import Panel

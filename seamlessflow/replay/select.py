@@ -7,8 +7,8 @@ Pure: works on `Record`s whatever they were read from (broker or archive).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable
 
 from seamlessflow.kafka.io import Record
 from seamlessflow.messages import EpisodeEnd, TokenIO, Trajectory

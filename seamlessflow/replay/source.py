@@ -8,9 +8,10 @@ timestamp on the client, so a wrong lookup can cost time but never drop or add r
 
 from __future__ import annotations
 
+import functools
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 from confluent_kafka import Consumer, TopicPartition
 
@@ -55,7 +56,7 @@ def plan_since(settings: Settings, topic: str, since_ms: int, timeout_s: float =
                 plan.offsets[tp.partition] = low
                 plan.notes.append(f"{topic}[{tp.partition}]: empty")
                 continue
-            start, note = verified_start(found, since_ms, low, lambda o, p=tp.partition: _timestamp_at(consumer, topic, p, o))
+            start, note = verified_start(found, since_ms, low, functools.partial(_timestamp_at, consumer, topic, tp.partition))
             plan.offsets[tp.partition] = start
             plan.notes.append(f"{topic}[{tp.partition}]: {note}")
         return plan

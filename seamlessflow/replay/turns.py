@@ -7,8 +7,8 @@ assembler the stream job runs, so what a user sees is what assembly did.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass
-from typing import Sequence
 
 from seamlessflow.assembly.convert import call_from_token_io
 from seamlessflow.core.assembler import SessionAssembler
@@ -70,7 +70,7 @@ def session_turns(session: SessionEvents) -> list[Turn]:
 
 def segments(trajectory: Trajectory) -> list[Segment]:
     out: list[Segment] = []
-    for i, (token, mask) in enumerate(zip(trajectory.tokens, trajectory.loss_mask)):
+    for i, (token, mask) in enumerate(zip(trajectory.tokens, trajectory.loss_mask, strict=False)):
         kind = "generated" if mask else "fed"
         if not out or out[-1].kind != kind:
             out.append(Segment(kind, i, [], [], []))

@@ -22,7 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from seamlessflow.config import Settings
 
-SWAP_METHODS = ("reload", "restart")
+SWAP_METHODS: tuple[Literal["reload", "restart"], ...] = ("reload", "restart")
 
 
 class WorkerSpec(BaseModel):
@@ -64,7 +64,7 @@ class RolloutOptions(BaseModel):
     workers: dict[str, WorkerSpec] = Field(default_factory=dict)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "RolloutOptions":
+    def from_settings(cls, settings: Settings) -> RolloutOptions:
         return cls.model_validate(settings.section("rollout"))
 
     def model_dir(self, settings: Settings) -> Path:

@@ -118,10 +118,10 @@ class RolloutManager:
         if group is None:
             return False
         trajectory = arrived_at is not None
-        if trajectory:
+        if arrived_at is not None:
             group.arrival_versions.append(arrived_at)
         if len(group.sessions) >= group.size:
-            if trajectory and group.no_signal:  # arrived after its group was judged
+            if arrived_at is not None and group.no_signal:  # a trajectory that arrived after its group was judged
                 self.unusable[arrived_at] += 1
             return False
         self.trajectories += int(trajectory)

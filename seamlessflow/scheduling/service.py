@@ -35,13 +35,21 @@ from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import (
-    CommandAck, ControlCommand, EpisodeEnd, ResourceStatus, Task, Trajectory, WeightVersion, new_id, now_ms,
+    CommandAck,
+    ControlCommand,
+    EpisodeEnd,
+    ResourceStatus,
+    Task,
+    Trajectory,
+    WeightVersion,
+    new_id,
+    now_ms,
 )
 from seamlessflow.scheduling.commands import describe, to_message
 from seamlessflow.scheduling.manager import RolloutManager, task_set
-from seamlessflow.scheduling.reading import records_until
 from seamlessflow.scheduling.options import ManagerOptions, SchedulerOptions, manager_options, scheduler_options
 from seamlessflow.scheduling.proxy_sync import ProxySync
+from seamlessflow.scheduling.reading import records_until
 from seamlessflow.scheduling.view import ClusterView
 from seamlessflow.topics import Topics
 

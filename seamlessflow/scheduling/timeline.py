@@ -15,6 +15,7 @@ remains and older history is gone. Draw timelines from runs whose status topic w
 
 from __future__ import annotations
 
+import itertools
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -60,7 +61,7 @@ def intervals_from_records(
     out: list[Interval] = []
     for rid, points in samples.items():
         bounded = points + [(end, points[-1][1], None)]  # the last heartbeat holds until the end of the record
-        out += _merge([piece for a, b in zip(bounded, bounded[1:]) for piece in _between(rid, a, b)])
+        out += _merge([piece for a, b in itertools.pairwise(bounded) for piece in _between(rid, a, b)])
     for sync in syncs:
         if sync.resource_id in samples:
             out = _carve(out, sync)

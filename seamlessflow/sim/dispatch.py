@@ -72,6 +72,7 @@ class HashedDispatch:
                 rollout = queue.popleft()
                 profile = parse_profile(rollout.profile) if self.mode == "affinity" else None
                 target = route(rollout.session_id, profile, serving, self.fit)
+                assert target is not None  # route() answers None only for no candidates
                 line = self.lines[target.id]
                 line.appendleft(rollout) if not rollout.fresh else line.append(rollout)  # resumed ones first
         touched: set[SimEngine] = set()

@@ -101,7 +101,7 @@ class Roofline:
         self._bytes = gpu.hbm_tb_s * 1e12 * self.eff.bandwidth
         free = gpu.memory_gb * 1e9 * self.eff.memory_use - self.model.weight_bytes
         if free <= 0:
-            raise ValueError(f"{model.name} does not fit on a {gpu.name}")
+            raise ValueError(f"{self.model.name} does not fit on a {gpu.name}")
         self.kv_capacity_tokens = free / self.model.kv_bytes_per_token
 
     def _time(self, flops: float, nbytes: float) -> float:

@@ -20,6 +20,7 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from seamlessflow.sim.cluster import Pool, parse_cluster
+from seamlessflow.sim.hardware import Roofline
 from seamlessflow.sim.result import SimResult
 from seamlessflow.sim.simulator import Simulator
 from seamlessflow.sim.workload import TaskKind, Workload
@@ -59,6 +60,7 @@ def pool_busy(sim: Simulator, result: SimResult) -> dict[str, float]:
     total: dict[str, float] = defaultdict(float)
     for interval in result.intervals:
         engine = sim.by_id[interval.resource_id]
+        assert isinstance(engine.cost, Roofline)  # a cluster's engines are costed by their GPU
         label = f"{engine.cost.gpu.key}{'+train' if 'train' in engine.tags else ''}"
         total[label] += interval.duration
         busy[label] += interval.duration if interval.kind in ("rollout", "train") else 0.0

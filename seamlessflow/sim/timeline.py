@@ -103,7 +103,7 @@ def draw_timelines(panels: Sequence[tuple[str, Sequence[Interval]]], path: str |
     heights = [min(8.0, 1.2 + 0.1 * len({i.resource_id for i in ivs})) for _, ivs in panels]
     fig, axes = plt.subplots(len(panels), 1, figsize=(12, sum(heights) + 0.6), sharex=True, squeeze=False,
                              gridspec_kw={"height_ratios": heights})
-    for ax, (title, intervals) in zip(axes[:, 0], panels):
+    for ax, (title, intervals) in zip(axes[:, 0], panels, strict=True):
         _draw_panel(ax, intervals, title)
     seen = {i.kind for _, ivs in panels for i in ivs}
     handles = [Patch(color=colour, label=kind) for kind, colour in COLOURS.items() if kind in seen]

@@ -24,7 +24,7 @@ from seamlessflow.config import Settings
 from seamlessflow.kafka.admin import ensure_topics
 from seamlessflow.kafka.clients import faust_app_kwargs
 from seamlessflow.kafka.io import MessageProducer
-from seamlessflow.topics import TopicSpec, Topics
+from seamlessflow.topics import Topics, TopicSpec
 
 log = logging.getLogger("seamlessflow.assembler")
 
@@ -57,7 +57,7 @@ class Assembler:
                            key_serializer="raw", value_serializer="raw")
         app.agent(source, name="assemble")(self._assemble)
         app.timer(self.config.checkpoint_interval_s)(self._checkpoint)
-        app.on_partitions_revoked.connect(self._on_revoked)
+        app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]  # faust's hint wants *args and a named signal=; it calls (sender, revoked, signal=...)
         return app
 
     async def _assemble(self, stream) -> None:

@@ -22,7 +22,7 @@ class EndProxyStandIn:
     def url(self) -> str:
         return f"http://127.0.0.1:{self._server.server_address[1]}"
 
-    def __enter__(self) -> "EndProxyStandIn":
+    def __enter__(self) -> EndProxyStandIn:
         self._thread.start()
         return self
 

@@ -8,9 +8,10 @@ import time
 import uuid
 
 import pytest
-from hypothesis import HealthCheck, given, settings as hsettings
-from hypothesis import strategies as st
 from confluent_kafka.admin import ConfigResource
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 
 from seamlessflow.broker.local import LocalBroker
 from seamlessflow.kafka.admin import admin_client, ensure_topics

@@ -9,8 +9,8 @@ import time
 
 import pytest
 
-from seamlessflow.supervisor import pid_alive
 from seamlessflow.broker.local import free_port_block
+from seamlessflow.supervisor import pid_alive
 
 
 def sf(data_dir, port, *args, timeout=120):

@@ -2,7 +2,7 @@
 
 import dataclasses
 
-from seamlessflow.core.assembler import AssemblerConfig, SessionAssembler, SessionStatus, Selection
+from seamlessflow.core.assembler import AssemblerConfig, Selection, SessionAssembler, SessionStatus
 from seamlessflow.core.assembly_invariants import check_against_calls, check_sequence
 from seamlessflow.core.prefix_tree import Call, Outcome
 
@@ -11,7 +11,10 @@ def call(call_id, prompt, completion, version=0):
     return Call(call_id, prompt, completion, [-0.25] * len(completion), [version] * len(completion))
 
 
-def three_turns_with_a_fork(config=AssemblerConfig()):
+DEFAULT_CONFIG = AssemblerConfig()
+
+
+def three_turns_with_a_fork(config=DEFAULT_CONFIG):
     session = SessionAssembler(config)
     calls = [
         call("t1", [1, 2], [3]),

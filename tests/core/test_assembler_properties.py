@@ -9,7 +9,7 @@ token alphabet makes accidental shared prefixes common, which is where matching 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from seamlessflow.core.assembler import AssemblerConfig, SessionAssembler, Selection
+from seamlessflow.core.assembler import AssemblerConfig, Selection, SessionAssembler
 from seamlessflow.core.assembly_invariants import check_against_calls
 from seamlessflow.core.prefix_tree import Call, Outcome
 
@@ -49,7 +49,10 @@ def sessions(draw, max_calls=25, max_chunk=6):
     return sent
 
 
-def assemble(sent, config=AssemblerConfig()):
+DEFAULT_CONFIG = AssemblerConfig()
+
+
+def assemble(sent, config=DEFAULT_CONFIG):
     session = SessionAssembler(config)
     outcomes = [session.add(c) for c in sent]
     return session, outcomes

@@ -271,7 +271,7 @@ def test_every_resource_kind_follows_the_one_protocol(weights, history):
         answers, expected = play(resource, commands, script), play(model, commands, script)
         assert [(c.event_id, a.command_id, a.epoch, a.outcome) for c, a in answers] == \
                [(c.event_id, c.event_id, c.epoch, r.outcome) for c, r in expected], name
-        for (_, ack), (_, reply) in zip(answers, expected):
+        for (_, ack), (_, reply) in zip(answers, expected, strict=True):
             assert reply.ok or ack.reason == reply.reason, name  # refusals say the same thing everywhere
         seen, wanted = resource.observe(model.protocol)
         assert seen.pop("epoch") == model.protocol.epoch, name

@@ -91,7 +91,10 @@ def test_chunked_token_logprobs_without_grad_and_on_logits():
         assert torch.allclose(token_logprobs(logits, tokens, chunk_tokens=4), token_logprobs(logits, tokens))
 
 
-def _one_token_loss(ratio: float, advantage: float, config=PolicyLossConfig()):
+DEFAULT_CONFIG = PolicyLossConfig()
+
+
+def _one_token_loss(ratio: float, advantage: float, config=DEFAULT_CONFIG):
     logprob = torch.tensor([[0.0, math.log(ratio)]], requires_grad=True)
     out = ppo_clip_loss(logprob, torch.zeros(1, 2), torch.tensor([advantage]), torch.tensor([[0, 1]]), config)
     out.loss.backward()

@@ -74,7 +74,7 @@ def test_parse_profile():
 )
 def test_routing_properties(tags, healthy, profile, session):
     engines = [eng(f"e{i}", *t) for i, t in enumerate(tags)]
-    up = [e for e, ok in zip(engines, healthy) if ok]
+    up = [e for e, ok in zip(engines, healthy, strict=False) if ok]
     chosen = route(session, profile, up)
     if not up:
         assert chosen is None

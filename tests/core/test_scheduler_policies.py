@@ -2,7 +2,16 @@
 
 import pytest
 
-from seamlessflow.core.policies import POLICIES, LoadWeights, Pause, PipelineState, Resume, SchedulerConfig, SetActive, get_policy
+from seamlessflow.core.policies import (
+    POLICIES,
+    LoadWeights,
+    Pause,
+    PipelineState,
+    Resume,
+    SchedulerConfig,
+    SetActive,
+    get_policy,
+)
 from seamlessflow.core.resources import ResourceState, make_resource
 from seamlessflow.core.scheduler import plan
 

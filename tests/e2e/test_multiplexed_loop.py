@@ -29,8 +29,8 @@ from services.agents.examples import single_turn
 from services.trainer.app import Trainer
 from tests.agents.test_end_to_end import ProxyThread
 from tests.agents.test_worker import Running
-from tests.scheduling.fakes import RunningService
 from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
+from tests.scheduling.fakes import RunningService
 from tests.services.assembler_harness import AssemblerProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]

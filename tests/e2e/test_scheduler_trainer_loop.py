@@ -6,8 +6,8 @@ obeys commands but runs no engine), and the test plays agents + proxy + assemble
 trajectories of the groups the manager handed out. The full loop test needs the rollout worker.
 """
 
-from pathlib import Path
 import threading
+from pathlib import Path
 
 import pytest
 

@@ -58,7 +58,7 @@ class StubEngine:
         app.router.add_get("/health", self._health)
         return app
 
-    async def start(self, port: int = 0) -> "StubEngine":
+    async def start(self, port: int = 0) -> StubEngine:
         self._runner = web.AppRunner(self.app(), access_log=None)
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", port, backlog=2048)

@@ -16,12 +16,17 @@ import time
 import httpx
 import pytest
 import schemathesis
-from hypothesis import HealthCheck, given, settings as hsettings, strategies as st
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
+from hypothesis import strategies as st
 from schemathesis.checks import not_a_server_error
 from schemathesis.config import SchemathesisConfig
 from schemathesis.generation import GenerationMode
 from schemathesis.specs.openapi.checks import (
-    content_type_conformance, negative_data_rejection, response_schema_conformance, status_code_conformance,
+    content_type_conformance,
+    negative_data_rejection,
+    response_schema_conformance,
+    status_code_conformance,
 )
 
 from seamlessflow.kafka.io import read_messages

@@ -77,7 +77,8 @@ async def test_full_queue_answers_429_with_retry_after(proxy_factory, stub):
 async def test_bad_requests_get_openai_shaped_4xx(proxy_factory, stub):
     proxy = await proxy_factory([stub], max_body_bytes=2000)
     async with httpx.AsyncClient() as http:
-        post = lambda body, **kw: http.post(proxy.base_url + "/chat/completions", headers=AUTH, **({"json": body} if body is not None else kw))
+        def post(body, **kw):
+            return http.post(proxy.base_url + "/chat/completions", headers=AUTH, **({"json": body} if body is not None else kw))
         too_big = await post({"model": "m", "messages": [{"role": "user", "content": "x" * 5000}]})
         not_json = await post(None, content=b"{nope")
         bad_n = await post({**CHAT, "n": "two"})

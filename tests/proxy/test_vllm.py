@@ -47,7 +47,7 @@ async def test_multi_turn_sessions_record_exactly_the_engine_tokens(vllm_engine,
 
     events = await session_events(settings, codec, "v1")
     assert len(events) == 4
-    for event, (sent, text) in zip(events, shown):
+    for event, (sent, text) in zip(events, shown, strict=False):
         prompt_ids, completion_ids, engine_text = await direct(vllm_engine, sent, 12)
         assert event.prompt_ids == prompt_ids and event.completion_ids == completion_ids
         assert text == engine_text

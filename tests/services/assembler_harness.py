@@ -27,7 +27,7 @@ class AssemblerProcess:
         self.log_path = tmp_path / "assembler.log"
         self.proc: subprocess.Popen | None = None
 
-    def start(self) -> "AssemblerProcess":
+    def start(self) -> AssemblerProcess:
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen([sys.executable, "-m", "services.assembler", "--config", str(self.config)],
                                      cwd=ROOT, stdout=log, stderr=log, start_new_session=True)

@@ -2,7 +2,12 @@ import pytest
 
 from seamlessflow.core.prefix_tree import Call
 from tests.services.assembler_harness import (
-    AssemblerProcess, episode_end, expected_trajectories, publish, token_io, wait_for,
+    AssemblerProcess,
+    episode_end,
+    expected_trajectories,
+    publish,
+    token_io,
+    wait_for,
 )
 
 

@@ -6,7 +6,8 @@ import uuid
 
 import pytest
 from confluent_kafka import Producer
-from hypothesis import HealthCheck, given, settings as hsettings
+from hypothesis import HealthCheck, given
+from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from seamlessflow.core.prefix_tree import Call
@@ -14,7 +15,12 @@ from seamlessflow.kafka.clients import producer_config
 from seamlessflow.topics import Topics
 from tests.core.test_assembler_properties import sessions as random_sessions
 from tests.services.assembler_harness import (
-    AssemblerProcess, episode_end, expected_trajectories, publish, token_io, wait_for,
+    AssemblerProcess,
+    episode_end,
+    expected_trajectories,
+    publish,
+    token_io,
+    wait_for,
 )
 
 pytestmark = pytest.mark.slow

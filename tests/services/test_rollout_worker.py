@@ -15,8 +15,8 @@ import httpx
 import pytest
 
 from seamlessflow.model import build_tiny_model
-from tests.rollout.helpers import StatusWatcher, send_command, write_new_version
 from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
+from tests.rollout.helpers import StatusWatcher, send_command, write_new_version
 
 pytestmark = pytest.mark.slow
 

@@ -8,9 +8,9 @@ import pytest
 
 from seamlessflow.kafka.io import read_messages
 from seamlessflow.messages import ControlCommand, ResourceStatus, WeightVersion
-from seamlessflow.scheduling.timeline import intervals_from_records
 from seamlessflow.scheduling.options import ManagerOptions, SchedulerOptions
 from seamlessflow.scheduling.service import SchedulerService
+from seamlessflow.scheduling.timeline import intervals_from_records
 from seamlessflow.topics import Topics
 from tests.poison import assert_dead_lettered, letters, produce_poison, produce_raw
 from tests.samples import SAMPLES

@@ -1,5 +1,6 @@
 """Heterogeneous simulator: roofline maths, mixed workloads, session routing, affinity vs blind."""
 
+import dataclasses
 from collections import deque
 
 import numpy as np
@@ -92,3 +93,9 @@ def test_affinity_beats_blind_on_a_small_rollout_bound_heterogeneous_cluster():
     assert speedup(runs) > 1.2
     affinity = next(r for r in runs if r.routing == "affinity")
     assert affinity.busy["h100"] < affinity.busy["h20"]  # the honest cost: compute GPUs idle more
+
+
+def test_a_model_that_does_not_fit_is_a_value_error_naming_it():
+    small = dataclasses.replace(GPUS["h100"], name="tiny card", memory_gb=1.0)
+    with pytest.raises(ValueError, match=f"{ModelShape().name} does not fit on a tiny card"):
+        Roofline(small)  # the default model, as when none is given
