@@ -14,7 +14,7 @@ OVERRIDES := infra/overrides.txt $(if $(filter cpu,$(ACCEL)),infra/overrides-cpu
 UV_FLAGS := $(foreach d,$(FIND_LINKS),--find-links $(d)) $(foreach o,$(OVERRIDES),--override $(o))
 PYTEST_ARGS ?=
 
-.PHONY: install up test down clean-venv
+.PHONY: install up test lint down clean-venv
 
 install: $(STAMP)
 
@@ -34,8 +34,12 @@ up: install
 down: install
 	$(BIN)/seamlessflow down
 
-test: install
+test: install lint
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+lint: install
+	$(BIN)/ruff check .
+	$(BIN)/mypy
 
 clean-venv:
 	rm -rf $(VENV)

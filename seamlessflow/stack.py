@@ -16,8 +16,8 @@ from seamlessflow.broker.kraft import node_processes, prepare
 from seamlessflow.config import Settings, _deep_merge
 from seamlessflow.kafka.admin import cluster_ready, ensure_topics
 from seamlessflow.rollout.launch import ensure_model
-from seamlessflow.supervisor import ServiceSpec, Supervisor
 from seamlessflow.status_watch import engines_serving
+from seamlessflow.supervisor import ServiceSpec, Supervisor
 from seamlessflow.teams import TeamKeys
 
 SERVICES = ("assembler", "rollout", "proxy", "trainer", "scheduler", "agents")

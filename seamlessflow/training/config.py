@@ -74,7 +74,7 @@ class TrainerConfig(BaseModel):
     max_steps: int | None = None  # stop after this many steps (tests, benchmarks)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> "TrainerConfig":
+    def from_settings(cls, settings: Settings) -> TrainerConfig:
         return cls.model_validate(settings.section("trainer"))
 
     def group_id(self, settings: Settings) -> str:
@@ -99,7 +99,7 @@ class TrainerConfig(BaseModel):
     def loss_config(self) -> PolicyLossConfig:
         return PolicyLossConfig(self.clip_low, self.clip_high, self.kl_coef, self.tis_cap)
 
-    def memory_options(self) -> "MemoryOptions":
+    def memory_options(self) -> MemoryOptions:
         from seamlessflow.training.engine import MemoryOptions  # imports DeepSpeed: only when a trainer starts
 
         return MemoryOptions(self.max_tokens_per_micro_batch, self.packing, self.logprob_chunk_tokens,

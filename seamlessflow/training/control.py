@@ -94,6 +94,7 @@ class ControlListener:
         return history
 
     def poll(self) -> list[ControlCommand]:
+        assert self._consumer is not None, "catch_up() first: it starts live reading"
         commands = []
         for msg in self._consumer.consume(64, 0):
             if msg.error():

@@ -24,6 +24,7 @@ from typing import Any
 
 import deepspeed
 import torch
+
 from seamlessflow.core.batching import KeptGroup, TrajectorySample
 from seamlessflow.core.losses import (
     PolicyLoss,
@@ -160,10 +161,13 @@ def reference_config(ds_config: dict[str, Any], offload: bool) -> dict[str, Any]
     zero: dict[str, Any] = {"stage": 3}
     if offload:
         zero["offload_param"] = {"device": "cpu", "pin_memory": True}
-    config = {key: ds_config[key] for key in ("bf16", "fp16", "train_micro_batch_size_per_gpu") if key in ds_config}
+    config: dict[str, Any] = {key: ds_config[key] for key in ("bf16", "fp16", "train_micro_batch_size_per_gpu")
+                              if key in ds_config}
     return {**config, "gradient_accumulation_steps": 1, "zero_optimization": zero,
             "steps_per_print": 1_000_000, "wall_clock_breakdown": False}
 
+
+DEFAULT_LOSS = PolicyLossConfig()  # shared default: the engine never mutates its loss configuration
 
 class PolicyEngine:
     """Loads the model from an HF directory and wraps it with `deepspeed.initialize`."""
@@ -172,7 +176,7 @@ class PolicyEngine:
         self,
         model_path: str | Path,
         ds_config: dict[str, Any],
-        loss_config: PolicyLossConfig = PolicyLossConfig(),
+        loss_config: PolicyLossConfig = DEFAULT_LOSS,
         scale_by_std: bool = True,
         options: MemoryOptions = MemoryOptions(),
     ):
@@ -235,7 +239,7 @@ class PolicyEngine:
     def train_step(self, groups: list[KeptGroup] | None) -> StepMetrics:
         """One optimizer step over every sample of ``groups``, all ranks together: the leader passes the
         batch (other ranks None) and every rank trains its token-balanced share; the figures are the step's."""
-        shares = self.split_step(groups, self.ranks.world) if self.ranks.leader else None
+        shares = self.split_step(groups or [], self.ranks.world) if self.ranks.leader else None
         return self.train_share(self.ranks.scatter(shares))
 
     def split_step(self, groups: list[KeptGroup], ranks: int) -> list[StepShare]:
@@ -267,7 +271,7 @@ class PolicyEngine:
                                         share.total_tokens)
             else:
                 part = self._micro_step([self._idle_sample()], torch.zeros(1), torch.zeros(1), share.total_tokens)
-            totals = [t + x * (part[1] if k > 1 else 1) for k, (t, x) in enumerate(zip(totals, part))]
+            totals = [t + x * (part[1] if k > 1 else 1) for k, (t, x) in enumerate(zip(totals, part, strict=True))]
         self.engine.step()
         loss, tokens, *weighted = self.ranks.sum(totals)
         diff, clip, kl = (w / max(tokens, 1) for w in weighted)

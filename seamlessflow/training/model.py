@@ -102,9 +102,9 @@ class TokenLogprobModel(torch.nn.Module):
         for field in _LOGIT_POSTPROCESSING:
             if getattr(causal_lm.config, field, None) not in (None, 1.0):
                 raise ValueError(f"{type(causal_lm).__name__} post-processes logits ({field}); not supported")
-        self._prefix = causal_lm.base_model_prefix
+        self._prefix: str = str(causal_lm.base_model_prefix)
         setattr(self, self._prefix, causal_lm.base_model)
-        self.lm_head = causal_lm.get_output_embeddings()
+        self.lm_head = causal_lm.get_output_embeddings()  # type: ignore[operator]  # a PreTrainedModel method
         self.chunk_tokens = chunk_tokens
         self.__dict__["causal_lm"] = causal_lm  # not a submodule: its parameters are already ours
 

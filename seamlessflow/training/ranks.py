@@ -44,6 +44,7 @@ class RankGroup:
     def scatter(self, shares: list[Any] | None = None) -> Any:
         """``shares[r]`` to rank r; the leader passes one share per rank, followers pass nothing."""
         if self.world == 1:
+            assert shares is not None, "the only rank is the leader: it passes its share"
             return shares[0]
         out = [None]
         dist.scatter_object_list(out, shares if self.leader else None, src=0, group=self._group)

@@ -42,8 +42,8 @@ class MicroBatch:
     loss_mask: torch.Tensor
     logprobs: torch.Tensor
 
-    def to(self, device) -> "MicroBatch":
-        return MicroBatch(*(None if t is None else t.to(device) for t in vars(self).values()))
+    def to(self, device) -> MicroBatch:
+        return MicroBatch(*(None if t is None else t.to(device) for t in vars(self).values()))  # type: ignore[arg-type]  # position_ids may be None
 
     def per_token(self, values: torch.Tensor) -> torch.Tensor:
         """Per-sequence ``values`` [n] spread over positions [rows, T] (any value on padding)."""

@@ -61,16 +61,19 @@ class TrajectorySource:
     def poll(self, timeout_s: float, max_records: int = 256) -> list[Incoming]:
         out = []
         for msg in self._consumer.consume(max_records, timeout_s):
-            if msg.error():
-                if msg.error().code() == KafkaError._PARTITION_EOF:
+            error = msg.error()
+            if error:
+                if error.code() == KafkaError._PARTITION_EOF:
                     continue
-                raise KafkaException(msg.error())
+                raise KafkaException(error)
+            partition, offset = msg.partition(), msg.offset()
+            assert partition is not None and offset is not None  # a consumed record always has both
             trajectory = self.dead_letters.decode_message(msg)
-            self.tracker.seen(msg.partition(), msg.offset(), trajectory.event_id if trajectory else "")
+            self.tracker.seen(partition, offset, trajectory.event_id if trajectory else "")
             if trajectory is None:
-                self.tracker.finish(msg.partition(), msg.offset())
+                self.tracker.finish(partition, offset)
             else:
-                out.append(Incoming(msg.partition(), msg.offset(), trajectory))
+                out.append(Incoming(partition, offset, trajectory))
         return out
 
     def commit(self) -> dict[int, int]:

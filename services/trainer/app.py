@@ -28,8 +28,8 @@ import time
 from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
 from seamlessflow.core.batching import BatchBuilder, Counters
-from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.dead_letters import DeadLetters
+from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import ResourceStatus, WeightVersion, new_id, now_ms
 from seamlessflow.topics import Topics
 from seamlessflow.training.config import TrainerConfig
@@ -63,8 +63,9 @@ class Trainer:
         self.engine = PolicyEngine(self.config.model_path, self.config.deepspeed_dict(),
                                    self.config.loss_config(), self.config.scale_by_std, self.config.memory_options())
         self.ranks = self.engine.ranks
-        self.producer = MessageProducer(settings, self.codec) if self.ranks.leader else None  # rank 0 alone talks to Kafka
-        self.dead_letters = DeadLetters(settings, self.codec, "trainer", self.producer.send) if self.producer else None
+        if self.ranks.leader:  # rank 0 alone talks to Kafka; the other ranks never touch these
+            self.producer = MessageProducer(settings, self.codec)
+            self.dead_letters = DeadLetters(settings, self.codec, "trainer", self.producer.send)
         self.step, self.version = 0, 0
         self.last_metrics: StepMetrics | None = None
         self.busy_s = 0.0  # seconds in optimizer steps and publishing (heartbeat figure; timeline's train time)

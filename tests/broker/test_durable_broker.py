@@ -85,10 +85,11 @@ def test_acknowledged_records_survive_down_up_and_kill_9(tmp_path, codec):
 def test_assembled_trajectories_replay_bit_exact_after_down_and_up(tmp_path, codec):
     """The loop's records outlive the stack: sessions assembled by the real assembler before `down` are
     re-assembled from the session events after `up` and match the stored trajectories bit for bit."""
+    import random
+
+    from tests.broker.test_cluster import forty_sessions
     from tests.services.assembler_harness import AssemblerProcess, expected_trajectories, publish
     from tests.services.test_assembler_stream import as_records
-    from tests.broker.test_cluster import forty_sessions
-    import random
 
     port = free_port_block(2)
     sf(tmp_path, port, "up", "--detach", "--only-broker")

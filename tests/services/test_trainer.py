@@ -71,7 +71,7 @@ def test_trainer_trains_masked_tokens_publishes_loadable_weights_and_obeys_contr
 
     assert (version.version, version.step, version.format) == (1, 1, "hf-safetensors")
     loaded = AutoModelForCausalLM.from_pretrained(version.uri.removeprefix("file://"), dtype=torch.float32)
-    for p, q in zip(trainer.engine.module.parameters(), loaded.parameters()):
+    for p, q in zip(trainer.engine.module.parameters(), loaded.parameters(), strict=True):
         assert torch.equal(p.detach(), q)
 
     acks = {a.epoch: a.outcome for a in read_messages(settings, topics.status, codec) if isinstance(a, CommandAck)}

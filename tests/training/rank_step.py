@@ -4,7 +4,6 @@ resulting weights and the step's figures to OUT (tests/training/test_ranks.py co
 
 import json
 import sys
-from pathlib import Path
 
 import deepspeed
 import torch

@@ -50,12 +50,12 @@ def test_loss_is_taken_on_exactly_the_masked_tokens(engine, tiny_model_dir, tmp_
     assert metrics.loss == pytest.approx(-(advantage * 3 - advantage * 1) / 4, abs=1e-4)
     assert metrics.logprob_abs_diff == pytest.approx(0.0, abs=1e-5)
     assert metrics.groups == 1 and metrics.sequences == 2
-    assert any(not torch.equal(b, p) for b, p in zip(before, engine.module.parameters()))
+    assert any(not torch.equal(b, p) for b, p in zip(before, engine.module.parameters(), strict=True))
 
     saved = save_weights(engine.module, tmp_path / "weights", 1, tiny_model_dir, engine.state_dict_for_export())
     assert saved == version_dir(tmp_path / "weights", 1) and (saved / "model.safetensors").exists()
     loaded = AutoModelForCausalLM.from_pretrained(saved, dtype=torch.float32)
-    for (name, p), q in zip(engine.module.named_parameters(), loaded.parameters()):
+    for (name, p), q in zip(engine.module.named_parameters(), loaded.parameters(), strict=True):
         assert torch.equal(p.detach(), q), name
 
 

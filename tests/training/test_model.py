@@ -33,7 +33,7 @@ def test_activation_checkpointing_reaches_the_model_and_keeps_the_gradients(tiny
         assert model.is_gradient_checkpointing is on
         TokenLogprobModel(model)(input_ids=tokens).sum().backward()
         grads.append([p.grad for p in model.parameters()])
-    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(*grads))
+    assert all(torch.allclose(a, b, atol=1e-6) for a, b in zip(*grads, strict=True))
 
 
 def test_bf16_engine_without_kl_has_no_reference(tiny_model_dir):

@@ -1,6 +1,7 @@
 """Packed and padded micro-batches: the same loss and gradients; the token budget held by the engine."""
 
 import json
+
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
