@@ -99,10 +99,26 @@ def _signal_all(procs: list, group: int, sig: int) -> None:
             pass
 
 
-def stop_descendants(grace_s: float) -> None:
-    """Stops every process still below this one (orphans adopted as subreaper included)."""
+def stop_descendants(grace_s: float, spare: frozenset[tuple[int, float]] = frozenset()) -> None:
+    """Stops every process still below this one (orphans adopted as subreaper included), except the
+    children in `spare` ((pid, create time) pairs): what the host process ran before a supervisor started
+    (a test process's own broker, say) is not the supervisor's to stop."""
     for child in psutil.Process().children():
-        stop_tree(child.pid, grace_s)
+        try:
+            if (child.pid, child.create_time()) not in spare:
+                stop_tree(child.pid, grace_s)
+        except psutil.NoSuchProcess:
+            pass
+
+
+def current_children() -> frozenset[tuple[int, float]]:
+    found = set()
+    for child in psutil.Process().children():
+        try:
+            found.add((child.pid, child.create_time()))
+        except psutil.NoSuchProcess:
+            pass
+    return frozenset(found)
 
 
 class Supervisor:
@@ -115,6 +131,7 @@ class Supervisor:
         self.info: dict[str, str] = {}
         self.ready = False
         self.stopping = False
+        self.preexisting = current_children()  # not ours to stop (empty under `up`)
         run_dir.mkdir(parents=True, exist_ok=True)
         log_dir.mkdir(parents=True, exist_ok=True)
         become_subreaper()
@@ -182,7 +199,7 @@ class Supervisor:
             stop_tree(self._procs[name].pid, self.grace_s)
             self._procs[name].wait()
             self.states[name].state, self.states[name].pid = "stopped", None
-        stop_descendants(self.grace_s)
+        stop_descendants(self.grace_s, self.preexisting)
         self.write_state()
 
     def write_state(self) -> None:

@@ -54,3 +54,21 @@ def test_crashed_service_is_restarted_with_backoff(tmp_path):
     finally:
         sup.stop_all()
     assert not pid_alive(second)
+
+
+def test_stop_all_leaves_alone_what_its_host_process_started_before_it(tmp_path):
+    """`up`'s supervisor owns its process; one embedded in another (a test run with a session broker) must
+    not stop that process's earlier children."""
+    import subprocess
+
+    earlier = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(600)"])
+    try:
+        time.sleep(0.2)
+        sup = Supervisor(tmp_path / "run", tmp_path / "logs", grace_s=2)
+        sup.start(ServiceSpec("sleeper", [sys.executable, "-c", "import time; time.sleep(600)"]))
+        ours = sup.states["sleeper"].pid
+        sup.stop_all()
+        assert not pid_alive(ours) and earlier.poll() is None
+    finally:
+        earlier.kill()
+        earlier.wait()

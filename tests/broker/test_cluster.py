@@ -20,6 +20,7 @@ from tests.broker.test_durable_broker import independent_read
 from tests.core.test_assembler_properties import sessions as random_sessions
 from tests.services.assembler_harness import AssemblerProcess, expected_trajectories, publish
 from tests.services.test_assembler_stream import as_records
+from tests.training.conftest import tiny_model_dir  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -97,3 +98,60 @@ def test_killing_the_session_events_leader_loses_and_duplicates_nothing(cluster,
     finally:
         proc.stop()
         cluster.start()  # the killed node rejoins for any later test
+
+
+def test_the_trainer_trains_every_trajectory_once_through_a_broker_kill(cluster, codec, tiny_model_dir, tmp_path):
+    """kill -9 of the broker leading the trajectories partition while the trainer works: the step log (the
+    trainer's own view) holds every acknowledged trajectory exactly once, versions only rise, and the
+    trainer's committed offset ends at the topic's end."""
+    import json
+
+    from confluent_kafka import Consumer, TopicPartition
+
+    from seamlessflow.kafka.io import MessageProducer, read_messages
+    from seamlessflow.messages import ControlCommand, WeightVersion
+    from seamlessflow.training.config import TrainerConfig
+    from tests.services.test_trainer_crash import group, start
+    from tests.training.helpers import wait_for as wait_on_topic
+
+    settings = cluster.client_settings.with_overrides(
+        topic_prefix=f"t{uuid.uuid4().hex[:8]}", data_dir=tmp_path / "d", partitions={"trajectories": 1},
+        trainer={"enabled": True, "model_path": str(tiny_model_dir), "group_size": 2, "batch_threshold": 2,
+                 "heartbeat_s": 1.0})
+    ensure_topics(settings)
+    topics = Topics(settings)
+    producer = MessageProducer(settings, codec)
+    groups = [group(tiny_model_dir, f"g{i}") for i in range(1, 9)]
+    for record in [r for g in groups[:4] for r in g]:
+        producer.send(topics.trajectories, record.group_id, record)
+    producer.flush()
+    trainer = start(settings.dump_yaml(tmp_path / "config.yaml"), tmp_path / "trainer.log")
+    try:
+        wait_on_topic(settings, codec, topics.weights, lambda m: isinstance(m, WeightVersion), timeout_s=300)
+        victim = leaders(settings, topics.trajectories)[0]
+        cluster.kill(f"broker-{victim}")
+        for record in [r for g in groups[4:] for r in g]:
+            producer.send(topics.trajectories, record.group_id, record)
+        producer.flush()
+        wait_on_topic(settings, codec, topics.weights,
+                      lambda m: isinstance(m, WeightVersion) and m.version == 4, timeout_s=300)
+        producer.send_and_wait(topics.control, "trainer-0",
+                               ControlCommand("stop", "trainer-0", 1, "shutdown", "default", "default", 0))
+        assert trainer.wait(timeout=180) == 0, (tmp_path / "trainer.log").read_text()[-3000:]
+    finally:
+        if trainer.poll() is None:
+            trainer.kill()
+        cluster.start()
+
+    work = TrainerConfig.from_settings(settings).work_dir(settings)
+    steps = [json.loads(line) for line in (work / "steps.jsonl").read_text().splitlines()]
+    trained = [tid for s in steps for tid in s["trajectory_ids"]]
+    assert sorted(trained) == sorted(r.event_id for g in groups for r in g)  # each exactly once
+    assert [s["version"] for s in steps] == [1, 2, 3, 4]
+    published = [m.version for m in read_messages(settings, topics.weights, codec) if isinstance(m, WeightVersion)]
+    assert published == sorted(set(published)) and max(published) == 4  # once each, rising
+    reader = Consumer({"bootstrap.servers": settings.kafka_bootstrap,
+                       "group.id": TrainerConfig.from_settings(settings).group_id(settings)})
+    [committed] = reader.committed([TopicPartition(topics.trajectories, 0)], timeout=30)
+    reader.close()
+    assert committed.offset == 16  # every record consumed and committed once, none left behind
