@@ -14,6 +14,7 @@ from seamlessflow.config import Settings
 
 SESSION_TIMEOUT_MS = 6000
 HEARTBEAT_INTERVAL_MS = 1000
+METADATA_MAX_AGE_MS = 5000
 
 
 def common_config(settings: Settings) -> dict[str, Any]:
@@ -58,9 +59,13 @@ def aiokafka_kwargs(settings: Settings) -> dict[str, Any]:
 
 
 def faust_app_kwargs(settings: Settings) -> dict[str, Any]:
-    """Arguments for `faust.App(...)`."""
+    """Arguments for `faust.App(...)`. aiokafka learns that a partition's leader moved only from a metadata
+    refresh, and after a broker dies its fetcher can wait for the periodic one (5 min by default) before it
+    reads that partition again; a short period bounds that stall to seconds (librdkafka refreshes on errors)."""
     return {
         "broker": f"kafka://{settings.kafka_bootstrap}",
+        "consumer_metadata_max_age_ms": METADATA_MAX_AGE_MS,
+        "producer_metadata_max_age_ms": METADATA_MAX_AGE_MS,
         "broker_session_timeout": SESSION_TIMEOUT_MS / 1000,
         "broker_heartbeat_interval": HEARTBEAT_INTERVAL_MS / 1000,
         **({"topic_replication_factor": settings.replication_factor} if settings.replication_factor else {}),
