@@ -109,7 +109,15 @@ def read_topic(
 
 
 TRANSIENT = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART,
-             KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT}
+             KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT, KafkaError._WAIT_COORD,
+             KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+             KafkaError.REBALANCE_IN_PROGRESS}
+
+
+def transient(exc: KafkaException) -> bool:
+    """What a leader election, a moving group coordinator or a just-created topic answers for a moment."""
+    error = exc.args[0] if exc.args else None
+    return isinstance(error, KafkaError) and (error.retriable() or error.code() in TRANSIENT)
 
 
 def _watermarks(consumer: Consumer, tp: TopicPartition, deadline: float) -> tuple[int, int]:
@@ -119,7 +127,7 @@ def _watermarks(consumer: Consumer, tp: TopicPartition, deadline: float) -> tupl
         try:
             return consumer.get_watermark_offsets(tp, timeout=max(deadline - time.monotonic(), 1.0))
         except KafkaException as exc:
-            if exc.args[0].code() not in TRANSIENT or time.monotonic() > deadline:
+            if not transient(exc) or time.monotonic() > deadline:
                 raise
             time.sleep(0.2)
 

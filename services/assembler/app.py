@@ -15,6 +15,7 @@ import logging
 from pathlib import Path
 
 import faust
+from confluent_kafka import KafkaException
 
 from seamlessflow.assembly.book import SessionBook
 from seamlessflow.assembly.config import AssemblyConfig
@@ -23,7 +24,7 @@ from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
 from seamlessflow.kafka.admin import ensure_topics
 from seamlessflow.kafka.clients import faust_app_kwargs
-from seamlessflow.kafka.io import MessageProducer
+from seamlessflow.kafka.io import MessageProducer, transient
 from seamlessflow.topics import Topics, TopicSpec
 
 log = logging.getLogger("seamlessflow.assembler")
@@ -80,7 +81,15 @@ class Assembler:
                 self.producer.send(self.topics.session_events, end.session_id, end)
             marks = dict(self.book.processed)
             await self._blocking(self.producer.flush)
-            await self._blocking(self.marks.save, marks)
+            try:
+                await self._blocking(self.marks.save, marks)
+            except KafkaException as exc:
+                if not transient(exc):
+                    raise
+                # the group coordinator moved (a broker died): nothing is released past unsaved marks;
+                # the next checkpoint saves them and releases
+                log.warning("published marks not saved (%s); retrying at the next checkpoint", exc.args[0])
+                return
             for partition in list(self.book.held):
                 for event in self.book.release(partition):
                     if event is not None and event.ack():
