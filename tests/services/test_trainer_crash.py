@@ -37,6 +37,21 @@ def start(config_path, log_path):
                             stdout=log, stderr=log, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
 
+def run_to_version_then_stop(settings, codec, producer, config_path, log_path, version: int) -> None:
+    """Start a trainer, wait until it publishes `version`, then stop it with a shutdown command: exit 0."""
+    topics = Topics(settings)
+    proc = start(config_path, log_path)
+    try:
+        wait_for(settings, codec, topics.weights, lambda x: isinstance(x, WeightVersion) and x.version == version)
+        producer.send_and_wait(topics.control, "trainer-0",
+                               ControlCommand("stop", "trainer-0", 1, "shutdown", "default", "default", 0))
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
 def versions(settings, codec):
     return sorted(m.version for m in read_messages(settings, Topics(settings).weights, codec)
                   if isinstance(m, WeightVersion))
@@ -68,16 +83,7 @@ def test_kill_9_and_restart_resumes_without_skipping_or_retraining(settings, cod
     for record in g3[1:] + g6:
         producer.send(topics.trajectories, record.group_id, record)
     producer.flush()
-    second = start(config_path, tmp_path / "run2.log")
-    try:
-        wait_for(settings, codec, topics.weights, lambda x: isinstance(x, WeightVersion) and x.version == 3)
-        producer.send_and_wait(topics.control, "trainer-0",
-                               ControlCommand("stop", "trainer-0", 1, "shutdown", "default", "default", 0))
-        assert second.wait(timeout=120) == 0
-    finally:
-        if second.poll() is None:
-            second.kill()
-            second.wait(timeout=30)
+    run_to_version_then_stop(settings, codec, producer, config_path, tmp_path / "run2.log", 3)
 
     restart_log = (tmp_path / "run2.log").read_text()
     assert "at step 2, version 2" in restart_log  # resumed from the checkpoint, not from scratch
@@ -120,16 +126,7 @@ def test_versions_between_checkpoints_are_weights_only_and_a_crash_replays_since
     assert (work / "checkpoints" / "latest").read_text().strip() == "step00000002"  # none at version 3
     assert committed_offset(settings, config.group_id(settings), topics.trajectories) == 8  # with the checkpoint
 
-    second = start(config_path, tmp_path / "run2.log")
-    try:
-        wait_for(settings, codec, topics.weights, lambda x: isinstance(x, WeightVersion) and x.version == 4)
-        producer.send_and_wait(topics.control, "trainer-0",
-                               ControlCommand("stop", "trainer-0", 1, "shutdown", "default", "default", 0))
-        assert second.wait(timeout=120) == 0
-    finally:
-        if second.poll() is None:
-            second.kill()
-            second.wait(timeout=30)
+    run_to_version_then_stop(settings, codec, producer, config_path, tmp_path / "run2.log", 4)
 
     assert "at step 2, version 3" in (tmp_path / "run2.log").read_text()
     steps = [json.loads(line) for line in (work / "steps.jsonl").read_text().splitlines()]
