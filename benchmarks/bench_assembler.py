@@ -34,7 +34,7 @@ sys.path.insert(0, str(ROOT))
 
 from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 
-from seamlessflow.assembly import AssemblyConfig, SessionBook  # noqa: E402
+from seamlessflow.assembler import AssemblyConfig, SessionBook  # noqa: E402
 from seamlessflow.avro import Codec  # noqa: E402
 from seamlessflow.broker.local import LocalBroker  # noqa: E402
 from seamlessflow.core.assembler import SessionAssembler  # noqa: E402

@@ -29,8 +29,8 @@ import yaml
 
 from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
-from seamlessflow.scheduling.reading import messages_until
-from seamlessflow.scheduling.timeline import clip, intervals_from_records, role_switches
+from seamlessflow.scheduler.reading import messages_until
+from seamlessflow.scheduler.timeline import clip, intervals_from_records, role_switches
 from seamlessflow.sim.timeline import bubble_ratio, draw_timeline
 from seamlessflow.topics import Topics
 

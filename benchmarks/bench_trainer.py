@@ -38,11 +38,11 @@ from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from seamlessflow.core.batching import KeptGroup, TrajectorySample
 from seamlessflow.core.losses import PolicyLossConfig, group_relative_advantages
-from seamlessflow.training.config import DEEPSPEED_CONFIGS
-from seamlessflow.training.engine import MemoryOptions, PolicyEngine, micro_batch_loss
-from seamlessflow.training.model import TokenLogprobModel, training_dtype
-from seamlessflow.training.samples import collate
-from seamlessflow.training.weights import save_weights
+from seamlessflow.trainer.config import DEEPSPEED_CONFIGS
+from seamlessflow.trainer.engine import MemoryOptions, PolicyEngine, micro_batch_loss
+from seamlessflow.trainer.model import TokenLogprobModel, training_dtype
+from seamlessflow.trainer.samples import collate
+from seamlessflow.trainer.weights import save_weights
 
 SHAPES = {
     "tiny": dict(vocab_size=512, hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=2,

@@ -96,9 +96,9 @@ def app_services(settings: Settings) -> list[ServiceSpec]:
 def trainer_service(settings: Settings) -> ServiceSpec:
     """One supervised service whatever the ranks: with `trainer.ranks` > 1 (or several nodes) it is torch's
     launcher, which starts the ranks and takes them all down when one fails, so the supervisor restarts
-    the group as a whole (`seamlessflow.training.launch`)."""
-    from seamlessflow.training.config import TrainerConfig
-    from seamlessflow.training.launch import launcher_argv
+    the group as a whole (`seamlessflow.trainer.launch`)."""
+    from seamlessflow.trainer.config import TrainerConfig
+    from seamlessflow.trainer.launch import launcher_argv
 
     spec = python_service(settings, "trainer")
     argv = launcher_argv(TrainerConfig.from_settings(settings), config_path(settings))

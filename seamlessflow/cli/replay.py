@@ -22,7 +22,7 @@ from confluent_kafka import Producer
 from rich.console import Console
 from rich.table import Table
 
-from seamlessflow.assembly import AssemblyConfig
+from seamlessflow.assembler import AssemblyConfig
 from seamlessflow.avro import codec_for
 from seamlessflow.cli.context import pass_settings
 from seamlessflow.kafka.clients import producer_config

@@ -7,7 +7,7 @@ import time
 from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
 from seamlessflow.messages import ResourceStatus
-from seamlessflow.scheduling.reading import messages_until
+from seamlessflow.scheduler.reading import messages_until
 from seamlessflow.topics import Topics
 
 

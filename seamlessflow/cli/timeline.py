@@ -1,7 +1,7 @@
 """`seamlessflow timeline`: resources x time coloured by role, from the status topic, and the bubble ratio.
 
-Intervals come from seamlessflow.scheduling.reading import messages_until
-from seamlessflow.scheduling.timeline; drawing and the bubble ratio are the simulator's
+Intervals come from seamlessflow.scheduler.reading import messages_until
+from seamlessflow.scheduler.timeline; drawing and the bubble ratio are the simulator's
 (seamlessflow.sim.timeline), so real and simulated runs are measured the same way.
 """
 
@@ -14,8 +14,8 @@ import click
 
 from seamlessflow.avro import codec_for
 from seamlessflow.cli.context import pass_settings
-from seamlessflow.scheduling.reading import messages_until
-from seamlessflow.scheduling.timeline import intervals_from_records, role_switches
+from seamlessflow.scheduler.reading import messages_until
+from seamlessflow.scheduler.timeline import intervals_from_records, role_switches
 from seamlessflow.sim.timeline import bubble_ratio, draw_timeline, time_by_kind
 from seamlessflow.topics import Topics
 

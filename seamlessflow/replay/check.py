@@ -13,7 +13,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from seamlessflow.assembly import AssemblyConfig, SessionBook
+from seamlessflow.assembler import AssemblyConfig, SessionBook
 from seamlessflow.avro import Codec
 from seamlessflow.kafka.io import Record
 from seamlessflow.messages import Trajectory

@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
-from seamlessflow.assembly.convert import call_from_token_io
+from seamlessflow.assembler.convert import call_from_token_io
 from seamlessflow.core.assembler import SessionAssembler
 from seamlessflow.core.prefix_tree import InvalidCall
 from seamlessflow.messages import Trajectory

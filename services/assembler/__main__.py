@@ -2,8 +2,8 @@
 
 import argparse
 
+from seamlessflow.assembler.app import run
 from seamlessflow.config import Settings
-from services.assembler.app import run
 
 
 def main() -> None:

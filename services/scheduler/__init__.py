@@ -1,1 +1,1 @@
-"""The tag scheduler and rollout manager process (see seamlessflow.scheduling.service)."""
+"""The tag scheduler and rollout manager process (see seamlessflow.scheduler.service)."""

@@ -9,7 +9,7 @@ import signal
 import threading
 
 from seamlessflow.config import Settings
-from seamlessflow.scheduling.service import run_service
+from seamlessflow.scheduler.service import run_service
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Runs the trainer: `python -m services.trainer --config PATH` (settings section `trainer:`).
 
 With `trainer.ranks` > 1 (or `nnodes` > 1) the process replaces itself with torch's launcher, which
-starts the ranks, each running this module again (`seamlessflow.training.launch`).
+starts the ranks, each running this module again (`seamlessflow.trainer.launch`).
 """
 
 import argparse
@@ -9,9 +9,9 @@ import logging
 import os
 
 from seamlessflow.config import Settings
-from seamlessflow.training.config import TrainerConfig
-from seamlessflow.training.launch import launcher_argv, under_launcher
-from services.trainer.app import run
+from seamlessflow.trainer.config import TrainerConfig
+from seamlessflow.trainer.launch import launcher_argv, under_launcher
+from seamlessflow.trainer.loop import run
 
 
 def main() -> None:

@@ -19,7 +19,7 @@ from tests.broker.test_durable_broker import independent_read
 from tests.core.test_assembler_properties import sessions as random_sessions
 from tests.services.assembler_harness import AssemblerProcess, expected_trajectories, publish
 from tests.services.test_assembler_stream import as_records
-from tests.training.conftest import tiny_model_dir  # noqa: F401  (fixture)
+from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.slow
 
@@ -110,9 +110,9 @@ def test_the_trainer_trains_every_trajectory_once_through_a_broker_kill(cluster,
 
     from seamlessflow.kafka.io import MessageProducer, read_messages
     from seamlessflow.messages import ControlCommand, WeightVersion
-    from seamlessflow.training.config import TrainerConfig
+    from seamlessflow.trainer.config import TrainerConfig
     from tests.services.test_trainer_crash import group, start
-    from tests.training.helpers import wait_for as wait_on_topic
+    from tests.trainer.helpers import wait_for as wait_on_topic
 
     settings = cluster.client_settings.with_overrides(
         topic_prefix=f"t{uuid.uuid4().hex[:8]}", data_dir=tmp_path / "d", partitions={"trajectories": 1},

@@ -7,7 +7,7 @@ from click.testing import CliRunner
 from seamlessflow.cli.timeline import timeline
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.topics import Topics
-from tests.scheduling.records import two_resource_run
+from tests.scheduler.records import two_resource_run
 
 
 def record(settings, codec):

@@ -19,18 +19,18 @@ import pytest
 from seamlessflow.agents import AgentSettings, AgentWorker
 from seamlessflow.kafka.io import read_messages
 from seamlessflow.messages import CommandAck, ResourceStatus, Task, TokenIO, Trajectory, WeightVersion
-from seamlessflow.scheduling.options import ManagerOptions, SchedulerOptions
-from seamlessflow.scheduling.reading import messages_until
-from seamlessflow.scheduling.service import SchedulerService
-from seamlessflow.scheduling.timeline import intervals_from_records
+from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
+from seamlessflow.scheduler.reading import messages_until
+from seamlessflow.scheduler.service import SchedulerService
+from seamlessflow.scheduler.timeline import intervals_from_records
 from seamlessflow.topics import Topics
-from seamlessflow.training.config import TrainerConfig
+from seamlessflow.trainer.config import TrainerConfig
+from seamlessflow.trainer.loop import Trainer
 from services.agents.examples import single_turn
-from services.trainer.app import Trainer
 from tests.agents.test_end_to_end import ProxyThread
 from tests.agents.test_worker import Running
 from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
-from tests.scheduling.fakes import RunningService
+from tests.scheduler.fakes import RunningService
 from tests.services.assembler_harness import AssemblerProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]

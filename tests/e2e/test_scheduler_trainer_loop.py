@@ -13,14 +13,14 @@ import pytest
 
 from seamlessflow.kafka.io import MessageProducer, read_messages
 from seamlessflow.messages import CommandAck, Task, WeightVersion
-from seamlessflow.scheduling.options import ManagerOptions, SchedulerOptions
-from seamlessflow.scheduling.service import SchedulerService
+from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
+from seamlessflow.scheduler.service import SchedulerService
 from seamlessflow.topics import Topics
-from seamlessflow.training.config import TrainerConfig
-from services.trainer.app import Trainer
-from tests.scheduling.fakes import FakeResource, RunningService, wait_until
-from tests.training.conftest import tiny_model_dir  # noqa: F401  (fixture)
-from tests.training.helpers import trajectory
+from seamlessflow.trainer.config import TrainerConfig
+from seamlessflow.trainer.loop import Trainer
+from tests.scheduler.fakes import FakeResource, RunningService, wait_until
+from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
+from tests.trainer.helpers import trajectory
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 

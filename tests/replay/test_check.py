@@ -3,7 +3,7 @@
 import dataclasses
 import struct
 
-from seamlessflow.assembly import AssemblyConfig
+from seamlessflow.assembler import AssemblyConfig
 from seamlessflow.replay.check import check
 from seamlessflow.replay.select import group_sessions
 from tests.replay.samples import expected_two_turn, forked_session, records, two_turn_session

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from seamlessflow.cli.resources import resource_rows
-from seamlessflow.scheduling.health import scheduler_ready
+from seamlessflow.scheduler.health import scheduler_ready
 
 pytestmark = pytest.mark.timeout(120)
 

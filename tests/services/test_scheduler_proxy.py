@@ -7,11 +7,11 @@ import pytest
 
 from seamlessflow.kafka.io import read_messages
 from seamlessflow.messages import CommandAck, ControlCommand
-from seamlessflow.scheduling.options import ManagerOptions, SchedulerOptions
-from seamlessflow.scheduling.service import SchedulerService
+from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
+from seamlessflow.scheduler.service import SchedulerService
 from seamlessflow.topics import Topics
 from tests.proxy.conftest import proxy, proxy_factory, stub  # noqa: F401  (fixtures)
-from tests.scheduling.fakes import FakeResource, RunningService, publish_weights, wait_until
+from tests.scheduler.fakes import FakeResource, RunningService, publish_weights, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -8,13 +8,13 @@ import pytest
 
 from seamlessflow.kafka.io import read_messages
 from seamlessflow.messages import ControlCommand, ResourceStatus, WeightVersion
-from seamlessflow.scheduling.options import ManagerOptions, SchedulerOptions
-from seamlessflow.scheduling.service import SchedulerService
-from seamlessflow.scheduling.timeline import intervals_from_records
+from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
+from seamlessflow.scheduler.service import SchedulerService
+from seamlessflow.scheduler.timeline import intervals_from_records
 from seamlessflow.topics import Topics
 from tests.poison import assert_dead_lettered, letters, produce_poison, produce_raw
 from tests.samples import SAMPLES
-from tests.scheduling.fakes import FakeResource, RunningService, publish_trajectories, publish_weights, wait_until
+from tests.scheduler.fakes import FakeResource, RunningService, publish_trajectories, publish_weights, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 

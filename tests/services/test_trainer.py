@@ -12,10 +12,10 @@ from seamlessflow.kafka.clients import consumer_config, producer_config
 from seamlessflow.kafka.io import MessageProducer, read_messages
 from seamlessflow.messages import CommandAck, ControlCommand, DeadLetter, ResourceStatus, WeightVersion
 from seamlessflow.topics import Topics
-from seamlessflow.training.config import TrainerConfig
-from services.trainer.app import Trainer
-from tests.training.conftest import tiny_model_dir  # noqa: F401  (fixture)
-from tests.training.helpers import trajectory, wait_for
+from seamlessflow.trainer.config import TrainerConfig
+from seamlessflow.trainer.loop import Trainer
+from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
+from tests.trainer.helpers import trajectory, wait_for
 
 pytestmark = pytest.mark.slow
 

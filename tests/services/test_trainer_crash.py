@@ -20,9 +20,9 @@ from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.io import MessageProducer, read_messages
 from seamlessflow.messages import ControlCommand, WeightVersion
 from seamlessflow.topics import Topics
-from seamlessflow.training.config import TrainerConfig
-from tests.training.conftest import tiny_model_dir  # noqa: F401  (fixture)
-from tests.training.helpers import trajectory, wait_for
+from seamlessflow.trainer.config import TrainerConfig
+from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
+from tests.trainer.helpers import trajectory, wait_for
 
 pytestmark = pytest.mark.slow
 

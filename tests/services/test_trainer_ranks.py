@@ -26,10 +26,10 @@ from seamlessflow.kafka.clients import common_config
 from seamlessflow.kafka.io import MessageProducer, read_messages
 from seamlessflow.messages import ControlCommand, ResourceStatus, WeightVersion
 from seamlessflow.topics import Topics
-from seamlessflow.training.config import TrainerConfig
+from seamlessflow.trainer.config import TrainerConfig
 from tests.services.test_trainer_crash import group
-from tests.training.conftest import tiny_model_dir  # noqa: F401  (fixture)
-from tests.training.helpers import wait_for
+from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
+from tests.trainer.helpers import wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -1,0 +1,11 @@
+"""The assembler's adapter layer: session-events records in, Trajectory / DeadLetter records out.
+
+`SessionBook` holds no Kafka client: it turns decoded records into outputs and says which source offsets
+are safe to commit. `services/assembler` wires it to Faust and the producer.
+"""
+
+from seamlessflow.assembler.book import Output, SessionBook
+from seamlessflow.assembler.config import AssemblyConfig
+from seamlessflow.assembler.convert import call_from_token_io, trajectory_id, trajectory_of
+
+__all__ = ["AssemblyConfig", "Output", "SessionBook", "call_from_token_io", "trajectory_id", "trajectory_of"]

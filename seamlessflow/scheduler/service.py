@@ -1,0 +1,238 @@
+"""The scheduler service: rebuild from the topics, then fold records and run the policy every tick.
+
+Inputs: status (ResourceStatus heartbeats, CommandAcks), weights (WeightVersion), trajectories and tasks
+(pipeline figures). Outputs: ControlCommands on the control topic (key = resource id, epochs only grow),
+Tasks on the tasks topic (rollout manager), a `failed` ResourceStatus for each resource whose heartbeats
+stopped, and the scheduler's own heartbeat (kind `scheduler`: policy, trainer version, pipeline figures).
+
+Restart: every input is read from the beginning with `read_topic` (the compacted control/status/weights
+topics hold the latest record per key; the ack key is "<resource_id>/ack"), so the next epoch for a
+resource is above every epoch published before, and the manager knows which groups it already published.
+
+Pipeline figures. `buffered` (trajectories waiting for the trainer) and `training` come from the trainer's
+heartbeat figures when a trainer reports them (figures `buffered`, `training`); otherwise `buffered` is
+the number of trajectories that arrived since the newest WeightVersion, less those of groups the trainer
+will skip (no signal: the manager's judgement), and `training` is false.
+`queued_tasks`/`in_flight` are the manager's groups published and not finished (0 without a manager).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from confluent_kafka import Consumer, TopicPartition
+
+from seamlessflow.avro import Codec, codec_for
+from seamlessflow.config import Settings
+from seamlessflow.core.policies import Command, Pause, PipelineState, Resume, get_policy
+from seamlessflow.core.resources import ResourceState
+from seamlessflow.core.scheduler import Scheduler
+from seamlessflow.kafka.clients import consumer_config
+from seamlessflow.kafka.dead_letters import DeadLetters
+from seamlessflow.kafka.io import MessageProducer
+from seamlessflow.messages import (
+    CommandAck,
+    ControlCommand,
+    EpisodeEnd,
+    ResourceStatus,
+    Task,
+    Trajectory,
+    WeightVersion,
+    new_id,
+    now_ms,
+)
+from seamlessflow.scheduler.commands import describe, to_message
+from seamlessflow.scheduler.manager import RolloutManager, task_set
+from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions, manager_options, scheduler_options
+from seamlessflow.scheduler.proxy_sync import ProxySync
+from seamlessflow.scheduler.reading import records_until
+from seamlessflow.scheduler.view import ClusterView
+from seamlessflow.topics import Topics
+
+log = logging.getLogger("seamlessflow.scheduler")
+
+
+class SchedulerService:
+    def __init__(self, settings: Settings, options: SchedulerOptions | None = None,
+                 manager: ManagerOptions | None = None, codec: Codec | None = None,
+                 clock: Callable[[], float] = time.monotonic):
+        self.settings, self.clock = settings, clock
+        self.options = options or scheduler_options(settings)
+        manager = manager or manager_options(settings)
+        self.codec = codec or codec_for(settings)
+        self.topics = Topics(settings)
+        self.spec = get_policy(self.options.policy)
+        self.view = ClusterView(frozenset(self.options.resource_kinds), self.options.command_timeout_s,
+                                self.options.rate_window_s)
+        self.scheduler = Scheduler(self.options.policy, clock, self.options.core_config(), self.view.epochs)
+        staleness = self.spec.max_staleness if manager.max_staleness is None else manager.max_staleness
+        self.manager = RolloutManager(manager, task_set(manager), settings.team, settings.run,
+                                      self.options.batch_threshold, staleness, clock) if manager.enabled else None
+        self.proxy_sync = ProxySync(self.options.command_timeout_s)
+        self.producer = MessageProducer(settings, self.codec)
+        self.dead_letters = DeadLetters(settings, self.codec, "scheduler", self.producer.send)
+        self.published: list[ControlCommand] = []  # this process's commands, newest last (for tests/logs)
+        self._offsets: dict[tuple[str, int], int] = {}
+
+    # -- rebuild ------------------------------------------------------------------------------------------
+
+    def rebuild(self) -> None:
+        """Fold every input topic from the beginning; epochs continue above the control topic's maximum.
+
+        Reading stops at the first record produced after the rebuild began (see scheduling.reading); the
+        live consumer continues from the next offset, so nothing is skipped."""
+        started_ms = now_ms()
+        for record in records_until(self.settings, self.topics.control, self.codec, started_ms, poison=True):
+            command = self.dead_letters.decode_record(record)
+            if isinstance(command, ControlCommand):
+                issued = self.view.epochs.issued
+                issued[command.resource_id] = max(issued.get(command.resource_id, 0), command.epoch)
+        for topic in self._input_topics():
+            for record in records_until(self.settings, topic, self.codec, started_ms, poison=True):
+                message = self.dead_letters.decode_record(record)
+                if message is not None:
+                    self.fold(message)
+                self._offsets[(topic, record.partition)] = record.offset + 1
+        log.info("rebuilt: %d resources, epochs %s, version %d", len(self.view.tracked),
+                 self.view.epochs.issued, self.view.current_version)
+
+    # -- folding ------------------------------------------------------------------------------------------
+
+    def fold(self, message: Any) -> None:
+        now = self.clock()
+        if getattr(message, "team", self.settings.team) != self.settings.team:
+            return
+        if getattr(message, "run", self.settings.run) != self.settings.run:
+            return
+        if isinstance(message, ResourceStatus):
+            self.view.on_status(message, now)
+        elif isinstance(message, CommandAck):
+            self.view.on_ack(message)
+        elif isinstance(message, WeightVersion):
+            self.view.on_weights(message)
+        elif isinstance(message, Trajectory):
+            self.view.on_trajectory(now)
+            if self.manager:
+                self.manager.on_trajectory(message, self.view.current_version)
+        elif isinstance(message, Task) and self.manager:
+            self.manager.on_task(message)
+        elif isinstance(message, EpisodeEnd) and self.manager:
+            self.manager.on_episode_end(message)
+        if self.manager:
+            self.view.discount(self.manager.take_unusable(self.view.current_version))
+
+    def _input_topics(self) -> tuple[str, ...]:
+        t = self.topics
+        return (t.status, t.weights, t.tasks, t.trajectories) + ((t.session_events,) if self.manager else ())
+
+    # -- one tick -----------------------------------------------------------------------------------------
+
+    def pipeline(self) -> PipelineState:
+        buffered = self.view.trainer_figure("buffered")
+        training = self.view.trainer_figure("training")
+        outstanding = self.manager.outstanding if self.manager else 0
+        return PipelineState(
+            queued_tasks=outstanding, in_flight=outstanding,
+            buffered=int(buffered if buffered is not None else self.view.trajectories_since_version),
+            batch_threshold=self.options.batch_threshold, current_version=self.view.current_version,
+            training=bool(training), max_staleness=self.spec.max_staleness,
+            trajectory_rate=self.view.trajectory_rate(self.clock()),
+        )
+
+    def tick(self) -> list[ControlCommand]:
+        now = self.clock()
+        stamped, failed = self.scheduler.step(self.view.resources(now), self.pipeline())
+        for resource_id in failed:
+            self._publish_failed(resource_id)
+        pairs = [(item.epoch, item.command) for item in stamped]
+        proxy_commands: list[tuple[int, Command]] = []
+        if self.options.coordinate_proxy:
+            gone = {rid for rid, t in self.view.tracked.items() if t.reported.state is ResourceState.FAILED}
+            proxies = self.view.live_proxies(now, self.options.heartbeat_timeout_s)
+            pairs, proxy_commands = self.proxy_sync.filter(proxies, pairs, self.view.epochs, now, gone)
+        messages = [self._send(e, c) for e, c in proxy_commands if isinstance(c, Pause)]
+        for epoch, command in pairs:
+            messages.append(self._send(epoch, command))
+            self.view.on_issued(command, now)
+        messages += [self._send(e, c) for e, c in proxy_commands if isinstance(c, Resume)]
+        if self.manager:
+            self.manager.expire()
+            for task in self.manager.next_tasks(self.view.current_version):
+                self.producer.send(self.topics.tasks, task.group_id, task)
+                self.manager.on_task(task)
+        self._heartbeat()
+        self.producer.flush()
+        self.published += messages
+        return messages
+
+    def _send(self, epoch: int, command: Command) -> ControlCommand:
+        message = to_message(command, epoch, self.settings.team, self.settings.run, self.view.weights)
+        if isinstance(command, Resume) and command.resource_id in self.view.proxies:
+            message.weight_version = self.proxy_sync.labelled_version  # the proxy labels tokens with it
+        self.producer.send(self.topics.control, message.resource_id, message)
+        log.info("command %s", describe(message))
+        return message
+
+    def _publish_failed(self, resource_id: str) -> None:
+        """Record the verdict on the resource's own status key, so `status`, the timeline and a restarted
+        scheduler see it; a fresh heartbeat from the resource replaces it."""
+        self.view.mark_failed(resource_id)
+        last = self.view.tracked[resource_id].status
+        record = ResourceStatus(new_id(), resource_id, last.kind, list(last.capability_tags), last.active_tag,
+                                "failed", last.weight_version, {"marked_by_scheduler": 1.0}, self.settings.team,
+                                self.settings.run, now_ms(), last.engine_url, last.epoch, list(last.hardware_tags))
+        self.producer.send(self.topics.status, resource_id, record)
+        log.warning("resource %s stopped heartbeating: marked failed", resource_id)
+
+    def _heartbeat(self) -> None:
+        pipeline = self.pipeline()
+        figures = {"buffered": float(pipeline.buffered), "batch_threshold": float(pipeline.batch_threshold),
+                   "trajectory_rate": pipeline.trajectory_rate, "commands": float(len(self.published))}
+        if self.manager:
+            figures.update({k: float(v) for k, v in self.manager.figures().items()})
+        status = ResourceStatus(new_id(), self.options.resource_id, "scheduler", [], self.options.policy, "active",
+                                self.view.current_version, figures, self.settings.team, self.settings.run, now_ms())
+        self.producer.send(self.topics.status, self.options.resource_id, status)
+
+    # -- the loop -----------------------------------------------------------------------------------------
+
+    def run(self, stop: threading.Event | None = None) -> None:
+        stop = stop or threading.Event()
+        self.rebuild()
+        consumer = self._live_consumer()
+        try:
+            next_tick = self.clock()
+            while not stop.is_set():
+                wait = max(0.0, next_tick - self.clock())
+                for msg in consumer.consume(num_messages=500, timeout=wait):
+                    if msg.error():
+                        continue
+                    message = self.dead_letters.decode_message(msg)
+                    if message is not None:
+                        self.fold(message)
+                if self.clock() >= next_tick:
+                    self.tick()
+                    next_tick = self.clock() + self.options.tick_s
+        finally:
+            consumer.close()
+            self.producer.flush()
+
+    def _live_consumer(self) -> Consumer:
+        """Assigned (no group: the scheduler is a singleton), continuing where the rebuild stopped."""
+        consumer = Consumer(consumer_config(self.settings, group_id=f"scheduler-{new_id()}"))
+        assignment = []
+        for topic in self._input_topics():
+            partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
+            for partition in partitions:
+                offset = self._offsets.get((topic, partition), 0)
+                assignment.append(TopicPartition(topic, partition, offset))
+        consumer.assign(assignment)
+        return consumer
+
+
+def run_service(settings: Settings, stop: threading.Event | None = None) -> None:
+    SchedulerService(settings).run(stop)

@@ -1,0 +1,109 @@
+"""The trainer's own settings section (`trainer:` in the YAML, `SEAMLESSFLOW_TRAINER__*` in the env)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from seamlessflow.config import Settings
+from seamlessflow.core.batching import TRAINABLE_STATUSES, BatchConfig, StalenessPolicy
+from seamlessflow.core.losses import PolicyLossConfig
+
+if TYPE_CHECKING:
+    from seamlessflow.trainer.engine import MemoryOptions
+
+DEEPSPEED_CONFIGS = Path(__file__).resolve().parents[2] / "infra" / "deepspeed"
+
+
+class TrainerConfig(BaseModel):
+    """Everything the trainer process needs beyond the shared settings.
+
+    ``deepspeed`` is passed to `deepspeed.initialize` untouched: a path to a JSON file or the dict itself.
+    Its `train_micro_batch_size_per_gpu` sets how many sequences go through one forward/backward; one
+    optimizer step always consumes exactly one batch of groups (the batch threshold below), whatever
+    `gradient_accumulation_steps` says.
+    """
+
+    model_config = ConfigDict(extra="forbid")
+
+    enabled: bool = False
+    resource_id: str = "trainer-0"
+    model_path: str = ""  # HF directory, the same the rollout engines serve
+    deepspeed: str | dict[str, Any] = str(DEEPSPEED_CONFIGS / "cpu_zero1.json")
+    consumer_group: str | None = None  # default "<topic_prefix>.<team>.<run>.trainer"
+    initial_role: Literal["train", "idle"] = "train"
+    # batching (seamlessflow.core.batching)
+    group_size: int = 4
+    batch_threshold: int = 2
+    threshold_kind: Literal["groups", "tokens"] = "groups"
+    group_timeout_s: float | None = 300.0
+    max_staleness: int | None = None
+    stale_mode: Literal["drop", "downweight"] = "drop"
+    stale_decay: float = 0.5
+    success_reward: float = 1.0
+    trainable_statuses: list[str] = list(TRAINABLE_STATUSES)
+    # loss (seamlessflow.core.losses)
+    scale_by_std: bool = True
+    clip_low: float = 0.2
+    clip_high: float = 0.2
+    kl_coef: float = 0.0
+    tis_cap: float | None = None
+    # memory (seamlessflow.trainer.engine.MemoryOptions says what each does)
+    max_tokens_per_micro_batch: int | None = None
+    packing: bool | None = None  # None: only with varlen attention (flash_attention_2/3)
+    logprob_chunk_tokens: int | None = 1024
+    activation_checkpointing: bool = False
+    offload_reference: bool = False
+    attn_implementation: str | None = None  # transformers' choice when None (sdpa)
+    # data-parallel ranks (seamlessflow.trainer.launch): ranks per node; several start under torch's launcher
+    ranks: int = 1
+    nnodes: int = 1  # with more than one, every node runs the trainer with its own node_rank
+    node_rank: int = 0
+    master_addr: str = "127.0.0.1"  # node 0's address, reachable from every node
+    master_port: int = 29500
+    # weights, checkpoints, status
+    publish_every: int = 1  # steps per weight version (what engines load: the weights only, written once)
+    checkpoint_every: int = 1  # weight versions per full checkpoint (optimizer state; offsets are committed)
+    checkpoint_minutes: float | None = None  # also at the first version this long after the last checkpoint
+    keep_checkpoints: int = 2
+    keep_weight_versions: int = 3
+    heartbeat_s: float = 2.0
+    max_steps: int | None = None  # stop after this many steps (tests, benchmarks)
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> TrainerConfig:
+        return cls.model_validate(settings.section("trainer"))
+
+    def group_id(self, settings: Settings) -> str:
+        return self.consumer_group or f"{settings.topic_prefix}.{settings.team}.{settings.run}.trainer"
+
+    def deepspeed_dict(self) -> dict[str, Any]:
+        if isinstance(self.deepspeed, dict):
+            return dict(self.deepspeed)
+        return json.loads(Path(self.deepspeed).read_text())
+
+    def batch_config(self) -> BatchConfig:
+        return BatchConfig(
+            group_size=self.group_size,
+            threshold=self.batch_threshold,
+            threshold_kind=self.threshold_kind,
+            group_timeout_s=self.group_timeout_s,
+            staleness=StalenessPolicy(self.max_staleness, self.stale_mode, self.stale_decay),
+            success_reward=self.success_reward,
+            trainable_statuses=frozenset(self.trainable_statuses),
+        )
+
+    def loss_config(self) -> PolicyLossConfig:
+        return PolicyLossConfig(self.clip_low, self.clip_high, self.kl_coef, self.tis_cap)
+
+    def memory_options(self) -> MemoryOptions:
+        from seamlessflow.trainer.engine import MemoryOptions  # imports DeepSpeed: only when a trainer starts
+
+        return MemoryOptions(self.max_tokens_per_micro_batch, self.packing, self.logprob_chunk_tokens,
+                             self.activation_checkpointing, self.offload_reference, self.attn_implementation)
+
+    def work_dir(self, settings: Settings) -> Path:
+        return Path(settings.data_dir).resolve() / "trainer" / self.resource_id

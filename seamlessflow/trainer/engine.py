@@ -1,0 +1,319 @@
+"""A transformers causal LM under DeepSpeed, trained one batch of GRPO groups per optimizer step.
+
+DeepSpeed owns precision, ZeRO sharding and the optimizer (all from its JSON config). We own the
+split into micro-batches: a step's size is set by the batch threshold, not by DeepSpeed's accumulation
+count, so the accumulation boundary is set by hand on the last micro-batch, and each micro-batch loss is
+already divided by the step's total trained tokens (token-level mean over the whole step). Which
+sequences share a micro-batch is `core.micro_batches` (a token budget, packed or length-sorted).
+
+Data-parallel ranks: the leader (rank 0) computes the step's advantages and token count over the whole
+batch, splits the sequences across ranks by tokens and scatters the shares; each rank runs the same
+number of micro-batches (an idle rank runs zero-loss ones, since ZeRO's collectives run per forward and
+backward), and DeepSpeed's all-reduce averages the gradients, so each rank's loss is divided by the
+step's tokens over the world size: the sum of the shares is the one-rank loss, and so is the update.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import deepspeed
+import torch
+
+from seamlessflow.core.batching import KeptGroup, TrajectorySample
+from seamlessflow.core.losses import (
+    PolicyLoss,
+    PolicyLossConfig,
+    group_relative_advantages,
+    logprob_abs_diff,
+    ppo_clip_loss,
+    reward_stats,
+)
+from seamlessflow.core.micro_batches import plan_micro_batches, split_across_ranks
+from seamlessflow.trainer.model import TokenLogprobModel, load_causal_lm, zero_stage
+from seamlessflow.trainer.ops import preload_ops
+from seamlessflow.trainer.ranks import RankGroup
+from seamlessflow.trainer.samples import MicroBatch, collate
+
+log = logging.getLogger("seamlessflow.trainer.engine")
+
+
+VARLEN_ATTENTION = ("flash_attention_2", "flash_attention_3")
+
+
+@dataclass(frozen=True)
+class MemoryOptions:
+    """How a step is cut up and what is kept for the backward (the `trainer:` settings of the same names).
+
+    ``max_tokens_per_micro_batch``: token positions per forward/backward (padding included when not
+    packed); None keeps DeepSpeed's `train_micro_batch_size_per_gpu` sequences per micro-batch.
+    ``packing``: sequences end to end in one row, when the model confines attention to each (checked at
+    start); otherwise rows padded to their length-sorted neighbours. None (auto) packs only with varlen
+    attention (`attn_implementation` flash_attention_2/3), whose work is the sum of each sequence's
+    length squared; True packs with any attention, and sdpa/eager then attend through a block-diagonal
+    mask over the whole row: the same numbers, but attention work and mask memory grow with the row's
+    length squared. ``attn_implementation``:
+    passed to transformers (None: its default, sdpa). ``logprob_chunk_tokens``: positions
+    per chunk of LM head + log-softmax (`core.losses.token_logprobs`). ``activation_checkpointing``:
+    recompute each decoder layer in the backward (HF gradient checkpointing). ``offload_reference``: the
+    KL reference model (loaded only when `kl_coef` > 0) keeps its weights in host memory and streams them
+    layer by layer (a ZeRO-3 inference engine with parameter offload); under a ZeRO-3 training config
+    the reference is sharded like the policy either way.
+    """
+
+    max_tokens_per_micro_batch: int | None = None
+    packing: bool | None = None
+    logprob_chunk_tokens: int | None = 1024
+    activation_checkpointing: bool = False
+    offload_reference: bool = False
+    attn_implementation: str | None = None
+
+
+@dataclass
+class StepMetrics:
+    """What one optimizer step did; `figures()` gives the ResourceStatus form."""
+
+    loss: float
+    reward_mean: float
+    reward_std: float
+    groups: int
+    sequences: int
+    tokens_trained: int
+    logprob_abs_diff: float
+    clip_fraction: float
+    kl_mean: float
+    step_time_s: float
+
+    def figures(self) -> dict[str, float]:
+        return {k: float(v) for k, v in vars(self).items()}
+
+
+@dataclass
+class StepShare:
+    """One rank's part of an optimizer step. Advantages are relative to each group and the normaliser is
+    the whole step's token count, so both are computed by the leader over the whole batch and travel
+    with the sequences; the batch figures (groups, rewards) travel so every rank reports the same step."""
+
+    samples: list[TrajectorySample]
+    advantages: list[float]
+    weights: list[float]
+    total_tokens: int
+    groups: int
+    sequences: int
+    reward_mean: float
+    reward_std: float
+
+
+def init_distributed() -> None:
+    """gloo on CPU, NCCL on GPU. Under a launcher (deepspeed, torchrun) its env decides; a lone process
+    gets a single-rank group on a free local port, passed directly (not as MASTER_PORT in the env, which
+    child processes would inherit and then collide on)."""
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return
+    backend = "nccl" if torch.cuda.is_available() else "gloo"
+    if "RANK" in os.environ and "WORLD_SIZE" in os.environ:
+        if torch.cuda.is_available():  # before ZeRO-3 builds shards on "the current device"
+            torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+        deepspeed.init_distributed(dist_backend=backend)
+    else:
+        os.environ.setdefault("LOCAL_RANK", "0")  # deepspeed.initialize insists on it
+        deepspeed.init_distributed(dist_backend=backend, auto_mpi_discovery=False, rank=0, world_size=1,
+                                   init_method=f"tcp://127.0.0.1:{_free_port()}")
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def forward_logprobs(model, batch: MicroBatch) -> torch.Tensor:
+    """Logprobs [rows, T] from a `TokenLogprobModel` (or a DeepSpeed engine around one)."""
+    return model(input_ids=batch.tokens, attention_mask=batch.attention_mask, position_ids=batch.position_ids)
+
+
+def micro_batch_loss(model, batch: MicroBatch, advantages: torch.Tensor, weights: torch.Tensor, total_tokens: int,
+                     config: PolicyLossConfig, reference=None, ranks: int = 1) -> tuple[PolicyLoss, torch.Tensor]:
+    """The step's loss share of one micro-batch (padded or packed: the same numbers) and its logprobs;
+    ``ranks`` data-parallel ranks whose gradients DeepSpeed averages (so each share counts ``ranks`` times)."""
+    logprobs = forward_logprobs(model, batch)
+    ref = None
+    if reference is not None:
+        with torch.no_grad():
+            ref = forward_logprobs(reference, batch)
+    out = ppo_clip_loss(
+        logprobs, batch.logprobs, batch.per_token(advantages), batch.loss_mask, config, ref_logprobs=ref,
+        sample_weights=batch.per_token(weights), normaliser=max(total_tokens, 1) / ranks,
+    )
+    return out, logprobs
+
+
+def reference_config(ds_config: dict[str, Any], offload: bool) -> dict[str, Any]:
+    """A forward-only ZeRO-3 config for the reference model: the policy's precision and micro-batch size,
+    parameters partitioned across ranks and, with ``offload``, kept in pinned host memory."""
+    zero: dict[str, Any] = {"stage": 3}
+    if offload:
+        zero["offload_param"] = {"device": "cpu", "pin_memory": True}
+    config: dict[str, Any] = {key: ds_config[key] for key in ("bf16", "fp16", "train_micro_batch_size_per_gpu")
+                              if key in ds_config}
+    return {**config, "gradient_accumulation_steps": 1, "zero_optimization": zero,
+            "steps_per_print": 1_000_000, "wall_clock_breakdown": False}
+
+
+DEFAULT_LOSS = PolicyLossConfig()  # shared default: the engine never mutates its loss configuration
+
+class PolicyEngine:
+    """Loads the model from an HF directory and wraps it with `deepspeed.initialize`."""
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        ds_config: dict[str, Any],
+        loss_config: PolicyLossConfig = DEFAULT_LOSS,
+        scale_by_std: bool = True,
+        options: MemoryOptions = MemoryOptions(),
+    ):
+        self.loss_config = loss_config
+        self.scale_by_std = scale_by_std
+        self.options = options
+        preload_ops()  # under a lock that survives a killed build (see training/ops.py)
+        init_distributed()  # before loading: ZeRO-3 partitions the model as it is built
+        self.ranks = RankGroup()
+        model = load_causal_lm(model_path, ds_config, options.activation_checkpointing, options.attn_implementation)
+        self.pad_id = model.config.pad_token_id or 0
+        wrapped = TokenLogprobModel(model, options.logprob_chunk_tokens)
+        self.engine, _, _, _ = deepspeed.initialize(model=wrapped, model_parameters=wrapped.parameters(),
+                                                    config=ds_config)
+        self.reference = self._load_reference(model_path, ds_config) if loss_config.kl_coef > 0 else None
+        varlen = model.config._attn_implementation in VARLEN_ATTENTION
+        wanted = varlen if options.packing is None else options.packing
+        self.packing = wanted and self._packing_confines_attention()
+
+    def _load_reference(self, model_path, ds_config: dict[str, Any]):
+        """The frozen start model for the KL term, in the training dtype; offloaded or sharded as asked."""
+        sharded = self.options.offload_reference or zero_stage(ds_config) == 3
+        config = reference_config(ds_config, self.options.offload_reference) if sharded else ds_config
+        model = load_causal_lm(model_path, config, attn_implementation=self.options.attn_implementation)
+        ref = TokenLogprobModel(model, self.options.logprob_chunk_tokens).requires_grad_(False)
+        if not sharded:
+            return ref.to(self.engine.device).eval()
+        engine, _, _, _ = deepspeed.initialize(model=ref, config=config)
+        engine.eval()
+        return engine
+
+    @torch.no_grad()
+    def _packing_confines_attention(self) -> bool:
+        """Packing is only right if the model keeps each sequence's attention to itself when given
+        restarting position ids and no mask. Two short sequences tell: packed, their logprobs must match
+        those computed apart far more closely than those of the same row attended as one sequence (a
+        relative test, so bf16 noise on a large model does not fail it)."""
+        pair = [TrajectorySample(f"probe{i}", "", "", tuple(t), (1,) * 5, (0.0,) * 5, (0,) * 5, 0.0)
+                for i, t in enumerate(((3, 1, 4, 1, 5), (2, 7, 1, 8, 2)))]
+        was_training = self.engine.module.training
+        self.engine.module.eval()
+        packed = collate(pair, self.pad_id, packed=True).to(self.engine.device)
+        apart = self._forward(collate(pair, self.pad_id).to(self.engine.device))[:, 1:].float()
+        error = lambda lp: float((lp.view(2, 5)[:, 1:].float() - apart).abs().max())  # noqa: E731
+        confined = error(self._forward(packed))
+        leaked = error(self.engine(input_ids=packed.tokens, attention_mask=torch.ones_like(packed.tokens),
+                                   position_ids=packed.position_ids))
+        self.engine.module.train(was_training)
+        log.info("packing probe: max |packed - apart| %.2g, attended as one row %.2g", confined, leaked)
+        return confined < 0.1 * leaked
+
+    def _forward(self, batch: MicroBatch) -> torch.Tensor:
+        return forward_logprobs(self.engine, batch)
+
+    @property
+    def module(self) -> torch.nn.Module:
+        """The HF model (for `save_pretrained`); its parameters are the engine's."""
+        return self.engine.module.causal_lm
+
+    def train_step(self, groups: list[KeptGroup] | None) -> StepMetrics:
+        """One optimizer step over every sample of ``groups``, all ranks together: the leader passes the
+        batch (other ranks None) and every rank trains its token-balanced share; the figures are the step's."""
+        shares = self.split_step(groups or [], self.ranks.world) if self.ranks.leader else None
+        return self.train_share(self.ranks.scatter(shares))
+
+    def split_step(self, groups: list[KeptGroup], ranks: int) -> list[StepShare]:
+        """The batch cut into ``ranks`` shares, balanced by tokens (`core.micro_batches.split_across_ranks`)."""
+        samples = [s for g in groups for s in g.samples]
+        weights = [w for g in groups for w in g.weights]
+        index = torch.tensor([i for i, g in enumerate(groups) for _ in g.samples])
+        rewards = torch.tensor([s.reward for s in samples])
+        advantages = group_relative_advantages(rewards, index, self.scale_by_std).tolist()
+        total_tokens = sum(max(s.trained_tokens - s.loss_mask[0], 0) for s in samples)
+        reward_mean, reward_std = reward_stats(rewards.tolist())
+        return [StepShare([samples[i] for i in chosen], [advantages[i] for i in chosen], [weights[i] for i in chosen],
+                          total_tokens, len(groups), len(samples), reward_mean, reward_std)
+                for chosen in split_across_ranks([len(s.tokens) for s in samples], ranks)]
+
+    def train_share(self, share: StepShare) -> StepMetrics:
+        """This rank's forward/backward passes and the common optimizer step."""
+        start = time.perf_counter()
+        samples, advantages, weights = share.samples, torch.tensor(share.advantages), torch.tensor(share.weights)
+        self.engine.train()
+        plan = self.plan(samples) if samples else []
+        count = self.ranks.max(len(plan))
+        totals = [0.0] * 5  # loss, tokens, then diff, clip and kl weighted by tokens
+        for n in range(count):
+            self.engine.set_gradient_accumulation_boundary(n == count - 1)
+            if n < len(plan):
+                chosen = plan[n]
+                part = self._micro_step([samples[i] for i in chosen], advantages[chosen], weights[chosen],
+                                        share.total_tokens)
+            else:
+                part = self._micro_step([self._idle_sample()], torch.zeros(1), torch.zeros(1), share.total_tokens)
+            totals = [t + x * (part[1] if k > 1 else 1) for k, (t, x) in enumerate(zip(totals, part, strict=True))]
+        self.engine.step()
+        loss, tokens, *weighted = self.ranks.sum(totals)
+        diff, clip, kl = (w / max(tokens, 1) for w in weighted)
+        return StepMetrics(
+            loss=loss / self.ranks.world, reward_mean=share.reward_mean, reward_std=share.reward_std,
+            groups=share.groups, sequences=share.sequences, tokens_trained=int(tokens), logprob_abs_diff=diff,
+            clip_fraction=clip, kl_mean=kl, step_time_s=time.perf_counter() - start,
+        )
+
+    def _idle_sample(self) -> TrajectorySample:
+        """Two padding tokens, nothing trained: a zero-loss micro-batch for a rank with fewer than the others."""
+        return TrajectorySample("idle", "", "", (self.pad_id,) * 2, (0, 0), (0.0, 0.0), (-1, -1), 0.0)
+
+    def plan(self, samples: list[TrajectorySample]) -> list[list[int]]:
+        """Indices of ``samples`` per micro-batch (see `core.micro_batches`)."""
+        budget = self.options.max_tokens_per_micro_batch
+        per_gpu = None if budget is not None else self.engine.train_micro_batch_size_per_gpu()
+        return plan_micro_batches([len(s.tokens) for s in samples], budget, per_gpu, self.packing)
+
+    def _micro_step(self, samples, advantages, weights, total_tokens) -> tuple[float, int, float, float, float]:
+        batch = collate(samples, self.pad_id, packed=self.packing).to(self.engine.device)
+        out, logprobs = micro_batch_loss(self.engine, batch, advantages, weights, total_tokens, self.loss_config,
+                                         self.reference, self.ranks.world)
+        self.engine.backward(out.loss, scale_wrt_gas=False)
+        diff = logprob_abs_diff(logprobs, batch.logprobs, batch.loss_mask)
+        return float(out.loss.detach()), out.tokens, diff, out.clip_fraction, out.kl_mean
+
+    def save_checkpoint(self, directory: Path, tag: str, client_state: dict[str, Any]) -> None:
+        self.engine.save_checkpoint(str(directory), tag=tag, client_state=client_state)
+
+    def load_checkpoint(self, directory: Path) -> dict[str, Any] | None:
+        """Restores model and optimizer from the latest tag; returns its client state (None if none)."""
+        if not (Path(directory) / "latest").exists():
+            return None
+        path, client_state = self.engine.load_checkpoint(str(directory))
+        return client_state if path is not None else None
+
+    def state_dict_for_export(self) -> dict[str, torch.Tensor] | None:
+        """Under ZeRO-3 the shards gathered into one consolidated state dict in the training dtype (bf16 on
+        GPU configs: the 16-bit copy engines load), held on rank 0 only; DeepSpeed's `save_16bit_model`
+        does the same gather (`stage3_gather_16bit_weights_on_model_save`), we write it as safetensors.
+        None otherwise (the module holds the weights whole, already in the training dtype)."""
+        if self.engine.zero_optimization_stage() == 3:
+            return self.engine._zero3_consolidated_16bit_state_dict()
+        return None

@@ -1,0 +1,293 @@
+"""The trainer loop: trajectories in, one DeepSpeed step per batch of groups, weights and records out.
+
+Per step, in this order, so a crash at any point replays and never skips:
+1. train on a batch (optimizer step);
+2. every `publish_every` steps: save the weights as version N+1 (once, in the training dtype: what the
+   engines load) and publish the WeightVersion record;
+3. every `checkpoint_every` versions or `checkpoint_minutes` (whichever comes first): save a checkpoint
+   (model, optimizer, step, version, offsets to commit, ids already finished above them), then commit
+   the offsets. Offsets move only with checkpoints: a crash loses the steps since the last checkpoint and
+   replays their trajectories; versions published since keep their numbers (the restart numbers on from
+   the newest version on disk, and re-publishes it).
+
+With several data-parallel ranks, rank 0 (the leader) is the trainer above: it alone reads Kafka and the
+control topic, forms batches, writes weights, publishes and commits. Every loop turn it broadcasts an
+order to the other ranks (nothing, step, export, checkpoint, stop: seamlessflow/trainer/follower.py); they follow with their share of the step and
+their part of the collective saves (ZeRO-3's gather of the weights, DeepSpeed's checkpoint).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import signal
+import time
+
+from seamlessflow.avro import codec_for
+from seamlessflow.config import Settings
+from seamlessflow.core.batching import BatchBuilder, Counters
+from seamlessflow.kafka.dead_letters import DeadLetters
+from seamlessflow.kafka.io import MessageProducer
+from seamlessflow.messages import ResourceStatus, WeightVersion, new_id, now_ms
+from seamlessflow.topics import Topics
+from seamlessflow.trainer.config import TrainerConfig
+from seamlessflow.trainer.control import ControlListener, ControlState
+from seamlessflow.trainer.engine import PolicyEngine, StepMetrics
+from seamlessflow.trainer.follower import follow
+from seamlessflow.trainer.samples import sample_from_record
+from seamlessflow.trainer.source import Incoming, TrajectorySource
+from seamlessflow.trainer.weights import (
+    latest_version,
+    prune_versions,
+    save_weights,
+    version_dir,
+)
+
+log = logging.getLogger("seamlessflow.trainer")
+
+
+class Trainer:
+    def __init__(self, settings: Settings, config: TrainerConfig | None = None):
+        self.settings = settings
+        self.config = config or TrainerConfig.from_settings(settings)
+        self.topics = Topics(settings)
+        self.codec = codec_for(settings)
+        self.work = self.config.work_dir(settings)
+        self.weights_root = self.work / "weights"
+        self.checkpoints = self.work / "checkpoints"
+        self.steps_log = self.work / "steps.jsonl"
+        self.work.mkdir(parents=True, exist_ok=True)
+        self.control = ControlState(self.config.resource_id, settings.team, settings.run, self.config.initial_role)
+        self.engine = PolicyEngine(self.config.model_path, self.config.deepspeed_dict(),
+                                   self.config.loss_config(), self.config.scale_by_std, self.config.memory_options())
+        self.ranks = self.engine.ranks
+        if self.ranks.leader:  # rank 0 alone talks to Kafka; the other ranks never touch these
+            self.producer = MessageProducer(settings, self.codec)
+            self.dead_letters = DeadLetters(settings, self.codec, "trainer", self.producer.send)
+        self.step, self.version = 0, 0
+        self.last_metrics: StepMetrics | None = None
+        self.busy_s = 0.0  # seconds in optimizer steps and publishing (heartbeat figure; timeline's train time)
+        self.stopping = False
+        restored = self.engine.load_checkpoint(self.checkpoints) or {}
+        self._restore(restored)
+
+    def _restore(self, state: dict) -> None:
+        self.step = int(state.get("sf_step", 0))
+        self.version = max(int(state.get("sf_version", 0)), latest_version(self.weights_root))
+        self._checkpointed = (self.step, time.monotonic())
+        self._checkpointed_version = self.version
+        if not self.ranks.leader:
+            return
+        self._truncate_step_log()
+        start_offsets = {int(p): int(o) for p, o in state.get("sf_offsets", {}).items()}
+        self.builder = BatchBuilder(self.config.batch_config(), seen_ids=set(state.get("sf_finished_ids", [])))
+        self.builder.too_easy_tasks.update(state.get("sf_too_easy", []))
+        self._counters_at_step = Counters()
+        self._offsets_by_id: dict[str, tuple[int, int]] = {}  # held samples -> where to finish them
+        self._trained_since_publish: list[dict] = []
+        self.source = TrajectorySource(self.settings, self.codec, self.topics.trajectories,
+                                       self.config.group_id(self.settings), self.dead_letters, start_offsets)
+        log.info("trainer %s at step %d, version %d, offsets %s, %d rank(s)", self.config.resource_id, self.step,
+                 self.version, start_offsets, self.ranks.world)
+
+    # -- the loop ---------------------------------------------------------------------------------------
+
+    def run(self) -> int:
+        if not self.ranks.leader:
+            return follow(self.ranks, self.engine, self.checkpoints)
+        listener = ControlListener(self.settings, self.codec, self.topics.control, self.config.resource_id,
+                                   self.dead_letters)
+        restored = self.control.restore(listener.catch_up())
+        if restored is not None:
+            self._apply(restored)
+        if self.version > 0:
+            self._publish_version()  # idempotent: a crash may have come between checkpoint and publish
+        next_beat = 0.0
+        try:
+            while not self.stopping:
+                for command in listener.poll():
+                    self._apply(command)
+                if time.monotonic() >= next_beat:
+                    self._heartbeat("active")
+                    next_beat = time.monotonic() + self.config.heartbeat_s
+                self._take(self.source.poll(0.2))
+                started = time.perf_counter()
+                if self.control.role == "train" and self._train_if_ready():
+                    self.busy_s += time.perf_counter() - started
+                    if self.config.max_steps is not None and self.step >= self.config.max_steps:
+                        break
+                else:
+                    self.ranks.broadcast(None)  # followers wait in this call; a turn without work still ends it
+            if self.step > self._checkpointed[0]:  # a clean stop keeps what was trained since the last one
+                self._checkpoint_and_commit()
+        finally:
+            self._stop_followers()
+            self._heartbeat("stopped")
+            self.producer.flush()
+            listener.close()
+            self.source.close()
+        return 0
+
+    def _stop_followers(self) -> None:
+        """Lets the followers exit cleanly; if a rank died the group is already broken and the launcher
+        stops the rest, so a failure here changes nothing."""
+        try:
+            self.ranks.broadcast(("stop",))
+        except Exception as exc:  # noqa: BLE001  a dead peer: gloo raises whatever its transport saw
+            log.warning("could not tell the other ranks to stop: %s", exc)
+
+    def _take(self, records: list[Incoming]) -> None:
+        """Feeds records to the batch builder; anything it will not train is finished at once."""
+        if self.source.revoked:
+            self._rebuild_after_revoke()
+        now = time.time()
+        for item in records:
+            if self.builder.add(sample_from_record(item.trajectory), now):
+                self._offsets_by_id[item.trajectory.event_id] = (item.partition, item.offset)
+            else:
+                self.source.tracker.finish(item.partition, item.offset)
+
+    def _rebuild_after_revoke(self) -> None:
+        """Partitions moved: held samples are dropped and read again from the committed offsets."""
+        self.builder.forget_pending()
+        self._offsets_by_id = {}
+        self.source.revoked = False
+
+    def _finish(self, trajectory_ids) -> None:
+        for tid in trajectory_ids:
+            where = self._offsets_by_id.pop(tid, None)
+            if where is not None:
+                self.source.tracker.finish(*where)
+
+    def _train_if_ready(self) -> bool:
+        result = self.builder.poll(self.version, time.time())
+        self._finish(s.trajectory_id for s in result.discarded)
+        if not result.batch:
+            return False
+        self.ranks.broadcast(("step",))
+        metrics = self.engine.train_step(result.batch)
+        self.step += 1
+        trained = [s.trajectory_id for g in result.batch for s in g.samples]
+        self._finish(trained)
+        self._trained_since_publish.append({"step": self.step, "trajectory_ids": trained,
+                                            "tokens_trained": metrics.tokens_trained, "reward_mean": metrics.reward_mean,
+                                            "finished_at_ms": now_ms()})
+        self.last_metrics = metrics
+        counts = self.builder.counters.minus(self._counters_at_step)
+        self._counters_at_step = Counters(**vars(self.builder.counters))
+        log.info("step %d: %s | %s", self.step, _fmt(metrics.figures()), _fmt(vars(counts)))
+        if self.step % self.config.publish_every == 0:
+            self._publish_step()
+        return True
+
+    def _publish_step(self) -> None:
+        start = time.perf_counter()
+        self.version += 1
+        self.ranks.broadcast(("export",))
+        save_weights(self.engine.module, self.weights_root, self.version, self.config.model_path,
+                     self.engine.state_dict_for_export())
+        self._publish_version()
+        for entry in self._trained_since_publish:
+            entry.setdefault("version", self.version)  # the first version whose weights include that step
+        prune_versions(self.weights_root, self.config.keep_weight_versions, protect=self.version)
+        self.publish_time_s = time.perf_counter() - start
+        log.info("published version %d in %.2f s", self.version, self.publish_time_s)
+        versions_since = self.version - self._checkpointed_version
+        minutes = self.config.checkpoint_minutes
+        if versions_since >= self.config.checkpoint_every or (
+                minutes is not None and time.monotonic() - self._checkpointed[1] >= minutes * 60):
+            self._checkpoint_and_commit()
+
+    def _checkpoint_and_commit(self) -> None:
+        """A full checkpoint (every rank saves its part), then the offsets it carries are committed."""
+        start = time.perf_counter()
+        self.ranks.broadcast(("checkpoint", self._checkpoint_tag()))
+        self._checkpoint()
+        self.source.commit()
+        self._checkpointed = (self.step, time.monotonic())
+        self._checkpointed_version = self.version
+        self.checkpoint_time_s = time.perf_counter() - start
+        log.info("checkpoint at step %d (version %d) in %.2f s", self.step, self.version, self.checkpoint_time_s)
+
+    def _checkpoint(self) -> None:
+        tracker = self.source.tracker
+        state = {
+            "sf_step": self.step, "sf_version": self.version,
+            "sf_offsets": {str(p): o for p, o in tracker.commit_points().items()},
+            "sf_finished_ids": tracker.finished_above_commit(),
+            "sf_too_easy": sorted(self.builder.too_easy_tasks),
+        }
+        self._log_steps()
+        self.engine.save_checkpoint(self.checkpoints, self._checkpoint_tag(), state)
+        (self.work / "too_easy_tasks.json").write_text(json.dumps(sorted(self.builder.too_easy_tasks)))
+        tags = sorted(p for p in self.checkpoints.glob("step*") if p.is_dir())
+        for old in tags[:-self.config.keep_checkpoints]:
+            shutil.rmtree(old, ignore_errors=True)
+
+    def _checkpoint_tag(self) -> str:
+        return f"step{self.step:08d}"
+
+    def _log_steps(self) -> None:
+        """Appends which ids each step trained to `steps.jsonl`, just before the checkpoint that makes
+        those steps durable; lines past the restored step are cut at start (`_truncate_step_log`)."""
+        with open(self.steps_log, "a") as out:
+            for entry in self._trained_since_publish:
+                out.write(json.dumps({"version": self.version, **entry}) + "\n")
+            out.flush()
+            os.fsync(out.fileno())
+        self._trained_since_publish = []
+
+    def _truncate_step_log(self) -> None:
+        if not self.steps_log.exists():
+            return
+        lines = self.steps_log.read_text().splitlines()
+        kept = [line for line in lines if line.strip() and json.loads(line)["step"] <= self.step]
+        self.steps_log.write_text("".join(line + "\n" for line in kept))
+
+    # -- records ----------------------------------------------------------------------------------------
+
+    def _publish_version(self) -> None:
+        record = WeightVersion(
+            event_id=f"{self.settings.run}/{self.config.resource_id}/v{self.version}", version=self.version,
+            uri=version_dir(self.weights_root, self.version).as_uri(), step=self.step, format="hf-safetensors",
+            trainer_id=self.config.resource_id, team=self.settings.team, run=self.settings.run,
+            created_at_ms=now_ms(),
+        )
+        self.producer.send_and_wait(self.topics.weights, self.settings.run, record)
+
+    def _apply(self, command) -> None:
+        decision = self.control.decide(command)
+        if decision.role is not None:
+            self.source.set_paused(decision.role != "train")
+            log.info("role -> %s (epoch %d)", decision.role, command.epoch)
+        if decision.shutdown:
+            self.stopping = True
+        self.producer.send(self.topics.status, f"{self.config.resource_id}/ack", decision.ack)
+        self._heartbeat("active")
+
+    def _heartbeat(self, state: str) -> None:
+        figures = {"step": float(self.step), "pending_samples": float(len(self.builder.pending_samples)),
+                   "too_easy_tasks": float(len(self.builder.too_easy_tasks)),
+                   "publish_time_s": float(getattr(self, "publish_time_s", 0.0)),
+                   "checkpoint_time_s": float(getattr(self, "checkpoint_time_s", 0.0)),
+                   "busy_s": self.busy_s, "ranks": float(self.ranks.world)}
+        figures.update({f"total_{k}": float(v) for k, v in vars(self.builder.counters).items()})
+        if self.last_metrics is not None:
+            figures.update(self.last_metrics.figures())
+        status = ResourceStatus(
+            event_id=new_id(), resource_id=self.config.resource_id, kind="trainer", capability_tags=["train"],
+            active_tag=self.control.role, state=state, weight_version=self.version, figures=figures,
+            team=self.settings.team, run=self.settings.run, created_at_ms=now_ms(), epoch=max(self.control.epoch, 0),
+        )
+        self.producer.send(self.topics.status, self.config.resource_id, status)
+
+def _fmt(values: dict) -> str:
+    return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
+
+
+def run(settings: Settings) -> int:
+    trainer = Trainer(settings)
+    signal.signal(signal.SIGTERM, lambda *_: setattr(trainer, "stopping", True))
+    return trainer.run()

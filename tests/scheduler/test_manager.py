@@ -1,0 +1,219 @@
+"""The rollout manager's pacing: in-flight bound, staleness bound, finished and lost groups."""
+
+from seamlessflow.messages import Trajectory
+from seamlessflow.scheduler.manager import RolloutManager, task_set
+from seamlessflow.scheduler.options import ManagerOptions
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def manager(clock=None, batch_threshold=100, max_staleness=1, **options) -> RolloutManager:
+    opts = ManagerOptions(**{"group_size": 2, "demo_count": 3, **options})
+    return RolloutManager(opts, task_set(opts), "default", "default", batch_threshold, max_staleness, clock or Clock())
+
+
+def publish(m: RolloutManager, version: int = 0) -> list[str]:
+    tasks = m.next_tasks(version)
+    for task in tasks:
+        m.on_task(task)
+    return [t.task_id for t in tasks]
+
+
+def trajectory(group_id: str, session: str, branch: int = 0, reward: float | None = None) -> Trajectory:
+    """Rewards differ across sessions by default (a group with signal)."""
+    reward = float(len(session)) if reward is None else reward
+    return Trajectory(f"{session}/{branch}", session, branch, group_id, "t", "default", "default", [1, 2, 3],
+                      [0, 1, 1], [0.0, -0.1, -0.1], [-1, 0, 0], reward, "done", 1, 0, 0)
+
+
+def test_publishes_up_to_the_in_flight_bound_and_cycles_the_task_set():
+    m = manager(max_in_flight=4)
+    assert publish(m) == ["arith-0-0.r0", "arith-0-1.r0", "arith-0-2.r0", "arith-0-0.r1"]
+    assert publish(m) == []
+    task = m.next_tasks(1)  # nothing: the bound is on groups in flight, not on versions
+    assert task == []
+
+
+def test_task_payload_fits_the_example_agents():
+    import json
+    [task] = manager(max_in_flight=1).next_tasks(0)
+    payload = json.loads(task.payload_json)
+    assert task.prompt == f"What is {payload['expression']}?" and str(eval(payload["expression"])) == payload["answer"]
+    assert (task.group_id, task.group_size, task.kind) == ("default.arith-0-0.r0", 2, "arithmetic")
+
+
+def test_a_group_finishes_on_distinct_sessions_forks_count_once():
+    m = manager(max_in_flight=1)
+    [task_id] = publish(m)
+    group = f"default.{task_id}"
+    assert not m.on_trajectory(trajectory(group, "s1", 0))
+    assert not m.on_trajectory(trajectory(group, "s1", 1))  # a fork of the same session
+    assert m.on_trajectory(trajectory(group, "s2"))
+    assert (m.finished, m.outstanding) == (1, 0)
+    assert publish(m) == ["arith-0-1.r0"]
+
+
+def test_staleness_bound_waits_for_the_trainer():
+    # batch of 4 trajectories = 2 groups; colocated (staleness 0) allows one batch per version
+    m = manager(batch_threshold=4, max_staleness=0, max_in_flight=10)
+    assert len(publish(m, version=0)) == 2
+    for task_id in ("arith-0-0.r0", "arith-0-1.r0"):
+        for session, reward in (("a", 1.0), ("b", 0.0)):
+            m.on_trajectory(trajectory(f"default.{task_id}", task_id + session, reward=reward))
+    assert publish(m, version=0) == []
+    assert len(publish(m, version=1)) == 2
+
+
+def test_a_group_the_trainer_will_skip_frees_its_slot_instead_of_stalling_the_batch():
+    """Equal rewards (or fewer than two trainable sessions) give no advantage: the trainer skips the group,
+    so counting it towards the staleness bound would leave the trainer one group short for good."""
+    m = manager(batch_threshold=4, max_staleness=0, max_in_flight=10)
+    first, second = publish(m, version=0)
+    for session, reward in (("a", 1.0), ("b", 0.0)):
+        m.on_trajectory(trajectory(f"default.{first}", first + session, reward=reward))
+    for session in ("a", "b"):
+        m.on_trajectory(trajectory(f"default.{second}", second + session, reward=0.5))
+    assert (m.finished, m.no_signal) == (2, 1)
+    assert len(publish(m, version=0)) == 1  # the replacement for the skipped group
+    assert publish(m, version=0) == []
+
+
+def test_failed_sessions_do_not_count_as_signal():
+    from seamlessflow.messages import EpisodeEnd
+
+    m = manager(max_in_flight=1)
+    [task_id] = publish(m)
+    group = f"default.{task_id}"
+    m.on_episode_end(EpisodeEnd("s1.end", "s1", "default", "default", 0.0, "failed", "{}", 0, 1, group_id=group))
+    m.on_episode_end(EpisodeEnd("s2.end", "s2", "default", "default", 1.0, "done", "{}", 0, 1, group_id=group))
+    assert (m.finished, m.no_signal, m.outstanding) == (1, 1, 0)
+
+
+def test_silent_group_is_given_up_after_timeout():
+    clock = Clock()
+    m = manager(clock, max_in_flight=1, task_timeout_s=60)
+    [task_id] = publish(m)
+    clock.now = 61
+    assert m.expire() == [f"default.{task_id}"]
+    assert (m.lost, m.outstanding) == (1, 0)
+    assert not m.on_trajectory(trajectory(f"default.{task_id}", "late"))
+    assert len(publish(m)) == 1
+
+
+def test_max_tasks_and_other_runs():
+    m = manager(max_in_flight=10, max_tasks=2)
+    foreign = m.next_tasks(0)[0]
+    foreign.run = "another-run"
+    m.on_task(foreign)
+    assert m.published == 0
+    assert len(publish(m)) == 2
+    assert m.next_tasks(0) == []
+
+
+def test_sessions_that_end_without_any_call_still_close_their_group():
+    """Agents whose calls were all refused end their sessions with no trajectory to come."""
+    from seamlessflow.messages import EpisodeEnd
+
+    m = manager(max_in_flight=1)
+    [task_id] = publish(m)
+    group = f"default.{task_id}"
+
+    def end(session: str, status: str) -> EpisodeEnd:
+        return EpisodeEnd(f"{session}.end", session, "default", "default", 0.0, status, "{}", 0, 1, group_id=group)
+
+    assert not m.on_episode_end(end("s1", "aborted"))  # aborted sessions are retried: not final
+    assert not m.on_episode_end(end("s1", "failed"))
+    assert not m.on_trajectory(trajectory(group, "s1"))  # its trajectory does not count the session twice
+    assert m.on_episode_end(end("s2", "done"))
+    assert (m.finished, m.outstanding) == (1, 0)
+
+
+def test_trajectories_of_no_signal_groups_are_reported_once_whenever_they_arrive():
+    """Episode ends usually come before trajectories: the group is judged first, its trajectories later."""
+    from seamlessflow.messages import EpisodeEnd
+
+    m = manager(max_in_flight=2)
+    signal, flat = (f"default.{t}" for t in publish(m))
+    m.on_trajectory(trajectory(flat, "a", reward=0.5))
+    for session in ("a", "b"):
+        m.on_episode_end(EpisodeEnd(f"{session}.end", session, "default", "default", 0.5, "done", "{}", 0, 1,
+                                    group_id=flat))
+    assert m.take_unusable() == 1 and m.take_unusable() == 0  # "a" arrived before the verdict
+    m.on_trajectory(trajectory(flat, "b", reward=0.5))
+    m.on_trajectory(trajectory(flat, "b", branch=1, reward=0.5))  # a fork
+    for session, reward in (("x", 1.0), ("y", 0.0)):
+        m.on_trajectory(trajectory(signal, session, reward=reward))
+    assert m.take_unusable() == 2
+
+
+def test_no_signal_trajectories_from_before_a_new_version_do_not_come_out_of_its_estimate():
+    """The scheduler counts trajectories since the newest version as buffered; a group judged after a new
+    version came out only discounts the trajectories that arrived since then."""
+    m = manager(max_in_flight=2)
+    _, flat = (f"default.{t}" for t in publish(m))
+    m.on_trajectory(trajectory(flat, "a", reward=0.5), version=3)
+    m.on_trajectory(trajectory(flat, "b", reward=0.5), version=4)  # version 4 came out between the two
+    assert m.take_unusable(current_version=4) == 1 and m.take_unusable(current_version=4) == 0
+    m.on_trajectory(trajectory(flat, "b", branch=1, reward=0.5), version=4)  # a late fork of the judged group
+    assert m.take_unusable(current_version=4) == 1
+
+
+def test_a_draining_manager_publishes_nothing_but_still_finishes_what_is_in_flight():
+    m = manager(max_in_flight=2)
+    [first, _] = publish(m)
+    m.drain()
+    assert publish(m) == []
+    for session, reward in (("a", 1.0), ("b", 0.0)):
+        m.on_trajectory(trajectory(f"default.{first}", first + session, reward=reward))
+    assert (m.finished, m.outstanding) == (1, 1) and publish(m) == []
+
+
+def finish(m: RolloutManager, task_id: str, rewards: tuple[float, ...]) -> None:
+    for n, reward in enumerate(rewards):
+        m.on_trajectory(trajectory(f"default.{task_id}", f"{task_id}/s{n}", reward=reward))
+
+
+def test_a_task_a_whole_group_solved_is_skipped_in_later_cycles():
+    """SRPO history resampling: all-success groups teach nothing; failing-alike ones may later."""
+    m = manager(max_in_flight=1)
+    for expected, rewards in (("arith-0-0.r0", (1.0, 1.0)), ("arith-0-1.r0", (0.0, 0.0)),
+                              ("arith-0-2.r0", (1.0, 0.0))):
+        assert publish(m) == [expected]
+        finish(m, expected, rewards)
+    assert publish(m) == ["arith-0-1.r1"]
+    assert m.too_easy == {"arith-0-0"} and m.figures()["tasks_too_easy"] == 1
+
+
+def test_nothing_is_skipped_once_every_task_is_too_easy_or_when_resampling_is_off():
+    m = manager(max_in_flight=1)
+    for task_id in ("arith-0-0.r0", "arith-0-1.r0", "arith-0-2.r0"):
+        assert publish(m) == [task_id]
+        finish(m, task_id, (1.0, 1.0))
+    assert publish(m) == ["arith-0-0.r1"]
+    off = manager(max_in_flight=1, resample_too_easy=False)
+    for task_id in ("arith-0-0.r0", "arith-0-1.r0", "arith-0-2.r0"):
+        assert publish(off) == [task_id]
+        finish(off, task_id, (1.0, 1.0) if task_id == "arith-0-0.r0" else (1.0, 0.0))
+    assert publish(off) == ["arith-0-0.r1"]
+
+
+def test_a_restarted_manager_continues_the_cycle_where_the_last_one_stopped():
+    """The scheduler rebuilds from the topics: tasks and trajectories replayed give the same next task."""
+    first = manager(max_in_flight=1)
+    history = []
+    for rewards in ((1.0, 1.0), (1.0, 0.0), (1.0, 0.0), (1.0, 0.0)):
+        task = first.next_tasks(0)[0]
+        first.on_task(task)
+        finish(first, task.task_id, rewards)
+        history.append((task, rewards))
+    restarted = manager(max_in_flight=1)
+    for task, rewards in history:
+        restarted.on_task(task)
+        finish(restarted, task.task_id, rewards)
+    assert [t.task_id for t in restarted.next_tasks(0)] == [t.task_id for t in first.next_tasks(0)] == ["arith-0-2.r1"]

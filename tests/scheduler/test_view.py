@@ -1,0 +1,91 @@
+"""What the policy sees: heartbeat truth, or the expected resource while a command is in flight."""
+
+from seamlessflow.core.policies import LoadWeights, Pause, Resume, SetActive
+from seamlessflow.core.resources import ResourceState
+from seamlessflow.messages import CommandAck, WeightVersion
+from seamlessflow.scheduler.view import ClusterView
+from tests.scheduler.records import status
+
+FLEX = ("rollout", "train")
+
+
+def view() -> ClusterView:
+    return ClusterView(frozenset({"rollout", "trainer"}), command_timeout_s=30.0)
+
+
+def issue(v: ClusterView, command, now: float) -> int:
+    epoch = v.epochs.issue(command.resource_id)
+    v.on_issued(command, now)
+    return epoch
+
+
+def ack(rid: str, epoch: int, outcome: str = "ok") -> CommandAck:
+    return CommandAck("a", rid, "c", "set_active", epoch, outcome, "", 1.0, "default", "default", 0)
+
+
+def test_in_flight_command_shows_expected_role_as_switching():
+    v = view()
+    v.on_status(status("r1", 0, "rollout", tags=FLEX), now=0.0)
+    issue(v, SetActive("r1", "train"), now=1.0)
+    v.on_status(status("r1", 1, "rollout", tags=FLEX), now=1.5)  # heartbeat from before it applied the command
+    [seen] = v.resources(now=2.0)
+    assert (seen.active, seen.state, seen.last_heartbeat) == ("train", ResourceState.SWITCHING, 1.5)
+
+
+def test_ack_counts_once_a_later_heartbeat_arrives():
+    v = view()
+    v.on_status(status("r1", 0, "rollout", tags=FLEX), now=0.0)
+    epoch = issue(v, SetActive("r1", "train"), now=1.0)
+    v.on_ack(ack("r1", epoch))
+    assert v.resources(now=2.0)[0].state is ResourceState.SWITCHING  # old heartbeat still describes it
+    v.on_status(status("r1", 2, "train", tags=FLEX), now=2.0)
+    [seen] = v.resources(now=2.0)
+    assert (seen.active, seen.state) == ("train", ResourceState.ACTIVE)
+
+
+def test_heartbeat_epoch_catches_up_without_ack():
+    v = view()
+    v.on_status(status("r0", 0, "rollout"), now=0.0)
+    for command in (Pause("r0"), LoadWeights("r0", 1), Resume("r0")):
+        issue(v, command, now=1.0)
+    heartbeat = status("r0", 2, "rollout", version=1)
+    heartbeat.epoch = 3
+    v.on_status(heartbeat, now=2.0)
+    [seen] = v.resources(now=2.0)
+    assert (seen.state, seen.weight_version) == (ResourceState.ACTIVE, 1)
+
+
+def test_rejected_or_timed_out_command_stops_blocking():
+    v = view()
+    v.on_status(status("r0", 0, "rollout"), now=0.0)
+    epoch = issue(v, SetActive("r0", "train"), now=1.0)
+    v.on_ack(ack("r0", epoch, outcome="rejected"))
+    assert v.resources(now=1.0)[0].active == "rollout"
+    issue(v, SetActive("r0", "train"), now=2.0)
+    assert v.resources(now=2.0 + 29)[0].state is ResourceState.SWITCHING
+    assert v.resources(now=2.0 + 31)[0].state is ResourceState.ACTIVE
+
+
+def test_resource_that_applied_newer_epochs_moves_the_book_up():
+    v = view()
+    heartbeat = status("r0", 0, "rollout")
+    heartbeat.epoch = 7
+    v.on_status(heartbeat, now=0.0)
+    assert v.epochs.issue("r0") == 8
+
+
+def test_only_scheduled_kinds_and_newest_weights():
+    v = view()
+    v.on_status(status("proxy", 0, "proxy", kind="proxy"), now=0.0)
+    assert v.tracked == {}
+    v.on_trajectory(now=0.0)
+    v.on_weights(WeightVersion("w", 2, "file:///w2", 2, "hf-safetensors", "t", "default", "default", 0))
+    v.on_weights(WeightVersion("w", 1, "file:///w1", 1, "hf-safetensors", "t", "default", "default", 0))
+    assert (v.current_version, v.trajectories_since_version, v.weights[1]) == (2, 0, "file:///w1")
+
+
+def test_hardware_tags_reach_the_resources_the_scheduler_sees():
+    v = view()
+    v.on_status(status("r0", 0, "rollout", hardware=("bandwidth", "h20")), now=0.0)
+    [seen] = v.resources(now=1.0)
+    assert seen.hardware_tags == frozenset({"bandwidth", "h20"}) and seen.tags == frozenset({"rollout"})
