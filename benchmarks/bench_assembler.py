@@ -42,8 +42,8 @@ from seamlessflow.core.prefix_tree import Call  # noqa: E402
 from seamlessflow.kafka.admin import ensure_topics  # noqa: E402
 from seamlessflow.kafka.clients import consumer_config  # noqa: E402
 from seamlessflow.kafka.io import MessageProducer  # noqa: E402
+from seamlessflow.testing.assembler_harness import AssemblerProcess, episode_end, token_io  # noqa: E402
 from seamlessflow.topics import Topics  # noqa: E402
-from tests.services.assembler_harness import AssemblerProcess, episode_end, token_io  # noqa: E402
 
 
 def make_session(turns: int, rng: random.Random, name: str, gap: int = 20, completion: int = 30) -> list[Call]:

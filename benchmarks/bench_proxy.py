@@ -93,7 +93,7 @@ def main() -> None:
         client = broker.client_settings.with_overrides(topic_prefix="bench", team_keys={"bench": KEY})
         ensure_topics(client)
         engine_port, proxy_port = free_port(), free_port()
-        procs.append(start([sys.executable, "-m", "tests.proxy.stub_engine", str(engine_port), str(args.token_delay_ms)], work / "stub.log"))
+        procs.append(start([sys.executable, "-m", "seamlessflow.testing.stub_engine", str(engine_port), str(args.token_delay_ms)], work / "stub.log"))
         engine = f"http://127.0.0.1:{engine_port}"
         wait_http(engine + "/health")
         config = {**client.model_dump(mode="json"), "proxy": {"port": proxy_port, "engines": [{"id": "stub", "url": engine}]}}

@@ -26,7 +26,7 @@ from seamlessflow.messages import ControlCommand, new_id, now_ms
 from seamlessflow.model import build_tiny_model
 from seamlessflow.rollout.options import RolloutOptions
 from seamlessflow.rollout.worker import RolloutWorker
-from tests.rollout.helpers import write_new_version
+from seamlessflow.testing.weights import write_new_version
 
 
 class Driver:

@@ -16,10 +16,10 @@ from seamlessflow.kafka.io import read_topic
 from seamlessflow.messages import EpisodeEnd, TokenIO
 from seamlessflow.proxy import ProxyConfig, ProxyService
 from seamlessflow.teams import TeamKeys
+from seamlessflow.testing.assembler_harness import AssemblerProcess
 from seamlessflow.topics import Topics
 from services.agents.examples import code_tests, demo_tasks, history_rewrite, single_turn, tool_use
 from tests.agents.test_worker import Running, wait_for
-from tests.services.assembler_harness import AssemblerProcess
 
 pytestmark = pytest.mark.slow
 KEYS = {"red": "key-red", "blue": "key-blue"}

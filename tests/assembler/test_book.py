@@ -4,8 +4,8 @@ from seamlessflow.assembler.book import SessionBook
 from seamlessflow.assembler.config import AssemblyConfig
 from seamlessflow.avro import Codec
 from seamlessflow.core.prefix_tree import Call
+from seamlessflow.testing.assembler_harness import episode_end, token_io
 from tests.poison import assert_dead_lettered, poison_values
-from tests.services.assembler_harness import episode_end, token_io
 
 TOPIC = "x.session-events"
 

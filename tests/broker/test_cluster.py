@@ -14,10 +14,10 @@ from hypothesis import strategies as st
 
 from seamlessflow.broker.local import LocalBroker
 from seamlessflow.kafka.admin import admin_client, ensure_topics
+from seamlessflow.testing.assembler_harness import AssemblerProcess, expected_trajectories, publish
 from seamlessflow.topics import Topics
 from tests.broker.test_durable_broker import independent_read
 from tests.core.test_assembler_properties import sessions as random_sessions
-from tests.services.assembler_harness import AssemblerProcess, expected_trajectories, publish
 from tests.services.test_assembler_stream import as_records
 from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
 

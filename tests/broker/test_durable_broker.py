@@ -87,8 +87,8 @@ def test_assembled_trajectories_replay_bit_exact_after_down_and_up(tmp_path, cod
     re-assembled from the session events after `up` and match the stored trajectories bit for bit."""
     import random
 
+    from seamlessflow.testing.assembler_harness import AssemblerProcess, expected_trajectories, publish
     from tests.broker.test_cluster import forty_sessions
-    from tests.services.assembler_harness import AssemblerProcess, expected_trajectories, publish
     from tests.services.test_assembler_stream import as_records
 
     port = free_port_block(2)

@@ -23,6 +23,7 @@ from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
 from seamlessflow.scheduler.reading import messages_until
 from seamlessflow.scheduler.service import SchedulerService
 from seamlessflow.scheduler.timeline import intervals_from_records
+from seamlessflow.testing.assembler_harness import AssemblerProcess
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.config import TrainerConfig
 from seamlessflow.trainer.loop import Trainer
@@ -31,7 +32,6 @@ from tests.agents.test_end_to_end import ProxyThread
 from tests.agents.test_worker import Running
 from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 from tests.scheduler.fakes import RunningService
-from tests.services.assembler_harness import AssemblerProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 GROUP_SIZE = 2

@@ -11,7 +11,7 @@ import pytest
 
 from seamlessflow.proxy import ProxyConfig, ProxyService
 from seamlessflow.teams import TeamKeys
-from tests.proxy.stub_engine import StubEngine
+from seamlessflow.testing.stub_engine import StubEngine
 
 KEYS = {"alpha": "key-alpha", "beta": "key-beta"}
 

@@ -14,9 +14,9 @@ import pytest
 
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import ResourceStatus, new_id, now_ms
+from seamlessflow.testing.stub_engine import StubEngine
 from seamlessflow.topics import Topics
 from tests.proxy.helpers import session_events, until
-from tests.proxy.stub_engine import StubEngine
 
 TAGS = {"c0": ["compute", "h100"], "c1": ["compute", "h100"], "b0": ["bandwidth", "h20"], "b1": ["bandwidth", "h20"]}
 

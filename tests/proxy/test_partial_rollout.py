@@ -5,8 +5,8 @@ from __future__ import annotations
 import asyncio
 
 from seamlessflow.messages import new_id, now_ms
+from seamlessflow.testing.stub_engine import token_at
 from tests.proxy.helpers import acks, client, send_command, session_events, until
-from tests.proxy.stub_engine import token_at
 
 
 async def test_cut_call_continues_after_resume_with_two_versions(proxy, stub, settings, codec):
@@ -75,8 +75,8 @@ async def test_calls_on_an_engine_switched_to_train_move_to_another_engine(proxy
     the call continues on the remaining engine, and the agent gets one whole answer."""
     from seamlessflow.kafka.io import MessageProducer
     from seamlessflow.messages import ResourceStatus
+    from seamlessflow.testing.stub_engine import StubEngine
     from seamlessflow.topics import Topics
-    from tests.proxy.stub_engine import StubEngine
 
     flexible, steady = await StubEngine().start(), await StubEngine().start()
     producer = MessageProducer(settings, codec)

@@ -10,9 +10,9 @@ import pytest
 
 from seamlessflow.proxy import ProxyConfig, ProxyService
 from seamlessflow.teams import TeamKeys
+from seamlessflow.testing.stub_engine import StubEngine, token_at
 from tests.proxy.conftest import KEYS
 from tests.proxy.helpers import client, session_events, until
-from tests.proxy.stub_engine import StubEngine, token_at
 
 AUTH = {"Authorization": "Bearer key-alpha"}
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "q"}], "max_tokens": 2}

@@ -10,8 +10,8 @@ import pytest
 
 from seamlessflow.kafka.io import read_messages
 from seamlessflow.messages import EpisodeEnd, TokenIO
+from seamlessflow.testing.stub_engine import LOGPROB, token_at
 from seamlessflow.topics import Topics
-from tests.proxy.stub_engine import LOGPROB, token_at
 
 
 async def session_events(settings, codec, session_id=None):

@@ -1,12 +1,10 @@
-"""Helpers for rollout tests: a status-topic watcher, command sending, a weight-changing torch script."""
+"""Helpers for rollout tests: a status-topic watcher and command sending (new weights: seamlessflow.testing.weights)."""
 
 from __future__ import annotations
 
-import shutil
 import threading
 import time
 from collections.abc import Callable
-from pathlib import Path
 from typing import Any
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
@@ -65,15 +63,3 @@ def send_command(settings, codec, resource_id: str, epoch: int, command: str, **
     MessageProducer(settings, codec).send_and_wait(Topics(settings).control, resource_id, message)
     return message
 
-
-def write_new_version(model_dir: Path, out: Path, scale: float = 0.5, seed: int = 1) -> Path:
-    """What a trainer does: the same HF directory with changed weights (here: noise added by torch)."""
-    import torch
-    from safetensors.torch import load_file, save_file
-
-    shutil.copytree(model_dir, out)
-    weights = load_file(str(model_dir / "model.safetensors"))
-    generator = torch.Generator().manual_seed(seed)
-    changed = {k: v + scale * torch.randn(v.shape, generator=generator, dtype=v.dtype) for k, v in weights.items()}
-    save_file(changed, str(out / "model.safetensors"), metadata={"format": "pt"})
-    return out

@@ -1,7 +1,7 @@
 import pytest
 
 from seamlessflow.core.prefix_tree import Call
-from tests.services.assembler_harness import (
+from seamlessflow.testing.assembler_harness import (
     AssemblerProcess,
     episode_end,
     expected_trajectories,

@@ -12,9 +12,7 @@ from hypothesis import strategies as st
 
 from seamlessflow.core.prefix_tree import Call
 from seamlessflow.kafka.clients import producer_config
-from seamlessflow.topics import Topics
-from tests.core.test_assembler_properties import sessions as random_sessions
-from tests.services.assembler_harness import (
+from seamlessflow.testing.assembler_harness import (
     AssemblerProcess,
     episode_end,
     expected_trajectories,
@@ -22,6 +20,8 @@ from tests.services.assembler_harness import (
     token_io,
     wait_for,
 )
+from seamlessflow.topics import Topics
+from tests.core.test_assembler_properties import sessions as random_sessions
 
 pytestmark = pytest.mark.slow
 

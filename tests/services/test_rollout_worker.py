@@ -15,8 +15,9 @@ import httpx
 import pytest
 
 from seamlessflow.model import build_tiny_model
+from seamlessflow.testing.weights import write_new_version
 from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
-from tests.rollout.helpers import StatusWatcher, send_command, write_new_version
+from tests.rollout.helpers import StatusWatcher, send_command
 
 pytestmark = pytest.mark.slow
 

@@ -63,7 +63,7 @@ class StubEngine:
         await self._runner.setup()
         site = web.TCPSite(self._runner, "127.0.0.1", port, backlog=2048)
         await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]
+        self.port = self._runner.addresses[0][1]
         return self
 
     async def stop(self) -> None:
@@ -195,7 +195,7 @@ class _Stream:
 
 
 def main() -> None:
-    """`python -m tests.proxy.stub_engine PORT TOKEN_DELAY_MS`: a StubEngine process (for the benchmark)."""
+    """`python -m seamlessflow.testing.stub_engine PORT TOKEN_DELAY_MS`: a StubEngine process (for the benchmark)."""
     import sys
 
     async def serve() -> None:

@@ -33,9 +33,15 @@ class AssemblerProcess:
                                      cwd=ROOT, stdout=log, stderr=log, start_new_session=True)
         return self
 
+    @property
+    def running(self) -> subprocess.Popen:
+        """The started process (AssertionError before `start`)."""
+        assert self.proc is not None, "AssemblerProcess.start() was not called"
+        return self.proc
+
     def kill9(self) -> None:
-        os.killpg(self.proc.pid, signal.SIGKILL)
-        self.proc.wait(timeout=10)
+        os.killpg(self.running.pid, signal.SIGKILL)
+        self.running.wait(timeout=10)
 
     def stop(self) -> None:
         if self.proc and self.proc.poll() is None:
@@ -99,6 +105,6 @@ def wait_for(settings, codec, topic_attr: str, count: int, timeout_s: float, pro
         records = [r.message for r in read_topic(settings, topic, codec)]
         if len(records) >= count or time.monotonic() > deadline:
             return records
-        if proc.proc.poll() is not None:
-            raise AssertionError(f"assembler exited with {proc.proc.returncode}:\n{proc.log()}")
+        if proc.running.poll() is not None:
+            raise AssertionError(f"assembler exited with {proc.running.returncode}:\n{proc.log()}")
         time.sleep(0.5)
