@@ -8,10 +8,10 @@ from collections.abc import Callable
 from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from seamlessflow.avro import CodecError, codec_for
-from seamlessflow.cli.resources import _row
 from seamlessflow.config import Settings
 from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.messages import ResourceStatus
+from seamlessflow.status_rows import resource_row
 from seamlessflow.topics import Topics
 
 
@@ -32,7 +32,7 @@ class ResourceWatcher:
         except Exception:  # the broker may be restarting; the table shows what it has
             self._consumer = None
         now_s = time.time()
-        return [_row(status, now_s) for _, status in sorted(self.latest.items())]
+        return [resource_row(status, now_s) for _, status in sorted(self.latest.items())]
 
     def _drain(self) -> None:
         if self._consumer is None:

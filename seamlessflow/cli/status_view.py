@@ -7,10 +7,10 @@ import time
 from rich.console import Group, RenderableType
 from rich.table import Table
 
-from seamlessflow.cli.resources import resource_rows, trainer_version
 from seamlessflow.config import Settings
 from seamlessflow.kafka.admin import brokers
 from seamlessflow.stack import run_dir
+from seamlessflow.status_rows import resource_rows, trainer_version
 from seamlessflow.supervisor import pid_alive, read_state
 
 SPARK = "▁▂▃▄▅▆▇█"

@@ -8,8 +8,8 @@ import time
 
 import pytest
 
-from seamlessflow.cli.resources import resource_rows
 from seamlessflow.scheduler.health import scheduler_ready
+from seamlessflow.status_rows import resource_rows
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -1,4 +1,8 @@
-"""Per-resource rows for `seamlessflow status --json` and the live table: latest heartbeat per resource."""
+"""Per-resource rows: latest heartbeat per resource, for `seamlessflow status --json` and the live table.
+
+Why here and not in the CLI: the stack's status watcher (`status_watch`, used by `up`'s readiness checks)
+builds the same rows, and the stack machinery sits below the CLI.
+"""
 
 from __future__ import annotations
 
@@ -24,10 +28,11 @@ def resource_rows(settings: Settings, timeout_s: float = 10.0) -> list[dict]:
             if status.resource_id not in latest or status.created_at_ms >= latest[status.resource_id].created_at_ms:
                 latest[status.resource_id] = status
     now_s = time.time()
-    return [_row(status, now_s) for _, status in sorted(latest.items())]
+    return [resource_row(status, now_s) for _, status in sorted(latest.items())]
 
 
-def _row(status: ResourceStatus, now_s: float) -> dict:
+def resource_row(status: ResourceStatus, now_s: float) -> dict:
+    """One row (see `resource_rows`) from one heartbeat."""
     return {
         "id": status.resource_id, "kind": status.kind, "capability_tags": list(status.capability_tags),
         "hardware_tags": list(status.hardware_tags),
