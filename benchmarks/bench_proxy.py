@@ -27,8 +27,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from seamlessflow.broker.local import LocalBroker, free_port  # noqa: E402
+from seamlessflow.broker.local import LocalBroker  # noqa: E402
 from seamlessflow.kafka.admin import ensure_topics  # noqa: E402
+from seamlessflow.ports import free_port  # noqa: E402
 
 KEY = "bench-key"
 

@@ -6,7 +6,7 @@ import uuid
 
 import pytest
 
-from seamlessflow.broker.local import LocalBroker, free_port  # noqa: F401  (free_port: used by tests)
+from seamlessflow.broker.local import LocalBroker
 from seamlessflow.config import Settings
 from seamlessflow.kafka.admin import ensure_topics
 

@@ -3,39 +3,14 @@
 from __future__ import annotations
 
 import os
-import random
 import signal
-import socket
 import subprocess
 from pathlib import Path
 
 from seamlessflow.broker.kraft import node_processes, prepare
 from seamlessflow.config import Settings
 from seamlessflow.kafka.admin import wait_for_cluster
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def free_port_block(count: int, low: int = 20000, high: int = 60000) -> int:
-    """The first of `count` consecutive ports that are free now (brokers and controllers take a block)."""
-    for _ in range(200):
-        base = random.randrange(low, high - count)
-        if all(_bindable(base + i) for i in range(count)):
-            return base
-    raise RuntimeError(f"no block of {count} free ports found")
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-            return True
-        except OSError:
-            return False
+from seamlessflow.ports import free_port_block
 
 
 class LocalBroker:

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 
-from seamlessflow.broker.local import free_port
+from seamlessflow.ports import free_port
 from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
 
 

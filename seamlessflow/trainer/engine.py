@@ -35,6 +35,7 @@ from seamlessflow.core.losses import (
     reward_stats,
 )
 from seamlessflow.core.micro_batches import plan_micro_batches, split_across_ranks
+from seamlessflow.ports import free_port
 from seamlessflow.trainer.model import TokenLogprobModel, load_causal_lm, zero_stage
 from seamlessflow.trainer.ops import preload_ops
 from seamlessflow.trainer.ranks import RankGroup
@@ -123,15 +124,7 @@ def init_distributed() -> None:
     else:
         os.environ.setdefault("LOCAL_RANK", "0")  # deepspeed.initialize insists on it
         deepspeed.init_distributed(dist_backend=backend, auto_mpi_discovery=False, rank=0, world_size=1,
-                                   init_method=f"tcp://127.0.0.1:{_free_port()}")
-
-
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+                                   init_method=f"tcp://127.0.0.1:{free_port()}")
 
 
 def forward_logprobs(model, batch: MicroBatch) -> torch.Tensor:

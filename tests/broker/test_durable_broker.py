@@ -13,9 +13,9 @@ import time
 import pytest
 from confluent_kafka import Consumer, KafkaError
 
-from seamlessflow.broker.local import free_port_block
 from seamlessflow.config import Settings
 from seamlessflow.kafka.io import MessageProducer
+from seamlessflow.ports import free_port_block
 from seamlessflow.topics import Topics
 from tests.samples import SAMPLES
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from seamlessflow.broker.local import free_port_block
+from seamlessflow.ports import free_port_block
 from seamlessflow.supervisor import pid_alive
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from seamlessflow.broker.local import free_port
+from seamlessflow.ports import free_port
 
 CHAT_TEMPLATE = (
     "{% for message in messages %}"

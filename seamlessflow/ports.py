@@ -1,0 +1,35 @@
+"""Free local TCP ports, for anything that listens on 127.0.0.1 (broker nodes, vLLM engines, test servers).
+
+Why its own module: the broker, the rollout engine launcher and the tests all need one, and none of them
+should import another's package for it.
+"""
+
+from __future__ import annotations
+
+import random
+import socket
+
+
+def free_port() -> int:
+    """A port the OS says is free now (another process may still take it before it is bound)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def free_port_block(count: int, low: int = 20000, high: int = 60000) -> int:
+    """The first of `count` consecutive ports that are free now (brokers and controllers take a block)."""
+    for _ in range(200):
+        base = random.randrange(low, high - count)
+        if all(_bindable(base + i) for i in range(count)):
+            return base
+    raise RuntimeError(f"no block of {count} free ports found")
+
+
+def _bindable(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+            return True
+        except OSError:
+            return False
