@@ -29,9 +29,10 @@ import yaml
 
 from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
+from seamlessflow.core.timeline import bubble_ratio
 from seamlessflow.scheduler.reading import messages_until
 from seamlessflow.scheduler.timeline import clip, intervals_from_records, role_switches
-from seamlessflow.sim.timeline import bubble_ratio, draw_timeline
+from seamlessflow.sim.timeline import draw_timeline
 from seamlessflow.topics import Topics
 
 HERE = Path(__file__).parent

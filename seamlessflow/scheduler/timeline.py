@@ -19,8 +19,8 @@ import itertools
 from collections import defaultdict
 from collections.abc import Iterable
 
+from seamlessflow.core.timeline import Interval
 from seamlessflow.messages import CommandAck, ResourceStatus
-from seamlessflow.sim.timeline import Interval
 
 SCHEDULED_KINDS = frozenset({"rollout", "trainer"})
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from seamlessflow.core.timeline import Interval, bubble_ratio
 from seamlessflow.sim.result import SimResult
 from seamlessflow.sim.simulator import SimulationStalled, Simulator
-from seamlessflow.sim.timeline import Interval, bubble_ratio, draw_timeline
+from seamlessflow.sim.timeline import draw_timeline
 from seamlessflow.sim.workload import Workload
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from seamlessflow.sim.timeline import Interval, bubble_ratio, exclusive_share, time_by_kind
+from seamlessflow.core.timeline import Interval, bubble_ratio, exclusive_share, time_by_kind
 
 if TYPE_CHECKING:
     from seamlessflow.sim.simulator import Simulator

@@ -26,12 +26,12 @@ from seamlessflow.core.policies import LoadWeights, Pause, PipelineState, Resume
 from seamlessflow.core.resources import ResourceState, Tag
 from seamlessflow.core.scheduler import Scheduler
 from seamlessflow.core.staleness import RolloutLedger
+from seamlessflow.core.timeline import Interval
 from seamlessflow.sim.cluster import Pool, build_engines
 from seamlessflow.sim.dispatch import make_dispatch
 from seamlessflow.sim.engine import Rollout, SimEngine
 from seamlessflow.sim.hardware import ModelShape
 from seamlessflow.sim.result import SimResult
-from seamlessflow.sim.timeline import Interval
 from seamlessflow.sim.workload import Workload
 
 RATE_WINDOW_S = 30.0

@@ -1,5 +1,5 @@
+from seamlessflow.core.timeline import Interval, bubble_ratio
 from seamlessflow.scheduler.timeline import clip, intervals_from_records, kind_of, role_switches
-from seamlessflow.sim.timeline import Interval, bubble_ratio
 from tests.scheduler.records import status, two_resource_run
 
 

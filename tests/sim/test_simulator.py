@@ -3,8 +3,8 @@
 import pytest
 
 from seamlessflow.core.policies import POLICIES, SchedulerConfig
+from seamlessflow.core.timeline import time_by_kind
 from seamlessflow.sim import Simulator, simulate
-from seamlessflow.sim.timeline import time_by_kind
 
 
 def kinds_of(result, resource_id):
