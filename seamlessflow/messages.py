@@ -8,14 +8,30 @@ plain lists either way. `tests/test_messages.py` keeps these classes and `schema
 them BACKWARD-compatibly only (add fields with defaults at the end).
 
 Common fields: `event_id` (stable, used for de-duplication downstream), `team`, `run`, `created_at_ms`.
+
+Enumerated fields (roles, states, kinds, outcomes, statuses) are typed with the core's `StrEnum`s and stay
+Avro `string`s on the wire, their symbols listed in each field's `doc`. Why not Avro enums: Avro promotes no
+`string` to an `enum` or back, so turning a field into an enum would break every reader of the records and
+schemas already written. The check is here instead: constructing a message (so decoding a record too)
+turns each such string into its enum member and raises ValueError for any other value, so an unknown
+symbol never gets past the codec (it is a bad record). The cost of checking: a symbol added later must
+reach the readers before the writers start sending it.
 """
 
 from __future__ import annotations
 
+import functools
 import time
+import types
+import typing
 import uuid
-from dataclasses import dataclass, field
-from typing import Annotated
+from dataclasses import dataclass, field, fields
+from enum import StrEnum
+from typing import Annotated, Any
+
+from seamlessflow.core.control import CommandKind, Outcome, PauseMode
+from seamlessflow.core.episodes import EpisodeStatus, TrajectoryStatus
+from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
 
 Int32 = Annotated[int, "int"]
 Int64 = Annotated[int, "long"]
@@ -35,6 +51,41 @@ def now_ms() -> int:
 
 def new_id() -> str:
     return uuid.uuid4().hex
+
+
+@functools.cache
+def enum_fields(cls: type) -> tuple[tuple[str, type[StrEnum], bool], ...]:
+    """(field name, its enum, whether it is a list of them) for every enumerated field of a message class."""
+    out, hints = [], typing.get_type_hints(cls)
+    for f in fields(cls):
+        hint = hints[f.name]
+        many = typing.get_origin(hint) is list
+        if many or typing.get_origin(hint) in (typing.Union, types.UnionType):
+            inner = [a for a in typing.get_args(hint) if a is not type(None)]
+            hint = inner[0] if len(inner) == 1 else hint
+        if isinstance(hint, type) and issubclass(hint, StrEnum):
+            out.append((f.name, hint, many))
+    return tuple(out)
+
+
+def checked_enums(message: Any) -> dict[str, object]:
+    """The message's enumerated fields as enum members (ValueError names a value that is not a symbol)."""
+    out: dict[str, object] = {}
+    cls: type = type(message)
+    for name, enum, many in enum_fields(cls):
+        value = getattr(message, name)
+        if value is not None:
+            out[name] = [enum(v) for v in value] if many else enum(value)
+    return out
+
+
+class Enumerated:
+    """Base of the messages with enumerated fields: strings become enum members on construction, and any
+    other value raises ValueError (see the module docstring). The codec checks again before encoding."""
+
+    def __post_init__(self) -> None:
+        for name, value in checked_enums(self).items():
+            setattr(self, name, value)
 
 
 @dataclass
@@ -60,7 +111,7 @@ class TokenIO:
 
 
 @dataclass
-class EpisodeEnd:
+class EpisodeEnd(Enumerated):
     """Closes a session: published after its last TokenIO, on the same topic and key."""
 
     event_id: str
@@ -68,7 +119,7 @@ class EpisodeEnd:
     team: str
     run: str
     reward: Float64
-    status: str  # done | failed | aborted
+    status: EpisodeStatus
     info_json: str
     num_calls: Int32  # TokenIO records the proxy published for the session (-1 if unknown)
     created_at_ms: Int64
@@ -77,7 +128,7 @@ class EpisodeEnd:
 
 
 @dataclass
-class Trajectory:
+class Trajectory(Enumerated):
     """One assembled training sequence (a leaf of a session's prefix tree), bit-exact to inference."""
 
     event_id: str  # "<session_id>/<branch_id>": the de-duplication key
@@ -92,7 +143,7 @@ class Trajectory:
     logprobs: PackedFloat32  # engine logprob where generated, 0.0 elsewhere
     versions: PackedInt32  # policy version where generated, -1 elsewhere
     reward: Float64
-    status: str  # done | failed | aborted | truncated
+    status: TrajectoryStatus
     num_calls: Int32
     num_forks: Int32
     created_at_ms: Int64
@@ -117,32 +168,32 @@ class Task:
 
 
 @dataclass
-class ControlCommand:
+class ControlCommand(Enumerated):
     """A command for one resource; resources ignore commands whose epoch is older than the last seen."""
 
     event_id: str
     resource_id: str
     epoch: Int64
-    command: str  # set_active | pause | resume | load_weights | shutdown
+    command: CommandKind
     team: str
     run: str
     created_at_ms: Int64
-    role: str | None = None  # set_active: rollout | train | idle
-    mode: str | None = None  # pause: abort | wait | keep
+    role: Tag | None = None  # set_active
+    mode: PauseMode | None = None  # pause
     weight_version: Int32 | None = None  # load_weights
     weight_uri: str | None = None  # load_weights
 
 
 @dataclass
-class ResourceStatus:
+class ResourceStatus(Enumerated):
     """A resource's heartbeat: what it can do, what it does now, and its load figures."""
 
     event_id: str
     resource_id: str
-    kind: str  # rollout | trainer | proxy | assembler | scheduler | agent
-    capability_tags: list[str]
-    active_tag: str
-    state: str  # starting | active | switching | paused | failed | stopped
+    kind: ResourceKind
+    capability_tags: list[str]  # rollout and trainer: `Tag`s; others name themselves (proxy, agent)
+    active_tag: str  # rollout and trainer: a `Tag`; an agent pool: the pool; the scheduler: its policy
+    state: ResourceState
     weight_version: Int32
     figures: dict[str, Float64]
     team: str
@@ -154,15 +205,15 @@ class ResourceStatus:
 
 
 @dataclass
-class CommandAck:
+class CommandAck(Enumerated):
     """The outcome of one ControlCommand, published by the resource that received it."""
 
     event_id: str
     resource_id: str
     command_id: str
-    command: str
+    command: CommandKind
     epoch: Int64
-    outcome: str  # ok | ignored_stale | rejected | failed
+    outcome: Outcome
     reason: str
     duration_ms: Float64
     team: str
@@ -170,7 +221,7 @@ class CommandAck:
     created_at_ms: Int64
 
     @classmethod
-    def answering(cls, command: ControlCommand, resource_id: str, outcome: str, reason: str,
+    def answering(cls, command: ControlCommand, resource_id: str, outcome: Outcome, reason: str,
                   duration_ms: float, team: str, run: str) -> CommandAck:
         """The ack a resource publishes for `command` (every resource acks the same way)."""
         return cls(new_id(), resource_id, command.event_id, command.command, command.epoch, outcome, reason,

@@ -10,6 +10,7 @@ import time
 
 from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
+from seamlessflow.core.resources import ResourceKind
 from seamlessflow.messages import ResourceStatus
 from seamlessflow.scheduler.reading import messages_until
 from seamlessflow.topics import Topics
@@ -44,5 +45,5 @@ def resource_row(status: ResourceStatus, now_s: float) -> dict:
 
 def trainer_version(rows: list[dict]) -> int | None:
     """The newest version a trainer reports (None without a trainer row)."""
-    versions = [row["weight_version"] for row in rows if row["kind"] == "trainer"]
+    versions = [row["weight_version"] for row in rows if row["kind"] == ResourceKind.TRAINER]
     return max(versions) if versions else None

@@ -9,6 +9,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from seamlessflow.avro import CodecError, codec_for
 from seamlessflow.config import Settings
+from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
 from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.messages import ResourceStatus
 from seamlessflow.status_rows import resource_row
@@ -49,7 +50,7 @@ class ResourceWatcher:
                 continue
             if isinstance(status, ResourceStatus) and status.team == self.settings.team and status.run == self.settings.run:
                 self.latest[status.resource_id] = status
-                if status.kind == "trainer" and "reward_mean" in status.figures:
+                if status.kind == ResourceKind.TRAINER and "reward_mean" in status.figures:
                     self.rewards[int(status.figures.get("step", 0))] = status.figures["reward_mean"]
 
 
@@ -61,7 +62,7 @@ def engines_serving(settings: Settings, resource_ids: list[str]) -> Callable[[],
     def ready() -> bool:
         rows = {row["id"]: row for row in watcher.rows()}
         return all(
-            rid in rows and rows[rid]["state"] == "active" and rows[rid]["active_tag"] == "rollout"
+            rid in rows and rows[rid]["state"] == ResourceState.ACTIVE and rows[rid]["active_tag"] == Tag.ROLLOUT
             and rows[rid]["figures"].get("engine_up", 1.0) >= 1
             for rid in resource_ids
         )

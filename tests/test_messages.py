@@ -5,7 +5,8 @@ import json
 import pytest
 
 from seamlessflow.avro.schema import avro_schema_of, load_schema_file, schema_file_name, schemas_dir
-from seamlessflow.messages import MESSAGE_TYPES
+from seamlessflow.core.resources import ResourceState
+from seamlessflow.messages import MESSAGE_TYPES, ControlCommand, ResourceStatus, enum_fields
 
 
 @pytest.mark.parametrize("cls", MESSAGE_TYPES, ids=lambda c: c.__name__)
@@ -44,3 +45,33 @@ def test_packed_fields_are_compatible_additions():
         assert packed and all(f["default"] is None for f in packed)
         arrays = {f["name"]: f for f in fields if isinstance(f["type"], dict) and f["type"]["type"] == "array"}
         assert all(arrays[f["name"].removesuffix("_packed")]["default"] == [] for f in packed)
+
+
+ENUMERATED = {  # (message, field): the core enum whose symbols the field holds
+    ("EpisodeEnd", "status"): "EpisodeStatus", ("Trajectory", "status"): "TrajectoryStatus",
+    ("ControlCommand", "command"): "CommandKind", ("ControlCommand", "role"): "Tag",
+    ("ControlCommand", "mode"): "PauseMode", ("ResourceStatus", "kind"): "ResourceKind",
+    ("ResourceStatus", "state"): "ResourceState", ("CommandAck", "command"): "CommandKind",
+    ("CommandAck", "outcome"): "Outcome",
+}
+
+
+def test_enumerated_fields_are_strings_whose_doc_lists_the_symbols():
+    """Kept `string` on the wire (no Avro string<->enum promotion exists); the `.avsc` says which values."""
+    found = {}
+    for cls in MESSAGE_TYPES:
+        avsc = {f["name"]: f for f in load_schema_file(cls)["fields"]}
+        for name, enum, _ in enum_fields(cls):
+            found[(cls.__name__, name)] = enum.__name__
+            assert avsc[name]["type"] in ("string", ["null", "string"])
+            assert avsc[name]["doc"].startswith("One of: " + ", ".join(enum) + " ")
+    assert found == ENUMERATED
+
+
+def test_constructing_a_message_checks_and_converts_its_enumerated_fields():
+    status = ResourceStatus("e", "r0", "rollout", ["rollout"], "rollout", "stopped", 0, {}, "t", "r", 0)
+    assert status.state is ResourceState.STOPPED
+    with pytest.raises(ValueError, match="'explode' is not a valid CommandKind"):
+        ControlCommand("e", "r0", 1, "explode", "t", "r", 0)
+    with pytest.raises(ValueError, match="'sideways' is not a valid Tag"):
+        ControlCommand("e", "r0", 1, "set_active", "t", "r", 0, role="sideways")

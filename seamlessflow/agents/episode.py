@@ -25,9 +25,10 @@ import openai
 
 from seamlessflow.agents.proxy import ProxyClient, SessionEnd, session_base_url
 from seamlessflow.agents.settings import AgentSettings
+from seamlessflow.core.episodes import EpisodeStatus
 from seamlessflow.messages import Task
 
-DONE, FAILED, ABORTED = "done", "failed", "aborted"
+DONE, FAILED, ABORTED = EpisodeStatus.DONE, EpisodeStatus.FAILED, EpisodeStatus.ABORTED
 
 
 @dataclass(frozen=True)
@@ -36,7 +37,7 @@ class SessionOutcome:
 
     session_id: str
     index: int
-    status: str
+    status: EpisodeStatus
     reward: float
     info: dict[str, Any] = field(default_factory=dict)
     end_error: BaseException | None = None
@@ -57,7 +58,7 @@ def parse_result(value: Any) -> tuple[float, dict]:
     return reward, info
 
 
-def failure_status(attempt: int, max_attempts: int) -> str:
+def failure_status(attempt: int, max_attempts: int) -> EpisodeStatus:
     """A failed session is retried (ended as aborted) until its task's last attempt, then ends failed."""
     return ABORTED if attempt + 1 < max_attempts else FAILED
 
@@ -103,7 +104,7 @@ def run_session(fn: Callable, task: Task, session_id: str, index: int, key: str,
     return end_session(task, session_id, index, opts, proxy, status, reward, info)
 
 
-def end_session(task: Task, session_id: str, index: int, opts: AgentSettings, proxy: ProxyClient, status: str,
+def end_session(task: Task, session_id: str, index: int, opts: AgentSettings, proxy: ProxyClient, status: EpisodeStatus,
                 reward: float, info: dict[str, Any]) -> SessionOutcome:
     """Ends the session on the proxy; never raises (a refused end is in the outcome)."""
     end = SessionEnd(reward, status, task.group_id, task.task_id, info)

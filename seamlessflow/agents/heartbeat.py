@@ -10,6 +10,7 @@ import os
 import socket
 from collections.abc import Mapping
 
+from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.messages import ResourceStatus, new_id, now_ms
 
 
@@ -18,9 +19,10 @@ def agent_resource_id(group: str) -> str:
     return f"agent.{group}.{socket.gethostname()}-{os.getpid()}"
 
 
-def agent_status(resource_id: str, pool: str, team: str, run: str, state: str, figures: Mapping[str, float]) -> ResourceStatus:
+def agent_status(resource_id: str, pool: str, team: str, run: str, state: ResourceState,
+                 figures: Mapping[str, float]) -> ResourceStatus:
     return ResourceStatus(
-        event_id=new_id(), resource_id=resource_id, kind="agent", capability_tags=["agent"], active_tag=pool,
+        event_id=new_id(), resource_id=resource_id, kind=ResourceKind.AGENT, capability_tags=[ResourceKind.AGENT], active_tag=pool,
         state=state, weight_version=-1, figures={k: float(v) for k, v in figures.items()}, team=team, run=run,
         created_at_ms=now_ms(),
     )

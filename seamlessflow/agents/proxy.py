@@ -13,6 +13,8 @@ from typing import Any
 
 import httpx
 
+from seamlessflow.core.episodes import EpisodeStatus
+
 RETRYABLE_STATUS = {408, 409, 425, 429}  # 409: the proxy still has calls of the session in flight
 
 
@@ -33,7 +35,7 @@ class SessionEnd:
     """The body of `POST /sessions/{session_id}/end`."""
 
     reward: float
-    status: str  # done | failed | aborted
+    status: EpisodeStatus
     group_id: str
     task_id: str
     info: dict[str, Any] = field(default_factory=dict)

@@ -35,6 +35,7 @@ from seamlessflow.agents.proxy import EndRejected, ProxyClient
 from seamlessflow.agents.settings import AgentSettings, consumer_group
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
+from seamlessflow.core.resources import ResourceState
 from seamlessflow.kafka.clients import consumer_config, producer_config
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.messages import DeadLetter, Task, new_id, now_ms
@@ -113,7 +114,7 @@ class AgentWorker:
                 self._drain(0)
                 self._commit()
                 self._apply_backpressure()
-                self._heartbeat("active")
+                self._heartbeat(ResourceState.ACTIVE)
                 msg = self._consumer.poll(0.05 if self._sessions_in_flight else self.opts.poll_s)
                 if msg is not None:
                     self._on_message(msg)
@@ -122,7 +123,7 @@ class AgentWorker:
             self._closing = True
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._consumer.close()
-            self._heartbeat("failed" if self._fatal is not None else "stopped", force=True)
+            self._heartbeat(ResourceState.FAILED if self._fatal is not None else ResourceState.STOPPED, force=True)
             self._producer.flush(10)
             self._journal.forget(*self._held)  # handed back in order: not the tasks' fault
             self._journal.close()
@@ -243,7 +244,7 @@ class AgentWorker:
         if self._producer.flush(30) or errors:
             raise KafkaException(errors[0] if errors else "record not delivered within 30 s")
 
-    def _heartbeat(self, state: str, force: bool = False) -> None:
+    def _heartbeat(self, state: ResourceState, force: bool = False) -> None:
         """Fire and forget (a lost heartbeat only delays the table); never on the task-commit path."""
         now = time.monotonic()
         if not force and now - self._last_heartbeat < self.opts.heartbeat_s:

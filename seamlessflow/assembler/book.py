@@ -27,6 +27,7 @@ from seamlessflow.assembler.convert import call_from_token_io, trajectory_of
 from seamlessflow.avro import Codec
 from seamlessflow.core.assembler import SessionAssembler, SessionStatus
 from seamlessflow.core.assembly_invariants import check_sequence
+from seamlessflow.core.episodes import EpisodeStatus, TrajectoryStatus
 from seamlessflow.core.prefix_tree import InvalidCall
 from seamlessflow.kafka.dead_letters import classify, letter_for
 from seamlessflow.messages import DeadLetter, EpisodeEnd, TokenIO, Trajectory, now_ms
@@ -135,12 +136,12 @@ class SessionBook:
 
     def _finish(self, entry: _Open, end: EpisodeEnd, partition: int, offset: int, key, value, out: Output) -> None:
         self.stats["sessions_closed"] += 1
-        if end.status == "aborted" and not self.config.keep_aborted:
+        if end.status is EpisodeStatus.ABORTED and not self.config.keep_aborted:
             self.stats["aborted_dropped"] += 1
             return
         session = entry.session
         truncated = session.status is SessionStatus.TRUNCATED
-        status = "truncated" if truncated else end.status
+        status = TrajectoryStatus.TRUNCATED if truncated else TrajectoryStatus(end.status)
         num_calls = len(session.seen_call_ids)
         info: dict[str, Any] = {"outcomes": {o.value: n for o, n in session.counts.items() if n}}
         if end.num_calls >= 0 and end.num_calls != num_calls:
@@ -165,7 +166,7 @@ class SessionBook:
             entry.abort_requested = True
             info = '{"reason": "idle timeout"}'
             ends.append(EpisodeEnd(session_id + IDLE_ABORT_SUFFIX, session_id, self.team, self.run, 0.0,
-                                   "aborted", info, -1, now_ms()))
+                                   EpisodeStatus.ABORTED, info, -1, now_ms()))
         self.stats["idle_aborts"] += len(ends)
         return ends
 

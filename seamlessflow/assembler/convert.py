@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 from seamlessflow.core.assembler import AssembledSequence
+from seamlessflow.core.episodes import TrajectoryStatus
 from seamlessflow.core.prefix_tree import Call
 from seamlessflow.messages import EpisodeEnd, TokenIO, Trajectory
 
@@ -20,7 +21,7 @@ def trajectory_id(session_id: str, branch_id: int) -> str:
 
 
 def trajectory_of(
-    seq: AssembledSequence, end: EpisodeEnd, status: str, num_calls: int, info: dict | None = None
+    seq: AssembledSequence, end: EpisodeEnd, status: TrajectoryStatus, num_calls: int, info: dict | None = None
 ) -> Trajectory:
     """A Trajectory record for one leaf. Every field derives from the input, so a replay yields equal records."""
     return Trajectory(

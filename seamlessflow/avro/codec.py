@@ -18,7 +18,7 @@ from fastavro.schema import to_parsing_canonical_form
 from seamlessflow.avro.packing import from_wire, to_wire
 from seamlessflow.avro.registry import LocalRegistry, Registry
 from seamlessflow.avro.schema import avro_schema_of, load_schema_file, previous_schemas
-from seamlessflow.messages import MESSAGE_TYPES, NAMESPACE
+from seamlessflow.messages import MESSAGE_TYPES, NAMESPACE, checked_enums
 
 MAGIC = 0
 HEADER = struct.Struct(">bI")
@@ -57,6 +57,7 @@ class Codec:
         buf = io.BytesIO()
         buf.write(HEADER.pack(MAGIC, schema_id))
         try:
+            checked_enums(message)  # a field set to a bad value after construction
             record = to_wire(message, self.packed)
             fastavro.schemaless_writer(buf, self._reader[f"{NAMESPACE}.{cls.__name__}"], record)
         except (TypeError, ValueError, KeyError, OverflowError) as exc:

@@ -12,11 +12,12 @@ import os
 import re
 import types
 import typing
+from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
 from seamlessflow.avro.packing import SUFFIX, packed_spec
-from seamlessflow.messages import MESSAGE_TYPES, NAMESPACE
+from seamlessflow.messages import MESSAGE_TYPES, NAMESPACE, enum_fields
 
 _PLAIN = {str: "string", bool: "boolean", bytes: "bytes", int: "long", float: "double"}
 
@@ -38,6 +39,8 @@ def _avro_type(hint: Any) -> Any:
         return {"type": "array", "items": _avro_type(typing.get_args(hint)[0])}
     if origin is dict:
         return {"type": "map", "values": _avro_type(typing.get_args(hint)[1])}
+    if isinstance(hint, type) and issubclass(hint, StrEnum):
+        return "string"  # enumerated, but a string on the wire (see `seamlessflow.messages`)
     return _PLAIN[hint]
 
 
@@ -46,9 +49,11 @@ def avro_schema_of(cls: type) -> dict:
 
     A `Packed*` field is two Avro fields: the original array in place (default `[]`, so writers may leave it
     empty) and `<name>_packed` (null or bytes, default null) appended after every declared field, so the
-    change is a compatible evolution of the array-only schema (`seamlessflow/avro/packing.py`).
+    change is a compatible evolution of the array-only schema (`seamlessflow/avro/packing.py`). An enumerated
+    field is a `string` whose `doc` lists its symbols (a doc changes no schema id: ids hash the canonical form).
     """
     hints = typing.get_type_hints(cls, include_extras=True)
+    docs = {name: f"One of: {', '.join(enum)} (seamlessflow.core {enum.__name__})" for name, enum, _ in enum_fields(cls)}
     fields, packed = [], []
     for f in dataclasses.fields(cls):
         spec = packed_spec(hints[f.name])
@@ -57,6 +62,8 @@ def avro_schema_of(cls: type) -> dict:
             packed.append({"name": f.name + SUFFIX, "type": ["null", "bytes"], "default": None})
             continue
         entry: dict[str, Any] = {"name": f.name, "type": _avro_type(hints[f.name])}
+        if f.name in docs:
+            entry["doc"] = docs[f.name]
         if f.default is not dataclasses.MISSING:
             entry["default"] = f.default
         elif f.default_factory is not dataclasses.MISSING:  # e.g. an empty list: Avro's default is `[]`

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Literal
 
+from seamlessflow.core.episodes import TrajectoryStatus
+
 
 @dataclass(frozen=True)
 class TrajectorySample:
@@ -28,7 +30,7 @@ class TrajectorySample:
     logprobs: tuple[float, ...]
     versions: tuple[int, ...]
     reward: float
-    status: str = "complete"
+    status: TrajectoryStatus = TrajectoryStatus.DONE
 
     def __post_init__(self) -> None:
         lengths = {len(self.tokens), len(self.loss_mask), len(self.logprobs), len(self.versions)}
@@ -69,7 +71,7 @@ class StalenessPolicy:
         return 0.0 if self.mode == "drop" else self.decay**excess
 
 
-TRAINABLE_STATUSES = ("done", "truncated")
+TRAINABLE_STATUSES = (TrajectoryStatus.DONE, TrajectoryStatus.TRUNCATED)  # a truncated one is still what inference saw
 
 
 def rewards_all_equal(samples: list[TrajectorySample], tolerance: float = 1e-9) -> bool:
@@ -101,7 +103,7 @@ class BatchConfig:
     group_timeout_s: float | None = None
     staleness: StalenessPolicy = StalenessPolicy()
     success_reward: float = 1.0
-    trainable_statuses: frozenset[str] = frozenset({"complete"})
+    trainable_statuses: frozenset[TrajectoryStatus] = frozenset(TRAINABLE_STATUSES)
 
 
 @dataclass

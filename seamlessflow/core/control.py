@@ -38,7 +38,7 @@ from dataclasses import dataclass, replace
 from enum import StrEnum
 from typing import Protocol, TypeVar
 
-from seamlessflow.core.resources import IllegalTransition, Resource, ResourceState, command_is_fresh, transition
+from seamlessflow.core.resources import IllegalTransition, Resource, ResourceState, Tag, command_is_fresh, transition
 
 
 class CommandKind(StrEnum):
@@ -60,7 +60,14 @@ class Outcome(StrEnum):
     FAILED = "failed"
 
 
-PAUSE_MODES = ("keep", "wait", "abort")
+class PauseMode(StrEnum):
+    """Values of `ControlCommand.mode` (for `pause`): what happens to requests in flight."""
+
+    KEEP = "keep"  # stop generating, keep them; they continue after `resume`
+    WAIT = "wait"  # let them finish first
+    ABORT = "abort"  # cut them now
+
+
 BROADCAST = "*"
 
 
@@ -70,9 +77,9 @@ class CommandLike(Protocol):
     event_id: str
     resource_id: str
     epoch: int
-    command: str
-    role: str | None
-    mode: str | None
+    command: CommandKind
+    role: Tag | None
+    mode: PauseMode | None
     weight_version: int | None
 
 
@@ -170,10 +177,10 @@ class ControlProtocol:
             return f"{self.resource_id} does not do {kind}"
         roles = caps.commands[kind]
         if roles is not None and self.view.active not in roles:
-            return f"cannot {kind} in role {self.view.active!r} (only {', '.join(sorted(roles))})"
+            return f"cannot {kind} in role '{self.view.active}' (only {', '.join(sorted(roles))})"
         if kind is CommandKind.SET_ACTIVE and command.role not in caps.roles:
-            return f"{self.resource_id} has no {command.role!r} role (roles: {', '.join(sorted(caps.roles))})"
-        if kind is CommandKind.PAUSE and command.mode not in (None, *PAUSE_MODES):
+            return f"{self.resource_id} has no '{command.role}' role (roles: {', '.join(sorted(caps.roles))})"
+        if kind is CommandKind.PAUSE and command.mode not in (None, *PauseMode):
             return f"unknown pause mode {command.mode!r}"
         if kind is CommandKind.LOAD_WEIGHTS and command.weight_version is None:
             return "load_weights needs a weight_version"

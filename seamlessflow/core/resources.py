@@ -37,15 +37,28 @@ class ResourceState(StrEnum):
     SWITCHING = "switching"
     PAUSED = "paused"
     FAILED = "failed"
+    STOPPED = "stopped"  # shut down on purpose: a resource's last heartbeat; the scheduler counts it as failed
+
+
+class ResourceKind(StrEnum):
+    """What sends a heartbeat (values match `ResourceStatus.kind`); the scheduler commands rollout and trainer."""
+
+    ROLLOUT = "rollout"
+    TRAINER = "trainer"
+    PROXY = "proxy"
+    ASSEMBLER = "assembler"
+    SCHEDULER = "scheduler"
+    AGENT = "agent"
 
 
 _S = ResourceState
 TRANSITIONS: dict[ResourceState, frozenset[ResourceState]] = {
-    _S.STARTING: frozenset({_S.ACTIVE, _S.FAILED}),
-    _S.ACTIVE: frozenset({_S.SWITCHING, _S.PAUSED, _S.FAILED}),
-    _S.SWITCHING: frozenset({_S.ACTIVE, _S.FAILED}),
-    _S.PAUSED: frozenset({_S.ACTIVE, _S.SWITCHING, _S.FAILED}),
-    _S.FAILED: frozenset({_S.STARTING}),
+    _S.STARTING: frozenset({_S.ACTIVE, _S.FAILED, _S.STOPPED}),
+    _S.ACTIVE: frozenset({_S.SWITCHING, _S.PAUSED, _S.FAILED, _S.STOPPED}),
+    _S.SWITCHING: frozenset({_S.ACTIVE, _S.FAILED, _S.STOPPED}),
+    _S.PAUSED: frozenset({_S.ACTIVE, _S.SWITCHING, _S.FAILED, _S.STOPPED}),
+    _S.FAILED: frozenset({_S.STARTING, _S.STOPPED}),
+    _S.STOPPED: frozenset({_S.STARTING}),
 }
 
 

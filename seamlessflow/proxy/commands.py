@@ -11,7 +11,8 @@ import logging
 import time
 from typing import Any
 
-from seamlessflow.core.control import Capabilities, CommandKind, ControlProtocol, Outcome, Reply
+from seamlessflow.core.control import Capabilities, CommandKind, ControlProtocol, Outcome, PauseMode, Reply
+from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
 from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus
 from seamlessflow.proxy.control import ALIASES
 from seamlessflow.proxy.generation import PauseGate
@@ -36,7 +37,7 @@ class CommandHandler:
         self.team = team
         self.run = run
         self.drain_timeout_s = drain_timeout_s
-        self.protocol = ControlProtocol(proxy_id, CAPABILITIES, role="proxy", aliases=ALIASES)
+        self.protocol = ControlProtocol(proxy_id, CAPABILITIES, role=ResourceKind.PROXY, aliases=ALIASES)
         self._turn = asyncio.Lock()  # FIFO: commands are carried out in the order they were admitted
         self._tasks: set[asyncio.Task] = set()
 
@@ -81,34 +82,34 @@ class CommandHandler:
     def _on_status(self, status: ResourceStatus) -> None:
         if not status.engine_url or status.resource_id == self.proxy_id:
             return
-        if status.kind != "rollout" and status.active_tag != "rollout":
+        if status.kind != ResourceKind.ROLLOUT and status.active_tag != Tag.ROLLOUT:
             return
         # a worker switched to train keeps reporting "active" and its URL while its engine is stopped
-        serving = status.state == "active" and status.active_tag == "rollout" and status.figures.get("engine_up", 1.0) >= 1
+        serving = status.state == ResourceState.ACTIVE and status.active_tag == Tag.ROLLOUT and status.figures.get("engine_up", 1.0) >= 1
         engine = self.engines.announce(status.resource_id, status.engine_url, serving, status.weight_version,
                                        frozenset(status.hardware_tags))
-        if status.active_tag != "rollout":  # preempted (e.g. to train): its calls move to other engines
+        if status.active_tag != Tag.ROLLOUT:  # preempted (e.g. to train): its calls move to other engines
             moved = self.gate.cut_on(engine.url)
             if moved:
                 log.info("%s left rollout: %d in-flight call(s) continue on other engines", status.resource_id, moved)
 
     async def _carry_out(self, command: ControlCommand) -> Reply:
         outcome, reason = await self._do(command)
-        return Reply(Outcome(outcome), reason)
+        return Reply(outcome, reason)
 
-    async def _do(self, command: ControlCommand) -> tuple[str, str]:
-        if command.command == "pause":
-            keep_running = command.mode == "wait"
+    async def _do(self, command: ControlCommand) -> tuple[Outcome, str]:
+        if command.command == CommandKind.PAUSE:
+            keep_running = command.mode == PauseMode.WAIT
             cut = self.gate.close(cut=not keep_running)
             idle = await self.gate.wait_idle(self.drain_timeout_s)
             if not idle:
-                return "failed", f"calls still generating after {self.drain_timeout_s} s"
-            return "ok", f"paused ({'drained' if keep_running else f'cut {cut} in-flight calls'})"
-        if command.command == "resume":
+                return Outcome.FAILED, f"calls still generating after {self.drain_timeout_s} s"
+            return Outcome.OK, f"paused ({'drained' if keep_running else f'cut {cut} in-flight calls'})"
+        if command.command == CommandKind.RESUME:
             if command.weight_version is not None:
                 self.engines.set_all_versions(command.weight_version)
             self.gate.open()
-            return "ok", f"resumed at version {command.weight_version}" if command.weight_version is not None else "resumed"
+            return Outcome.OK, f"resumed at version {command.weight_version}" if command.weight_version is not None else "resumed"
         assert command.weight_version is not None  # load_weights is admitted only with a version
         self.engines.set_all_versions(command.weight_version)  # load_weights (with a version: admitted)
-        return "ok", f"engines labelled with version {command.weight_version}"
+        return Outcome.OK, f"engines labelled with version {command.weight_version}"

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from seamlessflow.core.episodes import EpisodeStatus
 from seamlessflow.proxy.config import ProxyConfig
 
 SESSION_PATTERN = r"^[A-Za-z0-9._:\-]{1,128}$"
@@ -84,7 +85,7 @@ END_BODY = {
     "additionalProperties": False,
     "properties": {
         "reward": {"type": "number", "description": "finite"},
-        "status": {"type": "string", "enum": ["done", "failed", "aborted"]},
+        "status": {"type": "string", "enum": [s.value for s in EpisodeStatus]},
         "info": {"type": "object"},
         "group_id": {"type": ["string", "null"]},
         "task_id": {"type": ["string", "null"]},

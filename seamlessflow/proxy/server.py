@@ -17,7 +17,7 @@ import math
 import re
 import time
 import uuid
-from typing import Any, Literal
+from typing import Annotated, Any
 
 import aiohttp
 from aiohttp import web
@@ -25,6 +25,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from seamlessflow.avro import Codec, CodecError, codec_for
 from seamlessflow.config import Settings
+from seamlessflow.core.episodes import EpisodeStatus
 from seamlessflow.core.routing import parse_profile
 from seamlessflow.messages import EpisodeEnd, TokenIO, now_ms
 from seamlessflow.proxy.config import ProxyConfig
@@ -51,7 +52,7 @@ class EndRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)  # "1" is not a reward: no coercion from strings
 
     reward: float
-    status: Literal["done", "failed", "aborted"] = "done"
+    status: Annotated[EpisodeStatus, Field(strict=False)] = EpisodeStatus.DONE  # from JSON: its value
     info: dict[str, Any] = Field(default_factory=dict)
     group_id: str | None = None
     task_id: str | None = None

@@ -11,6 +11,7 @@ import logging
 
 import aiohttp
 
+from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.messages import CommandAck, DeadLetter, ResourceStatus, new_id, now_ms
 from seamlessflow.proxy.commands import CommandHandler
@@ -129,10 +130,10 @@ class ProxyService:
         return ResourceStatus(
             event_id=new_id(),
             resource_id=self.config.id,
-            kind="proxy",
-            capability_tags=["proxy"],
-            active_tag="proxy",
-            state="paused" if server.gate.paused else "active",
+            kind=ResourceKind.PROXY,
+            capability_tags=[ResourceKind.PROXY],
+            active_tag=ResourceKind.PROXY,
+            state=ResourceState.PAUSED if server.gate.paused else ResourceState.ACTIVE,
             weight_version=max(versions),
             figures={
                 "inflight": float(server._running),

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import httpx
 
+from seamlessflow.core.control import PauseMode
+
 METRICS = {
     "vllm:num_requests_running": "requests_running",
     "vllm:num_requests_waiting": "requests_waiting",
@@ -32,7 +34,7 @@ class EngineClient:
     def close(self) -> None:
         self._http.close()
 
-    def pause(self, mode: str) -> None:
+    def pause(self, mode: PauseMode) -> None:
         self._post("/pause", params={"mode": mode})
 
     def resume(self) -> None:

@@ -21,6 +21,8 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from seamlessflow.config import Settings
+from seamlessflow.core.control import PauseMode
+from seamlessflow.core.resources import Tag
 
 SWAP_METHODS: tuple[Literal["reload", "restart"], ...] = ("reload", "restart")
 
@@ -30,10 +32,10 @@ class WorkerSpec(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    capability_tags: list[str] = Field(default_factory=lambda: ["rollout"])
+    capability_tags: list[Tag] = Field(default_factory=lambda: [Tag.ROLLOUT])
     # what its hardware is good at, for the proxy's routing: compute | bandwidth | a GPU model (e.g. h100)
     hardware_tags: list[str] = Field(default_factory=list)
-    active_tag: str = "rollout"  # role at start
+    active_tag: Tag = Tag.ROLLOUT  # role at start
     port: int | None = None  # None: a free port
     cpus: str | None = None  # e.g. "0-1": the engine is pinned there (taskset + vLLM's OMP binding)
     gpu: str | None = None  # CUDA_VISIBLE_DEVICES for the engine
@@ -50,7 +52,7 @@ class RolloutOptions(BaseModel):
     seed: int = 0
     optimization_level: int | None = None  # vLLM -O level; 0 = no compilation (fastest start, slower decode)
     kv_cache_gb: int = 1  # VLLM_CPU_KVCACHE_SPACE (CPU only)
-    pause_mode: Literal["keep", "wait", "abort"] = "keep"
+    pause_mode: PauseMode = PauseMode.KEEP
     weight_load_methods: list[Literal["reload", "restart"]] = Field(default_factory=lambda: list(SWAP_METHODS))
     release_mode: Literal["stop", "sleep", "keep"] = "stop"
     # After an in-place reload, KV computed with the old weights is stale: `recompute` drops the prefix

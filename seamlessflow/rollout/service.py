@@ -17,6 +17,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartiti
 
 from seamlessflow.avro import Codec, codec_for
 from seamlessflow.config import Settings
+from seamlessflow.core.resources import ResourceState
 from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.io import MessageProducer
@@ -68,7 +69,7 @@ class RolloutService:
                     self.publish_status()
         finally:
             self.worker.close()
-            self.worker.state = "stopped"
+            self.worker.state = ResourceState.STOPPED
             self.publish_status()
             self.producer.flush(10)
             consumer.close()
@@ -132,7 +133,7 @@ class RolloutService:
 
     def _figures(self) -> dict[str, float]:
         figures = self.worker.base_figures()
-        if self.worker.engine.running() and self.worker.state in ("active", "paused"):
+        if self.worker.engine.running() and self.worker.state in (ResourceState.ACTIVE, ResourceState.PAUSED):
             try:
                 engine = EngineClient(self.worker.engine.url, timeout_s=2.0)
                 try:

@@ -13,8 +13,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
-from seamlessflow.core.control import Capabilities, CommandKind, ControlProtocol, Outcome, Reply
-from seamlessflow.core.resources import Tag
+from seamlessflow.core.control import Capabilities, CommandKind, ControlProtocol, Outcome, PauseMode, Reply
+from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
 from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus, new_id, now_ms
 from seamlessflow.rollout.client import EngineClient, EngineError
 from seamlessflow.rollout.engine import EngineProcess, EngineStartFailed
@@ -55,7 +55,7 @@ class RolloutWorker:
         self.weights_dir = Path(model_dir)
         self.weight_version = 0
         self.protocol = ControlProtocol(resource_id, capabilities(self.spec), self.spec.active_tag)
-        self.state = "starting"
+        self.state = ResourceState.STARTING
         self.restarts = 0
         self.asleep = False
         self.stopped = False
@@ -75,9 +75,9 @@ class RolloutWorker:
     def start(self) -> None:
         """Bring the engine up if the worker starts in the rollout role."""
         with self._lock:
-            if self.active_tag == "rollout":
+            if self.active_tag == Tag.ROLLOUT:
                 self._start_engine()
-            self.state = "active"
+            self.state = ResourceState.ACTIVE
 
     def close(self) -> None:
         with self._lock:
@@ -87,16 +87,16 @@ class RolloutWorker:
     @property
     def engine_wanted(self) -> bool:
         """The engine should be running: serving rollouts, or kept warm through a role switch."""
-        return not self.stopped and (self.active_tag == "rollout" or self.options.release_mode != "stop")
+        return not self.stopped and (self.active_tag == Tag.ROLLOUT or self.options.release_mode != "stop")
 
     def check_engine(self) -> bool:
         """Restart a crashed engine; True when a restart happened."""
         with self._lock:
-            if not self.engine_wanted or self.engine.running() or self.state == "starting":
+            if not self.engine_wanted or self.engine.running() or self.state == ResourceState.STARTING:
                 return False
-            paused = self.state == "paused"
+            paused = self.state == ResourceState.PAUSED
             self.restarts += 1
-            self.state = "failed"
+            self.state = ResourceState.FAILED
             log.error("%s: engine exited (restart %d of %d)", self.resource_id, self.restarts, self.options.max_restarts)
             if self.restarts > self.options.max_restarts:
                 self.stopped = True
@@ -105,11 +105,11 @@ class RolloutWorker:
                 self._start_engine()
             except (EngineStartFailed, EngineError, OSError):
                 log.exception("%s: engine restart failed", self.resource_id)
-                self.state = "failed"
+                self.state = ResourceState.FAILED
                 return False
             if paused:
                 self.client.pause(self.options.pause_mode)
-            self.state = "paused" if paused else "active"
+            self.state = ResourceState.PAUSED if paused else ResourceState.ACTIVE
             return True
 
     # -- commands ---------------------------------------------------------------------------------
@@ -144,13 +144,13 @@ class RolloutWorker:
         mode = command.mode or self.options.pause_mode
         self._require_serving("pause")
         self.client.pause(mode)
-        self.state = "paused"
+        self.state = ResourceState.PAUSED
         return f"paused ({mode})"
 
     def _do_resume(self, command: ControlCommand) -> str:
         self._require_serving("resume")
         self.client.resume()
-        self.state = "active"
+        self.state = ResourceState.ACTIVE
         return "resumed"
 
     def _do_load_weights(self, command: ControlCommand) -> str:
@@ -186,9 +186,9 @@ class RolloutWorker:
 
     def _swap_by_reload(self, path: Path, version: int) -> None:
         """In place: generation is held (in-flight requests kept) only while the tensors are copied."""
-        was_paused = self.state == "paused"
+        was_paused = self.state == ResourceState.PAUSED
         if not was_paused:
-            self.client.pause("keep")
+            self.client.pause(PauseMode.KEEP)
         try:
             self.client.reload_weights(str(path))
             if self.options.kv_after_swap == "recompute" and not self.client.reset_prefix_cache(reset_running=True):
@@ -199,26 +199,26 @@ class RolloutWorker:
                 self.client.resume()
 
     def _swap_by_restart(self, path: Path, version: int) -> None:
-        was_paused = self.state == "paused"
-        self.state = "switching"
+        was_paused = self.state == ResourceState.PAUSED
+        self.state = ResourceState.SWITCHING
         self.engine.stop()
         self.weights_dir = path
         self._start_engine()
         self.client.set_weight_version(version)
         if was_paused:
             self.client.pause(self.options.pause_mode)
-        self.state = "paused" if was_paused else "active"
+        self.state = ResourceState.PAUSED if was_paused else ResourceState.ACTIVE
 
     def _do_set_active(self, command: ControlCommand) -> str:
         role = command.role  # one of this worker's roles: the protocol checked it
         if role == self.active_tag:
             return f"already {role}"
-        self.state = "switching"
-        if role == "rollout":
+        self.state = ResourceState.SWITCHING
+        if role == Tag.ROLLOUT:
             detail = self._reacquire()
         else:
             detail = self._release()
-        self.state = "active"  # the active tag changes when the protocol settles the command
+        self.state = ResourceState.ACTIVE  # the active tag changes when the protocol settles the command
         return f"{role}: {detail}"
 
     def _reacquire(self) -> str:
@@ -238,7 +238,7 @@ class RolloutWorker:
         if mode == "stop":
             self.engine.stop()
             return "engine stopped"
-        self.client.pause("keep")
+        self.client.pause(PauseMode.KEEP)
         if mode == "sleep":
             self.client.sleep(1)
             self.asleep = True
@@ -248,15 +248,15 @@ class RolloutWorker:
     def _do_shutdown(self, command: ControlCommand) -> str:
         self.stopped = True
         self.engine.stop()
-        self.state = "stopped"
+        self.state = ResourceState.STOPPED
         return "engine stopped; worker exiting"
 
     def _require_serving(self, what: str) -> None:
-        if self.active_tag != "rollout" or not self.engine.running():
-            raise CommandRejected(f"cannot {what}: the engine is not serving (active tag {self.active_tag!r})")
+        if self.active_tag != Tag.ROLLOUT or not self.engine.running():
+            raise CommandRejected(f"cannot {what}: the engine is not serving (active tag '{self.active_tag}')")
 
     def _start_engine(self) -> None:
-        self.state = "starting"
+        self.state = ResourceState.STARTING
         self.engine.start(self.weights_dir)
         if self.weight_version:
             self.client.set_weight_version(self.weight_version)
@@ -265,7 +265,7 @@ class RolloutWorker:
 
     def status(self, figures: dict[str, float]) -> ResourceStatus:
         return ResourceStatus(
-            new_id(), self.resource_id, "rollout", list(self.spec.capability_tags), self.active_tag, self.state,
+            new_id(), self.resource_id, ResourceKind.ROLLOUT, list(self.spec.capability_tags), self.active_tag, self.state,
             self.weight_version, figures, self.team, self.run, now_ms(), self.engine.url, self.epoch,
             list(self.spec.hardware_tags),
         )

@@ -2,21 +2,22 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from seamlessflow.core.policies import Command, LoadWeights, Pause, SetActive
 from seamlessflow.messages import ControlCommand, new_id, now_ms
 
 
 def to_message(command: Command, epoch: int, team: str, run: str, weights: dict[int, str]) -> ControlCommand:
     """`weights` maps version -> uri so a `load_weights` names where the trainer saved that version."""
-    message = ControlCommand(new_id(), command.resource_id, epoch, command.kind, team, run, now_ms())
+    detail: dict[str, Any] = {}
     if isinstance(command, SetActive):
-        message.role = command.role
+        detail = {"role": command.role}
     elif isinstance(command, Pause):
-        message.mode = command.mode
+        detail = {"mode": command.mode}
     elif isinstance(command, LoadWeights):
-        message.weight_version = command.version
-        message.weight_uri = weights.get(command.version)
-    return message
+        detail = {"weight_version": command.version, "weight_uri": weights.get(command.version)}
+    return ControlCommand(new_id(), command.resource_id, epoch, command.kind, team, run, now_ms(), **detail)
 
 
 def describe(message: ControlCommand) -> str:

@@ -30,13 +30,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from seamlessflow.core.batching import TRAINABLE_STATUSES, rewards_vary, solved_by_all
+from seamlessflow.core.episodes import EpisodeStatus
 from seamlessflow.core.staleness import RolloutLedger
 from seamlessflow.messages import EpisodeEnd, Task, Trajectory, new_id, now_ms
 from seamlessflow.scheduler.options import ManagerOptions
 from seamlessflow.tasks import ArithmeticTask, generate_tasks, load_tasks
 from seamlessflow.tasks.arithmetic import expression_of
 
-FINAL_STATUSES = ("done", "failed")
+FINAL_STATUSES = (EpisodeStatus.DONE, EpisodeStatus.FAILED)  # aborted sessions are retried
 
 
 def task_set(options: ManagerOptions) -> list[ArithmeticTask]:

@@ -8,6 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from seamlessflow.config import Settings
 from seamlessflow.core.policies import SchedulerConfig
+from seamlessflow.core.resources import ResourceKind
 
 
 class SchedulerOptions(BaseModel):
@@ -26,7 +27,7 @@ class SchedulerOptions(BaseModel):
     stay_margin: float = Field(1.0, ge=0)
     train_pool_size: int | None = None
     batch_threshold: int = Field(8, ge=1)  # trajectories per training step (default: from `trainer:`)
-    resource_kinds: list[str] = Field(default_factory=lambda: ["rollout", "trainer"])
+    resource_kinds: list[ResourceKind] = Field(default_factory=lambda: [ResourceKind.ROLLOUT, ResourceKind.TRAINER])
     rate_window_s: float = Field(30.0, gt=0)
     coordinate_proxy: bool = True  # weight loads wrapped in proxy pause/resume (scheduling.proxy_sync)
 

@@ -29,7 +29,7 @@ from confluent_kafka import Consumer, TopicPartition
 from seamlessflow.avro import Codec, codec_for
 from seamlessflow.config import Settings
 from seamlessflow.core.policies import Command, Pause, PipelineState, Resume, get_policy
-from seamlessflow.core.resources import ResourceState
+from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.core.scheduler import Scheduler
 from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.dead_letters import DeadLetters
@@ -183,7 +183,7 @@ class SchedulerService:
         self.view.mark_failed(resource_id)
         last = self.view.tracked[resource_id].status
         record = ResourceStatus(new_id(), resource_id, last.kind, list(last.capability_tags), last.active_tag,
-                                "failed", last.weight_version, {"marked_by_scheduler": 1.0}, self.settings.team,
+                                ResourceState.FAILED, last.weight_version, {"marked_by_scheduler": 1.0}, self.settings.team,
                                 self.settings.run, now_ms(), last.engine_url, last.epoch, list(last.hardware_tags))
         self.producer.send(self.topics.status, resource_id, record)
         log.warning("resource %s stopped heartbeating: marked failed", resource_id)
@@ -194,7 +194,8 @@ class SchedulerService:
                    "trajectory_rate": pipeline.trajectory_rate, "commands": float(len(self.published))}
         if self.manager:
             figures.update({k: float(v) for k, v in self.manager.figures().items()})
-        status = ResourceStatus(new_id(), self.options.resource_id, "scheduler", [], self.options.policy, "active",
+        status = ResourceStatus(new_id(), self.options.resource_id, ResourceKind.SCHEDULER, [], self.options.policy,
+                                ResourceState.ACTIVE,
                                 self.view.current_version, figures, self.settings.team, self.settings.run, now_ms())
         self.producer.send(self.topics.status, self.options.resource_id, status)
 

@@ -19,25 +19,28 @@ import itertools
 from collections import defaultdict
 from collections.abc import Iterable
 
+from seamlessflow.core.control import CommandKind, Outcome
+from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
 from seamlessflow.core.timeline import Interval
 from seamlessflow.messages import CommandAck, ResourceStatus
 
-SCHEDULED_KINDS = frozenset({"rollout", "trainer"})
+SCHEDULED_KINDS = frozenset({ResourceKind.ROLLOUT, ResourceKind.TRAINER})
 
 
 def kind_of(status: ResourceStatus) -> str:
-    if status.state in ("failed", "stopped"):
+    """The interval kind (`core.timeline`) a heartbeat stands for."""
+    if status.state in (ResourceState.FAILED, ResourceState.STOPPED):
         return "failed"
-    if status.state == "switching":
+    if status.state is ResourceState.SWITCHING:
         return "switch"
-    if status.state == "paused":
+    if status.state is ResourceState.PAUSED:
         return "sync"
-    if status.state != "active" or status.active_tag not in ("rollout", "train"):
+    if status.state is not ResourceState.ACTIVE or status.active_tag not in (Tag.ROLLOUT, Tag.TRAIN):
         return "idle"
     running = status.figures.get("requests_running", status.figures.get("running"))
-    if status.active_tag == "rollout" and running is not None and running <= 0:
+    if status.active_tag == Tag.ROLLOUT and running is not None and running <= 0:
         return "idle"
-    return status.active_tag
+    return Tag(status.active_tag).value
 
 
 def intervals_from_records(
@@ -55,7 +58,7 @@ def intervals_from_records(
         t = message.created_at_ms / 1000.0 - origin
         if isinstance(message, ResourceStatus) and message.kind in kinds:
             samples[message.resource_id].append((t, kind_of(message), message.figures.get("busy_s")))
-        elif isinstance(message, CommandAck) and message.command == "load_weights" and message.outcome == "ok":
+        elif isinstance(message, CommandAck) and message.command is CommandKind.LOAD_WEIGHTS and message.outcome is Outcome.OK:
             syncs.append(Interval(message.resource_id, max(0.0, t - message.duration_ms / 1000.0), t, "sync"))
     end = max(t for points in samples.values() for t, _, _ in points) if samples else 0.0
     out: list[Interval] = []

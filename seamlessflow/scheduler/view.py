@@ -16,24 +16,22 @@ import math
 from collections import deque
 from dataclasses import dataclass, field, replace
 
+from seamlessflow.core.control import Outcome
 from seamlessflow.core.policies import Command, SetActive
-from seamlessflow.core.resources import EpochBook, Resource, ResourceState
+from seamlessflow.core.resources import EpochBook, Resource, ResourceKind, ResourceState
 from seamlessflow.core.scheduler import expect
 from seamlessflow.messages import CommandAck, ResourceStatus, WeightVersion
 
 
 def state_of(status: ResourceStatus) -> ResourceState:
-    """`stopped` (and anything unknown) counts as failed: the resource is out of the pool."""
-    try:
-        return ResourceState(status.state)
-    except ValueError:
-        return ResourceState.FAILED
+    """`stopped` counts as failed: the resource is out of the pool (until it heartbeats again)."""
+    return ResourceState.FAILED if status.state is ResourceState.STOPPED else status.state
 
 
 @dataclass
 class Tracked:
     reported: Resource
-    kind: str
+    kind: ResourceKind
     status: ResourceStatus
     reported_epoch: int = 0
     expected: Resource | None = None
@@ -43,7 +41,7 @@ class Tracked:
 
 @dataclass
 class ClusterView:
-    resource_kinds: frozenset[str]
+    resource_kinds: frozenset[ResourceKind]
     command_timeout_s: float = 30.0
     rate_window_s: float = 30.0
     epochs: EpochBook = field(default_factory=EpochBook)
@@ -56,7 +54,7 @@ class ClusterView:
     proxies: dict[str, tuple[int, float]] = field(default_factory=dict)  # live proxy -> (version, heartbeat)
 
     def on_status(self, status: ResourceStatus, now: float) -> None:
-        if status.kind == "proxy":
+        if status.kind is ResourceKind.PROXY:
             self._on_proxy(status, now)
         if status.kind not in self.resource_kinds:
             return
@@ -95,7 +93,7 @@ class ClusterView:
     def on_ack(self, ack: CommandAck) -> None:
         tracked = self.tracked.get(ack.resource_id)
         self.last_ack[ack.resource_id] = ack
-        if ack.outcome == "ok":
+        if ack.outcome is Outcome.OK:
             self.epochs.ack(ack.resource_id, ack.epoch)
         elif tracked is not None and ack.epoch >= self.epochs.issued.get(ack.resource_id, 0):
             tracked.released_epoch = max(tracked.released_epoch, ack.epoch)  # rejected/failed: trust heartbeats
@@ -155,5 +153,5 @@ class ClusterView:
     def trainer_figure(self, name: str) -> float | None:
         """A figure from the live trainers' heartbeats (summed), or None when no trainer reports it."""
         values = [t.status.figures[name] for t in self.tracked.values()
-                  if t.kind == "trainer" and t.reported.state is not ResourceState.FAILED and name in t.status.figures]
+                  if t.kind == ResourceKind.TRAINER and t.reported.state is not ResourceState.FAILED and name in t.status.figures]
         return sum(values) if values else None

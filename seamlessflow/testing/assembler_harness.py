@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 
 from seamlessflow.core.assembler import AssemblerConfig, SessionAssembler
+from seamlessflow.core.episodes import EpisodeStatus
 from seamlessflow.core.prefix_tree import Call
 from seamlessflow.kafka.io import MessageProducer, read_topic
 from seamlessflow.messages import EpisodeEnd, TokenIO, Trajectory
@@ -57,7 +58,7 @@ def token_io(session_id: str, call: Call) -> TokenIO:
                    "stop", 0.0, 0.0, 0.0, 1)
 
 
-def episode_end(session_id: str, reward: float = 1.0, status: str = "done") -> EpisodeEnd:
+def episode_end(session_id: str, reward: float = 1.0, status: EpisodeStatus = EpisodeStatus.DONE) -> EpisodeEnd:
     return EpisodeEnd(f"{session_id}/end", session_id, "teamA", "run1", reward, status, "{}", -1, 2,
                       group_id=f"g-{session_id}", task_id="t")
 

@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict
 
 from seamlessflow.config import Settings
 from seamlessflow.core.batching import TRAINABLE_STATUSES, BatchConfig, StalenessPolicy
+from seamlessflow.core.episodes import TrajectoryStatus
 from seamlessflow.core.losses import PolicyLossConfig
 
 if TYPE_CHECKING:
@@ -44,7 +45,7 @@ class TrainerConfig(BaseModel):
     stale_mode: Literal["drop", "downweight"] = "drop"
     stale_decay: float = 0.5
     success_reward: float = 1.0
-    trainable_statuses: list[str] = list(TRAINABLE_STATUSES)
+    trainable_statuses: list[TrajectoryStatus] = list(TRAINABLE_STATUSES)
     # loss (seamlessflow.core.losses)
     scale_by_std: bool = True
     clip_low: float = 0.2

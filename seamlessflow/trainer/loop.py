@@ -28,6 +28,7 @@ import time
 from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
 from seamlessflow.core.batching import BatchBuilder, Counters
+from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import ResourceStatus, WeightVersion, new_id, now_ms
@@ -110,11 +111,11 @@ class Trainer:
                 for command in listener.poll():
                     self._apply(command)
                 if time.monotonic() >= next_beat:
-                    self._heartbeat("active")
+                    self._heartbeat(ResourceState.ACTIVE)
                     next_beat = time.monotonic() + self.config.heartbeat_s
                 self._take(self.source.poll(0.2))
                 started = time.perf_counter()
-                if self.control.role == "train" and self._train_if_ready():
+                if self.control.role == Tag.TRAIN and self._train_if_ready():
                     self.busy_s += time.perf_counter() - started
                     if self.config.max_steps is not None and self.step >= self.config.max_steps:
                         break
@@ -124,7 +125,7 @@ class Trainer:
                 self._checkpoint_and_commit()
         finally:
             self._stop_followers()
-            self._heartbeat("stopped")
+            self._heartbeat(ResourceState.STOPPED)
             self.producer.flush()
             listener.close()
             self.source.close()
@@ -260,14 +261,14 @@ class Trainer:
     def _apply(self, command) -> None:
         decision = self.control.decide(command)
         if decision.role is not None:
-            self.source.set_paused(decision.role != "train")
+            self.source.set_paused(decision.role != Tag.TRAIN)
             log.info("role -> %s (epoch %d)", decision.role, command.epoch)
         if decision.shutdown:
             self.stopping = True
         self.producer.send(self.topics.status, f"{self.config.resource_id}/ack", decision.ack)
-        self._heartbeat("active")
+        self._heartbeat(ResourceState.ACTIVE)
 
-    def _heartbeat(self, state: str) -> None:
+    def _heartbeat(self, state: ResourceState) -> None:
         figures = {"step": float(self.step), "pending_samples": float(len(self.builder.pending_samples)),
                    "too_easy_tasks": float(len(self.builder.too_easy_tasks)),
                    "publish_time_s": float(getattr(self, "publish_time_s", 0.0)),
@@ -277,7 +278,7 @@ class Trainer:
         if self.last_metrics is not None:
             figures.update(self.last_metrics.figures())
         status = ResourceStatus(
-            event_id=new_id(), resource_id=self.config.resource_id, kind="trainer", capability_tags=["train"],
+            event_id=new_id(), resource_id=self.config.resource_id, kind=ResourceKind.TRAINER, capability_tags=[Tag.TRAIN],
             active_tag=self.control.role, state=state, weight_version=self.version, figures=figures,
             team=self.settings.team, run=self.settings.run, created_at_ms=now_ms(), epoch=max(self.control.epoch, 0),
         )

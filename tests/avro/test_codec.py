@@ -4,8 +4,10 @@ import struct
 import pytest
 
 from seamlessflow.avro import Codec, CodecError, ConfluentRegistry, LocalRegistry, RecordTooLarge
+from seamlessflow.avro.registry import local_schema_id
 from seamlessflow.avro.schema import avro_schema_of
-from seamlessflow.messages import EpisodeEnd, ResourceStatus
+from seamlessflow.core.resources import ResourceKind, ResourceState
+from seamlessflow.messages import CommandAck, EpisodeEnd, ResourceStatus
 from tests.samples import SAMPLES
 
 
@@ -120,3 +122,30 @@ def test_an_id_unknown_to_the_schema_registry_is_a_codec_error_not_a_crash():
     framed = b"\x00" + (987654).to_bytes(4, "big") + b"\x02"
     with pytest.raises(CodecError, match="987654 is not in the schema registry"):
         codec.decode(framed)
+
+
+def test_enumerated_fields_are_strings_on_the_wire_and_enums_when_read(codec):
+    """The docs listing the symbols changed no schema id (records written before still read), and a record
+    holding a symbol outside the enum is a bad record, not a message."""
+    import io
+
+    import fastavro
+
+    status = next(m for m in SAMPLES if isinstance(m, ResourceStatus))
+    decoded = codec.decode(codec.encode(status, "t"))
+    assert (decoded.kind, decoded.state) == (ResourceKind.ROLLOUT, ResourceState.ACTIVE)
+    assert type(decoded.kind) is ResourceKind and type(decoded.state) is ResourceState
+    schema = avro_schema_of(ResourceStatus)
+    without_docs = {**schema, "fields": [{k: v for k, v in f.items() if k != "doc"} for f in schema["fields"]]}
+    assert without_docs != schema and local_schema_id(without_docs) == local_schema_id(schema)
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, fastavro.parse_schema(schema), {**dataclasses.asdict(status), "state": "hibernating"})
+    with pytest.raises(CodecError, match="'hibernating' is not a valid ResourceState"):
+        codec.decode(codec.encode(status, "t")[:5] + body.getvalue())
+
+
+def test_a_symbol_outside_the_enum_is_not_encoded(codec):
+    ack = dataclasses.replace(next(m for m in SAMPLES if isinstance(m, CommandAck)))
+    ack.outcome = "maybe"  # type: ignore[assignment]  (set after construction, past the dataclass check)
+    with pytest.raises(CodecError, match="'maybe' is not a valid Outcome"):
+        codec.encode(ack, "t")

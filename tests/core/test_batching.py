@@ -12,7 +12,7 @@ from seamlessflow.core.batching import (
 )
 
 
-def sample(tid, group="g1", reward=1.0, versions=(-1, 0, 0), task="t1", status="complete"):
+def sample(tid, group="g1", reward=1.0, versions=(-1, 0, 0), task="t1", status="done"):
     n = len(versions)
     return TrajectorySample(
         trajectory_id=tid, group_id=group, task_id=task, tokens=tuple(range(1, n + 1)),
@@ -144,7 +144,7 @@ def test_timeout_closes_incomplete_group_and_late_members_are_discarded():
 
 def test_failed_sample_counts_towards_group_and_lone_survivor_is_discarded():
     builder = BatchBuilder(BatchConfig(group_size=2))
-    assert not builder.add(sample("x", reward=1.0, status="error"), 0)
+    assert not builder.add(sample("x", reward=1.0, status="failed"), 0)
     builder.add(sample("a", reward=1.0), 0)
     result = builder.poll(0, 0)
     assert result.batch == []

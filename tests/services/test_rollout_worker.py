@@ -106,12 +106,11 @@ def test_stale_epoch_is_ignored(worker, module_settings):
     assert httpx.get(url + "/is_paused").json()["is_paused"] is False
 
 
-def test_unknown_command_is_rejected_with_a_reason(worker, module_settings):
+def test_a_command_it_cannot_carry_out_is_rejected_with_a_reason(worker, module_settings):
     _, watcher, _ = worker
-    unknown = send_command(module_settings, watcher.codec, RID, 4, "explode")
-    ack = watcher.ack_for(unknown)
-    assert ack.outcome == "rejected"
-    assert "unknown command 'explode'" in ack.reason
+    incomplete = send_command(module_settings, watcher.codec, RID, 4, "load_weights")  # no weight_version
+    ack = watcher.ack_for(incomplete)
+    assert (ack.outcome, ack.reason) == ("rejected", "load_weights needs a weight_version")
 
 
 def test_engine_crash_is_detected_and_restarted_with_the_loaded_version(worker):

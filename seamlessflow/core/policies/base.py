@@ -11,6 +11,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from seamlessflow.core.control import CommandKind, PauseMode
 from seamlessflow.core.resources import Resource, Tag
 
 
@@ -19,8 +20,8 @@ class SetActive:
     """Give a resource a new active tag (its in-flight rollouts move elsewhere via partial rollout)."""
 
     resource_id: str
-    role: str
-    kind: str = "set_active"
+    role: Tag
+    kind: CommandKind = CommandKind.SET_ACTIVE
 
 
 @dataclass(frozen=True)
@@ -28,21 +29,21 @@ class Pause:
     """Stop generating but keep in-flight requests (`mode="keep"`), e.g. around a weight load."""
 
     resource_id: str
-    mode: str = "keep"
-    kind: str = "pause"
+    mode: PauseMode = PauseMode.KEEP
+    kind: CommandKind = CommandKind.PAUSE
 
 
 @dataclass(frozen=True)
 class Resume:
     resource_id: str
-    kind: str = "resume"
+    kind: CommandKind = CommandKind.RESUME
 
 
 @dataclass(frozen=True)
 class LoadWeights:
     resource_id: str
     version: int
-    kind: str = "load_weights"
+    kind: CommandKind = CommandKind.LOAD_WEIGHTS
 
 
 Command = SetActive | Pause | Resume | LoadWeights
@@ -121,7 +122,7 @@ def keep_generating(resource: Resource, pipeline: PipelineState) -> list[Command
     return []
 
 
-def switch_to(resource: Resource, role: str, pipeline: PipelineState) -> list[Command]:
+def switch_to(resource: Resource, role: Tag, pipeline: PipelineState) -> list[Command]:
     """Change role; a resource entering rollout also loads the newest weights."""
     commands: list[Command] = [SetActive(resource.id, role)]
     if role == Tag.ROLLOUT and resource.weight_version < pipeline.current_version:
@@ -129,7 +130,7 @@ def switch_to(resource: Resource, role: str, pipeline: PipelineState) -> list[Co
     return commands
 
 
-def hold_role(resource: Resource, role: str, pipeline: PipelineState, config: SchedulerConfig, now: float) -> list[Command]:
+def hold_role(resource: Resource, role: Tag, pipeline: PipelineState, config: SchedulerConfig, now: float) -> list[Command]:
     """Steer one resource towards `role`, respecting dwell time; refresh weights if it generates."""
     if resource.active != role:
         return switch_to(resource, role, pipeline) if may_switch(resource, now, config) else []

@@ -22,5 +22,5 @@ def colocated(resources: Sequence[Resource], pipeline: PipelineState, config: Sc
     return commands
 
 
-def _home_role(resource: Resource) -> str:
+def _home_role(resource: Resource) -> Tag:
     return Tag.ROLLOUT if resource.can(Tag.ROLLOUT) else Tag.TRAIN

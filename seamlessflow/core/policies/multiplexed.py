@@ -28,7 +28,7 @@ def multiplexed(resources: Sequence[Resource], pipeline: PipelineState, config: 
     return commands
 
 
-def _role(resource: Resource, pipeline: PipelineState, config: SchedulerConfig) -> str:
+def _role(resource: Resource, pipeline: PipelineState, config: SchedulerConfig) -> Tag:
     if not resource.flexible:
         return Tag.ROLLOUT if resource.can(Tag.ROLLOUT) else Tag.TRAIN
     if pipeline.batch_ready:
