@@ -54,17 +54,16 @@ def new_id() -> str:
 
 
 @functools.cache
-def enum_fields(cls: type) -> tuple[tuple[str, type[StrEnum], bool], ...]:
-    """(field name, its enum, whether it is a list of them) for every enumerated field of a message class."""
+def enum_fields(cls: type) -> tuple[tuple[str, type[StrEnum]], ...]:
+    """(field name, its enum) for every enumerated field of a message class (`E` or `E | None`)."""
     out, hints = [], typing.get_type_hints(cls)
     for f in fields(cls):
         hint = hints[f.name]
-        many = typing.get_origin(hint) is list
-        if many or typing.get_origin(hint) in (typing.Union, types.UnionType):
+        if typing.get_origin(hint) in (typing.Union, types.UnionType):
             inner = [a for a in typing.get_args(hint) if a is not type(None)]
             hint = inner[0] if len(inner) == 1 else hint
         if isinstance(hint, type) and issubclass(hint, StrEnum):
-            out.append((f.name, hint, many))
+            out.append((f.name, hint))
     return tuple(out)
 
 
@@ -72,10 +71,10 @@ def checked_enums(message: Any) -> dict[str, object]:
     """The message's enumerated fields as enum members (ValueError names a value that is not a symbol)."""
     out: dict[str, object] = {}
     cls: type = type(message)
-    for name, enum, many in enum_fields(cls):
+    for name, enum in enum_fields(cls):
         value = getattr(message, name)
         if value is not None:
-            out[name] = [enum(v) for v in value] if many else enum(value)
+            out[name] = enum(value)
     return out
 
 

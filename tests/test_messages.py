@@ -61,7 +61,7 @@ def test_enumerated_fields_are_strings_whose_doc_lists_the_symbols():
     found = {}
     for cls in MESSAGE_TYPES:
         avsc = {f["name"]: f for f in load_schema_file(cls)["fields"]}
-        for name, enum, _ in enum_fields(cls):
+        for name, enum in enum_fields(cls):
             found[(cls.__name__, name)] = enum.__name__
             assert avsc[name]["type"] in ("string", ["null", "string"])
             assert avsc[name]["doc"].startswith("One of: " + ", ".join(enum) + " ")

@@ -53,7 +53,7 @@ def avro_schema_of(cls: type) -> dict:
     field is a `string` whose `doc` lists its symbols (a doc changes no schema id: ids hash the canonical form).
     """
     hints = typing.get_type_hints(cls, include_extras=True)
-    docs = {name: f"One of: {', '.join(enum)} (seamlessflow.core {enum.__name__})" for name, enum, _ in enum_fields(cls)}
+    docs = {name: f"One of: {', '.join(enum)} (seamlessflow.core {enum.__name__})" for name, enum in enum_fields(cls)}
     fields, packed = [], []
     for f in dataclasses.fields(cls):
         spec = packed_spec(hints[f.name])
