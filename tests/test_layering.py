@@ -9,6 +9,7 @@ The rules:
 - nothing outside `seamlessflow/cli` imports the CLI, but the two entry points that are the CLI;
 - nothing in `seamlessflow/`, `services/` or `benchmarks/` imports `tests` (shared fakes live in
   `seamlessflow/testing`), nor starts one of its modules with `python -m tests...`;
+- the running system (`seamlessflow/` and `services/`) never imports those fakes;
 - only `seamlessflow/kafka/` imports the Kafka client libraries.
 """
 
@@ -99,6 +100,11 @@ def test_nothing_shipped_imports_or_runs_the_tests():
     bad = violations(files, lambda name: within(name, "tests"))
     bad += [f"{p.relative_to(ROOT)}:{line} names {name}" for p in files for line, name in names_of_test_modules(p)]
     assert bad == []
+
+
+def test_the_running_system_imports_no_test_fake():
+    files = [p for p in python_files("seamlessflow", "services") if not within(module_name(p), "seamlessflow.testing")]
+    assert violations(files, lambda name: within(name, "seamlessflow.testing")) == []
 
 
 @pytest.mark.xfail(strict=False, reason="moved by the kafka branch: every Kafka client import goes under seamlessflow/kafka/")
