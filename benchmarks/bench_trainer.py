@@ -4,7 +4,11 @@ All modes train the same synthetic GRPO batch (PPO-clip on recorded logprobs, to
 token budget, alternating round by round in one process, so their ratios hold on a noisy machine:
 - `deepspeed packed` / `deepspeed padded`: `PolicyEngine.train_step` with packing on / off;
 - `plain torch`: the same micro-batches (padded) and loss, torch AdamW, no DeepSpeed, batch on the device.
-Publishing = HF safetensors of a new version + DeepSpeed checkpoint, both on the step's critical path today.
+Publication, timed each round: a weight version written synchronously (HF safetensors), the same version
+through the trainer's background writer (only the host snapshot stays on the step's path; the write
+overlaps the next round), and a DeepSpeed checkpoint (every `checkpoint_every` versions in the trainer).
+`--ranks N` re-runs the benchmark under torch's launcher with N data-parallel ranks (gloo on CPU): the
+leader's batch is shared out by tokens as in the trainer; the plain-torch mode runs only with one rank.
 
 FLOPs per step (what MFU counts): 6·N·T + 6·L·d·ΣS², with N the matmul parameters (all parameters but
 the input embedding, plus the LM head's V·H when it is tied to it), T the real tokens of the step (no
@@ -19,7 +23,7 @@ overrides. Peak memory: CUDA max allocated during the mode's steps; on CPU the p
 Usage: python benchmarks/bench_trainer.py [--model HF_DIR | --shape tiny|qwen2.5-0.5b] [--groups 4]
        [--group-size 4] [--prompt 64] [--generated 192] [--spread 0.75] [--max-tokens N]
        [--activation-checkpointing] [--attn sdpa|flash_attention_2] [--deepspeed CONFIG.json] [--rounds 3]
-       [--peak-tflops X]
+       [--peak-tflops X] [--ranks N] [--checkpoint-every K]
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import tempfile
 import threading
 import time
@@ -40,9 +45,11 @@ from seamlessflow.core.batching import KeptGroup, TrajectorySample
 from seamlessflow.core.losses import PolicyLossConfig, group_relative_advantages
 from seamlessflow.trainer.config import DEEPSPEED_CONFIGS
 from seamlessflow.trainer.engine import MemoryOptions, PolicyEngine, micro_batch_loss
+from seamlessflow.trainer.launch import under_launcher
 from seamlessflow.trainer.model import TokenLogprobModel, training_dtype
 from seamlessflow.trainer.samples import collate
 from seamlessflow.trainer.weights import save_weights
+from seamlessflow.trainer.writer import WeightWriter, host_snapshot
 
 SHAPES = {
     "tiny": dict(vocab_size=512, hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=2,
@@ -174,14 +181,19 @@ def main() -> None:
     parser.add_argument("--deepspeed", default=str(DEEPSPEED_CONFIGS / "cpu_zero1.json"))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--peak-tflops", type=float)
+    parser.add_argument("--ranks", type=int, default=1, help="data-parallel ranks (torch's launcher)")
+    parser.add_argument("--checkpoint-every", type=int, default=1, help="versions per checkpoint (amortised)")
     args = parser.parse_args()
+    if args.ranks > 1 and not under_launcher():
+        os.execv(sys.executable, [sys.executable, "-m", "torch.distributed.run", "--standalone",
+                                  f"--nproc-per-node={args.ranks}", *sys.argv])
     tmp = Path(tempfile.mkdtemp(prefix="bench-trainer-"))
     model_dir = Path(args.model) if args.model else build_model(tmp / "model", args.shape)
     ds_config = json.loads(Path(args.deepspeed).read_text())
     options = MemoryOptions(max_tokens_per_micro_batch=args.max_tokens, packing=True,
                             activation_checkpointing=args.activation_checkpointing, attn_implementation=args.attn)
     engine = PolicyEngine(model_dir, ds_config, options=options)
-    device = engine.engine.device
+    device, leader, world = engine.engine.device, engine.ranks.leader, engine.ranks.world
     plain = AutoModelForCausalLM.from_pretrained(model_dir, dtype=training_dtype(ds_config),
                                                  attn_implementation=args.attn).to(device)
     if args.activation_checkpointing:
@@ -192,15 +204,17 @@ def main() -> None:
     samples = [s for g in groups for s in g.samples]
     packing_works = engine.packing
     modes = {
-        "deepspeed packed": lambda: engine.train_step(groups),
-        "deepspeed padded": lambda: engine.train_step(groups),
-        "plain torch (padded)": lambda: plain_step(plain_model, optimizer, groups, padded_plan, device),
+        "deepspeed packed": lambda: engine.train_step(groups if leader else None),
+        "deepspeed padded": lambda: engine.train_step(groups if leader else None),
     }
+    if world == 1:
+        modes["plain torch (padded)"] = lambda: plain_step(plain_model, optimizer, groups, padded_plan, device)
     engine.packing = False
     padded_plan = engine.plan(samples)
     times = {mode: [] for mode in modes}
     peaks = dict.fromkeys(modes, 0)
-    publish = []
+    publish: dict[str, list[float]] = {"sync": [], "background": [], "checkpoint": []}
+    writer = WeightWriter()
     for round_ in range(args.rounds + 1):  # round 0 warms every mode up
         for mode, run in modes.items():
             engine.packing = packing_works and mode == "deepspeed packed"
@@ -209,10 +223,10 @@ def main() -> None:
                 times[mode].append(elapsed)
                 peaks[mode] = max(peaks[mode], peak)
         if round_:
-            start = time.perf_counter()
-            save_weights(engine.module, tmp / "weights", round_, model_dir, engine.state_dict_for_export())
-            engine.save_checkpoint(tmp / "checkpoints", f"step{round_}", {"sf_step": round_})
-            publish.append(time.perf_counter() - start)
+            time_publication(engine, writer, tmp, model_dir, round_, publish)
+    writer.drain()
+    if not leader:
+        return
 
     flops, (peak, peak_note) = step_flops(plain, groups), peak_flops(device, args.peak_tflops)
     real = sum(len(s.tokens) for s in samples)
@@ -234,10 +248,38 @@ def main() -> None:
         print(f"{mode:22} {step:8.3f} {real / step:10.0f} {flops / step / 1e12:8.4f} {flops / step / peak:6.1%} "
               f"{peaks[mode] / 2**30:13.3f}")
     packed, padded = (statistics.median(times[m]) for m in ("deepspeed packed", "deepspeed padded"))
-    save = statistics.median(publish)
-    print(f"publication (HF weights + checkpoint) {save:.3f} s on the critical path = {save / packed:.2f} of a packed step")
-    print(f"ratios: padded/packed step time {padded / packed:.2f}, "
-          f"deepspeed packed/plain torch {packed / statistics.median(times['plain torch (padded)']):.2f}")
+    sync, background, checkpoint = (statistics.median(publish[k]) for k in ("sync", "background", "checkpoint"))
+    on_path = background + checkpoint / args.checkpoint_every
+    print(f"ranks {world}; publication on the step's critical path, per version: weights written in the step "
+          f"{sync:.3f} s ({sync / packed:.2f} of a packed step); with the background writer {background:.3f} s "
+          f"({background / packed:.2f}); checkpoint {checkpoint:.3f} s every {args.checkpoint_every} version(s) "
+          f"-> {on_path:.3f} s = {on_path / packed:.1%} of a packed step")
+    ratios = f"ratios: padded/packed step time {padded / packed:.2f}"
+    if "plain torch (padded)" in times:
+        ratios += f", deepspeed packed/plain torch {packed / statistics.median(times['plain torch (padded)']):.2f}"
+    print(ratios)
+
+
+def time_publication(engine, writer: WeightWriter, tmp: Path, model_dir: Path, round_: int,
+                     publish: dict[str, list[float]]) -> None:
+    """One version written in the step, one through the background writer, and a checkpoint, all ranks
+    taking part (ZeRO-3's gather and DeepSpeed's checkpoint are collectives); the leader writes."""
+    leader = engine.ranks.leader
+    start = time.perf_counter()
+    state = engine.state_dict_for_export()
+    if leader:
+        save_weights(engine.module, tmp / "weights", 2 * round_, model_dir, state)
+    publish["sync"].append(time.perf_counter() - start)
+    start = time.perf_counter()
+    state = engine.state_dict_for_export()
+    if leader:
+        snapshot = host_snapshot(state or engine.module.state_dict())
+        version = 2 * round_ + 1
+        writer.submit(version, round_, lambda: save_weights(engine.module, tmp / "weights", version, model_dir, snapshot))
+    publish["background"].append(time.perf_counter() - start)
+    start = time.perf_counter()
+    engine.save_checkpoint(tmp / "checkpoints", f"step{round_}", {"sf_step": round_})
+    publish["checkpoint"].append(time.perf_counter() - start)
 
 
 if __name__ == "__main__":

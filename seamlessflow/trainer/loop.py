@@ -2,10 +2,12 @@
 
 Per step, in this order, so a crash at any point replays and never skips:
 1. train on a batch (optimizer step);
-2. every `publish_every` steps: save the weights as version N+1 (once, in the training dtype: what the
-   engines load) and publish the WeightVersion record;
+2. every `publish_every` steps: snapshot the weights as version N+1 (once, in the training dtype: what the
+   engines load); a background writer saves it (trainer/writer.py) and the WeightVersion record is
+   published once it is on disk;
 3. every `checkpoint_every` versions or `checkpoint_minutes` (whichever comes first): save a checkpoint
-   (model, optimizer, step, version, offsets to commit, ids already finished above them), then commit
+   (after the pending weight writes finish; model, optimizer, step, version, offsets to commit, ids
+   already finished above them), then commit
    the offsets. Offsets move only with checkpoints: a crash loses the steps since the last checkpoint and
    replays their trajectories; versions published since keep their numbers (the restart numbers on from
    the newest version on disk, and re-publishes it).
@@ -45,6 +47,7 @@ from seamlessflow.trainer.weights import (
     save_weights,
     version_dir,
 )
+from seamlessflow.trainer.writer import PendingVersion, WeightWriter, host_snapshot
 
 log = logging.getLogger("seamlessflow.trainer")
 
@@ -71,6 +74,7 @@ class Trainer:
         self.last_metrics: StepMetrics | None = None
         self.busy_s = 0.0  # seconds in optimizer steps and publishing (heartbeat figure; timeline's train time)
         self.stopping = False
+        self.writer = WeightWriter()
         restored = self.engine.load_checkpoint(self.checkpoints) or {}
         self._restore(restored)
 
@@ -79,6 +83,7 @@ class Trainer:
         self.version = max(int(state.get("sf_version", 0)), latest_version(self.weights_root))
         self._checkpointed = (self.step, time.monotonic())
         self._checkpointed_version = self.version
+        self.announced_version = self.version  # re-published at start (run)
         if not self.ranks.leader:
             return
         self._truncate_step_log()
@@ -114,6 +119,7 @@ class Trainer:
                     self._heartbeat(ResourceState.ACTIVE)
                     next_beat = time.monotonic() + self.config.heartbeat_s
                 self._take(self.source.poll(0.2))
+                self._announce_written(self.writer.written())
                 started = time.perf_counter()
                 if self.control.role == Tag.TRAIN and self._train_if_ready():
                     self.busy_s += time.perf_counter() - started
@@ -123,7 +129,9 @@ class Trainer:
                     self.ranks.broadcast(None)  # followers wait in this call; a turn without work still ends it
             if self.step > self._checkpointed[0]:  # a clean stop keeps what was trained since the last one
                 self._checkpoint_and_commit()
+            self._announce_written(self.writer.drain())
         finally:
+            self.writer.close()
             self._stop_followers()
             self._heartbeat(ResourceState.STOPPED)
             self.producer.flush()
@@ -184,26 +192,39 @@ class Trainer:
         return True
 
     def _publish_step(self) -> None:
+        """Exports version N+1 (a host snapshot: the part on the step's critical path) and hands it to the
+        background writer; it is announced once written (`_announce_written`)."""
         start = time.perf_counter()
         self.version += 1
         self.ranks.broadcast(("export",))
-        save_weights(self.engine.module, self.weights_root, self.version, self.config.model_path,
-                     self.engine.state_dict_for_export())
-        self._publish_version()
+        state = host_snapshot(self.engine.state_dict_for_export() or self.engine.module.state_dict())
+        version, module, root, base = self.version, self.engine.module, self.weights_root, self.config.model_path
+        self.publish_wait_s = self.writer.submit(
+            version, self.step, lambda: save_weights(module, root, version, base, state))
         for entry in self._trained_since_publish:
             entry.setdefault("version", self.version)  # the first version whose weights include that step
-        prune_versions(self.weights_root, self.config.keep_weight_versions, protect=self.version)
         self.publish_time_s = time.perf_counter() - start
-        log.info("published version %d in %.2f s", self.version, self.publish_time_s)
+        log.info("version %d exported in %.2f s on the step's path (%.2f s of it waiting for the previous "
+                 "write)", self.version, self.publish_time_s, self.publish_wait_s)
         versions_since = self.version - self._checkpointed_version
         minutes = self.config.checkpoint_minutes
         if versions_since >= self.config.checkpoint_every or (
                 minutes is not None and time.monotonic() - self._checkpointed[1] >= minutes * 60):
             self._checkpoint_and_commit()
 
+    def _announce_written(self, written: list[PendingVersion]) -> None:
+        """Publishes each version whose directory is complete, in order, then prunes old directories."""
+        for pending in written:
+            self._publish_version(pending.version, pending.step)
+            prune_versions(self.weights_root, self.config.keep_weight_versions, protect=pending.version)
+            self.announced_version = pending.version
+            log.info("published version %d", pending.version)
+
     def _checkpoint_and_commit(self) -> None:
-        """A full checkpoint (every rank saves its part), then the offsets it carries are committed."""
+        """A full checkpoint (every rank saves its part), then the offsets it carries are committed; the
+        versions being written finish first, so the version the checkpoint names is on disk."""
         start = time.perf_counter()
+        self._announce_written(self.writer.drain())
         self.ranks.broadcast(("checkpoint", self._checkpoint_tag()))
         self._checkpoint()
         self.source.commit()
@@ -249,10 +270,12 @@ class Trainer:
 
     # -- records ----------------------------------------------------------------------------------------
 
-    def _publish_version(self) -> None:
+    def _publish_version(self, version: int | None = None, step: int | None = None) -> None:
+        version = self.version if version is None else version
         record = WeightVersion(
-            event_id=f"{self.settings.run}/{self.config.resource_id}/v{self.version}", version=self.version,
-            uri=version_dir(self.weights_root, self.version).as_uri(), step=self.step, format="hf-safetensors",
+            event_id=f"{self.settings.run}/{self.config.resource_id}/v{version}", version=version,
+            uri=version_dir(self.weights_root, version).as_uri(), step=self.step if step is None else step,
+            format="hf-safetensors",
             trainer_id=self.config.resource_id, team=self.settings.team, run=self.settings.run,
             created_at_ms=now_ms(),
         )
@@ -272,6 +295,7 @@ class Trainer:
         figures = {"step": float(self.step), "pending_samples": float(len(self.builder.pending_samples)),
                    "too_easy_tasks": float(len(self.builder.too_easy_tasks)),
                    "publish_time_s": float(getattr(self, "publish_time_s", 0.0)),
+                   "publish_wait_s": float(getattr(self, "publish_wait_s", 0.0)),
                    "checkpoint_time_s": float(getattr(self, "checkpoint_time_s", 0.0)),
                    "busy_s": self.busy_s, "ranks": float(self.ranks.world)}
         figures.update({f"total_{k}": float(v) for k, v in vars(self.builder.counters).items()})
@@ -279,7 +303,7 @@ class Trainer:
             figures.update(self.last_metrics.figures())
         status = ResourceStatus(
             event_id=new_id(), resource_id=self.config.resource_id, kind=ResourceKind.TRAINER, capability_tags=[Tag.TRAIN],
-            active_tag=self.control.role, state=state, weight_version=self.version, figures=figures,
+            active_tag=self.control.role, state=state, weight_version=self.announced_version, figures=figures,
             team=self.settings.team, run=self.settings.run, created_at_ms=now_ms(), epoch=max(self.control.epoch, 0),
         )
         self.producer.send(self.topics.status, self.config.resource_id, status)

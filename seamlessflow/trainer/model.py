@@ -62,7 +62,9 @@ def _load_partitioned(path: Path, ds_config: dict[str, Any], dtype: torch.dtype,
     from safetensors import safe_open
     from transformers.initialization import no_init_weights
 
-    with no_init_weights(), deepspeed.zero.Init(config_dict_or_path=ds_config, dtype=dtype):
+    # the dtype comes from the config, never as an argument: DeepSpeed's Init reads an explicit dtype as
+    # `(dtype or fp16) if fp16_supported else bf16 ...`, so on CPU it silently built fp32 models in bf16
+    with no_init_weights(), deepspeed.zero.Init(config_dict_or_path=ds_config):
         model = AutoModelForCausalLM.from_config(AutoConfig.from_pretrained(path), dtype=dtype,
                                                  attn_implementation=attn_implementation)
     model.tie_weights()

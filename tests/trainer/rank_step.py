@@ -32,7 +32,7 @@ def main(model_dir: str, out: str, stage: str | None = None) -> None:
     metrics = engine.train_step(batch() if engine.ranks.leader else None)
     params = dict(engine.module.named_parameters())
     with deepspeed.zero.GatheredParameters(list(params.values()), enabled=engine.engine.zero_optimization_stage() == 3):
-        weights = {name: p.detach().float().clone() for name, p in params.items()}
+        weights = {name: p.detach().clone() for name, p in params.items()}  # dtype kept: checked
     if engine.ranks.leader:
         torch.save({"weights": weights, "metrics": vars(metrics), "world": engine.ranks.world}, out)
 

@@ -17,9 +17,9 @@ ROOT = Path(__file__).resolve().parents[2]
 TOLERANCE = 1e-6  # float32 weights after one SGD step (lr 0.5): only the all-reduce's summation order differs
 
 
-def run_step(ranks: int, model_dir, out: Path) -> dict:
+def run_step(ranks: int, model_dir, out: Path, stage: int = 1) -> dict:
     argv = [sys.executable, "-m", "torch.distributed.run", "--standalone", f"--nproc-per-node={ranks}",
-            str(ROOT / "tests" / "trainer" / "rank_step.py"), str(model_dir), str(out)]
+            str(ROOT / "tests" / "trainer" / "rank_step.py"), str(model_dir), str(out), str(stage)]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "OMP_NUM_THREADS": "1"}
     done = subprocess.run(argv, check=False, cwd=ROOT, env=env, capture_output=True, text=True, timeout=240)
     assert done.returncode == 0, done.stderr[-4000:]
@@ -27,10 +27,12 @@ def run_step(ranks: int, model_dir, out: Path) -> dict:
 
 
 @pytest.mark.slow
-def test_two_ranks_and_one_rank_train_the_same_batch_to_the_same_weights(tiny_model_dir, tmp_path):
-    one = run_step(1, tiny_model_dir, tmp_path / "one.pt")
-    two = run_step(2, tiny_model_dir, tmp_path / "two.pt")
+@pytest.mark.parametrize("stage", [1, 3])  # 3: parameters, gradients and optimizer state partitioned
+def test_two_ranks_and_one_rank_train_the_same_batch_to_the_same_weights(tiny_model_dir, tmp_path, stage):
+    one = run_step(1, tiny_model_dir, tmp_path / "one.pt", stage)
+    two = run_step(2, tiny_model_dir, tmp_path / "two.pt", stage)
     assert (one["world"], two["world"]) == (1, 2)
+    assert {p.dtype for p in two["weights"].values()} == {torch.float32}  # no silent bf16 (see trainer/model.py)
     for key in ("tokens_trained", "sequences", "groups"):
         assert one["metrics"][key] == two["metrics"][key], key
     assert two["metrics"]["loss"] == pytest.approx(one["metrics"]["loss"], abs=1e-6)
