@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import json
+import time
 
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from seamlessflow.kafka.clients import common_config, producer_config
+from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import ResourceStatus, WeightVersion, new_id
+from seamlessflow.topics import Topics
+from seamlessflow.tracking.follow import eval_topic
 
 
 def trainer_status(step: int, reward: float, at_ms: int, version: int = 0, team: str = "default",
@@ -30,3 +38,25 @@ def eval_json(version: int, accuracy: float, mean_reward: float, mean_length: fl
     """An eval record as an external evaluator (or one without the project's codec) publishes it."""
     return json.dumps({"version": version, "accuracy": accuracy, "mean_reward": mean_reward,
                        "mean_length": mean_length, "team": "default", "run": "default"}).encode()
+
+
+def create_eval_topic(settings):
+    admin = AdminClient(common_config(settings))
+    admin.create_topics([NewTopic(eval_topic(settings), 1, 1)])[eval_topic(settings)].result(15)
+
+
+def publish_run(settings, codec, steps=4):
+    """A trainer stepping with a rising reward, rollouts reporting throughput, a version every 2 steps
+    and an eval of each version (JSON on the eval topic)."""
+    topics, producer = Topics(settings), MessageProducer(settings, codec)
+    evaluator = Producer(producer_config(settings))  # an external evaluator publishing JSON
+    t0 = int(time.time() * 1000) - 60_000
+    for step in range(steps + 1):
+        producer.send(topics.status, "rollout-0", rollout_status("rollout-0", 100.0 + step, t0 + 1000 * step))
+        producer.send(topics.status, "trainer-0", trainer_status(step, 0.1 * step, t0 + 1000 * step + 500))
+        if step and step % 2 == 0:
+            producer.send(topics.weights, "default", weights(step // 2, step, t0 + 1000 * step + 600))
+            evaluator.produce(eval_topic(settings), key=b"default",
+                              value=eval_json(step // 2, 0.2 * step, 0.1 * step, 20.0 - step))
+    producer.flush()
+    assert evaluator.flush(30) == 0

@@ -4,36 +4,10 @@ TensorBoard scalars; a tracker that cannot open or write is reported once and th
 import threading
 import time
 
-from confluent_kafka.admin import AdminClient, NewTopic
-
-from seamlessflow.kafka.clients import common_config
-from seamlessflow.kafka.io import MessageProducer
-from seamlessflow.topics import Topics
-from seamlessflow.tracking.follow import eval_topic
 from seamlessflow.tracking.sink import MetricsSink, default_logdir
 from seamlessflow.tracking.trackers import Trackers, TrackingConfig
 from tests.tracking.events import scalars
-from tests.tracking.records import eval_json, rollout_status, trainer_status, weights
-
-
-def create_eval_topic(settings):
-    admin = AdminClient(common_config(settings))
-    admin.create_topics([NewTopic(eval_topic(settings), 1, 1)])[eval_topic(settings)].result(15)
-
-
-def publish_run(settings, codec, steps=4):
-    """A trainer stepping with a rising reward, rollouts reporting throughput, a version every 2 steps
-    and an eval of each version (JSON on the eval topic)."""
-    topics, producer = Topics(settings), MessageProducer(settings, codec)
-    t0 = int(time.time() * 1000) - 60_000
-    for step in range(steps + 1):
-        producer.send(topics.status, "rollout-0", rollout_status("rollout-0", 100.0 + step, t0 + 1000 * step))
-        producer.send(topics.status, "trainer-0", trainer_status(step, 0.1 * step, t0 + 1000 * step + 500))
-        if step and step % 2 == 0:
-            producer.send(topics.weights, "default", weights(step // 2, step, t0 + 1000 * step + 600))
-            producer._producer.produce(eval_topic(settings), key=b"default",
-                                       value=eval_json(step // 2, 0.2 * step, 0.1 * step, 20.0 - step))
-    producer.flush()
+from tests.tracking.records import create_eval_topic, publish_run
 
 
 def run_sink_until(sink, done, timeout_s=30.0):
