@@ -78,7 +78,7 @@ class PointMaker:
             return []
         if isinstance(message, ResourceStatus):
             return self._status(message)
-        if isinstance(message, WeightVersion):
+        if isinstance(message, WeightVersion):  # says exactly which step a version holds
             self.version_steps[message.version] = int(message.step)
             return [Point("train/version", int(message.step), float(message.version), message.created_at_ms / 1000)]
         result = message if isinstance(message, EvalResult) else eval_result(message)
@@ -103,6 +103,8 @@ class PointMaker:
         if status.kind != "trainer" or "step" not in status.figures:
             return []
         step = int(status.figures["step"])
+        if status.weight_version > 0:  # the first step a version was seen at (the weights topic may be compacted)
+            self.version_steps.setdefault(status.weight_version, step)
         if step <= self.trainer_steps.get(status.resource_id, 0) or "reward_mean" not in status.figures:
             self.trainer_steps.setdefault(status.resource_id, step)
             return []

@@ -42,3 +42,11 @@ def test_other_runs_and_non_eval_records_make_no_points():
     assert maker.feed(trainer_status(3, 0.9, 1000, run="other")) == []
     assert eval_result(b"not json") is None
     assert eval_result(b'{"version": 1}') is None  # no figure
+
+
+def test_without_the_weights_record_the_trainer_heartbeat_says_where_a_version_began():
+    maker = PointMaker()  # e.g. a compacted weights topic kept only the newest version
+    maker.feed(trainer_status(3, 0.1, 1000, version=0))
+    maker.feed(trainer_status(4, 0.2, 2000, version=1))
+    maker.feed(trainer_status(5, 0.3, 3000, version=1))
+    assert tags(maker.feed(eval_result(eval_json(1, 0.5, 0.5, 9.0))))[("eval/accuracy", 4)] == 0.5
