@@ -13,6 +13,8 @@ import threading
 import time
 from pathlib import Path
 
+from pydantic import ValidationError
+
 from seamlessflow.config import Settings
 from seamlessflow.tracking.follow import Follower
 from seamlessflow.tracking.points import PointMaker
@@ -25,10 +27,19 @@ def default_logdir(settings: Settings) -> Path:
     return Path(settings.data_dir).resolve() / "tensorboard" / settings.team / settings.run
 
 
+def tracking_config(settings: Settings) -> TrackingConfig:
+    """The `tracking:` section; a malformed one is reported and the defaults (TensorBoard) used instead."""
+    try:
+        return TrackingConfig.model_validate(settings.section("tracking"))
+    except ValidationError as exc:
+        log.warning("tracking: configuration not usable, TensorBoard defaults instead: %s", exc)
+        return TrackingConfig()
+
+
 class MetricsSink:
     def __init__(self, settings: Settings, trackers: Trackers | None = None):
         self.settings = settings
-        self.config = TrackingConfig.model_validate(settings.section("tracking"))
+        self.config = tracking_config(settings)
         self.trackers = trackers or Trackers.open(self.config, default_logdir(settings),
                                                   f"{settings.team}/{settings.run}")
         group = f"{settings.topic_prefix}.{self.config.group}.{settings.team}.{settings.run}"

@@ -4,7 +4,8 @@ TensorBoard scalars; a tracker that cannot open or write is reported once and th
 import threading
 import time
 
-from seamlessflow.tracking.sink import MetricsSink, default_logdir
+from seamlessflow.config import Settings
+from seamlessflow.tracking.sink import MetricsSink, default_logdir, tracking_config
 from seamlessflow.tracking.trackers import Trackers, TrackingConfig
 from tests.tracking.events import scalars
 from tests.tracking.records import create_eval_topic, publish_run
@@ -72,3 +73,9 @@ def _stopped():
     stop = threading.Event()
     stop.set()
     return stop
+
+
+def test_a_malformed_tracking_section_falls_back_to_tensorboard(caplog):
+    config = tracking_config(Settings().with_overrides(tracking={"tensorboard": "sometimes", "flush_s": "x"}))
+    assert config == TrackingConfig()
+    assert "configuration not usable" in caplog.text
