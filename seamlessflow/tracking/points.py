@@ -72,6 +72,7 @@ class PointMaker:
     _rollout_rate: dict[str, float] = field(default_factory=dict)
     _rate_samples: list[float] = field(default_factory=list)
     _last_step_time_s: float | None = None
+    _buffered: float | None = None
 
     def feed(self, message: object) -> list[Point]:
         if not self._ours(message):
@@ -99,7 +100,8 @@ class PointMaker:
             self._rate_samples.append(sum(self._rollout_rate.values()))
             return []
         if status.kind == "scheduler" and "buffered" in status.figures:
-            return [Point("pipeline/buffered", self.step, status.figures["buffered"], wall)]
+            self._buffered = status.figures["buffered"]  # plotted once per step, with the trainer's point
+            return []
         if status.kind != "trainer" or "step" not in status.figures:
             return []
         step = int(status.figures["step"])
@@ -113,6 +115,8 @@ class PointMaker:
         points = [Point(f"train/{name}", step, float(status.figures[name]), wall)
                   for name in TRAIN_FIGURES if name in status.figures and math.isfinite(status.figures[name])]
         points.append(Point("train/weight_version", step, float(status.weight_version), wall))
+        if self._buffered is not None:
+            points.append(Point("pipeline/buffered", step, self._buffered, wall))
         if self._rate_samples:
             mean = sum(self._rate_samples) / len(self._rate_samples)
             points.append(Point("throughput/rollout_tokens_per_s", step, mean, wall))

@@ -50,3 +50,15 @@ def test_without_the_weights_record_the_trainer_heartbeat_says_where_a_version_b
     maker.feed(trainer_status(4, 0.2, 2000, version=1))
     maker.feed(trainer_status(5, 0.3, 3000, version=1))
     assert tags(maker.feed(eval_result(eval_json(1, 0.5, 0.5, 9.0))))[("eval/accuracy", 4)] == 0.5
+
+
+def test_the_pipeline_backlog_is_one_point_per_step():
+    from seamlessflow.messages import ResourceStatus
+
+    def scheduler(buffered, at_ms):
+        return ResourceStatus("x", "scheduler", "scheduler", [], "multiplexed", "active", 0, {"buffered": buffered},
+                              "default", "default", at_ms)
+    maker = PointMaker()
+    out = [p for m in (scheduler(8, 100), scheduler(16, 200), trainer_status(1, 0.1, 300), scheduler(0, 400),
+                       scheduler(4, 500), trainer_status(2, 0.2, 600)) for p in maker.feed(m)]
+    assert [(p.step, p.value) for p in out if p.tag == "pipeline/buffered"] == [(1, 16.0), (2, 4.0)]

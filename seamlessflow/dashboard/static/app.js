@@ -21,10 +21,19 @@ function series(curves, tags) {
   return tags.filter(t => curves[t]).map(t => ({name: t, points: curves[t]}));
 }
 
+function movingMean(points, n) {
+  return points.map((p, i) => {
+    const window = points.slice(Math.max(0, i - n + 1), i + 1);
+    return [p[0], window.reduce((sum, q) => sum + q[1], 0) / window.length];
+  });
+}
+
 async function refreshCurves() {
   const data = await getJSON("/api/curves");
   const c = data.curves;
-  lineChart(document.getElementById("chart-reward"), series(c, ["train/reward_mean"]));
+  const reward = series(c, ["train/reward_mean"]);
+  if (reward.length) reward.push({name: "mean of the last 10 steps", points: movingMean(reward[0].points, 10), line: true});
+  lineChart(document.getElementById("chart-reward"), reward);
   lineChart(document.getElementById("chart-eval"), series(c, ["eval/accuracy", "eval/mean_reward"]), {yMin: 0});
   lineChart(document.getElementById("chart-throughput"),
             series(c, ["throughput/rollout_tokens_per_s", "throughput/trained_tokens_per_s"]), {yMin: 0});

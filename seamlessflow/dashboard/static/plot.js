@@ -62,8 +62,8 @@ function lineChart(svg, series, opts) {
     legendX += 6.5 * s.name.length + 28;
     if (!s.points.length) return;
     el("polyline", {points: s.points.map(p => `${X(p[0])},${Y(p[1])}`).join(" "), fill: "none",
-                    stroke: colour, "stroke-width": 1.5}, svg);
-    for (const p of s.points) {
+                    stroke: colour, "stroke-width": s.line ? 2.5 : 1.2}, svg);
+    for (const p of (s.line ? [] : s.points)) {  // a derived line (a moving mean) has no points of its own
       const dot = el("circle", {cx: X(p[0]), cy: Y(p[1]), r: 2.5, fill: colour, class: "point",
                                 "data-series": s.name}, svg);
       el("title", {}, dot).textContent = `${s.name} @ ${p[0]}: ${fmt(p[1])}`;
