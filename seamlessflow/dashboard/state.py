@@ -22,7 +22,7 @@ from seamlessflow.replay.turns import session_json
 from seamlessflow.scheduler.timeline import intervals_from_records, role_switches
 from seamlessflow.sim.timeline import bubble_ratio, time_by_kind
 from seamlessflow.tracking.follow import Incoming
-from seamlessflow.tracking.points import EvalResult, PointMaker
+from seamlessflow.tracking.points import EvalFigures, PointMaker
 
 Decode = Callable[[Sequence[int]], str]
 
@@ -58,7 +58,7 @@ class DashboardState:
                 self.history.append(message)
             elif isinstance(message, (TokenIO, EpisodeEnd)):
                 self._session(message, incoming.timestamp_ms)
-            elif isinstance(message, EvalResult):
+            elif isinstance(message, EvalFigures):
                 self.evals[message.version] = dict(message.figures)
             for point in self.maker.feed(message):
                 self.curves.setdefault(point.tag, {})[point.step] = point.value

@@ -32,7 +32,7 @@ def eval_topic(settings: Settings) -> str:
 class Incoming:
     topic: str
     timestamp_ms: int
-    message: object  # a decoded dataclass, or an EvalResult
+    message: object  # a decoded dataclass, or an EvalFigures
 
 
 class Follower:

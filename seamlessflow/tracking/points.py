@@ -32,7 +32,7 @@ class Point:
 
 
 @dataclass(frozen=True)
-class EvalResult:
+class EvalFigures:
     """One evaluation of one policy version, whatever record carried it (the project's Avro message, or
     JSON from an external evaluator)."""
 
@@ -41,8 +41,8 @@ class EvalResult:
     created_at_ms: int = 0
 
 
-def eval_result(message: object) -> EvalResult | None:
-    """An EvalResult from a decoded record with `version` and any of accuracy/mean_reward/mean_length
+def eval_result(message: object) -> EvalFigures | None:
+    """An EvalFigures from a decoded record with `version` and any of accuracy/mean_reward/mean_length
     (attributes or JSON keys), else None."""
     if isinstance(message, (bytes, str)):
         try:
@@ -56,7 +56,7 @@ def eval_result(message: object) -> EvalResult | None:
     if not isinstance(version, int) or not figures:
         return None
     created = get("created_at_ms", 0)
-    return EvalResult(version, figures, int(created) if isinstance(created, (int, float)) else 0)
+    return EvalFigures(version, figures, int(created) if isinstance(created, (int, float)) else 0)
 
 
 @dataclass
@@ -82,7 +82,7 @@ class PointMaker:
         if isinstance(message, WeightVersion):  # says exactly which step a version holds
             self.version_steps[message.version] = int(message.step)
             return [Point("train/version", int(message.step), float(message.version), message.created_at_ms / 1000)]
-        result = message if isinstance(message, EvalResult) else eval_result(message)
+        result = message if isinstance(message, EvalFigures) else eval_result(message)
         if result is None:
             return []
         step = self.version_steps.get(result.version, result.version)
