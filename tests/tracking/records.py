@@ -41,8 +41,10 @@ def eval_json(version: int, accuracy: float, mean_reward: float, mean_length: fl
 
 
 def create_eval_topic(settings):
+    """The eval topic, unless infra/topics.yaml declares it (then the `settings` fixture created it)."""
     admin = AdminClient(common_config(settings))
-    admin.create_topics([NewTopic(eval_topic(settings), 1, 1)])[eval_topic(settings)].result(15)
+    if eval_topic(settings) not in admin.list_topics(timeout=15).topics:
+        admin.create_topics([NewTopic(eval_topic(settings), 1, 1)])[eval_topic(settings)].result(15)
 
 
 def publish_run(settings, codec, steps=4):
