@@ -14,7 +14,7 @@ OVERRIDES := infra/overrides.txt $(if $(filter cpu,$(ACCEL)),infra/overrides-cpu
 UV_FLAGS := $(foreach d,$(FIND_LINKS),--find-links $(d)) $(foreach o,$(OVERRIDES),--override $(o))
 PYTEST_ARGS ?=
 
-.PHONY: install up test lint down clean-venv
+.PHONY: install up test test-deps lint down clean-venv
 
 install: $(STAMP)
 
@@ -34,8 +34,15 @@ up: install
 down: install
 	$(BIN)/seamlessflow down
 
-test: install lint
+test: install lint test-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS)
+
+# The dashboard test drives a real headless Chromium: Debian's `chromium`, installed only when missing
+# (as root, else through sudo). Playwright only drives it; it never downloads a browser.
+SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+test-deps:
+	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium; }
 
 lint: install
 	$(BIN)/ruff check .

@@ -31,6 +31,7 @@ PROCESS_VARIABLES = {
     "MODEL": "the model name the example agents send",
     "NATIVE_TOOLS": "1: the tool-use example agent sends OpenAI tools",
     "TEST_TIMEOUT_S": "the code-test example agent's time limit per test",
+    "METRICS_PORT": "the port of a service's Prometheus /metrics (`up` sets one per service)",
 }
 
 

@@ -6,6 +6,7 @@ same way under the supervisor, by hand, or in a container on a real cluster.
 
 from __future__ import annotations
 
+import json
 import socket
 import sys
 from pathlib import Path
@@ -16,11 +17,13 @@ from seamlessflow.broker.kraft import node_processes, prepare
 from seamlessflow.config import Settings, _deep_merge
 from seamlessflow.kafka.admin import cluster_ready, ensure_topics
 from seamlessflow.rollout.launch import ensure_model
+from seamlessflow.service_metrics import PORT_ENV
 from seamlessflow.status_watch import engines_serving
 from seamlessflow.supervisor import ServiceSpec, Supervisor
 from seamlessflow.teams import TeamKeys
+from seamlessflow.tracking.sink import default_logdir
 
-SERVICES = ("assembler", "rollout", "proxy", "trainer", "scheduler", "agents")
+SERVICES = ("assembler", "tracking", "dashboard", "rollout", "proxy", "trainer", "scheduler", "agents")
 STACK_DEFAULTS = Path(__file__).resolve().parents[1] / "infra" / "stack-defaults.yaml"
 
 
@@ -73,6 +76,11 @@ def app_services(settings: Settings) -> list[ServiceSpec]:
     specs = []
     if enabled(settings, "assembler"):
         specs.append(python_service(settings, "assembler"))
+    if enabled(settings, "tracking"):
+        specs.append(python_service(settings, "tracking"))
+    if enabled(settings, "dashboard"):  # early, so the page shows the engines coming up
+        host, port = dashboard_address(settings)
+        specs.append(python_service(settings, "dashboard", ready=lambda: port_open(port, host)))
     rollout = RolloutOptions.from_settings(settings)
     if enabled(settings, "rollout"):
         ids = list(rollout.workers) or ["rollout-0"]
@@ -91,6 +99,27 @@ def app_services(settings: Settings) -> list[ServiceSpec]:
     for pool in (getattr(settings, "agent_pools", None) or []) if enabled(settings, "agents") else []:
         specs.append(agent_pool_service(settings, pool))
     return specs
+
+
+def dashboard_address(settings: Settings) -> tuple[str, int]:
+    from seamlessflow.dashboard.app import DashboardConfig
+
+    config = DashboardConfig.model_validate(settings.section("dashboard"))
+    return config.host, config.port
+
+
+def metrics_ports(settings: Settings, specs: list[ServiceSpec]) -> dict[str, str]:
+    """Gives every service its own Prometheus port, counted up from `metrics.port` (default 9400), but the
+    proxy and the dashboard, whose own HTTP ports serve /metrics; returns {service: /metrics URL}."""
+    section = settings.section("metrics")
+    host, port = section.get("host", "127.0.0.1"), int(section.get("port", 9400))
+    urls = {}
+    for spec in specs:
+        if spec.name not in ("proxy", "dashboard"):
+            spec.env[PORT_ENV] = str(port)
+            urls[spec.name] = f"http://{host}:{port}/metrics"
+            port += 1
+    return urls
 
 
 def trainer_service(settings: Settings) -> ServiceSpec:
@@ -149,7 +178,20 @@ def start_stack(settings: Settings, supervisor: Supervisor, log=print) -> None:
         supervisor.info["proxy"] = f"http://{proxy.host}:{proxy.port}/v1"
         key = TeamKeys.from_settings(settings).ensure_default(settings.team)
         supervisor.info[f"api key ({settings.team})"] = f"{key}  (also in {Path(settings.data_dir) / (settings.team + '.key')})"
-    for spec in app_services(settings):
+    specs = app_services(settings)
+    urls = metrics_ports(settings, specs)
+    if enabled(settings, "proxy"):
+        urls["proxy"] = supervisor.info["proxy"].removesuffix("/v1") + "/metrics"
+    if enabled(settings, "dashboard"):
+        host, port = dashboard_address(settings)
+        urls["dashboard"] = f"http://{host}:{port}/metrics"
+        supervisor.info["dashboard"] = f"http://{host}:{port}/"
+        log(f"dashboard: http://{host}:{port}/")
+    if enabled(settings, "tracking"):
+        supervisor.info["tensorboard"] = f"tensorboard --logdir {default_logdir(settings).parent.parent}"
+    (run_dir(settings) / "metrics.json").write_text(json.dumps(urls, indent=1))
+    supervisor.info["metrics"] = f"one /metrics per service, listed in {run_dir(settings) / 'metrics.json'}"
+    for spec in specs:
         supervisor.start(spec)
     supervisor.ready = True
     supervisor.write_state()

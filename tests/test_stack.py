@@ -3,13 +3,15 @@
 from seamlessflow.config import Settings
 from seamlessflow.proxy import ProxyConfig
 from seamlessflow.rollout.options import RolloutOptions
-from seamlessflow.stack import app_services, with_stack_defaults
+from seamlessflow.service_metrics import PORT_ENV
+from seamlessflow.stack import app_services, metrics_ports, with_stack_defaults
 
 
 def test_the_default_stack_runs_the_whole_loop_in_order(tmp_path):
     settings = with_stack_defaults(Settings(data_dir=tmp_path))
     names = [spec.name for spec in app_services(settings)]
-    assert names == ["assembler", "rollout-0", "rollout-1", "proxy", "trainer", "scheduler", "agents-default-demo"]
+    assert names == ["assembler", "tracking", "dashboard", "rollout-0", "rollout-1", "proxy", "trainer", "scheduler",
+                     "agents-default-demo"]
     rollout = next(s for s in app_services(settings) if s.name == "rollout-1")
     assert rollout.ready is not None  # agents wait until the engines serve
 
@@ -46,3 +48,12 @@ def test_a_trainer_with_ranks_is_one_service_under_torchs_launcher(tmp_path):
     one = with_stack_defaults(Settings(data_dir=tmp_path))
     [trainer] = [spec for spec in app_services(one) if spec.name == "trainer"]
     assert trainer.argv[1:3] == ["-m", "services.trainer"]  # one rank: the plain process, as before
+
+
+def test_every_service_but_the_proxy_gets_its_own_metrics_port(tmp_path):
+    settings = with_stack_defaults(Settings(data_dir=tmp_path, metrics={"port": 9500}))
+    specs = app_services(settings)
+    urls = metrics_ports(settings, specs)
+    ports = [int(spec.env[PORT_ENV]) for spec in specs if spec.name not in ("proxy", "dashboard")]
+    assert ports == list(range(9500, 9500 + len(specs) - 2))  # proxy and dashboard serve it on their own port
+    assert "proxy" not in urls and urls["trainer"].startswith("http://127.0.0.1:95")

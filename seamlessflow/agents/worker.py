@@ -39,6 +39,7 @@ from seamlessflow.core.resources import ResourceState
 from seamlessflow.kafka.clients import consumer_config, producer_config
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.messages import DeadLetter, Task, new_id, now_ms
+from seamlessflow.service_metrics import observe
 from seamlessflow.topics import Topics
 
 log = logging.getLogger(__name__)
@@ -256,6 +257,7 @@ class AgentWorker:
                    "worker_deaths_seen": self.stats.worker_deaths_seen,
                    **{f"sessions_{status}": n for status, n in self.stats.sessions.items()}}
         status = agent_status(self.resource_id, self.opts.pool, self.team, self.settings.run, state, figures)
+        observe(status)
         try:
             self._producer.produce(self.topics.status, key=self.resource_id,
                                    value=self.codec.encode(status, self.topics.status))

@@ -17,6 +17,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, Topi
 from seamlessflow.avro import Codec, CodecError
 from seamlessflow.config import Settings
 from seamlessflow.kafka.clients import consumer_config, producer_config
+from seamlessflow.service_metrics import observe
 
 
 class DeliveryFailed(RuntimeError):
@@ -32,6 +33,7 @@ class MessageProducer:
 
     def send(self, topic: str, key: str | None, message: Any, on_delivery: Callable | None = None) -> None:
         value = self.codec.encode(message, topic)
+        observe(message)  # a heartbeat also feeds the service's /metrics
         while True:
             try:
                 self._producer.produce(topic, value=value, key=key, on_delivery=on_delivery)

@@ -123,6 +123,7 @@ class Trainer:
                 started = time.perf_counter()
                 if self.control.role == Tag.TRAIN and self._train_if_ready():
                     self.busy_s += time.perf_counter() - started
+                    next_beat = 0.0  # a heartbeat after every step: the step's figures reach the trackers
                     if self.config.max_steps is not None and self.step >= self.config.max_steps:
                         break
                 else:

@@ -7,6 +7,7 @@ import click
 
 from seamlessflow.cli.agent import agent_run
 from seamlessflow.cli.context import global_options, load_settings
+from seamlessflow.service_metrics import serve_metrics
 
 
 @click.command(context_settings={"ignore_unknown_options": True, "allow_extra_args": True})
@@ -14,6 +15,7 @@ from seamlessflow.cli.context import global_options, load_settings
 @click.pass_context
 def main(ctx, config_path, **overrides):
     settings = load_settings(config_path, **overrides)
+    serve_metrics()
     agent_run.main(ctx.args, standalone_mode=True, obj=settings)
 
 

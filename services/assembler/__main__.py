@@ -4,12 +4,14 @@ import argparse
 
 from seamlessflow.assembler.app import run
 from seamlessflow.config import Settings
+from seamlessflow.service_metrics import serve_metrics
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m services.assembler")
     parser.add_argument("--config", help="settings YAML (default: SEAMLESSFLOW_CONFIG or built-in defaults)")
     args = parser.parse_args()
+    serve_metrics()
     run(Settings.load(args.config))
 
 

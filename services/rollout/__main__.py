@@ -11,6 +11,7 @@ import threading
 
 from seamlessflow.config import Settings
 from seamlessflow.rollout.service import run_service
+from seamlessflow.service_metrics import serve_metrics
 
 
 def main() -> None:
@@ -19,6 +20,7 @@ def main() -> None:
     parser.add_argument("--resource-id", required=True, help="this worker's resource id (its control-topic key)")
     args = parser.parse_args()
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
+    serve_metrics()
     logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per heartbeat otherwise
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -9,6 +9,7 @@ import logging
 import os
 
 from seamlessflow.config import Settings
+from seamlessflow.service_metrics import serve_metrics
 from seamlessflow.trainer.config import TrainerConfig
 from seamlessflow.trainer.launch import launcher_argv, under_launcher
 from seamlessflow.trainer.loop import run
@@ -24,6 +25,8 @@ def main() -> None:
         os.execv(argv[0], argv)
     rank = os.environ.get("RANK", "0")
     logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(name)s[rank {rank}] %(levelname)s %(message)s")
+    if rank == "0":  # the rank that publishes the heartbeats
+        serve_metrics()
     raise SystemExit(run(settings))
 
 

@@ -1,0 +1,1 @@
+"""The web dashboard: resources, role timeline, curves and sessions, read from Kafka."""

@@ -1,0 +1,125 @@
+"""What the dashboard shows, built from the records it reads (no database of its own): the latest heartbeat
+per resource, the status history for the role timeline, the scalar points for the curves, and the most
+recent sessions for the sessions browser.
+
+Records are fed in by one thread (`seamlessflow.dashboard.follow`) and read as JSON by the web handlers;
+a lock keeps the two apart. Memory is bounded: the newest `max_sessions` sessions and `max_statuses`
+status records are kept.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import OrderedDict, deque
+from collections.abc import Callable, Sequence
+
+from seamlessflow.cli.resources import _row
+from seamlessflow.kafka.io import Record
+from seamlessflow.messages import CommandAck, EpisodeEnd, ResourceStatus, TokenIO
+from seamlessflow.replay.select import SessionEvents
+from seamlessflow.replay.turns import session_json
+from seamlessflow.scheduler.timeline import intervals_from_records, role_switches
+from seamlessflow.sim.timeline import bubble_ratio, time_by_kind
+from seamlessflow.tracking.follow import Incoming
+from seamlessflow.tracking.points import EvalFigures, PointMaker
+
+Decode = Callable[[Sequence[int]], str]
+
+
+class DashboardState:
+    def __init__(self, team: str, run: str, max_sessions: int = 300, max_statuses: int = 50_000,
+                 decode: Decode | None = None):
+        self.team, self.run = team, run
+        self.decode = decode
+        self.latest: dict[str, ResourceStatus] = {}
+        self.history: deque[ResourceStatus | CommandAck] = deque(maxlen=max_statuses)
+        self.maker = PointMaker(team, run)
+        self.curves: dict[str, dict[int, float]] = {}
+        self.evals: dict[int, dict[str, float]] = {}
+        self.sessions: OrderedDict[str, SessionEvents] = OrderedDict()
+        self.max_sessions = max_sessions
+        self.records = 0
+        self._lock = threading.Lock()
+
+    # -- feeding ------------------------------------------------------------------------------------------
+
+    def feed(self, incoming: Incoming) -> None:
+        message = incoming.message
+        team, run = getattr(message, "team", None), getattr(message, "run", None)
+        if (team, run) != (None, None) and (team, run) != (self.team, self.run):
+            return
+        with self._lock:
+            self.records += 1
+            if isinstance(message, ResourceStatus):
+                self.latest[message.resource_id] = message
+                self.history.append(message)
+            elif isinstance(message, CommandAck):
+                self.history.append(message)
+            elif isinstance(message, (TokenIO, EpisodeEnd)):
+                self._session(message, incoming.timestamp_ms)
+            elif isinstance(message, EvalFigures):
+                self.evals[message.version] = dict(message.figures)
+            for point in self.maker.feed(message):
+                self.curves.setdefault(point.tag, {})[point.step] = point.value
+
+    def _session(self, message: TokenIO | EpisodeEnd, timestamp_ms: int) -> None:
+        session = self.sessions.get(message.session_id)
+        if session is None:
+            session = self.sessions[message.session_id] = SessionEvents(message.session_id)
+            while len(self.sessions) > self.max_sessions:
+                self.sessions.popitem(last=False)
+        session.records.append(Record("session-events", 0, len(session.records), None, None, timestamp_ms, message))
+
+    # -- reading (JSON for the web handlers) ------------------------------------------------------------
+
+    def overview(self) -> dict:
+        with self._lock:
+            now = time.time()
+            resources = [_row(s, now) for _, s in sorted(self.latest.items())]
+            return {"team": self.team, "run": self.run, "records": self.records, "resources": resources,
+                    "step": self.maker.step, "evals": {str(v): f for v, f in sorted(self.evals.items())}}
+
+    def curves_json(self) -> dict:
+        with self._lock:
+            return {"step": self.maker.step,
+                    "curves": {tag: sorted(points.items()) for tag, points in sorted(self.curves.items())}}
+
+    def timeline_json(self) -> dict:
+        with self._lock:
+            history = list(self.history)
+        intervals = intervals_from_records(history)
+        return {
+            "intervals": [{"resource": i.resource_id, "start": round(i.start, 3), "end": round(i.end, 3),
+                           "kind": i.kind} for i in intervals],
+            "bubble_ratio": round(bubble_ratio(intervals), 4) if intervals else None,
+            "seconds_by_kind": {k: round(v, 2) for k, v in time_by_kind(intervals).items()},
+            "switches": [{"t": round(t, 3), "resource": r, "from": a, "to": b} for t, r, a, b in role_switches(history)],
+        }
+
+    def sessions_json(self, limit: int = 100) -> list[dict]:
+        with self._lock:
+            sessions = list(self.sessions.values())[-limit:]
+        out = []
+        for s in reversed(sessions):
+            calls, end = s.calls, s.end
+            versions = sorted({v for c in calls for v in c.versions})
+            out.append({"session_id": s.session_id, "status": s.status, "reward": end.reward if end else None,
+                        "calls": len(calls), "generated": sum(len(c.completion_ids) for c in calls),
+                        "versions": versions, "task_id": end.task_id if end else None,
+                        "started_ms": s.records[0].timestamp_ms})
+        return out
+
+    def session_detail(self, session_id: str) -> dict | None:
+        with self._lock:
+            session = self.sessions.get(session_id)
+            if session is None:
+                return None
+            session = SessionEvents(session.session_id, list(session.records))
+        detail = session_json(session)
+        detail["forks"] = sum(1 for t in detail["turns"] if t["outcome"] == "fork")
+        if self.decode is not None:
+            for turn in detail["turns"]:
+                turn["fed_text"] = self.decode(turn["fed"])
+                turn["generated_text"] = [self.decode([t]) for t in turn["generated"]]
+        return detail

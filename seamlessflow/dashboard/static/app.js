@@ -1,0 +1,154 @@
+// The dashboard page: polls the JSON endpoints and draws curves, timeline, tables and sessions.
+"use strict";
+
+const REFRESH_MS = 3000;
+let openSession = null;
+
+async function getJSON(path) {
+  const response = await fetch(path);
+  if (!response.ok) throw new Error(`${path}: ${response.status}`);
+  return response.json();
+}
+
+function cell(row, text, cls) {
+  const td = row.insertCell();
+  td.textContent = text === null || text === undefined ? "" : String(text);
+  if (cls) td.className = cls;
+  return td;
+}
+
+function series(curves, tags) {
+  return tags.filter(t => curves[t]).map(t => ({name: t, points: curves[t]}));
+}
+
+function movingMean(points, n) {
+  return points.map((p, i) => {
+    const window = points.slice(Math.max(0, i - n + 1), i + 1);
+    return [p[0], window.reduce((sum, q) => sum + q[1], 0) / window.length];
+  });
+}
+
+async function refreshCurves() {
+  const data = await getJSON("/api/curves");
+  const c = data.curves;
+  const reward = series(c, ["train/reward_mean"]);
+  if (reward.length) reward.push({name: "mean of the last 10 steps", points: movingMean(reward[0].points, 10), line: true});
+  lineChart(document.getElementById("chart-reward"), reward);
+  lineChart(document.getElementById("chart-eval"), series(c, ["eval/accuracy", "eval/mean_reward"]), {yMin: 0});
+  lineChart(document.getElementById("chart-throughput"),
+            series(c, ["throughput/rollout_tokens_per_s", "throughput/trained_tokens_per_s"]), {yMin: 0});
+  lineChart(document.getElementById("chart-loss"), series(c, ["train/loss", "train/kl_mean"]));
+  document.getElementById("step").textContent = `step ${data.step}`;
+}
+
+async function refreshOverview() {
+  const data = await getJSON("/api/overview");
+  document.getElementById("run").textContent = `team ${data.team} · run ${data.run}`;
+  const body = document.querySelector("#resources tbody");
+  body.innerHTML = "";
+  for (const r of data.resources) {
+    const row = body.insertRow();
+    cell(row, r.id); cell(row, r.kind);
+    cell(row, r.capability_tags.join(", ")); cell(row, r.hardware_tags.join(", "));
+    cell(row, r.active_tag, `tag tag-${r.active_tag}`); cell(row, r.state);
+    cell(row, r.weight_version); cell(row, `${r.heartbeat_age_s.toFixed(1)} s ago`);
+    const figures = Object.entries(r.figures).filter(([, v]) => v !== null).slice(0, 8)
+      .map(([k, v]) => `${k}=${Math.abs(v) >= 100 ? v.toFixed(0) : v.toFixed(3)}`).join(" ");
+    cell(row, figures, "figures");
+  }
+  const services = document.querySelector("#services tbody");
+  services.innerHTML = "";
+  for (const s of data.services) {
+    const row = services.insertRow();
+    cell(row, s.name); cell(row, s.state); cell(row, s.pid); cell(row, s.restarts);
+    const td = cell(row, "");
+    if (s.metrics) {
+      const a = document.createElement("a");
+      a.href = s.metrics; a.textContent = s.metrics;
+      td.appendChild(a);
+    }
+  }
+}
+
+async function refreshTimeline() {
+  const data = await getJSON("/api/timeline");
+  timelineChart(document.getElementById("timeline"), data.intervals);
+  document.getElementById("bubble").textContent = data.bubble_ratio === null ? "" :
+    `bubble ratio ${(100 * data.bubble_ratio).toFixed(1)} % · ${data.switches.length} role switches`;
+  const legend = document.getElementById("timeline-legend");
+  legend.innerHTML = Object.entries(KIND_COLOURS).map(([k, c]) =>
+    `<span><i style="background:${c}"></i>${k}</span>`).join("");
+}
+
+async function refreshSessions() {
+  const sessions = await getJSON("/api/sessions");
+  const body = document.querySelector("#sessions tbody");
+  body.innerHTML = "";
+  for (const s of sessions) {
+    const row = body.insertRow();
+    row.className = "session-row" + (s.session_id === openSession ? " open" : "");
+    row.dataset.session = s.session_id;
+    cell(row, s.session_id.slice(0, 18)); cell(row, s.status);
+    cell(row, s.reward === null ? "" : s.reward.toFixed(2));
+    cell(row, s.calls); cell(row, s.generated); cell(row, s.versions.join(","));
+    row.addEventListener("click", () => showSession(s.session_id));
+  }
+}
+
+function tokenSpan(text, cls, title) {
+  const span = document.createElement("span");
+  span.className = cls;
+  span.textContent = text;
+  if (title) span.title = title;
+  return span;
+}
+
+async function showSession(id) {
+  openSession = id;
+  const s = await getJSON(`/api/sessions/${encodeURIComponent(id)}`);
+  const view = document.getElementById("session-view");
+  view.innerHTML = "";
+  const head = document.createElement("h3");
+  head.className = "session-title";
+  head.textContent = `session ${s.session_id} · ${s.status}` + (s.reward === null ? "" : ` · reward ${s.reward}`) +
+    ` · ${s.turns.length} turns · ${s.forks} forks`;
+  view.appendChild(head);
+  if (s.info_json) view.appendChild(tokenSpan(`task ${s.task_id} · ${s.info_json.slice(0, 120)}`, "dim"));
+  for (const t of s.turns) {
+    const turn = document.createElement("div");
+    turn.className = "turn";
+    const meta = document.createElement("div");
+    meta.className = "turn-meta";
+    meta.textContent = `turn ${t.index} · ${t.outcome} · ${t.engine_id} · ${t.known} known, ` +
+      `${t.fed.length} fed, ${t.generated.length} generated · ${t.finish_reason}`;
+    if (t.outcome === "fork" || t.outcome === "restart") meta.classList.add("fork");
+    turn.appendChild(meta);
+    const body = document.createElement("div");
+    body.className = "tokens";
+    body.appendChild(tokenSpan(t.fed_text !== undefined ? t.fed_text : t.fed.join(" ") + " ", "fed"));
+    let version = null;
+    t.generated.forEach((token, i) => {
+      if (t.versions[i] !== version) {
+        version = t.versions[i];
+        body.appendChild(tokenSpan(`⟨v${version}⟩`, "version"));
+      }
+      const text = t.generated_text ? t.generated_text[i] : `${token} `;
+      body.appendChild(tokenSpan(text, "gen", `token ${token} · logprob ${t.logprobs[i].toFixed(3)} · v${version}`));
+    });
+    turn.appendChild(body);
+    view.appendChild(turn);
+  }
+  document.querySelectorAll(".session-row").forEach(r => r.classList.toggle("open", r.dataset.session === id));
+}
+
+async function refresh() {
+  const jobs = [refreshCurves(), refreshOverview(), refreshTimeline(), refreshSessions()];
+  const results = await Promise.allSettled(jobs);
+  const failed = results.filter(r => r.status === "rejected");
+  document.getElementById("updated").textContent = failed.length ?
+    `update failed: ${failed[0].reason}` : `updated ${new Date().toLocaleTimeString()}`;
+  document.body.dataset.loaded = "1";
+}
+
+refresh();
+setInterval(refresh, REFRESH_MS);

@@ -1,0 +1,79 @@
+"""The metrics sink: its own consumer of the status, weights and eval records, writing scalars to the
+configured trackers (`seamlessflow.tracking.trackers`).
+
+Why a separate service: the trainer's loop publishes a heartbeat and goes on; a slow, broken or unreachable
+tracker delays only this process. Offsets are committed after the trackers flushed, so a restarted sink
+goes on from there instead of writing every point twice.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from pathlib import Path
+
+from pydantic import ValidationError
+
+from seamlessflow.config import Settings
+from seamlessflow.tracking.follow import Follower
+from seamlessflow.tracking.points import PointMaker
+from seamlessflow.tracking.trackers import Trackers, TrackingConfig
+
+log = logging.getLogger(__name__)
+
+
+def default_logdir(settings: Settings) -> Path:
+    return Path(settings.data_dir).resolve() / "tensorboard" / settings.team / settings.run
+
+
+def tracking_config(settings: Settings) -> TrackingConfig:
+    """The `tracking:` section; a malformed one is reported and the defaults (TensorBoard) used instead."""
+    try:
+        return TrackingConfig.model_validate(settings.section("tracking"))
+    except ValidationError as exc:
+        log.warning("tracking: configuration not usable, TensorBoard defaults instead: %s", exc)
+        return TrackingConfig()
+
+
+class MetricsSink:
+    def __init__(self, settings: Settings, trackers: Trackers | None = None):
+        self.settings = settings
+        self.config = tracking_config(settings)
+        self.trackers = trackers or Trackers.open(self.config, default_logdir(settings),
+                                                  f"{settings.team}/{settings.run}")
+        group = f"{settings.topic_prefix}.{self.config.group}.{settings.team}.{settings.run}"
+        self.follower = Follower(settings, group)
+        self.maker = PointMaker(settings.team, settings.run)
+        self.written = 0
+
+    def step(self) -> int:
+        """Reads what arrived, writes its points; returns how many points it wrote."""
+        points = [p for incoming in self.follower.poll() for p in self.maker.feed(incoming.message)]
+        self.trackers.write(points)
+        self.written += len(points)
+        return len(points)
+
+    def flush(self) -> None:
+        self.trackers.flush()
+        self.follower.commit()
+
+    def run(self, stop: threading.Event) -> None:
+        log.info("metrics sink: %s -> %s", ", ".join(self.follower.topics),
+                 ", ".join(t.name for t in self.trackers.trackers) or "no tracker")
+        last_flush = time.monotonic()
+        try:
+            while not stop.is_set():
+                self.step()
+                if time.monotonic() - last_flush >= self.config.flush_s:
+                    self.flush()
+                    last_flush = time.monotonic()
+        finally:
+            self.flush()
+            self.trackers.close()
+            self.follower.close()
+            log.info("metrics sink stopped after %d points", self.written)
+
+
+def run_service(settings: Settings, stop: threading.Event) -> None:
+    MetricsSink(settings).run(stop)

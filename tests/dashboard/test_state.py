@@ -1,0 +1,51 @@
+"""What the dashboard's endpoints answer from the records it read (pure: records fed by hand)."""
+
+from seamlessflow.dashboard.state import DashboardState
+from seamlessflow.tracking.follow import Incoming
+from seamlessflow.tracking.points import eval_result
+from tests.dashboard.records import sessions, switching_rollout
+from tests.tracking.records import eval_json, trainer_status, weights
+
+
+def fed(messages, decode=None) -> DashboardState:
+    state = DashboardState("default", "default", max_sessions=10, decode=decode)
+    for m in messages:
+        state.feed(Incoming("t", getattr(m, "created_at_ms", 0), m))
+    return state
+
+
+def test_curves_resources_and_eval():
+    state = fed([trainer_status(0, 0.0, 1000), trainer_status(1, 0.25, 2000, version=0), weights(1, 1, 2100),
+                 eval_result(eval_json(1, 0.5, 0.4, 12.0)), trainer_status(2, 0.5, 3000, version=1)])
+    curves = state.curves_json()["curves"]
+    assert curves["train/reward_mean"] == [(1, 0.25), (2, 0.5)]
+    assert curves["eval/accuracy"] == [(1, 0.5)]
+    overview = state.overview()
+    assert [(r["id"], r["capability_tags"], r["weight_version"]) for r in overview["resources"]] == [("trainer-0", ["train"], 1)]
+    assert overview["evals"] == {"1": {"accuracy": 0.5, "mean_reward": 0.4, "mean_length": 12.0}}
+
+
+def test_timeline_shows_the_role_switches():
+    timeline = fed(switching_rollout(1000)).timeline_json()
+    assert [(i["kind"], i["start"], i["end"]) for i in timeline["intervals"]] == [
+        ("rollout", 0.0, 3.0), ("train", 3.0, 6.0), ("rollout", 6.0, 8.0)]
+    assert [(s["from"], s["to"]) for s in timeline["switches"]] == [("rollout", "train"), ("train", "rollout")]
+
+
+def test_a_session_as_replay_shows_it_with_its_fork_and_text():
+    state = fed(sessions(1000), decode=lambda ids: "".join(chr(96 + i) for i in ids))
+    listed = {s["session_id"]: s for s in state.sessions_json()}
+    assert listed["forked"]["versions"] == [1, 2] and listed["forked"]["reward"] == 0.5
+    detail = state.session_detail("forked")
+    assert [t["outcome"] for t in detail["turns"]] == ["start", "fork"] and detail["forks"] == 1
+    assert detail["turns"][1]["known"] == 2 and detail["turns"][1]["fed"] == [7]
+    assert detail["turns"][1]["fed_text"] == "g" and detail["turns"][1]["generated_text"] == ["h", "i"]
+    assert state.session_detail("nope") is None
+
+
+def test_memory_is_bounded_and_other_runs_are_left_out():
+    state = DashboardState("default", "default", max_sessions=1)
+    for m in sessions(1000) + [trainer_status(5, 0.9, 1000, run="other")]:
+        state.feed(Incoming("t", 0, m))
+    assert [s["session_id"] for s in state.sessions_json()] == ["forked"]
+    assert state.overview()["resources"] == []

@@ -1,0 +1,64 @@
+"""Status, weight and eval records shaped like the services publish them, for the tracking and dashboard tests."""
+
+from __future__ import annotations
+
+import json
+import time
+
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from seamlessflow.kafka.clients import common_config, producer_config
+from seamlessflow.kafka.io import MessageProducer
+from seamlessflow.messages import ResourceStatus, WeightVersion, new_id
+from seamlessflow.topics import Topics
+from seamlessflow.tracking.follow import eval_topic
+
+
+def trainer_status(step: int, reward: float, at_ms: int, version: int = 0, team: str = "default",
+                   run: str = "default") -> ResourceStatus:
+    figures = {"step": float(step), "busy_s": float(step)}
+    if step:
+        figures.update({"reward_mean": reward, "loss": 1.0 / step, "tokens_trained": 100.0, "step_time_s": 0.5})
+    return ResourceStatus(new_id(), "trainer-0", "trainer", ["train"], "train", "active", version, figures,
+                          team, run, at_ms)
+
+
+def rollout_status(resource_id: str, tokens_per_s: float, at_ms: int, running: float = 1.0) -> ResourceStatus:
+    return ResourceStatus(new_id(), resource_id, "rollout", ["rollout"], "rollout", "active", 0,
+                          {"tokens_per_s": tokens_per_s, "requests_running": running}, "default", "default", at_ms)
+
+
+def weights(version: int, step: int, at_ms: int) -> WeightVersion:
+    return WeightVersion(new_id(), version, f"file:///w/v{version}", step, "hf-safetensors", "trainer-0",
+                         "default", "default", at_ms)
+
+
+def eval_json(version: int, accuracy: float, mean_reward: float, mean_length: float) -> bytes:
+    """An eval record as an external evaluator (or one without the project's codec) publishes it."""
+    return json.dumps({"version": version, "accuracy": accuracy, "mean_reward": mean_reward,
+                       "mean_length": mean_length, "team": "default", "run": "default"}).encode()
+
+
+def create_eval_topic(settings):
+    """The eval topic, unless infra/topics.yaml declares it (then the `settings` fixture created it)."""
+    admin = AdminClient(common_config(settings))
+    if eval_topic(settings) not in admin.list_topics(timeout=15).topics:
+        admin.create_topics([NewTopic(eval_topic(settings), 1, 1)])[eval_topic(settings)].result(15)
+
+
+def publish_run(settings, codec, steps=4):
+    """A trainer stepping with a rising reward, rollouts reporting throughput, a version every 2 steps
+    and an eval of each version (JSON on the eval topic)."""
+    topics, producer = Topics(settings), MessageProducer(settings, codec)
+    evaluator = Producer(producer_config(settings))  # an external evaluator publishing JSON
+    t0 = int(time.time() * 1000) - 60_000
+    for step in range(steps + 1):
+        producer.send(topics.status, "rollout-0", rollout_status("rollout-0", 100.0 + step, t0 + 1000 * step))
+        producer.send(topics.status, "trainer-0", trainer_status(step, 0.1 * step, t0 + 1000 * step + 500))
+        if step and step % 2 == 0:
+            producer.send(topics.weights, "default", weights(step // 2, step, t0 + 1000 * step + 600))
+            evaluator.produce(eval_topic(settings), key=b"default",
+                              value=eval_json(step // 2, 0.2 * step, 0.1 * step, 20.0 - step))
+    producer.flush()
+    assert evaluator.flush(30) == 0

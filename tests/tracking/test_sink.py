@@ -1,0 +1,81 @@
+"""The metrics sink against the real broker: records published as the services publish them come out as
+TensorBoard scalars; a tracker that cannot open or write is reported once and the others go on."""
+
+import threading
+import time
+
+from seamlessflow.config import Settings
+from seamlessflow.tracking.sink import MetricsSink, default_logdir, tracking_config
+from seamlessflow.tracking.trackers import Trackers, TrackingConfig
+from tests.tracking.events import scalars
+from tests.tracking.records import create_eval_topic, publish_run
+
+
+def run_sink_until(sink, done, timeout_s=30.0):
+    deadline = time.monotonic() + timeout_s
+    while not done() and time.monotonic() < deadline:
+        sink.step()
+    sink.flush()
+
+
+def test_sink_writes_reward_eval_and_throughput_scalars(settings, codec):
+    create_eval_topic(settings)
+    publish_run(settings, codec)
+    sink = MetricsSink(settings)
+    run_sink_until(sink, lambda: len([p for p in sink.maker.version_steps]) >= 2 and sink.written >= 30)
+    sink.trackers.close()
+    found = scalars(default_logdir(settings))
+    assert found["train/reward_mean"] == [(1, 0.10000000149011612), (2, 0.20000000298023224),
+                                          (3, 0.30000001192092896), (4, 0.4000000059604645)]
+    assert [step for step, _ in found["eval/accuracy"]] == [2, 4]  # versions 1 and 2, at their steps
+    assert [round(v, 3) for _, v in found["eval/accuracy"]] == [0.4, 0.8]
+    assert "eval/mean_length" in found and "throughput/rollout_tokens_per_s" in found
+
+
+def test_a_restarted_sink_goes_on_from_its_committed_offsets(settings, codec):
+    publish_run(settings, codec, steps=2)
+    first = MetricsSink(settings)
+    run_sink_until(first, lambda: first.maker.step >= 2)
+    first.run(_stopped())  # closes: flush, commit
+    again = MetricsSink(settings)
+    for _ in range(10):
+        again.step()
+    assert again.written == 0
+
+
+def test_a_broken_tracker_is_reported_once_and_never_stops_the_sink(settings, codec, caplog):
+    config = TrackingConfig(wandb={"project": "x"}, mlflow={"tracking_uri": "http://127.0.0.1:9"})
+    trackers = Trackers.open(config, default_logdir(settings), "default/default")
+    assert [t.name for t in trackers.trackers] == ["tensorboard"]  # wandb and mlflow: not installed here
+    assert len(trackers.problems) == 2
+
+    class FailingTracker:  # a tracker whose server went away: every write raises
+        name = "failing"
+        writes = 0
+
+        def write(self, points):
+            FailingTracker.writes += 1
+            raise ConnectionError("unreachable")
+
+        flush = close = lambda self: None
+
+    trackers.trackers.append(FailingTracker())
+    publish_run(settings, codec, steps=3)
+    sink = MetricsSink(settings, trackers=trackers)
+    run_sink_until(sink, lambda: sink.maker.step >= 3)
+    assert FailingTracker.writes == 1 and len(trackers.problems) == 3
+    assert "failing" in trackers.problems[-1] and "going on without it" in trackers.problems[-1]
+    sink.trackers.close()
+    assert [s for s, _ in scalars(default_logdir(settings))["train/reward_mean"]] == [1, 2, 3]
+
+
+def _stopped():
+    stop = threading.Event()
+    stop.set()
+    return stop
+
+
+def test_a_malformed_tracking_section_falls_back_to_tensorboard(caplog):
+    config = tracking_config(Settings().with_overrides(tracking={"tensorboard": "sometimes", "flush_s": "x"}))
+    assert config == TrackingConfig()
+    assert "configuration not usable" in caplog.text
