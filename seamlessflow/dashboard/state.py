@@ -14,13 +14,13 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 
-from seamlessflow.cli.resources import _row
+from seamlessflow.core.timeline import bubble_ratio, time_by_kind
 from seamlessflow.kafka.io import Record
 from seamlessflow.messages import CommandAck, EpisodeEnd, ResourceStatus, TokenIO
 from seamlessflow.replay.select import SessionEvents
 from seamlessflow.replay.turns import session_json
 from seamlessflow.scheduler.timeline import intervals_from_records, role_switches
-from seamlessflow.sim.timeline import bubble_ratio, time_by_kind
+from seamlessflow.status_rows import resource_row
 from seamlessflow.tracking.follow import Incoming
 from seamlessflow.tracking.points import EvalFigures, PointMaker
 
@@ -76,7 +76,7 @@ class DashboardState:
     def overview(self) -> dict:
         with self._lock:
             now = time.time()
-            resources = [_row(s, now) for _, s in sorted(self.latest.items())]
+            resources = [resource_row(s, now) for _, s in sorted(self.latest.items())]
             return {"team": self.team, "run": self.run, "records": self.records, "resources": resources,
                     "step": self.maker.step, "evals": {str(v): f for v, f in sorted(self.evals.items())}}
 
