@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from seamlessflow.core.batching import TRAINABLE_STATUSES, rewards_vary, solved_by_all
 from seamlessflow.core.staleness import RolloutLedger
 from seamlessflow.messages import EpisodeEnd, Task, Trajectory, new_id, now_ms
+from seamlessflow.rewards.request import pending_request
 from seamlessflow.scheduler.options import ManagerOptions
 from seamlessflow.tasks import ArithmeticTask, generate_tasks, load_tasks
 from seamlessflow.tasks.arithmetic import expression_of
@@ -107,8 +108,8 @@ class RolloutManager:
     def on_episode_end(self, end: EpisodeEnd) -> bool:
         """A final session end (done or failed; aborted ones are retried) also fills its group's slot:
         a session that never reached an engine (all calls refused) has no trajectory to wait for."""
-        if end.status not in FINAL_STATUSES or not end.group_id:
-            return False
+        if end.status not in FINAL_STATUSES or not end.group_id or pending_request(end.info_json) is not None:
+            return False  # a session waiting for a reward worker counts when its scored trajectory comes
         return self._session_finished(end.group_id, end.session_id, end.status, end.reward, arrived_at=None)
 
     def _session_finished(self, group_id: str, session_id: str, status: str, reward: float,

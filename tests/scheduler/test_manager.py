@@ -217,3 +217,23 @@ def test_a_restarted_manager_continues_the_cycle_where_the_last_one_stopped():
         restarted.on_task(task)
         finish(restarted, task.task_id, rewards)
     assert [t.task_id for t in restarted.next_tasks(0)] == [t.task_id for t in first.next_tasks(0)] == ["arith-0-2.r1"]
+
+
+def test_a_session_waiting_for_its_reward_counts_when_its_scored_or_unscorable_trajectory_comes():
+    """Its episode end carries a placeholder reward: judging the group on it would call it no-signal."""
+    import dataclasses
+    import json
+
+    from seamlessflow.messages import EpisodeEnd
+    from seamlessflow.rewards.request import REQUEST_KEY
+
+    m = manager(max_in_flight=1)
+    [task_id] = publish(m)
+    group = f"default.{task_id}"
+    waiting = json.dumps({REQUEST_KEY: {"verifier": "math", "submission": "3"}})
+    for session in ("s1", "s2"):
+        end = EpisodeEnd(f"{session}.end", session, "default", "default", 0.0, "done", waiting, 1, 1, group_id=group)
+        assert not m.on_episode_end(end)
+    assert not m.on_trajectory(trajectory(group, "s1", reward=1.0))
+    assert m.on_trajectory(dataclasses.replace(trajectory(group, "s2"), status="unscorable"))
+    assert (m.finished, m.no_signal, m.outstanding) == (1, 1, 0)  # one trainable session: no signal
