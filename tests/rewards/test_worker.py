@@ -52,7 +52,8 @@ def wait_for_outputs(settings, codec, count: int, timeout_s: float = 90.0) -> li
 
 
 def options(**extra) -> RewardSettings:
-    return RewardSettings(pool="exact", concurrency=2, timeout_s=1.5, max_attempts=2, poll_s=0.1, **extra)
+    return RewardSettings(**{"pool": "exact", "concurrency": 2, "timeout_s": 1.5, "max_attempts": 2, "poll_s": 0.1,
+                             **extra})
 
 
 def test_two_workers_score_each_trajectory_once_and_name_why_the_others_are_unscorable(settings, codec):
