@@ -1,17 +1,19 @@
-"""A reward worker killed in the middle of scoring loses and duplicates nothing: its records were not
-committed, so the group hands them to the survivor, which publishes each exactly once."""
+"""A reward worker (`seamlessflow reward run`, a real process) killed in the middle of scoring loses and
+duplicates nothing: its records were not committed, so the group hands them to the survivor, which
+publishes each exactly once."""
 
 from __future__ import annotations
 
-import multiprocessing
 import os
 import signal
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 from confluent_kafka import Consumer, TopicPartition
 
-from seamlessflow.avro import Codec
 from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.io import read_messages, read_topic
 from seamlessflow.rewards.sandbox import start_forkserver
@@ -19,10 +21,16 @@ from seamlessflow.rewards.worker import RewardWorker, reward_group
 from seamlessflow.topics import Topics
 from tests.rewards.test_worker import REF, Running, options, publish, unscored, wait_for_outputs
 
+ROOT = Path(__file__).resolve().parents[2]
 
-def run_doomed_worker(settings) -> None:
-    """In a fresh process: a worker that will be killed while its verifier calls sleep."""
-    RewardWorker(settings, Codec(), REF, "default", options(timeout_s=10.0)).run()
+
+def doomed_worker(settings, tmp_path) -> subprocess.Popen:
+    """The CLI in its own process group: a worker that will be killed while its verifier calls sleep."""
+    config = settings.dump_yaml(tmp_path / "reward.yaml")
+    argv = [sys.executable, "-m", "seamlessflow", "--config", str(config), "reward", "run", REF, "--pool", "exact",
+            "--concurrency", "2", "--timeout-s", "10", "--max-attempts", "2"]
+    log = open(tmp_path / "doomed.log", "ab")
+    return subprocess.Popen(argv, cwd=ROOT, stdout=log, stderr=log, start_new_session=True)
 
 
 def committed(settings, group: str) -> dict[int, int]:
@@ -39,17 +47,18 @@ def committed(settings, group: str) -> dict[int, int]:
 @pytest.mark.slow
 def test_killing_a_reward_worker_mid_score_loses_and_duplicates_nothing(settings, codec, tmp_path):
     start_forkserver(REF)
-    payload = {"answer": "42", "marks": str(tmp_path), "slow_s": 3.0}
-    sent = [unscored(f"s{i}", "slow", payload=payload) for i in range(4)]
+    marks = tmp_path / "marks"
+    marks.mkdir()
+    sent = [unscored(f"s{i}", "slow", payload={"answer": "42", "marks": str(marks), "slow_s": 3.0}) for i in range(4)]
     publish(settings, codec, sent)
-    doomed = multiprocessing.get_context("spawn").Process(target=run_doomed_worker, args=(settings,))
-    doomed.start()
+    doomed = doomed_worker(settings, tmp_path)
     deadline = time.monotonic() + 120
-    while not any(tmp_path.iterdir()):  # a verifier call of the doomed worker has started
-        assert time.monotonic() < deadline and doomed.is_alive(), "the doomed worker never started scoring"
+    while not any(marks.iterdir()):  # a verifier call of the doomed worker has started
+        alive = doomed.poll() is None
+        assert time.monotonic() < deadline and alive, (tmp_path / "doomed.log").read_text()[-3000:]
         time.sleep(0.1)
-    os.kill(doomed.pid, signal.SIGKILL)
-    doomed.join(10)
+    os.killpg(doomed.pid, signal.SIGKILL)  # the worker, its fork server and the verifier calls
+    doomed.wait(10)
     assert read_messages(settings, Topics(settings).trajectories, codec) == []  # killed before publishing
     survivor = Running(RewardWorker(settings, codec, REF, "default", options(timeout_s=10.0)))
     try:
