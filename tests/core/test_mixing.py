@@ -34,3 +34,19 @@ def test_a_source_with_all_weight_is_always_next_and_bad_weights_are_refused():
     assert sequence([1], 3) == [0, 0, 0]
     with pytest.raises(ValueError):
         next_source([1, 0], [0, 0])
+
+
+def test_a_batch_is_summed_per_task_source_for_the_step_log():
+    from seamlessflow.core.batching import KeptGroup, TrajectorySample
+    from seamlessflow.core.mixing import source_figures, source_of_task
+
+    def group(task_id, rewards):
+        samples = [TrajectorySample(f"{task_id}/{i}", task_id, task_id, (1, 2, 3), (0, 1, 1), (0.0, -0.1, -0.1),
+                                    (-1, 0, 0), r) for i, r in enumerate(rewards)]
+        return KeptGroup(task_id, task_id, samples, [1.0] * len(samples))
+
+    assert (source_of_task("math:arith-0-1.r2"), source_of_task("arith-0-1.r2")) == ("math", "default")
+    batch = [group("math:a.r0", (1.0, 0.0)), group("code:b.r0", (0.5, 0.0, 0.25)), group("math:c.r0", (1.0, 1.0))]
+    assert source_figures(batch) == {
+        "math": {"groups": 2, "samples": 4, "tokens": 8, "reward_mean": 0.75},
+        "code": {"groups": 1, "samples": 3, "tokens": 6, "reward_mean": 0.25}}
