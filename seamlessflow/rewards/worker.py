@@ -83,16 +83,12 @@ class RewardWorker:
         self.stats = RewardStats()
         self._limits = Limits(self.opts.timeout_s, self.opts.memory_mb)
         self._stop = threading.Event()
-        self._assigned = threading.Event()
         self._results: queue.Queue[tuple[Delivery, list[Verdict]]] = queue.Queue()
         self._running = 0
         self._last_heartbeat = float("-inf")
 
     def stop(self) -> None:
         self._stop.set()
-
-    def wait_assigned(self, timeout_s: float) -> bool:
-        return self._assigned.wait(timeout_s)
 
     def run(self) -> RewardStats:
         start_forkserver(self.reference)  # imports paid once, before any call is timed
@@ -107,8 +103,6 @@ class RewardWorker:
                 self._member.set_paused(self._running >= self.opts.concurrency)
                 self._heartbeat("active")
                 delivery = self._member.poll(0.05 if self._running else self.opts.poll_s)
-                if self._member.wait_assigned(0):
-                    self._assigned.set()
                 if delivery is not None:
                     self._on_delivery(delivery, pool)
         finally:
