@@ -40,9 +40,11 @@ class GroupMember:
     """One member of `group` on `topic`; not thread-safe: call it from one thread (the worker's loop)."""
 
     def __init__(self, settings: Settings, topic: str, group: str, dead_letters: DeadLetters,
-                 on_revoked: Callable[[set[int]], None] | None = None):
+                 settle: Callable[[set[int]], None] | None = None):
+        """`settle(partitions)`: called (from `poll`) when partitions are about to move to another member,
+        to finish and mark done what it can first; what it marks done is committed before they move."""
         self.topic, self.group, self.dead_letters = topic, group, dead_letters
-        self._on_revoked = on_revoked
+        self._settle = settle
         self._tracker = OffsetTracker()
         self._assigned = threading.Event()
         self._paused = False
@@ -75,8 +77,8 @@ class GroupMember:
         """The record's work is durable: its offset may be committed once those before it are too."""
         self._tracker.done(partition, offset)
 
-    def in_flight(self) -> int:
-        return self._tracker.in_flight()
+    def in_flight(self, partitions: set[int] | None = None) -> int:
+        return self._tracker.in_flight(partitions)
 
     def commit(self) -> None:
         moved = self._tracker.committable()
@@ -101,10 +103,10 @@ class GroupMember:
 
     def _revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
         revoked = {tp.partition for tp in partitions}
+        if self._settle is not None:
+            self._settle(revoked)
         try:
             self.commit()  # what finished is not redone by the next owner
         except Exception as exc:  # a commit during a rebalance may be refused; the next owner redoes the work
             log.warning("%s: commit on revoke: %s", self.group, exc)
         self._tracker.forget(revoked)
-        if self._on_revoked is not None:
-            self._on_revoked(revoked)

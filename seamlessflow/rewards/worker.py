@@ -9,9 +9,12 @@ wait). Then the trajectory is published once to `trajectories`: scored, or `unsc
 plus a DeadLetter carrying the original record, so it is counted and nothing waits for it.
 
 Offsets are committed only after that output is durable, so a worker that dies mid-score loses nothing:
-the group hands its records to another worker, which scores them again. A worker that dies between the
-output and the commit makes the next one publish the same trajectory id again; trainers de-duplicate on
-`Trajectory.event_id` (the assembler's outputs have the same guarantee), so it is trained at most once.
+the group hands its records to another worker, which scores them again. When the group moves partitions
+between living workers (one joins or leaves), the old owner first finishes and publishes what it is
+scoring on them (up to `revoke_grace_s`) and commits, so the new owner does not score them again. A worker
+that dies between the output and the commit (or a call longer than the grace) makes the next one publish
+the same trajectory id again; trainers de-duplicate on `Trajectory.event_id` (the assembler's outputs have
+the same guarantee), so it is trained at most once.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ class RewardSettings(BaseModel):
     timeout_s: float = Field(30.0, gt=0)  # one verifier call; a hang is killed here
     memory_mb: int | None = Field(2048, ge=16)  # address-space limit of each call (None: unlimited)
     max_attempts: int = Field(2, ge=1)  # calls of a verifier that raises or crashes, before unscorable
+    revoke_grace_s: float = Field(60.0, ge=0)  # on a rebalance, finish running calls this long before handing over
     poll_s: float = 0.2
     heartbeat_s: float = Field(5.0, gt=0)
 
@@ -69,6 +73,7 @@ class RewardStats:
     scored: int = 0
     unscorable: int = 0
     skipped: int = 0  # requests for another pool's verifier
+    settled: int = 0  # finished and published while their partitions were moving to another worker
     calls: dict[str, int] = field(default_factory=dict)  # verifier call outcome -> count
 
 
@@ -94,7 +99,7 @@ class RewardWorker:
         start_forkserver(self.reference)  # imports paid once, before any call is timed
         self._producer = MessageProducer(self.settings, self.codec)
         letters = DeadLetters(self.settings, self.codec, f"reward:{self.group}", self._producer.send)
-        self._member = GroupMember(self.settings, self.topics.to_score, self.group, letters)
+        self._member = GroupMember(self.settings, self.topics.to_score, self.group, letters, settle=self._settle)
         pool = ThreadPoolExecutor(self.opts.concurrency, thread_name_prefix=f"reward-{self.opts.pool}")
         try:
             while not self._stop.is_set():
@@ -130,13 +135,22 @@ class RewardWorker:
                 break
         self._results.put((delivery, verdicts))
 
-    def _publish_finished(self) -> None:
+    def _settle(self, partitions: set[int]) -> None:
+        """Before partitions move to another worker: publish what is being scored on them (bounded), so the
+        next owner does not score and publish it again."""
+        deadline, running = time.monotonic() + self.opts.revoke_grace_s, self._member.in_flight(partitions)
+        while self._member.in_flight(partitions) and time.monotonic() < deadline:
+            self._publish_finished(wait_s=0.1)
+        self.stats.settled += running - self._member.in_flight(partitions)
+
+    def _publish_finished(self, wait_s: float = 0.0) -> None:
         """Outputs are durable before their offsets are marked done (the loop's thread owns both clients)."""
         while True:
             try:
-                delivery, verdicts = self._results.get_nowait()
+                delivery, verdicts = self._results.get(timeout=wait_s) if wait_s else self._results.get_nowait()
             except queue.Empty:
                 return
+            wait_s = 0.0
             self._running -= 1
             self._publish(delivery, verdicts)
             self._member.done(delivery.partition, delivery.offset)

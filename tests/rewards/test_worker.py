@@ -1,6 +1,6 @@
-"""Reward workers against the real broker: two workers of one pool score unscored trajectories; a verifier
-that hangs or raises yields one `unscorable` record with its reason and a dead letter; nothing is lost or
-published twice, and offsets are committed past everything."""
+"""Reward workers against the real broker: two workers of one pool score unscored trajectories (the second
+joins while the first is scoring, so partitions move mid-score); a verifier that hangs, raises or dies
+yields one `unscorable` record with its reason and a dead letter; nothing is lost or published twice."""
 
 from __future__ import annotations
 
@@ -52,17 +52,23 @@ def wait_for_outputs(settings, codec, count: int, timeout_s: float = 90.0) -> li
 
 
 def options(**extra) -> RewardSettings:
-    return RewardSettings(**{"pool": "exact", "concurrency": 2, "timeout_s": 1.5, "max_attempts": 2, "poll_s": 0.1,
+    return RewardSettings(**{"pool": "exact", "concurrency": 2, "timeout_s": 6.0, "max_attempts": 2, "poll_s": 0.1,
                              **extra})
 
 
-def test_two_workers_score_each_trajectory_once_and_name_why_the_others_are_unscorable(settings, codec):
+def test_two_workers_score_each_trajectory_once_and_name_why_the_others_are_unscorable(settings, codec, tmp_path):
     start_forkserver(REF)
-    submissions = ["42", "41", "hang", "42", "boom", "die", "42", "41"]
-    sent = [unscored(f"s{i}", s) for i, s in enumerate(submissions)]
+    submissions = ["42", "41", "hang", "42", "boom", "die", "42", "41"] + ["slow"] * 4
+    payload = {"answer": "42", "marks": str(tmp_path), "slow_s": 4.0}  # slow ones: still scoring when partitions move
+    sent = [unscored(f"s{i}", s, payload=payload) for i, s in enumerate(submissions)]
     other_pool = unscored("x", "42", verifier="code")  # another pool's request: skipped here, never published
     publish(settings, codec, [*sent, other_pool])
-    workers = [Running(RewardWorker(settings, codec, REF, "default", options())) for _ in range(2)]
+    workers = [Running(RewardWorker(settings, codec, REF, "default", options()))]
+    deadline = time.monotonic() + 60
+    while not any(tmp_path.iterdir()):  # the second joins while a slow call runs: partitions move under it
+        assert time.monotonic() < deadline, "the first worker never started a slow call"
+        time.sleep(0.05)
+    workers.append(Running(RewardWorker(settings, codec, REF, "default", options())))
     try:
         out = wait_for_outputs(settings, codec, len(sent))
         time.sleep(1.0)  # anything published twice would arrive now
@@ -77,8 +83,8 @@ def test_two_workers_score_each_trajectory_once_and_name_why_the_others_are_unsc
         info = json.loads(got.info_json)
         assert REQUEST_KEY not in info and info["score"]["verifier"] == "exact"
         assert (got.tokens, got.loss_mask, got.versions) == (t.tokens, t.loss_mask, t.versions)
-        if submission in ("42", "41"):
-            assert (got.status, got.reward) == ("done", float(submission == "42"))
+        if submission in ("42", "41", "slow"):
+            assert (got.status, got.reward) == ("done", 0.5 if submission == "slow" else float(submission == "42"))
         else:
             assert got.status == "unscorable"
     reasons = {t.session_id: json.loads(by_id[t.event_id].info_json)["score"]["reason"] for t in sent
@@ -90,5 +96,6 @@ def test_two_workers_score_each_trajectory_once_and_name_why_the_others_are_unsc
     assert sorted(codec.decode(letter.value).session_id for letter in letters) == ["s2", "s4", "s5"]
     assert all(letter.reason.startswith("unscorable: ") for letter in letters)
     stats = [w.worker.stats for w in workers]
-    assert sum(s.scored for s in stats) == 5 and sum(s.unscorable for s in stats) == 3
+    assert sum(s.scored for s in stats) == 9 and sum(s.unscorable for s in stats) == 3
     assert sum(s.skipped for s in stats) == 1
+    assert sum(s.settled for s in stats) >= 1  # partitions did move mid-score, and what ran was not redone
