@@ -90,6 +90,7 @@ class RolloutManager:
         self.ledger = RolloutLedger(batch_groups, self.max_staleness, self.options.max_in_flight)
         self.sources = [named(o) for o in self.options.sources] or [TaskSource(DEFAULT, self.tasks, self.options.kind)]
         self._source_named = {s.name: s for s in self.sources}
+        self._teams = {self.team} | {s.team for s in self.sources if s.team}
 
     @property
     def outstanding(self) -> int:
@@ -97,7 +98,7 @@ class RolloutManager:
 
     def on_task(self, task: Task) -> None:
         """A task record of this run (ours, seen on the tasks topic or just published)."""
-        if task.group_id in self.groups or task.team != self.team or task.run != self.run:
+        if task.group_id in self.groups or task.team not in self._teams or task.run != self.run:
             return
         payload = _payload(task)
         source_task_id = payload.get("source_task_id")
@@ -224,7 +225,7 @@ class RolloutManager:
             payload["task_source"] = source.name
         if source.verifier:
             payload["verifier"] = source.verifier  # the reward pool that scores an agent's Unscored result
-        return Task(new_id(), task_id, f"{self.run}.{task_id}", self.team, self.run, source.kind,
+        return Task(new_id(), task_id, f"{self.run}.{task_id}", source.team or self.team, self.run, source.kind,
                     chosen.prompt, json.dumps(payload), self.options.group_size, 0, now_ms())
 
     def figures(self) -> dict[str, float]:

@@ -28,6 +28,7 @@ class SourceOptions(BaseModel):
     kind: str = "arithmetic"
     weight: float = Field(1.0, gt=0)
     verifier: str | None = None  # goes into each task's payload: the reward workers' pool that scores it
+    team: str | None = None  # the team its tasks are published for (default: the run's team)
     demo_seed: int = 0
     demo_count: int = Field(256, ge=1)
 
@@ -43,6 +44,7 @@ class TaskSource:
     kind: str
     weight: float = 1.0
     verifier: str | None = None
+    team: str | None = None
     cursor: int = 0  # position in the endless cycle over `tasks` of the next task to publish
     published: int = 0
     finished: int = 0
@@ -65,4 +67,4 @@ class TaskSource:
 def named(options: SourceOptions) -> TaskSource:
     tasks = [dataclasses.replace(t, task_id=f"{options.name}:{t.task_id}")
              for t in load_task_set(options.source, options.demo_seed, options.demo_count)]
-    return TaskSource(options.name, tasks, options.kind, options.weight, options.verifier)
+    return TaskSource(options.name, tasks, options.kind, options.weight, options.verifier, options.team)

@@ -241,7 +241,7 @@ def test_a_session_waiting_for_its_reward_counts_when_its_scored_or_unscorable_t
 
 def mixed(max_in_flight: int = 6) -> RolloutManager:
     sources = [{"name": "math", "weight": 2, "demo_count": 2},
-               {"name": "code", "kind": "code", "verifier": "tests", "demo_seed": 1, "demo_count": 2}]
+               {"name": "code", "kind": "code", "verifier": "tests", "team": "coders", "demo_seed": 1, "demo_count": 2}]
     return manager(max_in_flight=max_in_flight, sources=sources)
 
 
@@ -255,6 +255,7 @@ def test_several_task_sources_share_every_batch_by_weight_each_with_its_kind_and
     assert [t.task_id for t in tasks] == ["math:arith-0-0.r0", "code:arith-1-0.r0", "math:arith-0-1.r0",
                                           "math:arith-0-0.r1", "code:arith-1-1.r0", "math:arith-0-1.r1"]
     assert [t.kind for t in tasks] == ["arithmetic", "code", "arithmetic", "arithmetic", "code", "arithmetic"]
+    assert [t.team for t in tasks[:2]] == ["default", "coders"]
     payloads = [json.loads(t.payload_json) for t in tasks]
     assert [p["task_source"] for p in payloads[:2]] == ["math", "code"]
     assert "verifier" not in payloads[0] and payloads[1]["verifier"] == "tests"
