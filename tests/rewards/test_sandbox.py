@@ -45,3 +45,15 @@ def test_a_dying_interpreter_is_an_outcome_not_the_callers_death():
 def test_the_memory_limit_stops_a_verifier_that_allocates_too_much():
     limited = call("hog", memory_mb=256)
     assert limited.outcome == RAISED and limited.error.startswith("MemoryError")
+
+
+def test_the_example_verifiers_score_in_the_sandbox():
+    examples = "services.agents.examples.verifiers"
+    start_forkserver(f"{examples}:arithmetic")  # the server already runs: this module is imported per call
+    arithmetic = run_verifier(f"{examples}:arithmetic", ScoreRequest("arithmetic", "It is 42.", payload={"answer": 42}),
+                              Limits(30.0, 1024))
+    assert (arithmetic.outcome, arithmetic.reward) == (OK, 1.0)
+    code = ScoreRequest("code", "```python\ndef double(x):\n    return 2 * x\n```",
+                        payload={"function": "double", "tests": [[[1], 2], [[3], 6], [[0], 1]]})
+    verdict = run_verifier(f"{examples}:code_tests", code, Limits(60.0, 1024))
+    assert (verdict.outcome, round(verdict.reward, 3), verdict.info) == (OK, 0.667, {"environment": "ran"})
