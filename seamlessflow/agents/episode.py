@@ -1,7 +1,8 @@
 """One session of a task: call the user's agent with an OpenAI client bound to a fresh proxy session, then
 end the session on the proxy with the reward and status.
 
-Agent functions take `(task, client)` and return a reward (a number) or `(reward, info_dict)`, or raise.
+Agent functions take `(task, client)` and return a reward (a number) or `(reward, info_dict)`, or raise;
+or they return `Unscored(submission)` to leave the reward to a reward worker (seamlessflow/rewards).
 A plain `def` gets a sync `openai.OpenAI` client and runs in a worker thread; an `async def` gets an
 `openai.AsyncOpenAI` client and runs in its own event loop in that thread (its `episode_timeout_s` is
 enforced). Both clients are already pointed at `.../sessions/{session_id}/v1` with the team's key, and
@@ -27,6 +28,7 @@ from seamlessflow.agents.proxy import ProxyClient, SessionEnd, session_base_url
 from seamlessflow.agents.settings import AgentSettings
 from seamlessflow.core.episodes import EpisodeStatus
 from seamlessflow.messages import Task
+from seamlessflow.rewards.request import REQUEST_KEY, Unscored, request_for
 
 DONE, FAILED, ABORTED = EpisodeStatus.DONE, EpisodeStatus.FAILED, EpisodeStatus.ABORTED
 
@@ -96,7 +98,12 @@ def run_session(fn: Callable, task: Task, session_id: str, index: int, key: str,
     """Runs the agent once and ends its session; never raises (errors are in the outcome)."""
     base_url = session_base_url(opts.proxy_url, session_id)
     try:
-        reward, agent_info = parse_result(call_agent(fn, task, base_url, key, opts, http_client))
+        result = call_agent(fn, task, base_url, key, opts, http_client)
+        if isinstance(result, Unscored):  # a reward worker scores it later (seamlessflow/rewards)
+            request = request_for(result, task.prompt, task.payload_json, opts.verifier)
+            reward, agent_info = 0.0, {**result.info, REQUEST_KEY: request.as_info()}
+        else:
+            reward, agent_info = parse_result(result)
         status, info = DONE, {**info, **agent_info}
     except Exception as exc:  # the agent's failure is data: it decides the session's status
         status, reward = failure_status(task.attempt, opts.max_attempts), opts.failure_reward

@@ -21,6 +21,7 @@ class AgentSettings(BaseModel):
     end_timeout_s: float = 60.0  # keep retrying a session end this long before the worker gives up
     revoke_grace_s: float = 20.0  # on a rebalance, wait this long for running tasks to finish
     failure_reward: float = 0.0  # reward reported with a failed or aborted session
+    verifier: str | None = None  # scores an agent's `Unscored` result when neither it nor the task names one
     poll_s: float = 0.2
     heartbeat_s: float = Field(5.0, gt=0)  # status-topic heartbeat (kind "agent") for `status` and `up`
 

@@ -25,6 +25,7 @@ from seamlessflow.config import Settings
 from seamlessflow.kafka.admin import ensure_topics
 from seamlessflow.kafka.clients import faust_app_kwargs
 from seamlessflow.kafka.io import MessageProducer, transient
+from seamlessflow.rewards.request import pending_request
 from seamlessflow.topics import Topics, TopicSpec
 
 log = logging.getLogger("seamlessflow.assembler")
@@ -70,7 +71,9 @@ class Assembler:
                     self.book.replay_end[partition] = marks[partition]
                 out = self.book.on_record(partition, offset, event.key, event.value, handle=event)
                 for trajectory in out.trajectories:
-                    self.producer.send(self.topics.trajectories, trajectory.group_id, trajectory)
+                    waits = pending_request(trajectory.info_json) is not None  # for a reward worker first
+                    topic = self.topics.to_score if waits else self.topics.trajectories
+                    self.producer.send(topic, trajectory.group_id, trajectory)
                 for letter in out.dead_letters:
                     self.producer.send(self.topics.dead_letter, _text(letter.key), letter)
 

@@ -31,6 +31,7 @@ from seamlessflow.core.episodes import EpisodeStatus, TrajectoryStatus
 from seamlessflow.core.prefix_tree import InvalidCall
 from seamlessflow.kafka.dead_letters import classify, letter_for
 from seamlessflow.messages import DeadLetter, EpisodeEnd, TokenIO, Trajectory, now_ms
+from seamlessflow.rewards.request import REQUEST_KEY, pending_request
 
 SERVICE = "assembler"
 IDLE_ABORT_SUFFIX = "/idle-abort"
@@ -146,6 +147,9 @@ class SessionBook:
         info: dict[str, Any] = {"outcomes": {o.value: n for o, n in session.counts.items() if n}}
         if end.num_calls >= 0 and end.num_calls != num_calls:
             info["calls_expected"] = end.num_calls
+        request = pending_request(end.info_json)
+        if request is not None:  # scored later by a reward worker (seamlessflow/rewards)
+            info[REQUEST_KEY] = request
         for seq in session.finish():
             problems = check_sequence(seq)
             if problems:

@@ -9,6 +9,7 @@ from seamlessflow.cli.context import global_options, load_settings
 from seamlessflow.cli.dashboard import dashboard
 from seamlessflow.cli.model import model_group
 from seamlessflow.cli.replay import replay
+from seamlessflow.cli.reward import reward
 from seamlessflow.cli.simulate import simulate
 from seamlessflow.cli.stack import down, status, up
 from seamlessflow.cli.team import team
@@ -24,7 +25,7 @@ def cli(ctx, config_path, **overrides):
     ctx.obj = load_settings(config_path, **overrides)
 
 
-for command in (up, down, status, topics, tail, model_group, team, agent, replay, timeline, simulate, dashboard):
+for command in (up, down, status, topics, tail, model_group, team, agent, reward, replay, timeline, simulate, dashboard):
     cli.add_command(command)
 
 

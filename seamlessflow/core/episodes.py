@@ -25,4 +25,5 @@ class TrajectoryStatus(StrEnum):
     FAILED = "failed"
     ABORTED = "aborted"
     TRUNCATED = "truncated"
+    UNSCORABLE = "unscorable"  # its reward function could not score it (seamlessflow/rewards): never trained
 

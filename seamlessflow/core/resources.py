@@ -49,6 +49,7 @@ class ResourceKind(StrEnum):
     ASSEMBLER = "assembler"
     SCHEDULER = "scheduler"
     AGENT = "agent"
+    REWARD = "reward"
 
 
 _S = ResourceState

@@ -17,6 +17,12 @@ SRPO history resampling: a group whose trainable sessions all reached `success_r
 "too easy" (`core.batching.solved_by_all`, the trainer's rule); later cycles over the task set skip it, so rollout capacity goes to tasks that
 still teach something. When every task is too easy, nothing is skipped (a run never starves).
 
+Several task sources (`manager.sources`: e.g. math, code, tool use), each with its kind (the agent pool that
+runs it), its verifier and its weight, share every batch: the next group comes from the source furthest
+behind its share (`core.mixing.next_source`), each source cycling over its own tasks; `figures()` reports
+published, finished and mean reward per source. A session still waiting for a reward worker (its end
+carries a reward request) counts when its scored or `unscorable` trajectory arrives, not at its end.
+
 The weight-update sequence (pause -> load vN -> resume) is not run here: the core policies already emit
 it for every rollout resource whose weights are older than the trainer's (core.policies.base.keep_generating).
 """
@@ -31,19 +37,20 @@ from dataclasses import dataclass, field
 
 from seamlessflow.core.batching import TRAINABLE_STATUSES, rewards_vary, solved_by_all
 from seamlessflow.core.episodes import EpisodeStatus
+from seamlessflow.core.mixing import next_source
 from seamlessflow.core.staleness import RolloutLedger
 from seamlessflow.messages import EpisodeEnd, Task, Trajectory, new_id, now_ms
+from seamlessflow.rewards.request import pending_request
 from seamlessflow.scheduler.options import ManagerOptions
-from seamlessflow.tasks import ArithmeticTask, generate_tasks, load_tasks
+from seamlessflow.scheduler.sources import DEFAULT, TaskSource, load_task_set, named
+from seamlessflow.tasks import ArithmeticTask
 from seamlessflow.tasks.arithmetic import expression_of
 
 FINAL_STATUSES = (EpisodeStatus.DONE, EpisodeStatus.FAILED)  # aborted sessions are retried
 
 
 def task_set(options: ManagerOptions) -> list[ArithmeticTask]:
-    if options.source == "demo":
-        return generate_tasks(options.demo_seed, options.demo_count)
-    return load_tasks(options.source)
+    return load_task_set(options.source, options.demo_seed, options.demo_count)
 
 
 @dataclass
@@ -55,6 +62,7 @@ class Group:
     arrival_versions: list[int] = field(default_factory=list)  # weight version current as each trajectory came
     no_signal: bool = False
     source_task_id: str | None = None
+    source: str = DEFAULT  # the task source's name
 
 
 @dataclass
@@ -75,13 +83,15 @@ class RolloutManager:
     unusable: collections.Counter[int] = field(default_factory=collections.Counter)  # by arrival version, untaken
     draining: bool = False  # no new tasks; groups in flight still finish
     too_easy: set[str] = field(default_factory=set)  # source task ids every session of a group solved
-    cursor: int = 0  # position in the endless cycle over `tasks` of the next task to publish
     ledger: RolloutLedger = field(init=False)
+    sources: list[TaskSource] = field(init=False)  # `options.sources`, else one source of `tasks`
 
     def __post_init__(self) -> None:
         batch_groups = math.ceil(self.batch_threshold / self.options.group_size)
         self.ledger = RolloutLedger(batch_groups, self.max_staleness, self.options.max_in_flight)
-        self._position_of = {t.task_id: i for i, t in enumerate(self.tasks)}
+        self.sources = [named(o) for o in self.options.sources] or [TaskSource(DEFAULT, self.tasks, self.options.kind)]
+        self._source_named = {s.name: s for s in self.sources}
+        self._teams = {self.team} | {s.team for s in self.sources if s.team}
 
     @property
     def outstanding(self) -> int:
@@ -89,15 +99,19 @@ class RolloutManager:
 
     def on_task(self, task: Task) -> None:
         """A task record of this run (ours, seen on the tasks topic or just published)."""
-        if task.group_id in self.groups or task.team != self.team or task.run != self.run:
+        if task.group_id in self.groups or task.team not in self._teams or task.run != self.run:
             return
-        source_task_id = _source_task_id(task)
-        self.groups[task.group_id] = Group(task.group_size, self.clock(), source_task_id=source_task_id)
+        payload = _payload(task)
+        source_task_id = payload.get("source_task_id")
+        source = self._source_named.get(payload.get("task_source") or DEFAULT, self.sources[0])
+        self.groups[task.group_id] = Group(task.group_size, self.clock(), source_task_id=source_task_id,
+                                           source=source.name)
         self.published += 1
+        source.published += 1
         self.ledger.on_submitted()
-        position = self._position(source_task_id, task.task_id)
+        position = self._position(source, source_task_id, task.task_id)
         if position is not None:  # a restarted scheduler continues the cycle after the last task published
-            self.cursor = max(self.cursor, position + 1)
+            source.cursor = max(source.cursor, position + 1)
 
     def on_trajectory(self, trajectory: Trajectory, version: int = 0) -> bool:
         """Count one trajectory, which arrived while `version` was the newest weights; True when it completes
@@ -108,8 +122,8 @@ class RolloutManager:
     def on_episode_end(self, end: EpisodeEnd) -> bool:
         """A final session end (done or failed; aborted ones are retried) also fills its group's slot:
         a session that never reached an engine (all calls refused) has no trajectory to wait for."""
-        if end.status not in FINAL_STATUSES or not end.group_id:
-            return False
+        if end.status not in FINAL_STATUSES or not end.group_id or pending_request(end.info_json) is not None:
+            return False  # a session waiting for a reward worker counts when its scored trajectory comes
         return self._session_finished(end.group_id, end.session_id, end.status, end.reward, arrived_at=None)
 
     def _session_finished(self, group_id: str, session_id: str, status: str, reward: float,
@@ -129,11 +143,15 @@ class RolloutManager:
         if session_id in group.sessions:
             return False  # a session counts once, whether its end or trajectory came first
         group.sessions.add(session_id)
+        source = self._source_named.get(group.source, self.sources[0])
         if status in TRAINABLE_STATUSES:
             group.rewards.append(reward)
+            source.reward_sum += reward
+            source.reward_count += 1
         if len(group.sessions) < group.size:
             return False
         self.finished += 1
+        source.finished += 1
         if rewards_vary(group.rewards):
             self.ledger.on_accepted()
         else:
@@ -173,45 +191,61 @@ class RolloutManager:
         room = self.ledger.capacity(current_version)
         if self.options.max_tasks is not None:
             room = min(room, self.options.max_tasks - self.published)
-        return [self._task(self._next_position()) for _ in range(max(0, room))]
+        weights, counts, out = [s.weight for s in self.sources], [s.published for s in self.sources], []
+        for _ in range(max(0, room)):
+            index = next_source(weights, counts)  # each source's share of every batch (core.mixing)
+            counts[index] += 1
+            source = self.sources[index]
+            out.append(self._task(source, self._next_position(source)))
+        return out
 
-    def _next_position(self) -> int:
-        skip = self.options.resample_too_easy and len(self.too_easy) < len(self.tasks)
-        while skip and self.tasks[self.cursor % len(self.tasks)].task_id in self.too_easy:
-            self.cursor += 1
-        self.cursor += 1
-        return self.cursor - 1
+    def _next_position(self, source: TaskSource) -> int:
+        tasks = source.tasks
+        skip = self.options.resample_too_easy and sum(t.task_id in self.too_easy for t in tasks) < len(tasks)
+        while skip and tasks[source.cursor % len(tasks)].task_id in self.too_easy:
+            source.cursor += 1
+        source.cursor += 1
+        return source.cursor - 1
 
-    def _position(self, source_task_id: str | None, task_id: str) -> int | None:
-        """Inverse of `_task`'s naming: "<source>.r<round>" -> round * len(tasks) + the source's index."""
+    def _position(self, source: TaskSource, source_task_id: str | None, task_id: str) -> int | None:
+        """Inverse of `_task`'s naming: "<source task>.r<round>" -> round * len(tasks) + the task's index."""
         _, _, round_text = task_id.rpartition(".r")
-        if source_task_id not in self._position_of or not round_text.isdigit():
+        if source_task_id not in source.position_of or not round_text.isdigit():
             return None
-        return int(round_text) * len(self.tasks) + self._position_of[source_task_id]
+        return int(round_text) * len(source.tasks) + source.position_of[source_task_id]
 
     def _note_too_easy(self, group: Group) -> None:
         if group.source_task_id and solved_by_all(group.rewards, self.options.success_reward):
             self.too_easy.add(group.source_task_id)
 
-    def _task(self, index: int) -> Task:
-        source = self.tasks[index % len(self.tasks)]
-        task_id = f"{source.task_id}.r{index // len(self.tasks)}"
-        payload = json.dumps({"answer": source.answer, "expression": _expression(source.prompt),
-                              "source_task_id": source.task_id})
-        return Task(new_id(), task_id, f"{self.run}.{task_id}", self.team, self.run, self.options.kind,
-                    source.prompt, payload, self.options.group_size, 0, now_ms())
+    def _task(self, source: TaskSource, index: int) -> Task:
+        chosen = source.tasks[index % len(source.tasks)]
+        task_id = f"{chosen.task_id}.r{index // len(source.tasks)}"
+        payload = {"answer": chosen.answer, "expression": _expression(chosen.prompt), "source_task_id": chosen.task_id}
+        if source.name != DEFAULT:
+            payload["task_source"] = source.name
+        if source.verifier:
+            payload["verifier"] = source.verifier  # the reward pool that scores an agent's Unscored result
+        return Task(new_id(), task_id, f"{self.run}.{task_id}", source.team or self.team, self.run, source.kind,
+                    chosen.prompt, json.dumps(payload), self.options.group_size, 0, now_ms())
 
     def figures(self) -> dict[str, float]:
-        return {"tasks_published": self.published, "groups_finished": self.finished, "groups_lost": self.lost,
-                "groups_no_signal": self.no_signal, "groups_in_flight": self.outstanding,
-                "trajectories": self.trajectories, "tasks_too_easy": len(self.too_easy)}
+        figures: dict[str, float] = {
+            "tasks_published": self.published, "groups_finished": self.finished, "groups_lost": self.lost,
+            "groups_no_signal": self.no_signal, "groups_in_flight": self.outstanding,
+            "trajectories": self.trajectories, "tasks_too_easy": len(self.too_easy)}
+        if len(self.sources) > 1 or self.sources[0].name != DEFAULT:
+            for source in self.sources:
+                figures.update(source.figures())
+        return figures
 
 
-def _source_task_id(task: Task) -> str | None:
+def _payload(task: Task) -> dict:
     try:
-        return json.loads(task.payload_json).get("source_task_id")
-    except (ValueError, AttributeError):
-        return None
+        payload = json.loads(task.payload_json)
+    except ValueError:
+        return {}
+    return payload if isinstance(payload, dict) else {}
 
 
 def _expression(prompt: str) -> str | None:

@@ -9,6 +9,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from seamlessflow.config import Settings
 from seamlessflow.core.policies import SchedulerConfig
 from seamlessflow.core.resources import ResourceKind
+from seamlessflow.scheduler.sources import SourceOptions
 
 
 class SchedulerOptions(BaseModel):
@@ -40,7 +41,8 @@ class SchedulerOptions(BaseModel):
 
 
 class ManagerOptions(BaseModel):
-    """Task source and pacing. `source`: "demo" (seeded arithmetic) or a JSONL path (seamlessflow.tasks)."""
+    """Task source and pacing. `source`: "demo" (seeded arithmetic) or a JSONL path (seamlessflow.tasks);
+    `sources`, when given, replace it with several named sources, each with its kind and share."""
 
     model_config = ConfigDict(extra="forbid")
 
@@ -56,6 +58,7 @@ class ManagerOptions(BaseModel):
     task_timeout_s: float = Field(600.0, gt=0)  # a group unfinished this long is given up (frees its slot)
     resample_too_easy: bool = True  # skip source tasks a whole group solved (SRPO history resampling)
     success_reward: float = 1.0  # default: the trainer's
+    sources: list[SourceOptions] = Field(default_factory=list)  # several task sources mixed by weight (sources.py)
 
 
 def scheduler_options(settings: Settings) -> SchedulerOptions:

@@ -30,6 +30,7 @@ import time
 from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
 from seamlessflow.core.batching import BatchBuilder, Counters
+from seamlessflow.core.mixing import source_figures
 from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.io import MessageProducer
@@ -181,13 +182,15 @@ class Trainer:
         self.step += 1
         trained = [s.trajectory_id for g in result.batch for s in g.samples]
         self._finish(trained)
+        sources = source_figures(result.batch)  # per task source: groups, samples, tokens, mean reward
         self._trained_since_publish.append({"step": self.step, "trajectory_ids": trained,
                                             "tokens_trained": metrics.tokens_trained, "reward_mean": metrics.reward_mean,
-                                            "finished_at_ms": now_ms()})
+                                            "finished_at_ms": now_ms(), "sources": sources})
         self.last_metrics = metrics
         counts = self.builder.counters.minus(self._counters_at_step)
         self._counters_at_step = Counters(**vars(self.builder.counters))
-        log.info("step %d: %s | %s", self.step, _fmt(metrics.figures()), _fmt(vars(counts)))
+        log.info("step %d: %s | %s | %s", self.step, _fmt(metrics.figures()), _fmt(vars(counts)),
+                 "; ".join(f"{name}: {_fmt(figures)}" for name, figures in sorted(sources.items())))
         if self.step % self.config.publish_every == 0:
             self._publish_step()
         return True

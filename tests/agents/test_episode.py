@@ -64,3 +64,23 @@ def test_a_task_that_declares_its_session_profile_gives_the_agent_a_client_that_
         return client.default_headers.get("X-Session-Profile")
 
     assert call_agent(seen_async, declared, "http://127.0.0.1:9/v1", "k", AgentSettings()) == "prefill"
+
+
+def test_an_agent_that_leaves_its_reward_to_a_verifier_ends_done_with_its_request():
+    import json
+
+    from seamlessflow.agents.episode import run_session
+    from seamlessflow.rewards import Unscored
+    from seamlessflow.rewards.request import REQUEST_KEY
+
+    class Proxy:
+        def end_session(self, session_id, end, timeout_s):
+            self.end = end
+
+    task = replace(next(m for m in SAMPLES if isinstance(m, Task)), payload_json=json.dumps({"answer": "3"}))
+    proxy = Proxy()
+    outcome = run_session(lambda t, client: Unscored("3", info={"turns": 2}), task, "s1", 0, "k",
+                          AgentSettings(verifier="math"), proxy, {"pool": "p"})  # type: ignore[arg-type]
+    assert (outcome.status, proxy.end.reward, proxy.end.status) == ("done", 0.0, "done")
+    assert proxy.end.info == {"pool": "p", "turns": 2, REQUEST_KEY: {"verifier": "math", "submission": "3",
+                                                                     "prompt": task.prompt, "payload": {"answer": "3"}}}

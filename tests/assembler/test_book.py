@@ -136,3 +136,20 @@ def test_packed_array_and_pre_packing_records_assemble_to_identical_trajectories
         return [struct.pack(f"<{len(t.logprobs)}d", *t.logprobs) for t in ts]
 
     assert bits(packed) == bits(arrays) == bits(before)
+
+
+def test_a_session_that_ends_without_a_reward_carries_its_request_into_each_trajectory():
+    import dataclasses
+    import json
+
+    from seamlessflow.rewards.request import REQUEST_KEY, pending_request
+
+    request = {"verifier": "math", "submission": "3", "prompt": "q", "payload": {"answer": "3"}}
+    b = book()
+    end = dataclasses.replace(episode_end("s2", reward=0.0), info_json=json.dumps({REQUEST_KEY: request}))
+    records = [r if r[1].__class__.__name__ != "EpisodeEnd" else ("s2", end) for r in two_sessions()[1:3]]
+    [out] = [o for o in feed(b, encoded(b.codec, records)) if o.trajectories]
+    assert [pending_request(t.info_json) for t in out.trajectories] == [request]
+    plain = book()
+    [done] = [o for o in feed(plain, encoded(plain.codec, two_sessions()[1:3])) if o.trajectories]
+    assert pending_request(done.trajectories[0].info_json) is None

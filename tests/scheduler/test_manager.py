@@ -217,3 +217,67 @@ def test_a_restarted_manager_continues_the_cycle_where_the_last_one_stopped():
         restarted.on_task(task)
         finish(restarted, task.task_id, rewards)
     assert [t.task_id for t in restarted.next_tasks(0)] == [t.task_id for t in first.next_tasks(0)] == ["arith-0-2.r1"]
+
+
+def test_a_session_waiting_for_its_reward_counts_when_its_scored_or_unscorable_trajectory_comes():
+    """Its episode end carries a placeholder reward: judging the group on it would call it no-signal."""
+    import dataclasses
+    import json
+
+    from seamlessflow.messages import EpisodeEnd
+    from seamlessflow.rewards.request import REQUEST_KEY
+
+    m = manager(max_in_flight=1)
+    [task_id] = publish(m)
+    group = f"default.{task_id}"
+    waiting = json.dumps({REQUEST_KEY: {"verifier": "math", "submission": "3"}})
+    for session in ("s1", "s2"):
+        end = EpisodeEnd(f"{session}.end", session, "default", "default", 0.0, "done", waiting, 1, 1, group_id=group)
+        assert not m.on_episode_end(end)
+    assert not m.on_trajectory(trajectory(group, "s1", reward=1.0))
+    assert m.on_trajectory(dataclasses.replace(trajectory(group, "s2"), status="unscorable"))
+    assert (m.finished, m.no_signal, m.outstanding) == (1, 1, 0)  # one trainable session: no signal
+
+
+def mixed(max_in_flight: int = 6) -> RolloutManager:
+    sources = [{"name": "math", "weight": 2, "demo_count": 2},
+               {"name": "code", "kind": "code", "verifier": "tests", "team": "coders", "demo_seed": 1, "demo_count": 2}]
+    return manager(max_in_flight=max_in_flight, sources=sources)
+
+
+def test_several_task_sources_share_every_batch_by_weight_each_with_its_kind_and_verifier():
+    import json
+
+    m = mixed()
+    tasks = m.next_tasks(0)
+    for task in tasks:
+        m.on_task(task)
+    assert [t.task_id for t in tasks] == ["math:arith-0-0.r0", "code:arith-1-0.r0", "math:arith-0-1.r0",
+                                          "math:arith-0-0.r1", "code:arith-1-1.r0", "math:arith-0-1.r1"]
+    assert [t.kind for t in tasks] == ["arithmetic", "code", "arithmetic", "arithmetic", "code", "arithmetic"]
+    assert [t.team for t in tasks[:2]] == ["default", "coders"]
+    payloads = [json.loads(t.payload_json) for t in tasks]
+    assert [p["task_source"] for p in payloads[:2]] == ["math", "code"]
+    assert "verifier" not in payloads[0] and payloads[1]["verifier"] == "tests"
+    finish(m, tasks[0].task_id, (1.0, 0.0))
+    finish(m, tasks[1].task_id, (0.25, 0.25))
+    figures = m.figures()
+    assert (figures["source.math.tasks_published"], figures["source.code.tasks_published"]) == (4, 2)
+    assert (figures["source.math.groups_finished"], figures["source.code.groups_finished"]) == (1, 1)
+    assert (figures["source.math.mean_reward"], figures["source.code.mean_reward"]) == (0.5, 0.25)
+
+
+def test_a_restarted_manager_continues_the_mix_and_each_sources_cycle():
+    """Rebuilt from the tasks topic (its published counts and cursors), it draws what the first would have."""
+    first, history = mixed(max_in_flight=4), []
+    for task in first.next_tasks(0):  # math, code, math, math
+        first.on_task(task)
+        history.append(task)
+    restarted = mixed(max_in_flight=4)
+    for task in history:
+        restarted.on_task(task)
+    for m in (first, restarted):
+        for task in history:
+            finish(m, task.task_id, (1.0, 0.0))
+    expected = ["code:arith-1-1.r0", "math:arith-0-1.r1", "math:arith-0-0.r2", "code:arith-1-0.r1"]
+    assert [t.task_id for t in restarted.next_tasks(0)] == [t.task_id for t in first.next_tasks(0)] == expected

@@ -81,6 +81,7 @@ def test_trainer_trains_masked_tokens_publishes_loadable_weights_and_obeys_contr
     [step] = [json.loads(line) for line in (trainer.work / "steps.jsonl").read_text().splitlines()]
     assert sorted(step["trajectory_ids"]) == ["a/0", "b/0", "c/0", "d/0"]
     assert step["tokens_trained"] == metrics.tokens_trained and step["finished_at_ms"] > 0
+    assert step["sources"] == {"default": {"groups": 2, "samples": 4, "tokens": 8, "reward_mean": 0.375}}
 
     consumer = Consumer(consumer_config(settings, config.group_id(settings)))
     committed = consumer.committed([TopicPartition(topics.trajectories, p) for p in (0, 1)], timeout=30)

@@ -1,0 +1,44 @@
+"""One verifier call in a sandboxed child process (seamlessflow/sandbox.py): time and memory limits."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from seamlessflow import sandbox
+from seamlessflow.agents.episode import parse_result
+from seamlessflow.agents.loader import load_agent
+from seamlessflow.rewards.request import ScoreRequest
+from seamlessflow.sandbox import CRASHED, OK, RAISED, TIMED_OUT, Limits
+
+__all__ = ["CRASHED", "OK", "RAISED", "TIMED_OUT", "Limits", "Verdict", "run_verifier", "start_forkserver"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """One call's outcome: `reward` and `info` when `outcome == "ok"`, else `error` says what happened."""
+
+    outcome: str
+    reward: float = 0.0
+    info: dict[str, Any] = field(default_factory=dict)
+    error: str = ""
+    elapsed_s: float = 0.0
+
+
+def _verify(reference: str, request: ScoreRequest) -> tuple[float, dict]:
+    return parse_result(load_agent(reference)(request))
+
+
+def start_forkserver(reference: str) -> None:
+    """The fork server with this module and the verifier's module imported once."""
+    module = reference.rpartition(":")[0]
+    sandbox.start_forkserver([__name__] + ([module] if module and not module.endswith(".py") else []))
+
+
+def run_verifier(reference: str, request: ScoreRequest, limits: Limits) -> Verdict:
+    """Never raises for the verifier's sake: a hang is killed at `timeout_s` and reported as `timed_out`."""
+    result = sandbox.call_in_child(_verify, (reference, request), limits, what="verifier")
+    if result.outcome != OK:
+        return Verdict(result.outcome, error=result.error, elapsed_s=result.elapsed_s)
+    reward, info = result.value
+    return Verdict(OK, reward, info, elapsed_s=result.elapsed_s)

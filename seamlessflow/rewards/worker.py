@@ -1,0 +1,194 @@
+"""The reward worker: a member of consumer group `<team>.reward.<pool>` on the `to-score` topic.
+
+Stateless and off the GPU path: it holds no engine and no session, so pools scale by starting workers on
+any host, and a slow or broken verifier delays only the trajectories it scores. Each trajectory whose
+request names this pool's verifier is scored in a sandboxed child (sandbox.py), at most `concurrency` at a
+time. A verifier that raises or kills its process is tried again up to `max_attempts` times; one that hangs
+is killed at `timeout_s` and not retried (a hang is usually deterministic, and retrying multiplies the
+wait). Then the trajectory is published once to `trajectories`: scored, or `unscorable` with the reason
+plus a DeadLetter carrying the original record, so it is counted and nothing waits for it.
+
+Offsets are committed only after that output is durable, so a worker that dies mid-score loses nothing:
+the group hands its records to another worker, which scores them again. When the group moves partitions
+between living workers (one joins or leaves), the old owner first finishes and publishes what it is
+scoring on them (up to `revoke_grace_s`) and commits, so the new owner does not score them again. A worker
+that dies between the output and the commit (or a call longer than the grace) makes the next one publish
+the same trajectory id again; trainers de-duplicate on `Trajectory.event_id` (the assembler's outputs have
+the same guarantee), so it is trained at most once.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import queue
+import socket
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from seamlessflow.avro import Codec
+from seamlessflow.config import Settings
+from seamlessflow.core.resources import ResourceKind, ResourceState
+from seamlessflow.kafka.dead_letters import DeadLetters, letter_for
+from seamlessflow.kafka.group import Delivery, GroupMember
+from seamlessflow.kafka.io import MessageProducer
+from seamlessflow.messages import ResourceStatus, Trajectory, new_id, now_ms
+from seamlessflow.rewards.request import ScoreRequest, request_of, scored, unscorable
+from seamlessflow.rewards.sandbox import OK, TIMED_OUT, Limits, Verdict, run_verifier, start_forkserver
+from seamlessflow.topics import Topics
+
+log = logging.getLogger(__name__)
+
+
+class RewardSettings(BaseModel):
+    """Options of reward workers, from the `rewards` section of the settings."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    pool: str = "default"  # the verifier name this pool serves (a request's `verifier`)
+    concurrency: int = Field(4, ge=1)  # verifier calls at once (each in its own child process)
+    timeout_s: float = Field(30.0, gt=0)  # one verifier call; a hang is killed here
+    memory_mb: int | None = Field(2048, ge=16)  # address-space limit of each call (None: unlimited)
+    max_attempts: int = Field(2, ge=1)  # calls of a verifier that raises or crashes, before unscorable
+    revoke_grace_s: float = Field(60.0, ge=0)  # on a rebalance, finish running calls this long before handing over
+    poll_s: float = 0.2
+    heartbeat_s: float = Field(5.0, gt=0)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **overrides) -> RewardSettings:
+        data = settings.section("rewards")
+        data.update({k: v for k, v in overrides.items() if v is not None})
+        return cls.model_validate(data)
+
+
+def reward_group(team: str, pool: str) -> str:
+    return f"{team}.reward.{pool}"
+
+
+@dataclass
+class RewardStats:
+    scored: int = 0
+    unscorable: int = 0
+    skipped: int = 0  # requests for another pool's verifier
+    settled: int = 0  # finished and published while their partitions were moving to another worker
+    calls: dict[str, int] = field(default_factory=dict)  # verifier call outcome -> count
+
+
+class RewardWorker:
+    def __init__(self, settings: Settings, codec: Codec, reference: str, team: str,
+                 opts: RewardSettings | None = None):
+        self.settings, self.codec, self.reference, self.team = settings, codec, reference, team
+        self.opts = opts or RewardSettings.from_settings(settings)
+        self.group = reward_group(team, self.opts.pool)
+        self.resource_id = f"reward.{self.group}.{socket.gethostname()}-{os.getpid()}"
+        self.topics = Topics(settings)
+        self.stats = RewardStats()
+        self._limits = Limits(self.opts.timeout_s, self.opts.memory_mb)
+        self._stop = threading.Event()
+        self._results: queue.Queue[tuple[Delivery, list[Verdict]]] = queue.Queue()
+        self._running = 0
+        self._last_heartbeat = float("-inf")
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def run(self) -> RewardStats:
+        start_forkserver(self.reference)  # imports paid once, before any call is timed
+        self._producer = MessageProducer(self.settings, self.codec)
+        letters = DeadLetters(self.settings, self.codec, f"reward:{self.group}", self._producer.send)
+        self._member = GroupMember(self.settings, self.topics.to_score, self.group, letters, settle=self._settle)
+        pool = ThreadPoolExecutor(self.opts.concurrency, thread_name_prefix=f"reward-{self.opts.pool}")
+        try:
+            while not self._stop.is_set():
+                self._publish_finished()
+                self._member.commit()
+                self._member.set_paused(self._running >= self.opts.concurrency)
+                self._heartbeat("active")
+                delivery = self._member.poll(0.05 if self._running else self.opts.poll_s)
+                if delivery is not None:
+                    self._on_delivery(delivery, pool)
+        finally:
+            pool.shutdown(wait=False, cancel_futures=True)
+            self._member.close()  # unfinished records stay uncommitted: the group gives them to another worker
+            self._heartbeat("stopped", force=True)
+            self._producer.flush(10)
+        return self.stats
+
+    def _on_delivery(self, delivery: Delivery, pool: ThreadPoolExecutor) -> None:
+        request = request_of(delivery.message)
+        if request is None or request.verifier != self.opts.pool:
+            self.stats.skipped += 1
+            self._member.done(delivery.partition, delivery.offset)
+            return
+        self._running += 1
+        pool.submit(self._score, delivery, request)
+
+    def _score(self, delivery: Delivery, request: ScoreRequest) -> None:
+        verdicts: list[Verdict] = []
+        while len(verdicts) < self.opts.max_attempts:
+            verdict = run_verifier(self.reference, request, self._limits)
+            verdicts.append(verdict)
+            if verdict.outcome in (OK, TIMED_OUT):
+                break
+        self._results.put((delivery, verdicts))
+
+    def _settle(self, partitions: set[int]) -> None:
+        """Before partitions move to another worker: publish what is being scored on them (bounded), so the
+        next owner does not score and publish it again."""
+        deadline, running = time.monotonic() + self.opts.revoke_grace_s, self._member.in_flight(partitions)
+        while self._member.in_flight(partitions) and time.monotonic() < deadline:
+            self._publish_finished(wait_s=0.1)
+        self.stats.settled += running - self._member.in_flight(partitions)
+
+    def _publish_finished(self, wait_s: float = 0.0) -> None:
+        """Outputs are durable before their offsets are marked done (the loop's thread owns both clients)."""
+        while True:
+            try:
+                delivery, verdicts = self._results.get(timeout=wait_s) if wait_s else self._results.get_nowait()
+            except queue.Empty:
+                return
+            wait_s = 0.0
+            self._running -= 1
+            self._publish(delivery, verdicts)
+            self._member.done(delivery.partition, delivery.offset)
+
+    def _publish(self, delivery: Delivery, verdicts: list[Verdict]) -> None:
+        trajectory: Trajectory = delivery.message
+        last = verdicts[-1]
+        for verdict in verdicts:
+            self.stats.calls[verdict.outcome] = self.stats.calls.get(verdict.outcome, 0) + 1
+        info = {"worker": self.resource_id, "attempts": len(verdicts), "elapsed_s": round(last.elapsed_s, 3)}
+        if last.outcome == OK:
+            out = scored(trajectory, last.reward, {**info, **({"info": last.info} if last.info else {})})
+            self.stats.scored += 1
+        else:
+            reason = f"{last.outcome} after {len(verdicts)} attempt(s): {last.error.splitlines()[0] if last.error else ''}"
+            out = unscorable(trajectory, reason, info)
+            letter = letter_for(f"reward:{self.group}", self.topics.to_score, delivery.partition, delivery.offset,
+                                delivery.key, delivery.value, f"unscorable: {reason}", self.settings.team,
+                                self.settings.run)
+            self._producer.send(self.topics.dead_letter, trajectory.group_id, letter)
+            self.stats.unscorable += 1
+            log.warning("%s unscorable: %s", trajectory.event_id, reason)
+        self._producer.send(self.topics.trajectories, out.group_id, out)
+        self._producer.flush()
+
+    def _heartbeat(self, state: str, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self._last_heartbeat < self.opts.heartbeat_s:
+            return
+        self._last_heartbeat = now
+        figures = {"concurrency": float(self.opts.concurrency), "running": float(self._running),
+                   "scored": float(self.stats.scored), "unscorable": float(self.stats.unscorable),
+                   "skipped": float(self.stats.skipped),
+                   **{f"calls_{k}": float(v) for k, v in self.stats.calls.items()}}
+        status = ResourceStatus(new_id(), self.resource_id, ResourceKind.REWARD, ["reward"], self.opts.pool, ResourceState(state), -1, figures,
+                                self.team, self.settings.run, now_ms())
+        try:
+            self._producer.send(self.topics.status, self.resource_id, status)
+        except Exception as exc:  # a lost heartbeat only delays the table
+            log.warning("reward heartbeat not queued: %s", exc)

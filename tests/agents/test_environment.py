@@ -1,0 +1,82 @@
+"""Environment steps run in child processes: a slow, hung or crashing step stalls neither the agent's event
+loop nor the other sessions of its pool, and turns into an exception with the reason."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import pytest
+
+from seamlessflow.agents.environment import Environment, EnvironmentCrashed, EnvironmentStepError, EnvironmentTimeout
+from tests.agents import environments as envs
+
+
+@pytest.fixture(scope="module")
+def env():
+    environment = Environment(timeout_s=10.0, memory_mb=512, preload=("tests.agents.environments",))
+    environment.step(envs.add, 0, 0)  # the fork server, started before any step is timed
+    yield environment
+    environment.close()
+
+
+def test_a_step_returns_its_value_or_raises_with_the_reason(env):
+    assert env.step(envs.add, 2, 3) == 5
+    with pytest.raises(EnvironmentStepError, match="ValueError: the simulator rejected the action"):
+        env.step(envs.broken)
+    with pytest.raises(EnvironmentCrashed, match="exit code 7"):
+        env.step(envs.crash)
+    started = time.monotonic()
+    with pytest.raises(EnvironmentTimeout):
+        env.step(envs.sleep_then, 3600, "never", timeout_s=1.0)
+    assert time.monotonic() - started < 5.0  # killed at its deadline, not waited for
+
+
+async def _ticker(gaps: list[float], stop: asyncio.Event) -> None:
+    """How long the event loop was away: the longest gap between 20 ms sleeps."""
+    last = time.monotonic()
+    while not stop.is_set():
+        await asyncio.sleep(0.02)
+        now = time.monotonic()
+        gaps.append(now - last)
+        last = now
+
+
+def test_a_slow_or_crashing_step_does_not_block_the_event_loop_or_the_other_sessions(env):
+    finished: list[str] = []
+
+    async def session(name: str, step) -> None:
+        try:
+            await step()
+        except EnvironmentStepError as exc:
+            finished.append(f"{name}:{type(exc).__name__}")
+            return
+        finished.append(name)
+
+    async def main(inline_slow: bool) -> list[float]:
+        gaps: list[float] = []
+        stop = asyncio.Event()
+        ticker = asyncio.create_task(_ticker(gaps, stop))
+
+        async def slow():
+            if inline_slow:
+                time.sleep(2.0)  # what a blocking tool call inside an async agent does
+            else:
+                await env.astep(envs.sleep_then, 3600, "never", timeout_s=4.0)
+
+        async def quick():
+            for _ in range(3):
+                assert await env.astep(envs.add, 1, 1) == 2
+
+        await asyncio.gather(session("slow", slow), session("crash", lambda: env.astep(envs.crash)),
+                             *(session(f"quick{i}", quick) for i in range(3)))
+        stop.set()
+        await ticker
+        return gaps
+
+    gaps = asyncio.run(main(inline_slow=False))
+    assert finished[-1] == "slow:EnvironmentTimeout"  # the others finished while it was still running
+    assert sorted(finished[:-1]) == ["crash:EnvironmentCrashed", "quick0", "quick1", "quick2"]
+    assert max(gaps) < 1.0, f"the event loop stalled {max(gaps):.2f} s"
+    finished.clear()
+    assert max(asyncio.run(main(inline_slow=True))) >= 1.9  # the measure sees a stall when there is one
