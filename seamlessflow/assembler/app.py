@@ -1,7 +1,8 @@
 """The assembler as a Faust app: session-events in, trajectories and dead letters out.
 
-Reads like the pipeline: records come in from the session-events topic as raw bytes (decoding happens in
-`SessionBook`, so a poison record becomes a dead letter instead of stopping the stream); each record goes
+Reads like the pipeline: records come in from the session-events topic as raw bytes, taken in batches from
+the agent's buffer (`batches.py`; decoding happens in `SessionBook`, so a poison record becomes a dead letter
+instead of stopping the stream); each record goes
 through longest-prefix matching; trajectories are published keyed by group id. A checkpoint timer flushes
 the producer, saves the published marks, and only then acks source records whose sessions are closed, so
 Faust never commits past an open session. Crash safety and the guarantee are described in
@@ -17,6 +18,7 @@ from pathlib import Path
 import faust
 from confluent_kafka import KafkaException
 
+from seamlessflow.assembler.batches import next_batch
 from seamlessflow.assembler.book import SessionBook
 from seamlessflow.assembler.config import AssemblyConfig
 from seamlessflow.assembler.progress import PublishedMarks
@@ -62,17 +64,24 @@ class Assembler:
         return app
 
     async def _assemble(self, stream) -> None:
-        async for event in stream.noack().events():
-            partition, offset = event.message.partition, event.message.offset
+        """Batches of records under one lock hold; the stream itself is never iterated (`batches.py`)."""
+        queue = stream.channel.queue
+        while True:
+            events = await next_batch(self.app, queue, self.config.batch_max)
             async with self.lock:
-                if partition not in self.book.replay_end:
-                    marks = await self._blocking(self.marks.read, [partition])
-                    self.book.replay_end[partition] = marks[partition]
-                out = self.book.on_record(partition, offset, event.key, event.value, handle=event)
-                for trajectory in out.trajectories:
-                    self.producer.send(self.topics.trajectories, trajectory.group_id, trajectory)
-                for letter in out.dead_letters:
-                    self.producer.send(self.topics.dead_letter, _text(letter.key), letter)
+                for event in events:
+                    await self._on_event(event)
+
+    async def _on_event(self, event) -> None:
+        partition, offset = event.message.partition, event.message.offset
+        if partition not in self.book.replay_end:
+            marks = await self._blocking(self.marks.read, [partition])
+            self.book.replay_end[partition] = marks[partition]
+        out = self.book.on_record(partition, offset, event.key, event.value, handle=event)
+        for trajectory in out.trajectories:
+            self.producer.send(self.topics.trajectories, trajectory.group_id, trajectory)
+        for letter in out.dead_letters:
+            self.producer.send(self.topics.dead_letter, _text(letter.key), letter)
 
     async def _checkpoint(self) -> None:
         """Flush outputs, save how far they go, then let Faust commit past closed sessions only."""

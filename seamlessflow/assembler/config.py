@@ -18,6 +18,7 @@ class AssemblyConfig(BaseModel):
     idle_timeout_s: float = 600.0  # a session without events this long is closed as "aborted"
     keep_aborted: bool = True  # publish trajectories of aborted sessions (else drop them)
     checkpoint_interval_s: float = 0.5  # how often outputs are flushed and offsets committed
+    batch_max: int = 1000  # records taken from the consumer's buffer in one step (one lock hold)
     closed_memory: int = 100_000  # closed session ids remembered to ignore late or repeated events
 
     @classmethod
