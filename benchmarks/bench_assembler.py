@@ -10,10 +10,13 @@ draining a backlog published before the worker started (the worker's own rate). 
 after the other, so their ratio is taken side by side. Targets: >= 10k calls/s per worker end to end,
 p99 <= 200 ms. `--profile DIR` also writes a cProfile of one backlog drain per format (worker process);
 `--batch-drain` also drains a backlog through librdkafka batches into the same SessionBook and producer, in
-this process, to show what the worker's own work reaches without Faust's per-record loop.
+this process, to show what the worker's own work reaches without Faust's per-record loop. `--baseline TREE`
+also drains every backlog with the worker of another source tree (say `git archive <commit>` unpacked), in
+the same rounds, alternating with this tree's, and prints this tree's rate over that one's. `--backlog-only`
+skips the live rates and latency.
 
     .venv/bin/python benchmarks/bench_assembler.py [--sessions 300] [--latency-sessions 200] [--backlog-calls 16000]
-        [--rounds 3] [--formats packed,arrays] [--profile DIR] [--batch-drain]
+        [--rounds 3] [--formats packed,arrays] [--profile DIR] [--batch-drain] [--baseline TREE] [--backlog-only]
 """
 
 from __future__ import annotations
@@ -163,8 +166,25 @@ class ProfiledAssembler(AssemblerProcess):
         super().stop()
 
 
+class TreeAssembler(AssemblerProcess):
+    """The worker as another source tree has it (run from that tree, so its packages are the ones imported)."""
+
+    def __init__(self, settings, tmp_path: Path, tree: Path):
+        super().__init__(settings, tmp_path)
+        self.tree = tree
+
+    def start(self) -> TreeAssembler:
+        import subprocess
+
+        log = open(self.log_path, "ab")
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        self.proc = subprocess.Popen([sys.executable, "-m", "services.assembler", "--config", str(self.config)],
+                                     cwd=self.tree, env=env, stdout=log, stderr=log, start_new_session=True)
+        return self
+
+
 def bench_backlog(settings, codec, tmp: Path, sessions: dict[str, list[Call]],
-                  profile: Path | None = None) -> tuple[float, float]:
+                  profile: Path | None = None, tree: Path | None = None) -> tuple[float, float]:
     """The worker's own drain rate: every session is on the topic before the worker starts, no publisher beside
     it on the same cores. Calls/s from the first trajectory out to the last (the first session not counted), and
     calls per CPU-second of the worker process over the same stretch (what one dedicated core would drain: far
@@ -174,7 +194,11 @@ def bench_backlog(settings, codec, tmp: Path, sessions: dict[str, list[Call]],
     ensure_topics(settings)
     publish_sessions(MessageProducer(settings, codec), Topics(settings).session_events, sessions)
     output = Output(settings, codec)
-    worker = (ProfiledAssembler(settings, tmp, profile) if profile else AssemblerProcess(settings, tmp)).start()
+    if tree is not None:
+        worker: AssemblerProcess = TreeAssembler(settings, tmp, tree)
+    else:
+        worker = ProfiledAssembler(settings, tmp, profile) if profile else AssemblerProcess(settings, tmp)
+    worker.start()
     process = psutil.Process(worker.proc.pid)
     try:
         marks = output.drain(len(sessions), 600, cpu=lambda: sum(process.cpu_times()[:2]))
@@ -241,19 +265,23 @@ def main() -> None:
     parser.add_argument("--formats", default="packed,arrays", help="wire formats to compare: packed, arrays")
     parser.add_argument("--batch-drain", action="store_true", help="also drain through librdkafka without Faust")
     parser.add_argument("--profile", type=Path, help="also drain each backlog under cProfile, profiles written here")
+    parser.add_argument("--baseline", type=Path, help="another source tree whose worker drains the same backlogs")
+    parser.add_argument("--backlog-only", action="store_true", help="skip the live rates and the latency")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-assembler-"))
     broker = LocalBroker(tmp / "broker").start()
     formats = args.formats.split(",")
     try:
-        print(f"{'turns':>5} {'format':>7} {'bytes/call':>10} {'core calls/s':>13} {'book calls/s':>13} "
-              f"{'e2e calls/s':>12} {'publish calls/s':>16}")
-        for fmt in formats:
-            run_live(broker, tmp, fmt, args)
+        if not args.backlog_only:
+            print(f"{'turns':>5} {'format':>7} {'bytes/call':>10} {'core calls/s':>13} {'book calls/s':>13} "
+                  f"{'e2e calls/s':>12} {'publish calls/s':>16}")
+            for fmt in formats:
+                run_live(broker, tmp, fmt, args)
         drained = run_backlogs(broker, tmp, formats, args)
         print(f"backlog drain (the worker's own rate), median of {args.rounds} alternating rounds:")
-        for (turns, fmt), rates in sorted(drained.items()):
+        for key, rates in sorted(drained.items(), key=str):
             wall, cpu = [r[0] for r in rates], [r[1] for r in rates]
+            turns, fmt = key[0], "/".join(key[1:])
             print(f"{turns:>5} {fmt:>7} {statistics.median(wall):>8.0f} calls/s (rounds: "
                   f"{', '.join(f'{r:.0f}' for r in wall)}); {statistics.median(cpu):>8.0f} calls per worker "
                   f"CPU-second (rounds: {', '.join(f'{r:.0f}' for r in cpu)})")
@@ -273,6 +301,11 @@ def main() -> None:
                     ratio = (statistics.median(r[i] for r in drained[turns, "packed"])
                              / statistics.median(r[i] for r in drained[turns, "arrays"]))
                     print(f"{turns}-turn backlog, packed / arrays, {what}: {ratio:.2f}x")
+        for (turns, fmt) in [k for k in drained if len(k) == 2 and (*k, "baseline") in drained]:
+            for i, what in enumerate(("calls/s", "calls per CPU-second")):
+                ratio = (statistics.median(r[i] for r in drained[turns, fmt])
+                         / statistics.median(r[i] for r in drained[turns, fmt, "baseline"]))
+                print(f"{turns}-turn backlog, {fmt}, this tree / baseline, {what}: {ratio:.2f}x")
     finally:
         broker.stop()
 
@@ -315,12 +348,12 @@ def run_live(broker, tmp: Path, fmt: str, args) -> None:
     worker.stop()
 
 
-def run_backlogs(broker, tmp: Path, formats: list[str], args) -> dict[tuple[int, str], list[tuple[float, float]]]:
+def run_backlogs(broker, tmp: Path, formats: list[str], args) -> dict[tuple, list[tuple[float, float]]]:
     """Backlog drains, formats alternating within each round so a load change on the machine hits both."""
     rng = random.Random(1)
     backlogs = {turns: {f"b{turns}s{i}": make_session(turns, rng, f"b{turns}s{i}")
                         for i in range(args.backlog_calls // turns)} for turns in (8, 32)}
-    drained: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    drained: dict[tuple, list[tuple[float, float]]] = {}
     for r in range(args.rounds):
         for turns, backlog in backlogs.items():
             for fmt in formats:
@@ -328,6 +361,10 @@ def run_backlogs(broker, tmp: Path, formats: list[str], args) -> dict[tuple[int,
                 (tmp / f"backlog{turns}{fmt}{r}").mkdir()
                 drained.setdefault((turns, fmt), []).append(
                     bench_backlog(fresh_settings(), codec, tmp / f"backlog{turns}{fmt}{r}", backlog))
+                if args.baseline:
+                    (tmp / f"baseline{turns}{fmt}{r}").mkdir()
+                    drained.setdefault((turns, fmt, "baseline"), []).append(bench_backlog(
+                        fresh_settings(), codec, tmp / f"baseline{turns}{fmt}{r}", backlog, tree=args.baseline))
                 if args.profile and r == 0:  # a separate drain: the profiler's overhead must not touch the figures
                     args.profile.mkdir(parents=True, exist_ok=True)
                     (tmp / f"profile{turns}{fmt}").mkdir()
