@@ -72,7 +72,7 @@ def app_services(settings: Settings) -> list[ServiceSpec]:
 
     specs = []
     if enabled(settings, "assembler"):
-        specs.append(python_service(settings, "assembler"))
+        specs += assembler_services(settings)
     rollout = RolloutOptions.from_settings(settings)
     if enabled(settings, "rollout"):
         ids = list(rollout.workers) or ["rollout-0"]
@@ -91,6 +91,18 @@ def app_services(settings: Settings) -> list[ServiceSpec]:
     for pool in (getattr(settings, "agent_pools", None) or []) if enabled(settings, "agents") else []:
         specs.append(agent_pool_service(settings, pool))
     return specs
+
+
+def assembler_services(settings: Settings) -> list[ServiceSpec]:
+    """`assembler.workers` processes of one Faust app: one consumer group sharing the session-events
+    partitions (a session's events share a key, so one worker holds the whole session); each is supervised
+    on its own, and a dead one's partitions move to the others until it is back."""
+    from seamlessflow.assembler.config import AssemblyConfig
+
+    workers = AssemblyConfig.from_settings(settings).workers
+    if workers == 1:
+        return [python_service(settings, "assembler")]
+    return [python_service(settings, f"assembler-{i}", module="assembler") for i in range(workers)]
 
 
 def trainer_service(settings: Settings) -> ServiceSpec:

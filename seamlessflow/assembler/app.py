@@ -61,6 +61,7 @@ class Assembler:
         app.agent(source, name="assemble")(self._assemble)
         app.timer(self.config.checkpoint_interval_s)(self._checkpoint)
         app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]  # faust's hint wants *args and a named signal=; it calls (sender, revoked, signal=...)
+        app.on_partitions_assigned.connect(self._on_assigned)  # type: ignore[arg-type]  # as above
         return app
 
     async def _assemble(self, stream) -> None:
@@ -111,6 +112,11 @@ class Assembler:
             for tp in revoked:
                 if tp.topic == self.topics.session_events:
                     self.book.forget_partition(tp.partition)
+
+    async def _on_assigned(self, app, assigned, **kwargs) -> None:
+        """Which partitions this worker holds now (with several workers, who assembles which sessions)."""
+        mine = sorted(tp.partition for tp in assigned if tp.topic == self.topics.session_events)
+        log.info("session-events partitions assigned: %s", mine)
 
     async def _blocking(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(None, fn, *args)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from seamlessflow.config import Settings
 from seamlessflow.core.assembler import AssemblerConfig, Selection
@@ -12,6 +12,7 @@ class AssemblyConfig(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
+    workers: int = Field(1, ge=1)  # worker processes `up` starts, one consumer group (at most the partitions)
     app_id: str = "assembler"  # Faust app id; with the topic prefix it names the consumer groups
     selection: Selection = Selection.ALL  # which leaves become trajectories: all | longest
     max_tokens_per_session: int = 1 << 20  # stored tokens; above it the session is cut ("truncated")
