@@ -82,8 +82,7 @@ def app_services(settings: Settings) -> list[ServiceSpec]:
         # agents start only once the engines serve (vLLM takes ~40 s, minutes on a loaded machine)
         specs[-1].ready, specs[-1].ready_timeout_s = engines_serving(settings, ids), rollout.health_timeout_s
     if enabled(settings, "proxy"):
-        proxy = ProxyConfig.model_validate(settings.section("proxy"))
-        specs.append(python_service(settings, "proxy", ready=lambda: port_open(proxy.port, proxy.host)))
+        specs += proxy_services(ProxyConfig.model_validate(settings.section("proxy")), settings)
     if enabled(settings, "trainer"):
         specs.append(trainer_service(settings))
     if enabled(settings, "scheduler"):
@@ -103,6 +102,18 @@ def assembler_services(settings: Settings) -> list[ServiceSpec]:
     if workers == 1:
         return [python_service(settings, "assembler")]
     return [python_service(settings, f"assembler-{i}", module="assembler") for i in range(workers)]
+
+
+def proxy_services(proxy, settings: Settings) -> list[ServiceSpec]:
+    """`proxy.workers` processes on one address (SO_REUSEPORT: the kernel spreads connections over them).
+    Any of them serves any call: engines are picked by hashing the session id over the same engine table
+    (config and status topic), so a session keeps its engine whichever worker serves it; each worker is
+    its own resource (`<id>-<i>`) on the control and status topics, so the scheduler pauses every one."""
+    ready = lambda: port_open(proxy.port, proxy.host)  # noqa: E731
+    if proxy.workers == 1:
+        return [python_service(settings, "proxy", ready=ready)]
+    return [python_service(settings, f"proxy-{i}", "--worker", str(i), module="proxy", ready=ready)
+            for i in range(proxy.workers)]
 
 
 def trainer_service(settings: Settings) -> ServiceSpec:

@@ -21,6 +21,14 @@ def test_assembler_workers_are_one_supervised_service_each(tmp_path):
     assert all(spec.argv[1:3] == ["-m", "services.assembler"] for spec in workers)
 
 
+def test_proxy_workers_share_one_address_as_resources_of_their_own(tmp_path):
+    settings = with_stack_defaults(Settings(data_dir=tmp_path, proxy={"workers": 2}))
+    workers = [spec for spec in app_services(settings) if spec.name.startswith("proxy")]
+    assert [spec.name for spec in workers] == ["proxy-0", "proxy-1"]
+    assert [spec.argv[-2:] for spec in workers] == [["--worker", "0"], ["--worker", "1"]]
+    assert all(spec.ready is not None for spec in workers)
+
+
 def test_default_pieces_agree(tmp_path):
     settings = with_stack_defaults(Settings(data_dir=tmp_path))
     proxy = ProxyConfig.model_validate(settings.section("proxy"))
