@@ -13,10 +13,13 @@ p99 <= 200 ms. `--profile DIR` also writes a cProfile of one backlog drain per f
 this process, to show what the worker's own work reaches without Faust's per-record loop. `--baseline TREE`
 also drains every backlog with the worker of another source tree (say `git archive <commit>` unpacked), in
 the same rounds, alternating with this tree's, and prints this tree's rate over that one's. `--backlog-only`
-skips the live rates and latency.
+skips the live rates and latency. `--long` measures long-horizon sessions instead (48 turns, tool outputs
+of 300 ids and completions of 100, growing to ~19k tokens): bytes per call, the worker's own work per call
+in-process (calls/s and CPU µs), the memory an open session holds, and a backlog drain through one worker.
 
     .venv/bin/python benchmarks/bench_assembler.py [--sessions 300] [--latency-sessions 200] [--backlog-calls 16000]
         [--rounds 3] [--formats packed,arrays] [--profile DIR] [--batch-drain] [--baseline TREE] [--backlog-only]
+        [--long [--long-sessions 40]]
 """
 
 from __future__ import annotations
@@ -60,6 +63,40 @@ def make_session(turns: int, rng: random.Random, name: str, gap: int = 20, compl
     return calls
 
 
+def open_session_bytes(codec: Codec, sessions: dict[str, list[Call]]) -> float:
+    """Memory one open session holds in the worker (all its calls applied, no end yet), by tracemalloc."""
+    import tracemalloc
+
+    records = [r for r in encoded_sessions(codec, sessions) if codec.decode(r[1]).__class__.__name__ == "TokenIO"]
+    book = SessionBook(AssemblyConfig(), codec, "b")
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for offset, (key, value) in enumerate(records):
+        book.on_record(0, offset, key, value)
+    held = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    return held / len(sessions)
+
+
+def run_long(broker, tmp: Path, args) -> None:
+    """Long-horizon sessions: in-process figures, then backlog drains (packed) through one worker."""
+    rng = random.Random(3)
+    turns = 48
+    sessions = {f"L{i}": make_session(turns, rng, f"L{i}", gap=300, completion=100) for i in range(args.long_sessions)}
+    final = len(sessions["L0"][-1].prompt_ids) + 100
+    codec, fresh_settings = _codec_and_settings(broker, tmp, "packed")
+    rate, size, cpu_us = bench_book(codec, sessions)
+    held = open_session_bytes(codec, dict(list(sessions.items())[:10]))
+    print(f"long sessions: {turns} turns, {final} tokens at the end; {size:.0f} bytes per call on the wire; "
+          f"worker's own work in-process {rate:.0f} calls/s ({cpu_us:.0f} CPU µs per call); "
+          f"an open session holds {held / 2**20:.2f} MiB", flush=True)
+    for r in range(args.rounds):
+        (tmp / f"long{r}").mkdir()
+        wall, per_cpu = bench_backlog(fresh_settings(), codec, tmp / f"long{r}", sessions)
+        print(f"long backlog drain round {r}: {wall:.0f} calls/s, {per_cpu:.0f} calls per worker CPU-second",
+              flush=True)
+
+
 def bench_core(sessions: list[list[Call]]) -> float:
     start = time.perf_counter()
     for calls in sessions:
@@ -78,17 +115,17 @@ def encoded_sessions(codec: Codec, sessions: dict[str, list[Call]]) -> list[tupl
     return out
 
 
-def bench_book(codec: Codec, sessions: dict[str, list[Call]]) -> tuple[float, float]:
-    """The worker's per-record work without Kafka: calls/s, and bytes per call on the wire."""
+def bench_book(codec: Codec, sessions: dict[str, list[Call]]) -> tuple[float, float, float]:
+    """The worker's per-record work without Kafka: calls/s, bytes per call on the wire, CPU µs per call."""
     records = encoded_sessions(codec, sessions)
     book = SessionBook(AssemblyConfig(), codec, "b")
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for offset, (key, value) in enumerate(records):
         for trajectory in book.on_record(0, offset, key, value).trajectories:
             codec.encode(trajectory, "t")
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     calls = sum(len(c) for c in sessions.values())
-    return calls / elapsed, sum(len(v) for _, v in records) / calls
+    return calls / elapsed, sum(len(v) for _, v in records) / calls, cpu / calls * 1e6
 
 
 class Output:
@@ -267,11 +304,16 @@ def main() -> None:
     parser.add_argument("--profile", type=Path, help="also drain each backlog under cProfile, profiles written here")
     parser.add_argument("--baseline", type=Path, help="another source tree whose worker drains the same backlogs")
     parser.add_argument("--backlog-only", action="store_true", help="skip the live rates and the latency")
+    parser.add_argument("--long", action="store_true", help="long-horizon sessions only (see the docstring)")
+    parser.add_argument("--long-sessions", type=int, default=40)
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-assembler-"))
     broker = LocalBroker(tmp / "broker").start()
     formats = args.formats.split(",")
     try:
+        if args.long:
+            run_long(broker, tmp, args)
+            return
         if not args.backlog_only:
             print(f"{'turns':>5} {'format':>7} {'bytes/call':>10} {'core calls/s':>13} {'book calls/s':>13} "
                   f"{'e2e calls/s':>12} {'publish calls/s':>16}")
@@ -336,7 +378,7 @@ def run_live(broker, tmp: Path, fmt: str, args) -> None:
         n = max(10, args.sessions * 8 // turns)
         sessions = {f"t{turns}s{i}": make_session(turns, rng, f"t{turns}s{i}") for i in range(n)}
         core = bench_core(list(sessions.values()))
-        book, size = bench_book(codec, sessions)
+        book, size, _ = bench_book(codec, sessions)
         e2e, publish_rate = bench_e2e(settings, codec, output, sessions)
         print(f"{turns:>5} {fmt:>7} {size:>10.0f} {core:>13.0f} {book:>13.0f} {e2e:>12.0f} {publish_rate:>16.0f}",
               flush=True)
