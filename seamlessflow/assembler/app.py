@@ -70,15 +70,15 @@ class Assembler:
         while True:
             events = await next_batch(self.app, queue, self.config.batch_max)
             async with self.lock:
+                fresh = {event.message.partition for event in events} - self.book.replay_end.keys()
+                if fresh:  # partitions new to this worker: how far their outputs were published
+                    self.book.replay_end.update(await self._blocking(self.marks.read, sorted(fresh)))
                 for event in events:
-                    await self._on_event(event)
+                    self._on_event(event)
 
-    async def _on_event(self, event) -> None:
-        partition, offset = event.message.partition, event.message.offset
-        if partition not in self.book.replay_end:
-            marks = await self._blocking(self.marks.read, [partition])
-            self.book.replay_end[partition] = marks[partition]
-        out = self.book.on_record(partition, offset, event.key, event.value, handle=event)
+    def _on_event(self, event) -> None:
+        message = event.message
+        out = self.book.on_record(message.partition, message.offset, event.key, event.value, handle=event)
         for trajectory in out.trajectories:
             self.producer.send(self.topics.trajectories, trajectory.group_id, trajectory)
         for letter in out.dead_letters:
