@@ -18,7 +18,7 @@ from pathlib import Path
 import faust
 from confluent_kafka import KafkaException
 
-from seamlessflow.assembler.batches import next_batch
+from seamlessflow.assembler.batches import RawBytes, next_batch
 from seamlessflow.assembler.book import SessionBook
 from seamlessflow.assembler.config import AssemblyConfig
 from seamlessflow.assembler.progress import PublishedMarks
@@ -56,8 +56,7 @@ class Assembler:
             stream_wait_empty=False, consumer_auto_offset_reset="earliest",
             broker_commit_interval=self.config.checkpoint_interval_s,
         )
-        source = app.topic(self.topics.session_events, key_type=bytes, value_type=bytes,
-                           key_serializer="raw", value_serializer="raw")
+        source = app.topic(self.topics.session_events, schema=RawBytes())
         app.agent(source, name="assemble")(self._assemble)
         app.timer(self.config.checkpoint_interval_s)(self._checkpoint)
         app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]  # faust's hint wants *args and a named signal=; it calls (sender, revoked, signal=...)
