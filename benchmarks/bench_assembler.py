@@ -16,10 +16,11 @@ the same rounds, alternating with this tree's, and prints this tree's rate over 
 skips the live rates and latency. `--long` measures long-horizon sessions instead (48 turns, tool outputs
 of 300 ids and completions of 100, growing to ~19k tokens): bytes per call, the worker's own work per call
 in-process (calls/s and CPU µs), the memory an open session holds, and a backlog drain through one worker.
+`--scaling` drains one 8-turn backlog with one worker and with two (one consumer group), alternating.
 
     .venv/bin/python benchmarks/bench_assembler.py [--sessions 300] [--latency-sessions 200] [--backlog-calls 16000]
         [--rounds 3] [--formats packed,arrays] [--profile DIR] [--batch-drain] [--baseline TREE] [--backlog-only]
-        [--long [--long-sessions 40]]
+        [--long [--long-sessions 40]] [--scaling]
 """
 
 from __future__ import annotations
@@ -221,31 +222,52 @@ class TreeAssembler(AssemblerProcess):
 
 
 def bench_backlog(settings, codec, tmp: Path, sessions: dict[str, list[Call]],
-                  profile: Path | None = None, tree: Path | None = None) -> tuple[float, float]:
+                  profile: Path | None = None, tree: Path | None = None, workers: int = 1) -> tuple[float, float]:
     """The worker's own drain rate: every session is on the topic before the worker starts, no publisher beside
     it on the same cores. Calls/s from the first trajectory out to the last (the first session not counted), and
     calls per CPU-second of the worker process over the same stretch (what one dedicated core would drain: far
-    less sensitive to other jobs on a shared machine than wall time)."""
+    less sensitive to other jobs on a shared machine than wall time). With `workers` > 1, that many workers
+    of one group share the backlog (their first rebalance falls inside the measured stretch) and the CPU
+    figure is per CPU-second of all of them together."""
     import psutil
 
     ensure_topics(settings)
     publish_sessions(MessageProducer(settings, codec), Topics(settings).session_events, sessions)
     output = Output(settings, codec)
     if tree is not None:
-        worker: AssemblerProcess = TreeAssembler(settings, tmp, tree)
+        procs: list[AssemblerProcess] = [TreeAssembler(settings, tmp, tree)]
+    elif profile is not None:
+        procs = [ProfiledAssembler(settings, tmp, profile)]
     else:
-        worker = ProfiledAssembler(settings, tmp, profile) if profile else AssemblerProcess(settings, tmp)
-    worker.start()
-    process = psutil.Process(worker.proc.pid)
+        procs = [AssemblerProcess(settings, tmp / f"w{i}") for i in range(workers)]
+    for worker in procs:
+        worker.start()
+    processes = [psutil.Process(w.proc.pid) for w in procs]
     try:
-        marks = output.drain(len(sessions), 600, cpu=lambda: sum(process.cpu_times()[:2]))
+        marks = output.drain(len(sessions), 600, cpu=lambda: sum(sum(p.cpu_times()[:2]) for p in processes))
     finally:
-        worker.stop()
+        for worker in procs:
+            worker.stop()
     arrivals = sorted(output.arrived.values())
     per_session = len(next(iter(sessions.values())))
     wall = (sum(len(c) for c in sessions.values()) - per_session) / (arrivals[-1] - arrivals[0])
     (first, cpu0), (last, cpu1) = marks[0], marks[-1]
     return wall, (last - first) * per_session / max(cpu1 - cpu0, 1e-9)
+
+
+def run_scaling(broker, tmp: Path, args) -> None:
+    """One worker vs two on the same 8-turn backlog (four session-events partitions), alternating per round."""
+    rng = random.Random(4)
+    backlog = {f"w{i}": make_session(8, rng, f"w{i}") for i in range(args.backlog_calls // 8)}
+    codec, fresh_settings = _codec_and_settings(broker, tmp, "packed")
+    rates: dict[int, list[tuple[float, float]]] = {1: [], 2: []}
+    for r in range(args.rounds):
+        for n in (1, 2):
+            rates[n].append(bench_backlog(fresh_settings(), codec, tmp / f"scale{n}-{r}", backlog, workers=n))
+            print(f"round {r}, {n} worker(s): {rates[n][-1][0]:.0f} calls/s, {rates[n][-1][1]:.0f} calls per "
+                  "CPU-second of the workers", flush=True)
+    wall = statistics.median(r[0] for r in rates[2]) / statistics.median(r[0] for r in rates[1])
+    print(f"8-turn backlog, two workers / one, calls/s: {wall:.2f}x")
 
 
 def bench_batch_drain(settings, codec, sessions: dict[str, list[Call]]) -> float:
@@ -306,6 +328,7 @@ def main() -> None:
     parser.add_argument("--backlog-only", action="store_true", help="skip the live rates and the latency")
     parser.add_argument("--long", action="store_true", help="long-horizon sessions only (see the docstring)")
     parser.add_argument("--long-sessions", type=int, default=40)
+    parser.add_argument("--scaling", action="store_true", help="one worker vs two on one backlog, only")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-assembler-"))
     broker = LocalBroker(tmp / "broker").start()
@@ -313,6 +336,9 @@ def main() -> None:
     try:
         if args.long:
             run_long(broker, tmp, args)
+            return
+        if args.scaling:
+            run_scaling(broker, tmp, args)
             return
         if not args.backlog_only:
             print(f"{'turns':>5} {'format':>7} {'bytes/call':>10} {'core calls/s':>13} {'book calls/s':>13} "
