@@ -10,10 +10,17 @@ draining a backlog published before the worker started (the worker's own rate). 
 after the other, so their ratio is taken side by side. Targets: >= 10k calls/s per worker end to end,
 p99 <= 200 ms. `--profile DIR` also writes a cProfile of one backlog drain per format (worker process);
 `--batch-drain` also drains a backlog through librdkafka batches into the same SessionBook and producer, in
-this process, to show what the worker's own work reaches without Faust's per-record loop.
+this process, to show what the worker's own work reaches without Faust's per-record loop. `--baseline TREE`
+also drains every backlog with the worker of another source tree (say `git archive <commit>` unpacked), in
+the same rounds, alternating with this tree's, and prints this tree's rate over that one's. `--backlog-only`
+skips the live rates and latency. `--long` measures long-horizon sessions instead (48 turns, tool outputs
+of 300 ids and completions of 100, growing to ~19k tokens): bytes per call, the worker's own work per call
+in-process (calls/s and CPU µs), the memory an open session holds, and a backlog drain through one worker.
+`--scaling` drains one 8-turn backlog with one worker and with two (one consumer group), alternating.
 
     .venv/bin/python benchmarks/bench_assembler.py [--sessions 300] [--latency-sessions 200] [--backlog-calls 16000]
-        [--rounds 3] [--formats packed,arrays] [--profile DIR] [--batch-drain]
+        [--rounds 3] [--formats packed,arrays] [--profile DIR] [--batch-drain] [--baseline TREE] [--backlog-only]
+        [--long [--long-sessions 40]] [--scaling]
 """
 
 from __future__ import annotations
@@ -57,6 +64,40 @@ def make_session(turns: int, rng: random.Random, name: str, gap: int = 20, compl
     return calls
 
 
+def open_session_bytes(codec: Codec, sessions: dict[str, list[Call]]) -> float:
+    """Memory one open session holds in the worker (all its calls applied, no end yet), by tracemalloc."""
+    import tracemalloc
+
+    records = [r for r in encoded_sessions(codec, sessions) if codec.decode(r[1]).__class__.__name__ == "TokenIO"]
+    book = SessionBook(AssemblyConfig(), codec, "b")
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for offset, (key, value) in enumerate(records):
+        book.on_record(0, offset, key, value)
+    held = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    return held / len(sessions)
+
+
+def run_long(broker, tmp: Path, args) -> None:
+    """Long-horizon sessions: in-process figures, then backlog drains (packed) through one worker."""
+    rng = random.Random(3)
+    turns = 48
+    sessions = {f"L{i}": make_session(turns, rng, f"L{i}", gap=300, completion=100) for i in range(args.long_sessions)}
+    final = len(sessions["L0"][-1].prompt_ids) + 100
+    codec, fresh_settings = _codec_and_settings(broker, tmp, "packed")
+    rate, size, cpu_us = bench_book(codec, sessions)
+    held = open_session_bytes(codec, dict(list(sessions.items())[:10]))
+    print(f"long sessions: {turns} turns, {final} tokens at the end; {size:.0f} bytes per call on the wire; "
+          f"worker's own work in-process {rate:.0f} calls/s ({cpu_us:.0f} CPU µs per call); "
+          f"an open session holds {held / 2**20:.2f} MiB", flush=True)
+    for r in range(args.rounds):
+        (tmp / f"long{r}").mkdir()
+        wall, per_cpu = bench_backlog(fresh_settings(), codec, tmp / f"long{r}", sessions)
+        print(f"long backlog drain round {r}: {wall:.0f} calls/s, {per_cpu:.0f} calls per worker CPU-second",
+              flush=True)
+
+
 def bench_core(sessions: list[list[Call]]) -> float:
     start = time.perf_counter()
     for calls in sessions:
@@ -75,17 +116,17 @@ def encoded_sessions(codec: Codec, sessions: dict[str, list[Call]]) -> list[tupl
     return out
 
 
-def bench_book(codec: Codec, sessions: dict[str, list[Call]]) -> tuple[float, float]:
-    """The worker's per-record work without Kafka: calls/s, and bytes per call on the wire."""
+def bench_book(codec: Codec, sessions: dict[str, list[Call]]) -> tuple[float, float, float]:
+    """The worker's per-record work without Kafka: calls/s, bytes per call on the wire, CPU µs per call."""
     records = encoded_sessions(codec, sessions)
     book = SessionBook(AssemblyConfig(), codec, "b")
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     for offset, (key, value) in enumerate(records):
         for trajectory in book.on_record(0, offset, key, value).trajectories:
             codec.encode(trajectory, "t")
-    elapsed = time.perf_counter() - start
+    elapsed, cpu = time.perf_counter() - start, time.process_time() - cpu
     calls = sum(len(c) for c in sessions.values())
-    return calls / elapsed, sum(len(v) for _, v in records) / calls
+    return calls / elapsed, sum(len(v) for _, v in records) / calls, cpu / calls * 1e6
 
 
 class Output:
@@ -163,28 +204,70 @@ class ProfiledAssembler(AssemblerProcess):
         super().stop()
 
 
+class TreeAssembler(AssemblerProcess):
+    """The worker as another source tree has it (run from that tree, so its packages are the ones imported)."""
+
+    def __init__(self, settings, tmp_path: Path, tree: Path):
+        super().__init__(settings, tmp_path)
+        self.tree = tree
+
+    def start(self) -> TreeAssembler:
+        import subprocess
+
+        log = open(self.log_path, "ab")
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+        self.proc = subprocess.Popen([sys.executable, "-m", "services.assembler", "--config", str(self.config)],
+                                     cwd=self.tree, env=env, stdout=log, stderr=log, start_new_session=True)
+        return self
+
+
 def bench_backlog(settings, codec, tmp: Path, sessions: dict[str, list[Call]],
-                  profile: Path | None = None) -> tuple[float, float]:
+                  profile: Path | None = None, tree: Path | None = None, workers: int = 1) -> tuple[float, float]:
     """The worker's own drain rate: every session is on the topic before the worker starts, no publisher beside
     it on the same cores. Calls/s from the first trajectory out to the last (the first session not counted), and
     calls per CPU-second of the worker process over the same stretch (what one dedicated core would drain: far
-    less sensitive to other jobs on a shared machine than wall time)."""
+    less sensitive to other jobs on a shared machine than wall time). With `workers` > 1, that many workers
+    of one group share the backlog (their first rebalance falls inside the measured stretch) and the CPU
+    figure is per CPU-second of all of them together."""
     import psutil
 
     ensure_topics(settings)
     publish_sessions(MessageProducer(settings, codec), Topics(settings).session_events, sessions)
     output = Output(settings, codec)
-    worker = (ProfiledAssembler(settings, tmp, profile) if profile else AssemblerProcess(settings, tmp)).start()
-    process = psutil.Process(worker.proc.pid)
+    if tree is not None:
+        procs: list[AssemblerProcess] = [TreeAssembler(settings, tmp, tree)]
+    elif profile is not None:
+        procs = [ProfiledAssembler(settings, tmp, profile)]
+    else:
+        procs = [AssemblerProcess(settings, tmp / f"w{i}") for i in range(workers)]
+    for worker in procs:
+        worker.start()
+    processes = [psutil.Process(w.proc.pid) for w in procs]
     try:
-        marks = output.drain(len(sessions), 600, cpu=lambda: sum(process.cpu_times()[:2]))
+        marks = output.drain(len(sessions), 600, cpu=lambda: sum(sum(p.cpu_times()[:2]) for p in processes))
     finally:
-        worker.stop()
+        for worker in procs:
+            worker.stop()
     arrivals = sorted(output.arrived.values())
     per_session = len(next(iter(sessions.values())))
     wall = (sum(len(c) for c in sessions.values()) - per_session) / (arrivals[-1] - arrivals[0])
     (first, cpu0), (last, cpu1) = marks[0], marks[-1]
     return wall, (last - first) * per_session / max(cpu1 - cpu0, 1e-9)
+
+
+def run_scaling(broker, tmp: Path, args) -> None:
+    """One worker vs two on the same 8-turn backlog (four session-events partitions), alternating per round."""
+    rng = random.Random(4)
+    backlog = {f"w{i}": make_session(8, rng, f"w{i}") for i in range(args.backlog_calls // 8)}
+    codec, fresh_settings = _codec_and_settings(broker, tmp, "packed")
+    rates: dict[int, list[tuple[float, float]]] = {1: [], 2: []}
+    for r in range(args.rounds):
+        for n in (1, 2):
+            rates[n].append(bench_backlog(fresh_settings(), codec, tmp / f"scale{n}-{r}", backlog, workers=n))
+            print(f"round {r}, {n} worker(s): {rates[n][-1][0]:.0f} calls/s, {rates[n][-1][1]:.0f} calls per "
+                  "CPU-second of the workers", flush=True)
+    wall = statistics.median(r[0] for r in rates[2]) / statistics.median(r[0] for r in rates[1])
+    print(f"8-turn backlog, two workers / one, calls/s: {wall:.2f}x")
 
 
 def bench_batch_drain(settings, codec, sessions: dict[str, list[Call]]) -> float:
@@ -241,19 +324,32 @@ def main() -> None:
     parser.add_argument("--formats", default="packed,arrays", help="wire formats to compare: packed, arrays")
     parser.add_argument("--batch-drain", action="store_true", help="also drain through librdkafka without Faust")
     parser.add_argument("--profile", type=Path, help="also drain each backlog under cProfile, profiles written here")
+    parser.add_argument("--baseline", type=Path, help="another source tree whose worker drains the same backlogs")
+    parser.add_argument("--backlog-only", action="store_true", help="skip the live rates and the latency")
+    parser.add_argument("--long", action="store_true", help="long-horizon sessions only (see the docstring)")
+    parser.add_argument("--long-sessions", type=int, default=40)
+    parser.add_argument("--scaling", action="store_true", help="one worker vs two on one backlog, only")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-assembler-"))
     broker = LocalBroker(tmp / "broker").start()
     formats = args.formats.split(",")
     try:
-        print(f"{'turns':>5} {'format':>7} {'bytes/call':>10} {'core calls/s':>13} {'book calls/s':>13} "
-              f"{'e2e calls/s':>12} {'publish calls/s':>16}")
-        for fmt in formats:
-            run_live(broker, tmp, fmt, args)
+        if args.long:
+            run_long(broker, tmp, args)
+            return
+        if args.scaling:
+            run_scaling(broker, tmp, args)
+            return
+        if not args.backlog_only:
+            print(f"{'turns':>5} {'format':>7} {'bytes/call':>10} {'core calls/s':>13} {'book calls/s':>13} "
+                  f"{'e2e calls/s':>12} {'publish calls/s':>16}")
+            for fmt in formats:
+                run_live(broker, tmp, fmt, args)
         drained = run_backlogs(broker, tmp, formats, args)
         print(f"backlog drain (the worker's own rate), median of {args.rounds} alternating rounds:")
-        for (turns, fmt), rates in sorted(drained.items()):
+        for key, rates in sorted(drained.items(), key=str):
             wall, cpu = [r[0] for r in rates], [r[1] for r in rates]
+            turns, fmt = key[0], "/".join(key[1:])
             print(f"{turns:>5} {fmt:>7} {statistics.median(wall):>8.0f} calls/s (rounds: "
                   f"{', '.join(f'{r:.0f}' for r in wall)}); {statistics.median(cpu):>8.0f} calls per worker "
                   f"CPU-second (rounds: {', '.join(f'{r:.0f}' for r in cpu)})")
@@ -273,6 +369,11 @@ def main() -> None:
                     ratio = (statistics.median(r[i] for r in drained[turns, "packed"])
                              / statistics.median(r[i] for r in drained[turns, "arrays"]))
                     print(f"{turns}-turn backlog, packed / arrays, {what}: {ratio:.2f}x")
+        for (turns, fmt) in [k for k in drained if len(k) == 2 and (*k, "baseline") in drained]:
+            for i, what in enumerate(("calls/s", "calls per CPU-second")):
+                ratio = (statistics.median(r[i] for r in drained[turns, fmt])
+                         / statistics.median(r[i] for r in drained[turns, fmt, "baseline"]))
+                print(f"{turns}-turn backlog, {fmt}, this tree / baseline, {what}: {ratio:.2f}x")
     finally:
         broker.stop()
 
@@ -303,7 +404,7 @@ def run_live(broker, tmp: Path, fmt: str, args) -> None:
         n = max(10, args.sessions * 8 // turns)
         sessions = {f"t{turns}s{i}": make_session(turns, rng, f"t{turns}s{i}") for i in range(n)}
         core = bench_core(list(sessions.values()))
-        book, size = bench_book(codec, sessions)
+        book, size, _ = bench_book(codec, sessions)
         e2e, publish_rate = bench_e2e(settings, codec, output, sessions)
         print(f"{turns:>5} {fmt:>7} {size:>10.0f} {core:>13.0f} {book:>13.0f} {e2e:>12.0f} {publish_rate:>16.0f}",
               flush=True)
@@ -315,12 +416,12 @@ def run_live(broker, tmp: Path, fmt: str, args) -> None:
     worker.stop()
 
 
-def run_backlogs(broker, tmp: Path, formats: list[str], args) -> dict[tuple[int, str], list[tuple[float, float]]]:
+def run_backlogs(broker, tmp: Path, formats: list[str], args) -> dict[tuple, list[tuple[float, float]]]:
     """Backlog drains, formats alternating within each round so a load change on the machine hits both."""
     rng = random.Random(1)
     backlogs = {turns: {f"b{turns}s{i}": make_session(turns, rng, f"b{turns}s{i}")
                         for i in range(args.backlog_calls // turns)} for turns in (8, 32)}
-    drained: dict[tuple[int, str], list[tuple[float, float]]] = {}
+    drained: dict[tuple, list[tuple[float, float]]] = {}
     for r in range(args.rounds):
         for turns, backlog in backlogs.items():
             for fmt in formats:
@@ -328,6 +429,10 @@ def run_backlogs(broker, tmp: Path, formats: list[str], args) -> dict[tuple[int,
                 (tmp / f"backlog{turns}{fmt}{r}").mkdir()
                 drained.setdefault((turns, fmt), []).append(
                     bench_backlog(fresh_settings(), codec, tmp / f"backlog{turns}{fmt}{r}", backlog))
+                if args.baseline:
+                    (tmp / f"baseline{turns}{fmt}{r}").mkdir()
+                    drained.setdefault((turns, fmt, "baseline"), []).append(bench_backlog(
+                        fresh_settings(), codec, tmp / f"baseline{turns}{fmt}{r}", backlog, tree=args.baseline))
                 if args.profile and r == 0:  # a separate drain: the profiler's overhead must not touch the figures
                     args.profile.mkdir(parents=True, exist_ok=True)
                     (tmp / f"profile{turns}{fmt}").mkdir()

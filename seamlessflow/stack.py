@@ -75,7 +75,7 @@ def app_services(settings: Settings) -> list[ServiceSpec]:
 
     specs = []
     if enabled(settings, "assembler"):
-        specs.append(python_service(settings, "assembler"))
+        specs += assembler_services(settings)
     if enabled(settings, "tracking"):
         specs.append(python_service(settings, "tracking"))
     if enabled(settings, "dashboard"):  # early, so the page shows the engines coming up
@@ -90,8 +90,7 @@ def app_services(settings: Settings) -> list[ServiceSpec]:
         # agents start only once the engines serve (vLLM takes ~40 s, minutes on a loaded machine)
         specs[-1].ready, specs[-1].ready_timeout_s = engines_serving(settings, ids), rollout.health_timeout_s
     if enabled(settings, "proxy"):
-        proxy = ProxyConfig.model_validate(settings.section("proxy"))
-        specs.append(python_service(settings, "proxy", ready=lambda: port_open(proxy.port, proxy.host)))
+        specs += proxy_services(ProxyConfig.model_validate(settings.section("proxy")), settings)
     if enabled(settings, "trainer"):
         specs.append(trainer_service(settings))
     if enabled(settings, "scheduler"):
@@ -120,6 +119,30 @@ def metrics_ports(settings: Settings, specs: list[ServiceSpec]) -> dict[str, str
             urls[spec.name] = f"http://{host}:{port}/metrics"
             port += 1
     return urls
+
+
+def assembler_services(settings: Settings) -> list[ServiceSpec]:
+    """`assembler.workers` processes of one Faust app: one consumer group sharing the session-events
+    partitions (a session's events share a key, so one worker holds the whole session); each is supervised
+    on its own, and a dead one's partitions move to the others until it is back."""
+    from seamlessflow.assembler.config import AssemblyConfig
+
+    workers = AssemblyConfig.from_settings(settings).workers
+    if workers == 1:
+        return [python_service(settings, "assembler")]
+    return [python_service(settings, f"assembler-{i}", module="assembler") for i in range(workers)]
+
+
+def proxy_services(proxy, settings: Settings) -> list[ServiceSpec]:
+    """`proxy.workers` processes on one address (SO_REUSEPORT: the kernel spreads connections over them).
+    Any of them serves any call: engines are picked by hashing the session id over the same engine table
+    (config and status topic), so a session keeps its engine whichever worker serves it; each worker is
+    its own resource (`<id>-<i>`) on the control and status topics, so the scheduler pauses every one."""
+    ready = lambda: port_open(proxy.port, proxy.host)  # noqa: E731
+    if proxy.workers == 1:
+        return [python_service(settings, "proxy", ready=ready)]
+    return [python_service(settings, f"proxy-{i}", "--worker", str(i), module="proxy", ready=ready)
+            for i in range(proxy.workers)]
 
 
 def trainer_service(settings: Settings) -> ServiceSpec:

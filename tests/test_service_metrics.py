@@ -2,9 +2,9 @@
 
 import urllib.request
 
-from seamlessflow.broker.local import free_port
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import ResourceStatus, new_id, now_ms
+from seamlessflow.ports import free_port
 from seamlessflow.service_metrics import serve_metrics
 from seamlessflow.topics import Topics
 

@@ -16,6 +16,21 @@ def test_the_default_stack_runs_the_whole_loop_in_order(tmp_path):
     assert rollout.ready is not None  # agents wait until the engines serve
 
 
+def test_assembler_workers_are_one_supervised_service_each(tmp_path):
+    settings = with_stack_defaults(Settings(data_dir=tmp_path, assembler={"workers": 3}))
+    workers = [spec for spec in app_services(settings) if spec.name.startswith("assembler")]
+    assert [spec.name for spec in workers] == ["assembler-0", "assembler-1", "assembler-2"]
+    assert all(spec.argv[1:3] == ["-m", "services.assembler"] for spec in workers)
+
+
+def test_proxy_workers_share_one_address_as_resources_of_their_own(tmp_path):
+    settings = with_stack_defaults(Settings(data_dir=tmp_path, proxy={"workers": 2}))
+    workers = [spec for spec in app_services(settings) if spec.name.startswith("proxy")]
+    assert [spec.name for spec in workers] == ["proxy-0", "proxy-1"]
+    assert [spec.argv[-2:] for spec in workers] == [["--worker", "0"], ["--worker", "1"]]
+    assert all(spec.ready is not None for spec in workers)
+
+
 def test_default_pieces_agree(tmp_path):
     settings = with_stack_defaults(Settings(data_dir=tmp_path))
     proxy = ProxyConfig.model_validate(settings.section("proxy"))

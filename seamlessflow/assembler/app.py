@@ -1,7 +1,8 @@
 """The assembler as a Faust app: session-events in, trajectories and dead letters out.
 
-Reads like the pipeline: records come in from the session-events topic as raw bytes (decoding happens in
-`SessionBook`, so a poison record becomes a dead letter instead of stopping the stream); each record goes
+Reads like the pipeline: records come in from the session-events topic as raw bytes, taken in batches from
+the agent's buffer (`batches.py`; decoding happens in `SessionBook`, so a poison record becomes a dead letter
+instead of stopping the stream); each record goes
 through longest-prefix matching; trajectories are published keyed by group id. A checkpoint timer flushes
 the producer, saves the published marks, and only then acks source records whose sessions are closed, so
 Faust never commits past an open session. Crash safety and the guarantee are described in
@@ -17,6 +18,7 @@ from pathlib import Path
 import faust
 from confluent_kafka import KafkaException
 
+from seamlessflow.assembler.batches import RawBytes, next_batch
 from seamlessflow.assembler.book import SessionBook
 from seamlessflow.assembler.config import AssemblyConfig
 from seamlessflow.assembler.progress import PublishedMarks
@@ -55,27 +57,34 @@ class Assembler:
             stream_wait_empty=False, consumer_auto_offset_reset="earliest",
             broker_commit_interval=self.config.checkpoint_interval_s,
         )
-        source = app.topic(self.topics.session_events, key_type=bytes, value_type=bytes,
-                           key_serializer="raw", value_serializer="raw")
+        source = app.topic(self.topics.session_events, schema=RawBytes())
         app.agent(source, name="assemble")(self._assemble)
         app.timer(self.config.checkpoint_interval_s)(self._checkpoint)
         app.on_partitions_revoked.connect(self._on_revoked)  # type: ignore[arg-type]  # faust's hint wants *args and a named signal=; it calls (sender, revoked, signal=...)
+        app.on_partitions_assigned.connect(self._on_assigned)  # type: ignore[arg-type]  # as above
         return app
 
     async def _assemble(self, stream) -> None:
-        async for event in stream.noack().events():
-            partition, offset = event.message.partition, event.message.offset
+        """Batches of records under one lock hold; the stream itself is never iterated (`batches.py`)."""
+        queue = stream.channel.queue
+        while True:
+            events = await next_batch(self.app, queue, self.config.batch_max)
             async with self.lock:
-                if partition not in self.book.replay_end:
-                    marks = await self._blocking(self.marks.read, [partition])
-                    self.book.replay_end[partition] = marks[partition]
-                out = self.book.on_record(partition, offset, event.key, event.value, handle=event)
-                for trajectory in out.trajectories:
-                    waits = pending_request(trajectory.info_json) is not None  # for a reward worker first
-                    topic = self.topics.to_score if waits else self.topics.trajectories
-                    self.producer.send(topic, trajectory.group_id, trajectory)
-                for letter in out.dead_letters:
-                    self.producer.send(self.topics.dead_letter, _text(letter.key), letter)
+                fresh = {event.message.partition for event in events} - self.book.replay_end.keys()
+                if fresh:  # partitions new to this worker: how far their outputs were published
+                    self.book.replay_end.update(await self._blocking(self.marks.read, sorted(fresh)))
+                for event in events:
+                    self._on_event(event)
+
+    def _on_event(self, event) -> None:
+        message = event.message
+        out = self.book.on_record(message.partition, message.offset, event.key, event.value, handle=event)
+        for trajectory in out.trajectories:
+            waits = pending_request(trajectory.info_json) is not None  # for a reward worker first
+            topic = self.topics.to_score if waits else self.topics.trajectories
+            self.producer.send(topic, trajectory.group_id, trajectory)
+        for letter in out.dead_letters:
+            self.producer.send(self.topics.dead_letter, _text(letter.key), letter)
 
     async def _checkpoint(self) -> None:
         """Flush outputs, save how far they go, then let Faust commit past closed sessions only."""
@@ -105,6 +114,11 @@ class Assembler:
             for tp in revoked:
                 if tp.topic == self.topics.session_events:
                     self.book.forget_partition(tp.partition)
+
+    async def _on_assigned(self, app, assigned, **kwargs) -> None:
+        """Which partitions this worker holds now (with several workers, who assembles which sessions)."""
+        mine = sorted(tp.partition for tp in assigned if tp.topic == self.topics.session_events)
+        log.info("session-events partitions assigned: %s", mine)
 
     async def _blocking(self, fn, *args):
         return await asyncio.get_running_loop().run_in_executor(None, fn, *args)

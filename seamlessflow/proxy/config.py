@@ -55,6 +55,7 @@ class ProxyConfig(BaseModel):
     id: str = "proxy"  # resource id on the control/status topics
     host: str = "127.0.0.1"
     port: int = 8100
+    workers: int = Field(1, ge=1)  # processes `up` starts on host:port (SO_REUSEPORT), resources <id>-<i>
     engines: list[EngineConfig] = Field(default_factory=list)
     routing: RoutingOptions = Field(default_factory=RoutingOptions)
     discover_engines: bool = True  # add rollout engines announced on the status topic

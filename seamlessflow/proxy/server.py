@@ -104,7 +104,9 @@ class ProxyServer:
         self.http = aiohttp.ClientSession(connector=connector, auto_decompress=False)
         self._runner = web.AppRunner(self.app(), access_log=None, handler_cancellation=True)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.config.host, self.config.port, backlog=2048)
+        # several workers listen on one port; the kernel spreads connections over them (`stack.proxy_services`)
+        site = web.TCPSite(self._runner, self.config.host, self.config.port, backlog=2048,
+                           reuse_port=self.config.workers > 1 or None)
         await site.start()
         self.port = self._runner.addresses[0][1]  # the bound port (config.port may be 0)
 
@@ -325,7 +327,8 @@ class ProxyServer:
                     await state.idle.wait()
             except TimeoutError:
                 raise ProxyError(409, "the session still has calls in flight; end it after they finish") from None
-        num_calls = state.events_published if state.known_from_start else -1
+        # with several workers, the others may have served some of its calls: this one's count is partial
+        num_calls = state.events_published if state.known_from_start and self.config.workers == 1 else -1
         event = EpisodeEnd(
             event_id=f"{session_id}.end",
             session_id=session_id,

@@ -31,11 +31,14 @@ async def serve(settings: Settings, config: ProxyConfig) -> None:
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), default=None)
 @click.option("--host", default=None, help="overrides proxy.host")
 @click.option("--port", type=int, default=None, help="overrides proxy.port")
-def main(config_path: str | None, host: str | None, port: int | None) -> None:
+@click.option("--worker", type=int, default=None, help="this process is worker INDEX of proxy.workers (resource <id>-INDEX)")
+def main(config_path: str | None, host: str | None, port: int | None, worker: int | None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s proxy %(levelname)s %(name)s: %(message)s")
     settings = Settings.load(config_path)
     section = settings.section("proxy")
     section.update({k: v for k, v in {"host": host, "port": port}.items() if v is not None})
+    if worker is not None:
+        section["id"] = f"{section.get('id', 'proxy')}-{worker}"
     asyncio.run(serve(settings, ProxyConfig.model_validate(section)))
 
 

@@ -6,7 +6,7 @@ import urllib.request
 
 import pytest
 
-from seamlessflow.broker.local import free_port, free_port_block
+from seamlessflow.ports import free_port, free_port_block
 from tests.cli.test_stack import sf, wait_for
 
 

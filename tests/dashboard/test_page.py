@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from seamlessflow.broker.local import free_port
 from seamlessflow.dashboard.app import Dashboard, serve
+from seamlessflow.ports import free_port
 from tests.dashboard.records import publish_sessions_and_switches
 from tests.tracking.records import create_eval_topic, publish_run
 

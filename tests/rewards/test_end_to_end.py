@@ -22,10 +22,10 @@ from seamlessflow.messages import DeadLetter
 from seamlessflow.rewards.request import REQUEST_KEY
 from seamlessflow.rewards.sandbox import start_forkserver
 from seamlessflow.rewards.worker import RewardWorker
+from seamlessflow.testing.assembler_harness import AssemblerProcess, episode_end, publish, token_io, wait_for
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.samples import sample_from_record
 from tests.rewards.test_worker import REF, Running, options
-from tests.services.assembler_harness import AssemblerProcess, episode_end, publish, token_io, wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -1,0 +1,66 @@
+"""Two assembler workers in one consumer group share the session-events partitions through the real broker."""
+
+import json
+import random
+import time
+
+import pytest
+
+from seamlessflow.testing.assembler_harness import AssemblerProcess, expected_trajectories, publish, wait_for
+from tests.services.test_assembler_stream import as_records, multi_turn_sessions
+
+pytestmark = pytest.mark.slow
+
+
+def assigned(worker) -> set[int] | None:
+    """The partitions the worker last said it holds (its log line), None before its first assignment."""
+    lines = [line for line in worker.log_path.read_text(errors="replace").splitlines()
+             if "session-events partitions assigned:" in line]
+    return set(json.loads(lines[-1].split("assigned:")[1])) if lines else None
+
+
+def wait_until_shared(workers, timeout_s: float) -> list[set[int] | None]:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        owned = [assigned(w) for w in workers]
+        if all(owned) and set.union(*owned) == {0, 1, 2, 3} or time.monotonic() > deadline:  # type: ignore[misc]
+            return owned
+        assert all(w.proc.poll() is None for w in workers), "\n".join(w.log() for w in workers)
+        time.sleep(0.5)
+
+
+def test_two_workers_share_the_partitions_and_survive_one_being_killed(settings, codec, tmp_path):
+    rng = random.Random(11)
+    first, second = multi_turn_sessions(40, 6, rng, "a"), multi_turn_sessions(40, 6, rng, "b")
+    workers = [AssemblerProcess(settings, tmp_path / f"w{i}") for i in range(2)]
+    for worker in workers:
+        worker.start()
+    try:
+        owned = wait_until_shared(workers, 90)
+        assert all(owned) and not owned[0] & owned[1], owned  # both hold partitions, none held twice
+        truth = expected_trajectories(first)
+        publish(settings, codec, as_records(first, rng))
+        got = wait_for(settings, codec, "trajectories", len(truth), 90, workers[0])
+        time.sleep(2.0)  # a duplicate published late would show up here
+        got = wait_for(settings, codec, "trajectories", len(truth), 1, workers[0])
+        assert len(got) == len(truth)  # exactly once: nothing lost, nothing twice
+        assert {t.event_id: (t.tokens, t.loss_mask, t.logprobs, t.versions) for t in got} == truth
+
+        records = as_records(second, rng)
+        publish(settings, codec, records[: len(records) // 2])  # sessions open on both workers
+        time.sleep(1.0)
+        workers[1].kill9()
+        publish(settings, codec, records[len(records) // 2:])
+        truth.update(expected_trajectories(second))
+        got = wait_for(settings, codec, "trajectories", len(truth), 120, workers[0])
+        time.sleep(2.0)
+        got = wait_for(settings, codec, "trajectories", len(truth), 1, workers[0])
+    finally:
+        for worker in workers:
+            worker.stop()
+    seen: dict[str, tuple] = {}
+    for t in got:
+        record = (t.tokens, t.loss_mask, t.logprobs, t.versions)
+        assert seen.setdefault(t.event_id, record) == record  # a re-published trajectory is an identical copy
+    assert seen == truth  # the survivor rebuilt the dead worker's open sessions: nothing lost
+    print(f"kill -9 of one of two workers: {len(got) - len(seen)} duplicate(s)")
