@@ -18,7 +18,8 @@ from typing import Any
 
 from seamlessflow.avro import Codec, CodecError
 from seamlessflow.config import Settings
-from seamlessflow.messages import DeadLetter, now_ms
+from seamlessflow.kafka.records import letter_for
+from seamlessflow.messages import DeadLetter
 from seamlessflow.topics import Topics
 
 log = logging.getLogger(__name__)
@@ -43,12 +44,6 @@ def misplaced(message: Any, carries: tuple[str, ...] | None, topic: str) -> str 
     if carries is None or type(message).__name__ in carries:
         return None
     return f"unexpected {type(message).__name__} on {topic} (it carries {', '.join(carries)})"
-
-
-def letter_for(service: str, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None,
-               reason: str, team: str, run: str, detail: str = "") -> DeadLetter:
-    event_id = f"{service}:{topic}/{partition}/{offset}" + (f"/{detail}" if detail else "")
-    return DeadLetter(event_id, topic, partition, offset, key, value or b"", reason, service, team, run, now_ms())
 
 
 class DeadLetters:
