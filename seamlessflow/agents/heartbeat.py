@@ -10,7 +10,8 @@ import os
 import socket
 from collections.abc import Mapping
 
-from seamlessflow.messages import ResourceStatus, new_id, now_ms
+from seamlessflow.kafka.records import resource_status
+from seamlessflow.messages import ResourceStatus
 
 
 def agent_resource_id(group: str) -> str:
@@ -19,8 +20,4 @@ def agent_resource_id(group: str) -> str:
 
 
 def agent_status(resource_id: str, pool: str, team: str, run: str, state: str, figures: Mapping[str, float]) -> ResourceStatus:
-    return ResourceStatus(
-        event_id=new_id(), resource_id=resource_id, kind="agent", capability_tags=["agent"], active_tag=pool,
-        state=state, weight_version=-1, figures={k: float(v) for k, v in figures.items()}, team=team, run=run,
-        created_at_ms=now_ms(),
-    )
+    return resource_status(resource_id, "agent", state, pool, team, run, capability_tags=["agent"], figures=figures)
