@@ -8,7 +8,7 @@ import time
 from seamlessflow.kafka.io import MessageProducer, read_messages
 from seamlessflow.messages import CommandAck
 from seamlessflow.rollout.options import RolloutOptions
-from seamlessflow.rollout.service import History, RolloutService
+from seamlessflow.rollout.service import RolloutService
 from seamlessflow.topics import Topics
 from tests.poison import assert_dead_lettered, letters, produce_poison
 from tests.rollout.test_worker import command, make_worker
@@ -22,16 +22,16 @@ def test_poison_commands_are_dead_lettered_and_the_next_one_is_acknowledged(sett
     values = produce_poison(settings, codec, topic, command(1, "set_active", role="train"), key="r0")
     good = command(1, "set_active", role="train")
     MessageProducer(settings, codec).send_and_wait(topic, "r0", good)
-    consumer = service._control_consumer()
+    control = service._control_subscriber()
+    control.follow(topic)  # no history: every record is live
     try:
-        handled, deadline = 0, time.monotonic() + 30
-        while handled < 4 and time.monotonic() < deadline:
-            message = consumer.poll(0.2)
-            if message is not None and not message.error():
-                service._on_record(message, History({}))  # no history: every record is live
-                handled += 1
+        commands, deadline = [], time.monotonic() + 30
+        while not commands and time.monotonic() < deadline:
+            commands = service._commands(control, 0.2)  # the poison before it is dead-lettered on the way
+        for c in commands:
+            service._handle(c)
     finally:
-        consumer.close()
+        control.close()
     service.producer.flush()
     [ack] = [m for m in read_messages(settings, Topics(settings).status, codec) if isinstance(m, CommandAck)]
     assert (ack.command_id, ack.outcome) == (good.event_id, "ok")
