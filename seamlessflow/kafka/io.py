@@ -53,7 +53,8 @@ class MessageProducer:
 
     def send_bytes(self, topic: str, key: Key, value: bytes | None, on_delivery: OnDelivery | None = None,
                    headers: Headers = None, block: bool = True) -> None:
-        """An already encoded value (a replay re-publishes records as they were)."""
+        """An already encoded value (a replay re-publishes records as they were). With `block=False` the
+        caller serves delivery callbacks itself (`poll`, e.g. from a thread of its own)."""
         while True:
             try:
                 self._producer.produce(topic, value=value, key=key, headers=headers, on_delivery=on_delivery)
@@ -67,7 +68,8 @@ class MessageProducer:
                 if isinstance(error, KafkaError) and error.fatal():  # never recovers: the next call gets a fresh one
                     self._producer = Producer(self._config)
                 raise DeliveryFailed(f"producer error: {exc}") from exc
-        self._producer.poll(0)
+        if block:
+            self._producer.poll(0)
 
     def send_and_wait(self, topic: str, key: Key, message: Any, timeout_s: float = 30.0,
                       headers: Headers = None) -> None:
@@ -82,6 +84,7 @@ class MessageProducer:
         """Fire and forget, never blocking: False (logged) when the record could not even be queued."""
         try:
             self.send(topic, key, message, block=False)
+            self._producer.poll(0)
             return True
         except DeliveryFailed as exc:
             log.warning("%s: record not queued: %s", topic, exc)
@@ -94,6 +97,10 @@ class MessageProducer:
         remaining = self._producer.flush(timeout_s)
         if remaining:
             raise DeliveryFailed(f"{remaining} records not delivered within {timeout_s} s")
+
+    def purge(self) -> None:
+        """Drops what is queued and not yet sent (a producer whose broker is gone, at shutdown)."""
+        self._producer.purge()
 
     def close(self, timeout_s: float = 10.0) -> int:
         """Flush what is queued and let librdkafka's threads go now; returns the records left undelivered."""
