@@ -15,7 +15,6 @@ import logging
 from pathlib import Path
 
 import faust
-from confluent_kafka import KafkaException
 
 from seamlessflow.assembler.book import SessionBook
 from seamlessflow.assembler.config import AssemblyConfig
@@ -24,7 +23,7 @@ from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
 from seamlessflow.kafka.admin import ensure_topics
 from seamlessflow.kafka.clients import faust_app_kwargs
-from seamlessflow.kafka.io import MessageProducer, transient
+from seamlessflow.kafka.io import KafkaException, MessageProducer, transient
 from seamlessflow.topics import Topics, TopicSpec
 
 log = logging.getLogger("seamlessflow.assembler")

@@ -28,7 +28,8 @@ from seamlessflow.avro import Codec
 from seamlessflow.core.assembler import SessionAssembler, SessionStatus
 from seamlessflow.core.assembly_invariants import check_sequence
 from seamlessflow.core.prefix_tree import InvalidCall
-from seamlessflow.kafka.dead_letters import classify, letter_for
+from seamlessflow.kafka.dead_letters import classify
+from seamlessflow.kafka.records import letter_for
 from seamlessflow.messages import DeadLetter, EpisodeEnd, TokenIO, Trajectory, now_ms
 
 SERVICE = "assembler"
