@@ -38,9 +38,10 @@ class Subscriber:
 
     def __init__(self, settings: Settings, codec: Codec | None, dead_letters: DeadLetters | None,
                  group_id: str | None = None, name: str = "reader", errors: Literal["log", "raise"] = "log",
-                 **config: Any):
+                 config: dict[str, Any] | None = None):
         self.settings, self.codec, self.dead_letters, self.errors = settings, codec, dead_letters, errors
-        self._consumer = Consumer(consumer_config(settings, group_id or f"{name}-{time.monotonic_ns()}", **config))
+        self._consumer = Consumer(consumer_config(settings, group_id or f"{name}-{time.monotonic_ns()}",
+                                                  **(config or {})))
         self._paused = False
         self._topic: str | None = None
         self._start_offsets: dict[int, int] = {}
