@@ -36,3 +36,36 @@ def test_poison_commands_are_dead_lettered_and_the_next_one_is_acknowledged(sett
     [ack] = [m for m in read_messages(settings, Topics(settings).status, codec) if isinstance(m, CommandAck)]
     assert (ack.command_id, ack.outcome) == (good.event_id, "ok")
     assert_dead_lettered(letters(settings, codec, "rollout:r0"), values, topic)
+
+
+def test_history_is_restored_once_and_later_commands_follow_live(settings, codec, tmp_path):
+    """Commands on the topic before the service starts are history: the newest is carried out once, after the
+    worker starts; commands written later are handled live, each acknowledged exactly once."""
+    import threading
+
+    options = RolloutOptions(workers={"r0": {"capability_tags": ["rollout", "train"], "active_tag": "train"}})
+    service = RolloutService(settings, "r0", codec, options)
+    service.worker = make_worker(tmp_path)
+    (service.worker.weights_dir / "config.json").write_text("{}")  # a model is there: nothing to build
+    topic = Topics(settings).control
+    producer = MessageProducer(settings, codec)
+    old, newest = command(1, "set_active", role="train"), command(2, "set_active", role="idle")
+    for c in (old, newest):
+        producer.send_and_wait(topic, "r0", c)
+    stop = threading.Event()
+    runner = threading.Thread(target=service.run, args=(stop,), daemon=True)
+    runner.start()
+    try:
+        live, shutdown = command(3, "set_active", role="train"), command(4, "shutdown")
+        deadline = time.monotonic() + 30
+        while service.worker.active_tag != "idle" and time.monotonic() < deadline:
+            time.sleep(0.05)
+        for c in (live, shutdown):
+            producer.send_and_wait(topic, "r0", c)
+        runner.join(timeout=30)
+        assert not runner.is_alive()
+    finally:
+        stop.set()
+    acks = [m for m in read_messages(settings, Topics(settings).status, codec) if isinstance(m, CommandAck)]
+    assert [(a.command_id, a.outcome) for a in acks] == [(newest.event_id, "ok"), (live.event_id, "ok"),
+                                                        (shutdown.event_id, "ok")]
