@@ -57,12 +57,9 @@ class DeadLetters:
         self._carries = {spec.full_name: spec.values for spec in topics.specs.values()}
         self.count = 0
 
-    def decode_message(self, msg: Any) -> Any:
-        """A confluent-kafka message's decoded value, or None (poison, now dead-lettered, or a tombstone)."""
-        return self._decode(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value())
-
     def decode_record(self, record: Any) -> Any:
-        """The same for a `kafka.io.Record` from `read_topic` (already decoded there, when it could be)."""
+        """A `reader.Record`'s decoded message, or None (poison, now dead-lettered, or a tombstone). The
+        record was decoded when it was read; here it is judged: did it decode, does its topic carry it."""
         if record.value is None:
             return None
         if record.error is not None:
@@ -73,12 +70,6 @@ class DeadLetters:
             self.file(record.topic, record.partition, record.offset, record.key, record.value, reason)
             return None
         return record.message
-
-    def _decode(self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None) -> Any:
-        message, reason = classify(self.codec, value, self._carries.get(topic), topic)
-        if reason is not None:
-            self.file(topic, partition, offset, key, value, reason)
-        return message
 
     def file(self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None, reason: str,
              detail: str = "") -> DeadLetter:
