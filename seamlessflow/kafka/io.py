@@ -48,16 +48,18 @@ class MessageProducer:
         self._producer = Producer(self._config)
 
     def send(self, topic: str, key: Key, message: Any, on_delivery: OnDelivery | None = None,
-             headers: Headers = None, block: bool = True) -> None:
-        self.send_bytes(topic, key, self.codec.encode(message, topic), on_delivery, headers, block)
+             headers: Headers = None, block: bool = True, timestamp_ms: int = 0) -> None:
+        self.send_bytes(topic, key, self.codec.encode(message, topic), on_delivery, headers, block, timestamp_ms)
 
     def send_bytes(self, topic: str, key: Key, value: bytes | None, on_delivery: OnDelivery | None = None,
-                   headers: Headers = None, block: bool = True) -> None:
+                   headers: Headers = None, block: bool = True, timestamp_ms: int = 0) -> None:
         """An already encoded value (a replay re-publishes records as they were). With `block=False` the
-        caller serves delivery callbacks itself (`poll`, e.g. from a thread of its own)."""
+        caller serves delivery callbacks itself (`poll`, e.g. from a thread of its own). `timestamp_ms` 0:
+        the producer's clock."""
         while True:
             try:
-                self._producer.produce(topic, value=value, key=key, headers=headers, on_delivery=on_delivery)
+                self._producer.produce(topic, value=value, key=key, headers=headers, on_delivery=on_delivery,
+                                       timestamp=timestamp_ms)
                 break
             except BufferError as exc:  # local queue full: serve callbacks, then retry
                 if not block:
