@@ -39,7 +39,6 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from confluent_kafka import Consumer, TopicPartition  # noqa: E402
 
 from seamlessflow.assembler import AssemblyConfig, SessionBook  # noqa: E402
 from seamlessflow.avro import Codec  # noqa: E402
@@ -47,8 +46,8 @@ from seamlessflow.broker.local import LocalBroker  # noqa: E402
 from seamlessflow.core.assembler import SessionAssembler  # noqa: E402
 from seamlessflow.core.prefix_tree import Call  # noqa: E402
 from seamlessflow.kafka.admin import ensure_topics  # noqa: E402
-from seamlessflow.kafka.clients import consumer_config  # noqa: E402
 from seamlessflow.kafka.io import MessageProducer  # noqa: E402
+from seamlessflow.kafka.subscriber import Subscriber  # noqa: E402
 from seamlessflow.testing.assembler_harness import AssemblerProcess, episode_end, token_io  # noqa: E402
 from seamlessflow.topics import Topics  # noqa: E402
 
@@ -134,9 +133,8 @@ class Output:
 
     def __init__(self, settings, codec):
         self.codec, self.topic = codec, Topics(settings).trajectories
-        self.consumer = Consumer(consumer_config(settings, f"bench-{uuid.uuid4().hex[:6]}", **{"fetch.wait.max.ms": 10}))
-        parts = self.consumer.list_topics(self.topic, timeout=10).topics[self.topic].partitions
-        self.consumer.assign([TopicPartition(self.topic, p, 0) for p in parts])
+        self.consumer = Subscriber(settings, codec, None, name="bench", config={"fetch.wait.max.ms": 10})
+        self.consumer.follow(self.topic)
         self.arrived: dict[str, float] = {}
 
     def drain(self, until_count: int, timeout_s: float, cpu=None) -> list[tuple[int, float]]:
@@ -144,9 +142,8 @@ class Output:
         deadline, marks = time.monotonic() + timeout_s, []
         while len(self.arrived) < until_count and time.monotonic() < deadline:
             seen = len(self.arrived)
-            for msg in self.consumer.consume(1000, 0.05):
-                if not msg.error():
-                    self.arrived.setdefault(self.codec.decode(msg.value()).session_id, time.perf_counter())
+            for trajectory in self.consumer.messages(0.05, 1000):
+                self.arrived.setdefault(trajectory.session_id, time.perf_counter())
             if cpu is not None and len(self.arrived) > seen:
                 marks.append((len(self.arrived), cpu()))
         return marks
@@ -276,17 +273,14 @@ def bench_batch_drain(settings, codec, sessions: dict[str, list[Call]]) -> float
     ensure_topics(settings)
     topics = Topics(settings)
     publish_sessions(MessageProducer(settings, codec), topics.session_events, sessions)
-    consumer = Consumer(consumer_config(settings, f"bench-{uuid.uuid4().hex[:6]}"))
-    parts = consumer.list_topics(topics.session_events, timeout=10).topics[topics.session_events].partitions
-    consumer.assign([TopicPartition(topics.session_events, p, 0) for p in parts])
+    consumer = Subscriber(settings, None, None, name="bench")  # raw records: the book decodes
+    consumer.follow(topics.session_events)
     book, producer = SessionBook(AssemblyConfig(), codec, topics.session_events), MessageProducer(settings, codec)
     calls, published, start = sum(len(c) for c in sessions.values()), 0, None
     while published < len(sessions):
-        for msg in consumer.consume(1000, 0.1):
-            if msg.error():
-                continue
+        for record in consumer.poll(0.1, 1000):
             start = start or time.perf_counter()
-            out = book.on_record(msg.partition(), msg.offset(), msg.key(), msg.value())
+            out = book.on_record(record.partition, record.offset, record.key, record.value)
             for trajectory in out.trajectories:
                 producer.send(topics.trajectories, trajectory.group_id, trajectory)
             published += len(out.trajectories)

@@ -12,12 +12,11 @@ import statistics
 import tempfile
 import time
 
-from confluent_kafka import Consumer, Producer
-
 from seamlessflow.avro import Codec
 from seamlessflow.broker.local import LocalBroker
 from seamlessflow.kafka.admin import ensure_topics
-from seamlessflow.kafka.clients import consumer_config, producer_config
+from seamlessflow.kafka.io import MessageProducer
+from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.messages import TokenIO, now_ms
 from seamlessflow.topics import Topics
 
@@ -29,29 +28,22 @@ def sample(i: int) -> TokenIO:
 
 
 def produce(settings, topic, values, keys) -> float:
-    producer = Producer(producer_config(settings, **{"linger.ms": 5}))
+    producer = MessageProducer(settings, Codec(), **{"linger.ms": 5})  # bytes in: its codec is not used
     start = time.perf_counter()
     for key, value in zip(keys, values(), strict=False):
-        while True:
-            try:
-                producer.produce(topic, value=value, key=key)
-                break
-            except BufferError:
-                producer.poll(0.01)
+        producer.send_bytes(topic, key, value)
     producer.flush(60)
     return len(keys) / (time.perf_counter() - start)
 
 
 def consume(settings, topic, count, decode) -> float:
-    consumer = Consumer(consumer_config(settings, f"bench-{time.monotonic_ns()}"))
-    consumer.subscribe([topic])
+    consumer = Subscriber(settings, None, None, group_id=f"bench-{time.monotonic_ns()}")  # raw: decoded here
+    consumer.subscribe(topic)
     seen, start = 0, None
     while seen < count:
-        for msg in consumer.consume(500, timeout=1.0):
-            if msg.error():
-                continue
+        for record in consumer.poll(1.0, 500):
             start = start or time.perf_counter()
-            decode(msg.value())
+            decode(record.value)
             seen += 1
     rate = count / (time.perf_counter() - start)
     consumer.close()

@@ -5,12 +5,10 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-from seamlessflow.avro import CodecError, codec_for
+from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
 from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
-from seamlessflow.kafka.clients import consumer_config
+from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.messages import ResourceStatus
 from seamlessflow.status_rows import resource_row
 from seamlessflow.topics import Topics
@@ -25,7 +23,7 @@ class ResourceWatcher:
         self.codec = codec_for(self.settings)
         self.latest: dict[str, ResourceStatus] = {}
         self.rewards: dict[int, float] = {}
-        self._consumer: Consumer | None = None
+        self._consumer: Subscriber | None = None
 
     def rows(self) -> list[dict]:
         try:
@@ -37,17 +35,11 @@ class ResourceWatcher:
 
     def _drain(self) -> None:
         if self._consumer is None:
-            topic = Topics(self.settings).status
-            self._consumer = Consumer(consumer_config(self.settings, f"status-view-{time.monotonic_ns()}",
-                                                      **{"fetch.wait.max.ms": 50}))
-            self._consumer.assign([TopicPartition(topic, 0, OFFSET_BEGINNING)])
-        for msg in self._consumer.consume(1000, timeout=0.2):
-            if msg.error():
-                continue
-            try:
-                status = self.codec.decode(msg.value())
-            except CodecError:
-                continue
+            # a viewer, not a service: it files no dead letters (the services reading the topic do)
+            self._consumer = Subscriber(self.settings, self.codec, None, name="status-view",
+                                        config={"fetch.wait.max.ms": 50})
+            self._consumer.follow(Topics(self.settings).status)
+        for status in self._consumer.messages(0.2, 1000):
             if isinstance(status, ResourceStatus) and status.team == self.settings.team and status.run == self.settings.run:
                 self.latest[status.resource_id] = status
                 if status.kind == ResourceKind.TRAINER and "reward_mean" in status.figures:

@@ -6,10 +6,8 @@ no registry knows; `truncated`: a real record of the topic cut in half.
 
 from __future__ import annotations
 
-from confluent_kafka import Producer
-
-from seamlessflow.kafka.clients import producer_config
-from seamlessflow.kafka.io import read_messages
+from seamlessflow.avro import Codec
+from seamlessflow.kafka.io import MessageProducer, read_messages
 from seamlessflow.messages import DeadLetter
 from seamlessflow.topics import Topics
 
@@ -33,10 +31,10 @@ def produce_poison(settings, codec, topic: str, sample, key: str = "poison") -> 
 
 
 def produce_raw(settings, topic: str, *values: bytes, key: str = "poison") -> None:
-    producer = Producer(producer_config(settings))
+    producer = MessageProducer(settings, Codec())  # the bytes as given: the codec is not used
     for value in values:
-        producer.produce(topic, value=value, key=key)
-    assert producer.flush(30) == 0
+        producer.send_bytes(topic, key, value)
+    producer.flush(30)
 
 
 def letters(settings, codec, service: str) -> list[DeadLetter]:

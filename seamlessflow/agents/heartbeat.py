@@ -11,7 +11,8 @@ import socket
 from collections.abc import Mapping
 
 from seamlessflow.core.resources import ResourceKind, ResourceState
-from seamlessflow.messages import ResourceStatus, new_id, now_ms
+from seamlessflow.kafka.records import resource_status
+from seamlessflow.messages import ResourceStatus
 
 
 def agent_resource_id(group: str) -> str:
@@ -19,10 +20,5 @@ def agent_resource_id(group: str) -> str:
     return f"agent.{group}.{socket.gethostname()}-{os.getpid()}"
 
 
-def agent_status(resource_id: str, pool: str, team: str, run: str, state: ResourceState,
-                 figures: Mapping[str, float]) -> ResourceStatus:
-    return ResourceStatus(
-        event_id=new_id(), resource_id=resource_id, kind=ResourceKind.AGENT, capability_tags=[ResourceKind.AGENT], active_tag=pool,
-        state=state, weight_version=-1, figures={k: float(v) for k, v in figures.items()}, team=team, run=run,
-        created_at_ms=now_ms(),
-    )
+def agent_status(resource_id: str, pool: str, team: str, run: str, state: ResourceState, figures: Mapping[str, float]) -> ResourceStatus:
+    return resource_status(resource_id, ResourceKind.AGENT, state, pool, team, run, capability_tags=[ResourceKind.AGENT], figures=figures)

@@ -25,19 +25,19 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 
 from seamlessflow.agents.deliveries import DeliveryJournal
 from seamlessflow.agents.episode import ABORTED, FAILED, SessionOutcome, end_session, run_session
 from seamlessflow.agents.heartbeat import agent_resource_id, agent_status
-from seamlessflow.agents.offsets import OffsetTracker
 from seamlessflow.agents.proxy import EndRejected, ProxyClient
 from seamlessflow.agents.settings import AgentSettings, consumer_group
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.core.resources import ResourceState
-from seamlessflow.kafka.clients import consumer_config, producer_config
 from seamlessflow.kafka.dead_letters import DeadLetters
+from seamlessflow.kafka.io import DeliveryFailed, KafkaException, MessageProducer, Record
+from seamlessflow.kafka.offsets import OffsetTracker
+from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.messages import DeadLetter, Task, new_id, now_ms
 from seamlessflow.service_metrics import observe
 from seamlessflow.topics import Topics
@@ -85,7 +85,6 @@ class AgentWorker:
         self._tracker = OffsetTracker()
         self._done: queue.Queue[tuple[TaskRun, SessionOutcome]] = queue.Queue()
         self._sessions_in_flight = 0
-        self._paused = False
         self._fatal: BaseException | None = None
         self._closing = False
         self.resource_id = agent_resource_id(self.group)
@@ -103,29 +102,28 @@ class AgentWorker:
         return self._assigned.wait(timeout_s)
 
     def run(self) -> WorkerStats:
-        self._consumer = Consumer(consumer_config(self.settings, self.group))
-        self._producer = Producer(producer_config(self.settings))
+        self._producer = MessageProducer(self.settings, self.codec)
         self._dead_letters = DeadLetters(self.settings, self.codec, f"agent:{self.group}", self._produce_letter)
+        self._consumer = Subscriber(self.settings, self.codec, self._dead_letters, group_id=self.group)
         self._proxy = ProxyClient(self.opts.proxy_url, self.key)
         self._http = httpx.Client(limits=httpx.Limits(max_connections=self.opts.concurrency * 2))
         self._pool = ThreadPoolExecutor(self.opts.concurrency, thread_name_prefix=f"agent-{self.group}")
-        self._consumer.subscribe([self.topics.tasks], on_assign=self._on_assign, on_revoke=self._on_revoke)
+        self._consumer.subscribe(self.topics.tasks, on_assign=self._on_assign, on_revoke=self._on_revoke)
         try:
             while not self._stop.is_set() and self._fatal is None:
                 self._drain(0)
                 self._commit()
                 self._apply_backpressure()
                 self._heartbeat(ResourceState.ACTIVE)
-                msg = self._consumer.poll(0.05 if self._sessions_in_flight else self.opts.poll_s)
-                if msg is not None:
-                    self._on_message(msg)
+                for record in self._consumer.poll(0.05 if self._sessions_in_flight else self.opts.poll_s, 1):
+                    self._on_record(record)
             self._settle(None, self.opts.revoke_grace_s)
         finally:
             self._closing = True
             self._pool.shutdown(wait=False, cancel_futures=True)
             self._consumer.close()
             self._heartbeat(ResourceState.FAILED if self._fatal is not None else ResourceState.STOPPED, force=True)
-            self._producer.flush(10)
+            self._producer.close(10)
             self._journal.forget(*self._held)  # handed back in order: not the tasks' fault
             self._journal.close()
             self._proxy.close()
@@ -136,25 +134,21 @@ class AgentWorker:
 
     # -- tasks in ------------------------------------------------------------------------------
 
-    def _on_message(self, msg: Any) -> None:
-        if msg.error():
-            if msg.error().code() != KafkaError._PARTITION_EOF:
-                log.warning("tasks topic: %s", msg.error())
-            return
-        self._tracker.started(msg.partition(), msg.offset())
-        task = self._dead_letters.decode_message(msg)  # poison: dead-lettered (durably) before it counts as done
+    def _on_record(self, record: Record) -> None:
+        self._tracker.seen(record.partition, record.offset)
+        task = record.message  # poison: already dead-lettered (durably) before it counts as done
         if task is None:
-            self._tracker.done(msg.partition(), msg.offset())
+            self._tracker.finish(record.partition, record.offset)
             return
-        if not self._wanted(task, dict(msg.headers() or [])):
+        if not self._wanted(task, record.headers or {}):
             self.stats.tasks_skipped += 1
-            self._tracker.done(msg.partition(), msg.offset())
+            self._tracker.finish(record.partition, record.offset)
             return
         deaths = self._journal.deliver(task.event_id)
         if deaths:
             self.stats.worker_deaths_seen += 1
             task = dataclasses.replace(task, attempt=task.attempt + deaths)
-        run = TaskRun(task, msg.partition(), msg.offset())
+        run = TaskRun(task, record.partition, record.offset)
         self._held[task.event_id] = run
         job = self._session_job if task.attempt < self.opts.max_attempts else self._give_up_job
         for index in range(task.group_size):
@@ -219,13 +213,12 @@ class AgentWorker:
         if owed:
             self._republish(run.task, owed)
         self.stats.tasks_done += 1
-        self._tracker.done(run.partition, run.offset)
+        self._tracker.finish(run.partition, run.offset)
 
     def _republish(self, task: Task, owed: int) -> None:
         retry = dataclasses.replace(task, event_id=new_id(), attempt=task.attempt + 1, group_size=owed,
                                     created_at_ms=now_ms())
-        self._produce(self.topics.tasks, task.group_id, self.codec.encode(retry, self.topics.tasks),
-                      [(POOL_HEADER, self.group.encode())])
+        self._producer.send_and_wait(self.topics.tasks, task.group_id, retry, headers=[(POOL_HEADER, self.group.encode())])
         self.stats.retries_published += 1
 
     def _dead_letter_task(self, run: TaskRun, reason: str, session_id: str) -> None:
@@ -234,16 +227,8 @@ class AgentWorker:
                                 detail=session_id)
 
     def _produce_letter(self, topic: str, key: str | None, letter: DeadLetter) -> None:
-        self._produce(topic, key, self.codec.encode(letter, topic))
+        self._producer.send_and_wait(topic, key, letter)  # durable before the task's offset may be committed
         self.stats.dead_letters += 1
-
-    def _produce(self, topic: str, key: str | None, value: bytes, headers: list | None = None) -> None:
-        """Durable before the task's offset may be committed."""
-        errors: list = []
-        self._producer.produce(topic, value=value, key=key, headers=headers,
-                               on_delivery=lambda err, _m: errors.append(err) if err else None)
-        if self._producer.flush(30) or errors:
-            raise KafkaException(errors[0] if errors else "record not delivered within 30 s")
 
     def _heartbeat(self, state: ResourceState, force: bool = False) -> None:
         """Fire and forget (a lost heartbeat only delays the table); never on the task-commit path."""
@@ -258,38 +243,27 @@ class AgentWorker:
                    **{f"sessions_{status}": n for status, n in self.stats.sessions.items()}}
         status = agent_status(self.resource_id, self.opts.pool, self.team, self.settings.run, state, figures)
         observe(status)
-        try:
-            self._producer.produce(self.topics.status, key=self.resource_id,
-                                   value=self.codec.encode(status, self.topics.status))
-            self._producer.poll(0)
-        except (BufferError, KafkaException) as exc:
-            log.warning("agent heartbeat not queued: %s", exc)
+        self._producer.try_send(self.topics.status, self.resource_id, status)
 
     # -- offsets and group membership -----------------------------------------------------------
 
     def _commit(self) -> None:
-        moved = self._tracker.committable()
+        moved = self._tracker.moved()
         if moved:
-            self._consumer.commit(offsets=[TopicPartition(self.topics.tasks, p, o) for p, o in moved.items()],
-                                  asynchronous=False)
+            self._consumer.commit(moved)
+            self._tracker.committed(moved)
 
     def _apply_backpressure(self) -> None:
-        full = self._sessions_in_flight >= self.opts.concurrency
-        if full != self._paused:
-            assignment = self._consumer.assignment()
-            (self._consumer.pause if full else self._consumer.resume)(assignment)
-            self._paused = full
+        self._consumer.set_paused(self._sessions_in_flight >= self.opts.concurrency)
 
-    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        if self._paused:
-            consumer.pause(partitions)
+    def _on_assign(self, partitions: list[int]) -> None:
         self._assigned.set()
 
-    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+    def _on_revoke(self, partitions: list[int]) -> None:
+        revoked = set(partitions)
         if not self._closing:
-            self._settle({tp.partition for tp in partitions}, self.opts.revoke_grace_s)
-        revoked = {tp.partition for tp in partitions}
-        self._tracker.forget(revoked)
+            self._settle(revoked, self.opts.revoke_grace_s)
+        self._tracker.drop(revoked)
         handed_back = [e for e, run in self._held.items() if run.partition in revoked]
         for event_id in handed_back:
             del self._held[event_id]
@@ -304,7 +278,7 @@ class AgentWorker:
             while self._tracker.in_flight(partitions) and not deadline.is_set() and self._fatal is None:
                 self._drain(0.1)
             self._commit()
-        except KafkaException as exc:
+        except (KafkaException, DeliveryFailed) as exc:
             log.warning("commit while settling: %s", exc)
         finally:
             timer.cancel()

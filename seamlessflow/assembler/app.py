@@ -16,7 +16,6 @@ import logging
 from pathlib import Path
 
 import faust
-from confluent_kafka import KafkaException
 
 from seamlessflow.assembler.batches import RawBytes, next_batch
 from seamlessflow.assembler.book import SessionBook
@@ -26,7 +25,7 @@ from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
 from seamlessflow.kafka.admin import ensure_topics
 from seamlessflow.kafka.clients import faust_app_kwargs
-from seamlessflow.kafka.io import MessageProducer, transient
+from seamlessflow.kafka.io import KafkaException, MessageProducer, transient
 from seamlessflow.rewards.request import pending_request
 from seamlessflow.topics import Topics, TopicSpec
 

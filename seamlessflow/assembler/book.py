@@ -29,7 +29,8 @@ from seamlessflow.core.assembler import SessionAssembler, SessionStatus
 from seamlessflow.core.assembly_invariants import check_sequence
 from seamlessflow.core.episodes import EpisodeStatus, TrajectoryStatus
 from seamlessflow.core.prefix_tree import InvalidCall
-from seamlessflow.kafka.dead_letters import classify, letter_for
+from seamlessflow.kafka.dead_letters import classify
+from seamlessflow.kafka.records import letter_for
 from seamlessflow.messages import DeadLetter, EpisodeEnd, TokenIO, Trajectory, now_ms
 from seamlessflow.rewards.request import REQUEST_KEY, pending_request
 

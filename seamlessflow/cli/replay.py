@@ -18,15 +18,13 @@ from datetime import datetime
 from pathlib import Path
 
 import click
-from confluent_kafka import Producer
 from rich.console import Console
 from rich.table import Table
 
 from seamlessflow.assembler import AssemblyConfig
 from seamlessflow.avro import codec_for
 from seamlessflow.cli.context import pass_settings
-from seamlessflow.kafka.clients import producer_config
-from seamlessflow.kafka.io import Record
+from seamlessflow.kafka.io import DeliveryFailed, MessageProducer, Record
 from seamlessflow.messages import EpisodeEnd, TokenIO
 from seamlessflow.replay import (
     CheckReport,
@@ -124,7 +122,7 @@ def replay(settings, topics, offsets, since, until, sessions, team, run_name, mi
         _print_report(report, fmt, console)
         acted = True
     if to_topic:
-        count = _republish(settings, to_topic, chosen_sessions, chosen_trajectories)
+        count = _republish(settings, codec, to_topic, chosen_sessions, chosen_trajectories)
         click.echo(f"re-published {count} record(s) to {to_topic}", err=True)
         acted = True
     if archive_dir:
@@ -157,16 +155,18 @@ def _kept(records, sessions, trajectories, where: Filter) -> list[Record]:
     return [r for r in records if id(r) in chosen or (r.message is None and where.is_empty)]
 
 
-def _republish(settings, topic: str, sessions, trajectories) -> int:
-    producer = Producer(producer_config(settings))
+def _republish(settings, codec, topic: str, sessions, trajectories) -> int:
+    producer = MessageProducer(settings, codec)
     errors: list = []
     records = sorted((r for s in sessions for r in s.records), key=lambda r: (r.partition, r.offset)) + trajectories
-    for record in records:
-        producer.produce(topic, value=record.value, key=record.key,
-                         on_delivery=lambda err, _m: errors.append(err) if err else None)
-        producer.poll(0)
-    if producer.flush(60) or errors:
-        raise click.ClickException(f"re-publishing to {topic}: {errors[0] if errors else 'not all delivered'}")
+    for record in records:  # the bytes as they were, not re-encoded
+        producer.send_bytes(topic, record.key, record.value, on_delivery=lambda err, _m: errors.append(err) if err else None)
+    try:
+        producer.flush(60)
+    except DeliveryFailed as exc:
+        errors.append(exc)
+    if errors:
+        raise click.ClickException(f"re-publishing to {topic}: {errors[0]}")
     return len(records)
 
 

@@ -18,7 +18,8 @@ from typing import Any
 
 from seamlessflow.avro import Codec, CodecError
 from seamlessflow.config import Settings
-from seamlessflow.messages import DeadLetter, now_ms
+from seamlessflow.kafka.records import letter_for
+from seamlessflow.messages import DeadLetter
 from seamlessflow.topics import Topics
 
 log = logging.getLogger(__name__)
@@ -45,12 +46,6 @@ def misplaced(message: Any, carries: tuple[str, ...] | None, topic: str) -> str 
     return f"unexpected {type(message).__name__} on {topic} (it carries {', '.join(carries)})"
 
 
-def letter_for(service: str, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None,
-               reason: str, team: str, run: str, detail: str = "") -> DeadLetter:
-    event_id = f"{service}:{topic}/{partition}/{offset}" + (f"/{detail}" if detail else "")
-    return DeadLetter(event_id, topic, partition, offset, key, value or b"", reason, service, team, run, now_ms())
-
-
 class DeadLetters:
     """Decodes what a consumer reads; files a letter for poison and returns None so the caller goes on."""
 
@@ -62,12 +57,9 @@ class DeadLetters:
         self._carries = {spec.full_name: spec.values for spec in topics.specs.values()}
         self.count = 0
 
-    def decode_message(self, msg: Any) -> Any:
-        """A confluent-kafka message's decoded value, or None (poison, now dead-lettered, or a tombstone)."""
-        return self._decode(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value())
-
     def decode_record(self, record: Any) -> Any:
-        """The same for a `kafka.io.Record` from `read_topic` (already decoded there, when it could be)."""
+        """A `reader.Record`'s decoded message, or None (poison, now dead-lettered, or a tombstone). The
+        record was decoded when it was read; here it is judged: did it decode, does its topic carry it."""
         if record.value is None:
             return None
         if record.error is not None:
@@ -78,12 +70,6 @@ class DeadLetters:
             self.file(record.topic, record.partition, record.offset, record.key, record.value, reason)
             return None
         return record.message
-
-    def _decode(self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None) -> Any:
-        message, reason = classify(self.codec, value, self._carries.get(topic), topic)
-        if reason is not None:
-            self.file(topic, partition, offset, key, value, reason)
-        return message
 
     def file(self, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None, reason: str,
              detail: str = "") -> DeadLetter:

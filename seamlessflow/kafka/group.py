@@ -4,23 +4,24 @@ Why a helper: a stateless worker pool (reward workers, and the shape agent pools
 few moves every time: subscribe, decode with the dead-letter policy, remember each record's offset until
 its work is finished (out of order), commit contiguously, pause while full, and drop the bookkeeping of
 partitions the group moved away. Callers see message dataclasses and `(partition, offset)`, never a
-confluent-kafka object.
+confluent-kafka object. Built on the layer's `Subscriber` (decoding, the dead-letter policy) and its one
+`OffsetTracker`.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
-
-from seamlessflow.agents.offsets import OffsetTracker
 from seamlessflow.config import Settings
-from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.dead_letters import DeadLetters
+from seamlessflow.kafka.offsets import OffsetTracker
+from seamlessflow.kafka.reader import Record
+from seamlessflow.kafka.subscriber import Subscriber
 
 log = logging.getLogger(__name__)
 
@@ -47,66 +48,52 @@ class GroupMember:
         self._settle = settle
         self._tracker = OffsetTracker()
         self._assigned = threading.Event()
-        self._paused = False
-        self._consumer = Consumer(consumer_config(settings, group))
-        self._consumer.subscribe([topic], on_assign=self._assign, on_revoke=self._revoke)
+        self._buffered: deque[Record] = deque()
+        self._subscriber = Subscriber(settings, dead_letters.codec, dead_letters, group_id=group)
+        self._subscriber.subscribe(topic, on_assign=lambda _partitions: self._assigned.set(), on_revoke=self._revoke)
 
     def wait_assigned(self, timeout_s: float) -> bool:
         return self._assigned.wait(timeout_s)
 
     def poll(self, timeout_s: float) -> Delivery | None:
         """The next usable record (poison is dead-lettered and finished here), or None."""
-        msg = self._consumer.poll(timeout_s)
-        if msg is None:
-            return None
-        error = msg.error()
-        if error is not None:
-            if error.code() != KafkaError._PARTITION_EOF:
-                log.warning("%s: %s", self.topic, error)
-            return None
-        partition, offset = msg.partition(), msg.offset()
-        assert partition is not None and offset is not None  # a consumed record always has both
-        self._tracker.started(partition, offset)
-        message = self.dead_letters.decode_message(msg)
-        if message is None:
-            self._tracker.done(partition, offset)
-            return None
-        return Delivery(partition, offset, msg.key(), msg.value() or b"", message)
+        if not self._buffered:
+            self._buffered.extend(self._subscriber.poll(timeout_s, max_records=1))
+        while self._buffered:
+            record = self._buffered.popleft()
+            self._tracker.seen(record.partition, record.offset)
+            if record.message is None:  # poison (now dead-lettered) or a tombstone: nothing to do
+                self._tracker.finish(record.partition, record.offset)
+                continue
+            return Delivery(record.partition, record.offset, record.key, record.value or b"", record.message)
+        return None
 
     def done(self, partition: int, offset: int) -> None:
         """The record's work is durable: its offset may be committed once those before it are too."""
-        self._tracker.done(partition, offset)
+        self._tracker.finish(partition, offset)
 
     def in_flight(self, partitions: set[int] | None = None) -> int:
         return self._tracker.in_flight(partitions)
 
     def commit(self) -> None:
-        moved = self._tracker.committable()
+        moved = self._tracker.moved()
         if moved:
-            self._consumer.commit(offsets=[TopicPartition(self.topic, p, o) for p, o in moved.items()],
-                                  asynchronous=False)
+            self._subscriber.commit(moved)
+            self._tracker.committed(moved)
 
     def set_paused(self, paused: bool) -> None:
         """Stop fetching while the owner is full (membership stays alive through `poll`)."""
-        if paused != self._paused:
-            assignment = self._consumer.assignment()
-            (self._consumer.pause if paused else self._consumer.resume)(assignment)
-            self._paused = paused
+        self._subscriber.set_paused(paused)
 
     def close(self) -> None:
-        self._consumer.close()
+        self._subscriber.close()
 
-    def _assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        if self._paused:
-            consumer.pause(partitions)
-        self._assigned.set()
-
-    def _revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
-        revoked = {tp.partition for tp in partitions}
+    def _revoke(self, partitions: list[int]) -> None:
+        revoked = set(partitions)
         if self._settle is not None:
             self._settle(revoked)
         try:
             self.commit()  # what finished is not redone by the next owner
         except Exception as exc:  # a commit during a rebalance may be refused; the next owner redoes the work
             log.warning("%s: commit on revoke: %s", self.group, exc)
-        self._tracker.forget(revoked)
+        self._tracker.drop(revoked)

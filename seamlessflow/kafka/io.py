@@ -1,27 +1,43 @@
-"""Small produce/read helpers over confluent-kafka with the project codec.
+"""The producer every service uses, and the names callers outside this package need from Kafka.
 
-`MessageProducer` is for services that publish message dataclasses; `read_topic` reads a topic from the
-beginning (or given offsets) up to its current end without joining a group: for `tail`, `replay`, the
-scheduler's rebuild from compacted topics, and tests.
+`MessageProducer` encodes message dataclasses with the project codec and produces them with the settings of
+`clients.producer_config` (acks=all, idempotent): `send` queues (waiting while librdkafka's local queue is
+full, or failing at once with `block=False`), `send_and_wait` returns once the broker has the record, and
+`try_send` is for heartbeats that must never block or fail their caller. Reading lives in `reader`
+(history up to the high watermarks) and `subscriber` (live, typed, poison dead-lettered).
 """
 
 from __future__ import annotations
 
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+import logging
+from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, Producer
 
-from seamlessflow.avro import Codec, CodecError
+from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
-from seamlessflow.kafka.clients import consumer_config, producer_config
+from seamlessflow.kafka.clients import producer_config
+from seamlessflow.kafka.errors import TRANSIENT, KafkaException, transient
+from seamlessflow.kafka.reader import Record, TopicReader, read_messages, read_topic
 from seamlessflow.service_metrics import observe
+
+__all__ = ["TRANSIENT", "DeliveryFailed", "KafkaException", "MessageProducer", "QueueFull", "Record", "TopicReader",
+           "read_messages", "read_topic", "transient"]
+
+log = logging.getLogger(__name__)
+
+Key = str | bytes | None
+Headers = list[tuple[str, str | bytes | None]] | None
+OnDelivery = Callable[[Any, Any], None]  # (error or None, message), called from poll()/flush()
 
 
 class DeliveryFailed(RuntimeError):
     pass
+
+
+class QueueFull(DeliveryFailed):
+    """librdkafka's local queue is full and the caller asked not to wait (`block=False`)."""
 
 
 class MessageProducer:
@@ -29,25 +45,55 @@ class MessageProducer:
 
     def __init__(self, settings: Settings, codec: Codec, **extra: Any):
         self.codec = codec
-        self._producer = Producer(producer_config(settings, **extra))
+        self._config = producer_config(settings, **extra)
+        self._producer = Producer(self._config)
 
-    def send(self, topic: str, key: str | None, message: Any, on_delivery: Callable | None = None) -> None:
+    def send(self, topic: str, key: Key, message: Any, on_delivery: OnDelivery | None = None,
+             headers: Headers = None, block: bool = True, timestamp_ms: int = 0) -> None:
         value = self.codec.encode(message, topic)
         observe(message)  # a heartbeat also feeds the service's /metrics
+        self.send_bytes(topic, key, value, on_delivery, headers, block, timestamp_ms)
+
+    def send_bytes(self, topic: str, key: Key, value: bytes | None, on_delivery: OnDelivery | None = None,
+                   headers: Headers = None, block: bool = True, timestamp_ms: int = 0) -> None:
+        """An already encoded value (a replay re-publishes records as they were). With `block=False` the
+        caller serves delivery callbacks itself (`poll`, e.g. from a thread of its own). `timestamp_ms` 0:
+        the producer's clock."""
         while True:
             try:
-                self._producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
+                self._producer.produce(topic, value=value, key=key, headers=headers, on_delivery=on_delivery,
+                                       timestamp=timestamp_ms)
                 break
-            except BufferError:  # local queue full: serve callbacks, then retry
+            except BufferError as exc:  # local queue full: serve callbacks, then retry
+                if not block:
+                    raise QueueFull(f"producer queue full: {exc}") from exc
                 self._producer.poll(0.05)
-        self._producer.poll(0)
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                if isinstance(error, KafkaError) and error.fatal():  # never recovers: the next call gets a fresh one
+                    self._producer = Producer(self._config)
+                raise DeliveryFailed(f"producer error: {exc}") from exc
+        if block:
+            self._producer.poll(0)
 
-    def send_and_wait(self, topic: str, key: str | None, message: Any, timeout_s: float = 30.0) -> None:
+    def send_and_wait(self, topic: str, key: Key, message: Any, timeout_s: float = 30.0,
+                      headers: Headers = None) -> None:
         errors: list[KafkaError] = []
-        self.send(topic, key, message, on_delivery=lambda err, _msg: errors.append(err) if err else None)
+        self.send(topic, key, message, on_delivery=lambda err, _msg: errors.append(err) if err else None,
+                  headers=headers)
         self.flush(timeout_s)
         if errors:
             raise DeliveryFailed(str(errors[0]))
+
+    def try_send(self, topic: str, key: Key, message: Any) -> bool:
+        """Fire and forget, never blocking: False (logged) when the record could not even be queued."""
+        try:
+            self.send(topic, key, message, block=False)
+            self._producer.poll(0)
+            return True
+        except DeliveryFailed as exc:
+            log.warning("%s: record not queued: %s", topic, exc)
+            return False
 
     def poll(self, timeout_s: float = 0.0) -> int:
         return self._producer.poll(timeout_s)
@@ -57,98 +103,12 @@ class MessageProducer:
         if remaining:
             raise DeliveryFailed(f"{remaining} records not delivered within {timeout_s} s")
 
+    def purge(self) -> None:
+        """Drops what is queued and not yet sent (a producer whose broker is gone, at shutdown)."""
+        self._producer.purge()
 
-@dataclass
-class Record:
-    topic: str
-    partition: int
-    offset: int
-    key: bytes | None
-    value: bytes | None
-    timestamp_ms: int
-    message: Any = None  # decoded dataclass, when decoding succeeded
-    error: str | None = None  # why decoding failed
-
-
-def read_topic(
-    settings: Settings,
-    topic: str,
-    codec: Codec | None = None,
-    start_offsets: dict[int, int] | None = None,
-    timeout_s: float = 30.0,
-) -> Iterator[Record]:
-    """Yields every record from the start offsets (default: beginning) up to the end of the topic at call
-    time (each partition's high watermark then), without joining a group: for `tail`, `replay`, the
-    scheduler's rebuild from compacted topics, and tests. Records written later are not waited for."""
-    consumer = Consumer(consumer_config(settings, group_id=f"reader-{time.monotonic_ns()}", **{"enable.partition.eof": True}))
-    try:
-        partitions = consumer.list_topics(topic, timeout=timeout_s).topics[topic].partitions
-        deadline = time.monotonic() + timeout_s
-        marks = {p: _watermarks(consumer, TopicPartition(topic, p), deadline) for p in partitions}
-        starts = {p: max((start_offsets or {}).get(p, marks[p][0]), marks[p][0]) for p in partitions}
-        behind = {p for p in partitions if marks[p][1] > starts[p]}
-        consumer.assign([TopicPartition(topic, p, starts[p]) for p in sorted(behind)])
-        while behind:
-            msg = consumer.poll(0.5)
-            if msg is None:
-                if time.monotonic() > deadline:
-                    raise TimeoutError(f"reading {topic}: partitions {sorted(behind)} did not reach their end")
-                continue
-            p, error = msg.partition(), msg.error()
-            if error:
-                if error.code() != KafkaError._PARTITION_EOF:
-                    raise KafkaException(error)
-                behind.discard(p)  # at the end (below the mark only where the last offsets were compacted away)
-                continue
-            offset = msg.offset()
-            assert offset is not None  # a consumed message always has one (None only before a produce is delivered)
-            if p in behind and offset < marks[p][1]:
-                yield _record(msg, codec)
-            if offset + 1 >= marks[p][1]:
-                behind.discard(p)
-    finally:
-        consumer.close()
-
-
-TRANSIENT = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART,
-             KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT, KafkaError._WAIT_COORD,
-             KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-             KafkaError.REBALANCE_IN_PROGRESS}
-
-
-def transient(exc: KafkaException) -> bool:
-    """What a leader election, a moving group coordinator or a just-created topic answers for a moment."""
-    error = exc.args[0] if exc.args else None
-    return isinstance(error, KafkaError) and (error.retriable() or error.code() in TRANSIENT)
-
-
-def _watermarks(consumer: Consumer, tp: TopicPartition, deadline: float) -> tuple[int, int]:
-    """(low, high) of a partition, retrying what a leader election or a just-created topic answers for a
-    moment (NOT_LEADER_FOR_PARTITION, LEADER_NOT_AVAILABLE, ...) until the deadline."""
-    while True:
-        try:
-            return consumer.get_watermark_offsets(tp, timeout=max(deadline - time.monotonic(), 1.0))
-        except KafkaException as exc:
-            if not transient(exc) or time.monotonic() > deadline:
-                raise
-            time.sleep(0.2)
-
-
-def _record(msg: Any, codec: Codec | None) -> Record:
-    record = Record(msg.topic(), msg.partition(), msg.offset(), msg.key(), msg.value(), msg.timestamp()[1])
-    if codec is not None:
-        try:
-            record.message = codec.decode(msg.value())
-        except CodecError as exc:
-            record.error = str(exc)
-    return record
-
-
-def read_messages(settings: Settings, topic: str, codec: Codec, timeout_s: float = 30.0) -> list[Any]:
-    """Decoded messages of a whole topic (raises on a record that does not decode)."""
-    out = []
-    for record in read_topic(settings, topic, codec, timeout_s=timeout_s):
-        if record.error:
-            raise CodecError(f"{topic}[{record.partition}]@{record.offset}: {record.error}")
-        out.append(record.message)
-    return out
+    def close(self, timeout_s: float = 10.0) -> int:
+        """Flush what is queued and let librdkafka's threads go now; returns the records left undelivered."""
+        left = self._producer.flush(timeout_s)
+        del self._producer
+        return left

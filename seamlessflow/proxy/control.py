@@ -29,18 +29,14 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
-
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
 
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.core.control import BROADCAST
-from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.dead_letters import DeadLetters
-from seamlessflow.kafka.io import read_topic
+from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.messages import ControlCommand, ResourceStatus
 
 log = logging.getLogger(__name__)
@@ -79,38 +75,29 @@ class ControlListener:
             self._thread.join(timeout=5)
 
     def _run(self) -> None:
-        consumer = Consumer(consumer_config(self.settings, group_id=f"proxy-reader-{time.monotonic_ns()}"))
+        consumer = Subscriber(self.settings, self.codec, self.dead_letters, name="proxy-reader")
         try:
-            starts = self._read_history()
-            assignment = []
             for topic in self.topics:
-                meta = consumer.list_topics(topic, timeout=30).topics[topic]
-                assignment += [TopicPartition(topic, p, starts.get((topic, p), OFFSET_BEGINNING)) for p in meta.partitions]
-            consumer.assign(assignment)
+                if topic == self.control and self.on_history is not None:
+                    self._hand_over_history(consumer.catch_up(topic))
+                else:
+                    consumer.follow(topic)
             self.ready.set()
             while not self._stop.is_set():
-                msg = consumer.poll(0.1)
-                if msg is None or msg.error():
-                    continue
-                self._deliver(msg)
+                for message in consumer.messages(0.1, 100):
+                    self._deliver(message)
         except Exception:  # noqa: BLE001 - a dead listener must be visible, not silent
             log.exception("control listener stopped")
         finally:
             consumer.close()
 
-    def _read_history(self) -> dict[tuple[str, int], int]:
-        """Hands the control topic's records so far to `on_history`; returns where live reading starts."""
-        if self.control is None or self.on_history is None:
-            return {}
-        records = list(read_topic(self.settings, self.control, self.codec))
-        starts = {(self.control, r.partition): r.offset + 1 for r in records}
-        history = [m for m in map(self.dead_letters.decode_record, records) if isinstance(m, ControlCommand)]
-        assert self._loop is not None  # set by start(), before the listener thread runs
+    def _hand_over_history(self, messages: list[Any]) -> None:
+        """Hands the control topic's records so far to `on_history` (live reading continues after them)."""
+        history = [m for m in messages if isinstance(m, ControlCommand)]
+        assert self._loop is not None and self.on_history is not None  # set by start(), before the thread runs
         self._loop.call_soon_threadsafe(self.on_history, history)
-        return starts
 
-    def _deliver(self, msg: Any) -> None:
-        message = self.dead_letters.decode_message(msg)  # poison is dead-lettered, a tombstone skipped
-        if isinstance(message, (ControlCommand, ResourceStatus)):
+    def _deliver(self, message: Any) -> None:
+        if isinstance(message, (ControlCommand, ResourceStatus)):  # poison was dead-lettered, a tombstone skipped
             assert self._loop is not None  # set by start(), before the listener thread runs
             self._loop.call_soon_threadsafe(self.on_message, message)

@@ -12,11 +12,9 @@ import asyncio
 import threading
 from typing import Any
 
-from confluent_kafka import KafkaException, Producer
-
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
-from seamlessflow.kafka.clients import producer_config
+from seamlessflow.kafka.io import DeliveryFailed, MessageProducer
 
 
 class PublishFailed(RuntimeError):
@@ -26,8 +24,7 @@ class PublishFailed(RuntimeError):
 class EventPublisher:
     def __init__(self, settings: Settings, codec: Codec, **extra: Any):
         self.codec = codec
-        self._config = producer_config(settings, **extra)
-        self._producer = Producer(self._config)
+        self._producer = MessageProducer(settings, codec, **extra)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll_loop, name="proxy-producer-poll", daemon=True)
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -40,34 +37,26 @@ class EventPublisher:
         """Encode and enqueue; the future gets None on delivery or a PublishFailed."""
         loop = self._loop or asyncio.get_running_loop()
         future = loop.create_future()
-        value = self.codec.encode(message, topic)
 
         def on_delivery(err, _msg) -> None:
             loop.call_soon_threadsafe(_settle, future, err)
 
-        try:
-            self._producer.produce(topic, value=value, key=key, on_delivery=on_delivery)
-        except BufferError as exc:
-            raise PublishFailed(f"producer queue full: {exc}") from exc
-        except KafkaException as exc:
-            if exc.args[0].fatal():  # a fatal producer never recovers: the next call gets a fresh one
-                self._producer = Producer(self._config)
-            raise PublishFailed(f"producer error: {exc}") from exc
+        try:  # never waits: a full queue fails this call (a fatal producer is replaced for the next one)
+            self._producer.send(topic, key, message, on_delivery=on_delivery, block=False)
+        except DeliveryFailed as exc:
+            raise PublishFailed(str(exc)) from exc
         return future
 
     def _poll_loop(self) -> None:
         while not self._stop.is_set():
-            producer = self._producer  # may be replaced after a fatal error; the old one is polled out
-            producer.poll(0.05)
+            self._producer.poll(0.05)
 
     def close(self, timeout_s: float = 10.0) -> int:
         """Flush what is queued; returns the number of records left undelivered."""
         self._stop.set()
         if self._thread.is_alive():
             self._thread.join(timeout=2)
-        left = self._producer.flush(timeout_s)
-        del self._producer  # lets librdkafka's threads go now, not at garbage collection
-        return left
+        return self._producer.close(timeout_s)  # lets librdkafka's threads go now, not at garbage collection
 
 
 def _settle(future: asyncio.Future, err) -> None:

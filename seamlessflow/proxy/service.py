@@ -13,7 +13,8 @@ import aiohttp
 
 from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.kafka.dead_letters import DeadLetters
-from seamlessflow.messages import CommandAck, DeadLetter, ResourceStatus, new_id, now_ms
+from seamlessflow.kafka.records import resource_status
+from seamlessflow.messages import CommandAck, DeadLetter, ResourceStatus
 from seamlessflow.proxy.commands import CommandHandler
 from seamlessflow.proxy.control import ControlListener
 from seamlessflow.proxy.publisher import PublishFailed
@@ -127,23 +128,9 @@ class ProxyService:
     def _status(self) -> ResourceStatus:
         server = self.server
         versions = [e.version for e in server.engines] or [0]
-        return ResourceStatus(
-            event_id=new_id(),
-            resource_id=self.config.id,
-            kind=ResourceKind.PROXY,
-            capability_tags=[ResourceKind.PROXY],
-            active_tag=ResourceKind.PROXY,
-            state=ResourceState.PAUSED if server.gate.paused else ResourceState.ACTIVE,
-            weight_version=max(versions),
-            figures={
-                "inflight": float(server._running),
-                "queued": float(server._waiting),
-                "engines_routable": float(server.engines.routable_count),
-                "sessions": float(len(server.sessions)),
-            },
-            team=self.settings.team,
-            run=self.settings.run,
-            created_at_ms=now_ms(),
-            engine_url=None,
-            epoch=max(self.commands.last_epoch, 0),
-        )
+        figures = {"inflight": server._running, "queued": server._waiting,
+                   "engines_routable": server.engines.routable_count, "sessions": len(server.sessions)}
+        return resource_status(self.config.id, ResourceKind.PROXY, ResourceState.PAUSED if server.gate.paused else ResourceState.ACTIVE, ResourceKind.PROXY,
+                               self.settings.team, self.settings.run, capability_tags=[ResourceKind.PROXY],
+                               weight_version=max(versions), figures=figures,
+                               epoch=max(self.commands.last_epoch, 0))

@@ -9,16 +9,13 @@ timestamp on the client, so a wrong lookup can cost time but never drop or add r
 from __future__ import annotations
 
 import functools
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from confluent_kafka import Consumer, TopicPartition
-
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
-from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.io import Record, read_topic
+from seamlessflow.kafka.positions import OffsetLookup
 
 
 @dataclass
@@ -44,37 +41,21 @@ def verified_start(found: int | None, since_ms: int, low: int, timestamp_at: Cal
 
 
 def plan_since(settings: Settings, topic: str, since_ms: int, timeout_s: float = 10.0) -> StartPlan:
-    consumer = Consumer(consumer_config(settings, group_id=f"replay-{time.monotonic_ns()}"))
+    lookup = OffsetLookup(settings, topic, timeout_s)
     try:
-        partitions = sorted(consumer.list_topics(topic, timeout=timeout_s).topics[topic].partitions)
-        answers = consumer.offsets_for_times([TopicPartition(topic, p, since_ms) for p in partitions], timeout=timeout_s)
         plan = StartPlan({})
-        for tp in answers:
-            low, high = consumer.get_watermark_offsets(TopicPartition(topic, tp.partition), timeout=timeout_s)
-            found = tp.offset if tp.offset >= 0 else None
+        for partition, found in sorted(lookup.offsets_for_time(since_ms).items()):
+            low, high = lookup.watermarks(partition)
             if high <= low:
-                plan.offsets[tp.partition] = low
-                plan.notes.append(f"{topic}[{tp.partition}]: empty")
+                plan.offsets[partition] = low
+                plan.notes.append(f"{topic}[{partition}]: empty")
                 continue
-            start, note = verified_start(found, since_ms, low, functools.partial(_timestamp_at, consumer, topic, tp.partition))
-            plan.offsets[tp.partition] = start
-            plan.notes.append(f"{topic}[{tp.partition}]: {note}")
+            start, note = verified_start(found, since_ms, low, functools.partial(lookup.timestamp_at, partition))
+            plan.offsets[partition] = start
+            plan.notes.append(f"{topic}[{partition}]: {note}")
         return plan
     finally:
-        consumer.close()
-
-
-def _timestamp_at(consumer: Consumer, topic: str, partition: int, offset: int, timeout_s: float = 5.0) -> int | None:
-    consumer.assign([TopicPartition(topic, partition, offset)])
-    deadline = time.monotonic() + timeout_s
-    try:
-        while time.monotonic() < deadline:
-            msg = consumer.poll(0.5)
-            if msg is not None and not msg.error() and msg.partition() == partition:
-                return msg.timestamp()[1] if msg.offset() == offset else None
-        return None
-    finally:
-        consumer.unassign()
+        lookup.close()
 
 
 def read_from(settings: Settings, topic: str, codec: Codec, offsets: dict[int, int] | None = None,

@@ -36,7 +36,8 @@ from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.kafka.dead_letters import DeadLetters, letter_for
 from seamlessflow.kafka.group import Delivery, GroupMember
 from seamlessflow.kafka.io import MessageProducer
-from seamlessflow.messages import ResourceStatus, Trajectory, new_id, now_ms
+from seamlessflow.kafka.records import resource_status
+from seamlessflow.messages import Trajectory
 from seamlessflow.rewards.request import ScoreRequest, request_of, scored, unscorable
 from seamlessflow.rewards.sandbox import OK, TIMED_OUT, Limits, Verdict, run_verifier, start_forkserver
 from seamlessflow.topics import Topics
@@ -186,8 +187,8 @@ class RewardWorker:
                    "scored": float(self.stats.scored), "unscorable": float(self.stats.unscorable),
                    "skipped": float(self.stats.skipped),
                    **{f"calls_{k}": float(v) for k, v in self.stats.calls.items()}}
-        status = ResourceStatus(new_id(), self.resource_id, ResourceKind.REWARD, ["reward"], self.opts.pool, ResourceState(state), -1, figures,
-                                self.team, self.settings.run, now_ms())
+        status = resource_status(self.resource_id, ResourceKind.REWARD, ResourceState(state), self.opts.pool, self.team,
+                                 self.settings.run, capability_tags=["reward"], figures=figures)
         try:
             self._producer.send(self.topics.status, self.resource_id, status)
         except Exception as exc:  # a lost heartbeat only delays the table

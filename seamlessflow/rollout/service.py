@@ -2,8 +2,9 @@
 
 The control topic is read without a consumer group (assigned, from the beginning) so the worker
 sees the commands for its key in order. The records up to the partitions' ends when the process started
-are history: once read, the worker restores from them as `seamlessflow.core.control` says (every epoch
-counts, the newest command is carried out); records after them are handled as they come.
+are history: read before the engine starts, the worker restores from them once it runs, as
+`seamlessflow.core.control` says (every epoch counts, the newest command is carried out); records after
+them are handled as they come, after the restore.
 """
 
 from __future__ import annotations
@@ -13,14 +14,12 @@ import threading
 import time
 from pathlib import Path
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, TopicPartition
-
 from seamlessflow.avro import Codec, codec_for
 from seamlessflow.config import Settings
 from seamlessflow.core.resources import ResourceState
-from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.io import MessageProducer
+from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus
 from seamlessflow.rollout.client import EngineClient, EngineError
 from seamlessflow.rollout.launch import ensure_model
@@ -50,8 +49,8 @@ class RolloutService:
 
     def run(self, stop: threading.Event) -> None:
         """Until `stop` is set or a shutdown command arrives; the engine is stopped on the way out."""
-        consumer = self._control_consumer()
-        history = History(self._history_ends(consumer))
+        control = self._control_subscriber()
+        history = [c for c in control.catch_up(self.topics.control) if self._mine(c)]
         beats = threading.Thread(target=self._heartbeats, args=(stop,), name="rollout-heartbeat", daemon=True)
         beats.start()
         try:
@@ -59,12 +58,10 @@ class RolloutService:
                 ensure_model(self.settings, log.info)  # normally done once by `seamlessflow up`
             self.worker.start()
             self.publish_status()
-            if history.done:
-                self._restore(history)
+            self._restore(history)
             while not stop.is_set() and not self.worker.stopped:
-                message = consumer.poll(0.2)
-                if message is not None:
-                    self._on_record(message, history)
+                for command in self._commands(control, 0.2):
+                    self._handle(command)
                 if self.worker.check_engine():
                     self.publish_status()
         finally:
@@ -72,7 +69,7 @@ class RolloutService:
             self.worker.state = ResourceState.STOPPED
             self.publish_status()
             self.producer.flush(10)
-            consumer.close()
+            control.close()
             stop.set()
             beats.join(timeout=5)
 
@@ -85,26 +82,17 @@ class RolloutService:
         self.producer.send(self.topics.status, f"{self.worker.resource_id}/ack", ack)
         self.producer.poll(0)
 
-    def _on_record(self, message, history: History) -> None:
-        if message.error():
-            if message.error().code() != KafkaError._PARTITION_EOF:
-                log.error("control topic: %s", message.error())
-            elif not history.done and history.at_end(message.partition()):
-                self._restore(history)  # the partition's last offsets were compacted away
-            return
-        command = self.dead_letters.decode_message(message)
-        if not isinstance(command, ControlCommand) or not self.worker.addressed_to_me(command):
-            command = None
-        if history.done:
-            if command is not None:
-                self._handle(command)
-        elif history.add(message.partition(), message.offset(), command):
-            self._restore(history)
+    def _mine(self, message) -> bool:
+        return isinstance(message, ControlCommand) and self.worker.addressed_to_me(message)
 
-    def _restore(self, history: History) -> None:
-        restored = self.worker.restore(history.commands)
-        for command in ([restored] if restored is not None else []) + history.later:
-            self._handle(command)
+    def _commands(self, control: Subscriber, timeout_s: float) -> list[ControlCommand]:
+        """The live commands for this worker (poison is dead-lettered by the subscriber)."""
+        return [m for m in control.messages(timeout_s, 64) if self._mine(m)]
+
+    def _restore(self, history: list[ControlCommand]) -> None:
+        restored = self.worker.restore(history)
+        if restored is not None:
+            self._handle(restored)
 
     def _handle(self, command: ControlCommand) -> None:
         log.info("%s: %s (epoch %d)", self.worker.resource_id, command.command, command.epoch)
@@ -113,16 +101,8 @@ class RolloutService:
         self.publish_ack(ack)
         self.publish_status()
 
-    def _control_consumer(self) -> Consumer:
-        consumer = Consumer(consumer_config(self.settings, group_id=f"rollout-{self.worker.resource_id}-reader",
-                                            **{"enable.partition.eof": True}))
-        topic = self.topics.control
-        partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
-        consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in partitions])
-        return consumer
-
-    def _history_ends(self, consumer: Consumer) -> dict[int, int]:
-        return {tp.partition: consumer.get_watermark_offsets(tp, timeout=30)[1] for tp in consumer.assignment()}
+    def _control_subscriber(self) -> Subscriber:
+        return Subscriber(self.settings, self.codec, self.dead_letters, name=f"rollout-{self.worker.resource_id}-reader")
 
     def _heartbeats(self, stop: threading.Event) -> None:
         while not stop.wait(self.options.heartbeat_s):
@@ -149,35 +129,6 @@ class RolloutService:
                     self.worker.engine.stop(grace_s=5)
         figures["tokens_per_s"] = self._rate.update(figures.get("generation_tokens_total"))
         return figures
-
-
-class History:
-    """The control records up to each partition's end at start; those read past an end meanwhile wait in
-    `later` so the restored command goes first."""
-
-    def __init__(self, ends: dict[int, int]):
-        self.ends = ends
-        self.left = {p for p, end in ends.items() if end > 0}
-        self.commands: list[ControlCommand] = []
-        self.later: list[ControlCommand] = []
-
-    @property
-    def done(self) -> bool:
-        return not self.left
-
-    def add(self, partition: int, offset: int, command: ControlCommand | None) -> bool:
-        """Take one record; True when this completes the history."""
-        if offset >= self.ends.get(partition, 0):
-            self.later += [command] if command is not None else []
-            return False
-        self.commands += [command] if command is not None else []
-        return self.at_end(partition) if offset + 1 >= self.ends[partition] else False
-
-    def at_end(self, partition: int) -> bool:
-        """The partition's history is read; True when this completes the history."""
-        was_done = self.done
-        self.left.discard(partition)
-        return self.done and not was_done
 
 
 class TokenRate:

@@ -15,7 +15,8 @@ from pathlib import Path
 
 from seamlessflow.core.control import Capabilities, CommandKind, ControlProtocol, Outcome, PauseMode, Reply
 from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
-from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus, new_id, now_ms
+from seamlessflow.kafka.records import resource_status
+from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus
 from seamlessflow.rollout.client import EngineClient, EngineError
 from seamlessflow.rollout.engine import EngineProcess, EngineStartFailed
 from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
@@ -264,11 +265,10 @@ class RolloutWorker:
     # -- status -----------------------------------------------------------------------------------
 
     def status(self, figures: dict[str, float]) -> ResourceStatus:
-        return ResourceStatus(
-            new_id(), self.resource_id, ResourceKind.ROLLOUT, list(self.spec.capability_tags), self.active_tag, self.state,
-            self.weight_version, figures, self.team, self.run, now_ms(), self.engine.url, self.epoch,
-            list(self.spec.hardware_tags),
-        )
+        return resource_status(self.resource_id, ResourceKind.ROLLOUT, self.state, self.active_tag, self.team, self.run,
+                               capability_tags=self.spec.capability_tags, weight_version=self.weight_version,
+                               figures=figures, engine_url=self.engine.url, epoch=self.epoch,
+                               hardware_tags=self.spec.hardware_tags)
 
     def base_figures(self) -> dict[str, float]:
         figures = {"engine_restarts": float(self.restarts), "engine_up": float(self.engine.running()),

@@ -24,16 +24,15 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import Consumer, TopicPartition
-
 from seamlessflow.avro import Codec, codec_for
 from seamlessflow.config import Settings
 from seamlessflow.core.policies import Command, Pause, PipelineState, Resume, get_policy
 from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.core.scheduler import Scheduler
-from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.io import MessageProducer
+from seamlessflow.kafka.records import resource_status
+from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.messages import (
     CommandAck,
     ControlCommand,
@@ -42,7 +41,6 @@ from seamlessflow.messages import (
     Task,
     Trajectory,
     WeightVersion,
-    new_id,
     now_ms,
 )
 from seamlessflow.scheduler.commands import describe, to_message
@@ -182,9 +180,10 @@ class SchedulerService:
         scheduler see it; a fresh heartbeat from the resource replaces it."""
         self.view.mark_failed(resource_id)
         last = self.view.tracked[resource_id].status
-        record = ResourceStatus(new_id(), resource_id, last.kind, list(last.capability_tags), last.active_tag,
-                                ResourceState.FAILED, last.weight_version, {"marked_by_scheduler": 1.0}, self.settings.team,
-                                self.settings.run, now_ms(), last.engine_url, last.epoch, list(last.hardware_tags))
+        record = resource_status(resource_id, last.kind, ResourceState.FAILED, last.active_tag, self.settings.team, self.settings.run,
+                                 capability_tags=last.capability_tags, weight_version=last.weight_version,
+                                 figures={"marked_by_scheduler": 1.0}, engine_url=last.engine_url, epoch=last.epoch,
+                                 hardware_tags=last.hardware_tags)
         self.producer.send(self.topics.status, resource_id, record)
         log.warning("resource %s stopped heartbeating: marked failed", resource_id)
 
@@ -194,9 +193,8 @@ class SchedulerService:
                    "trajectory_rate": pipeline.trajectory_rate, "commands": float(len(self.published))}
         if self.manager:
             figures.update({k: float(v) for k, v in self.manager.figures().items()})
-        status = ResourceStatus(new_id(), self.options.resource_id, ResourceKind.SCHEDULER, [], self.options.policy,
-                                ResourceState.ACTIVE,
-                                self.view.current_version, figures, self.settings.team, self.settings.run, now_ms())
+        status = resource_status(self.options.resource_id, ResourceKind.SCHEDULER, ResourceState.ACTIVE, self.options.policy, self.settings.team,
+                                 self.settings.run, weight_version=self.view.current_version, figures=figures)
         self.producer.send(self.topics.status, self.options.resource_id, status)
 
     # -- the loop -----------------------------------------------------------------------------------------
@@ -209,12 +207,8 @@ class SchedulerService:
             next_tick = self.clock()
             while not stop.is_set():
                 wait = max(0.0, next_tick - self.clock())
-                for msg in consumer.consume(num_messages=500, timeout=wait):
-                    if msg.error():
-                        continue
-                    message = self.dead_letters.decode_message(msg)
-                    if message is not None:
-                        self.fold(message)
+                for message in consumer.messages(wait, 500):
+                    self.fold(message)
                 if self.clock() >= next_tick:
                     self.tick()
                     next_tick = self.clock() + self.options.tick_s
@@ -222,16 +216,11 @@ class SchedulerService:
             consumer.close()
             self.producer.flush()
 
-    def _live_consumer(self) -> Consumer:
+    def _live_consumer(self) -> Subscriber:
         """Assigned (no group: the scheduler is a singleton), continuing where the rebuild stopped."""
-        consumer = Consumer(consumer_config(self.settings, group_id=f"scheduler-{new_id()}"))
-        assignment = []
+        consumer = Subscriber(self.settings, self.codec, self.dead_letters, name="scheduler")
         for topic in self._input_topics():
-            partitions = consumer.list_topics(topic, timeout=30).topics[topic].partitions
-            for partition in partitions:
-                offset = self._offsets.get((topic, partition), 0)
-                assignment.append(TopicPartition(topic, partition, offset))
-        consumer.assign(assignment)
+            consumer.follow(topic, {p: o for (t, p), o in self._offsets.items() if t == topic})
         return consumer
 
 

@@ -13,11 +13,9 @@ import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, KafkaError
-
 from seamlessflow.avro import Codec, CodecError
 from seamlessflow.config import Settings
-from seamlessflow.kafka.clients import consumer_config
+from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.topics import Topics
 from seamlessflow.tracking.points import eval_result
 
@@ -46,23 +44,18 @@ class Follower:
         self.topics = [topics.specs[name].full_name for name in names] + [eval_topic(settings)]
         self.eval_topic = eval_topic(settings)
         self.codec = codec or codec_for(settings)
-        self._consumer = Consumer(consumer_config(settings, group_id, **{
+        # raw records (no codec in the subscriber): the eval topic may carry plain JSON from outside
+        self._subscriber = Subscriber(settings, None, None, group_id=group_id, config={
             "topic.metadata.refresh.interval.ms": 3000, "fetch.wait.max.ms": 100,
-            "allow.auto.create.topics": False}))
-        self._consumer.subscribe(self.topics)
+            "allow.auto.create.topics": False})
+        self._subscriber.subscribe(self.topics)
 
     def poll(self, max_records: int = 500, timeout_s: float = 0.5) -> list[Incoming]:
         out = []
-        for msg in self._consumer.consume(max_records, timeout=timeout_s):
-            error = msg.error()
-            if error:
-                if error.code() not in (KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._PARTITION_EOF):
-                    log.debug("consume: %s", error)
-                continue
-            topic = msg.topic() or ""
-            message = self._decode(topic, msg.value())
+        for record in self._subscriber.poll(timeout_s, max_records):
+            message = self._decode(record.topic, record.value)
             if message is not None:
-                out.append(Incoming(topic, msg.timestamp()[1], message))
+                out.append(Incoming(record.topic, record.timestamp_ms, message))
         return out
 
     def _decode(self, topic: str, value: bytes | None) -> object | None:
@@ -73,10 +66,7 @@ class Follower:
         return (eval_result(message) or message) if topic == self.eval_topic else message
 
     def commit(self) -> None:
-        try:
-            self._consumer.commit(asynchronous=False)
-        except Exception as exc:  # nothing consumed yet, or a rebalance: the next commit covers it
-            log.debug("commit: %s", exc)
+        self._subscriber.commit_consumed()
 
     def close(self) -> None:
-        self._consumer.close()
+        self._subscriber.close()

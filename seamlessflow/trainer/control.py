@@ -11,16 +11,13 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from confluent_kafka import Consumer, TopicPartition
-
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.core.control import Capabilities, CommandKind, ControlProtocol, Outcome, Reply
 from seamlessflow.core.resources import Tag
-from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.dead_letters import DeadLetters
-from seamlessflow.kafka.io import read_topic
-from seamlessflow.messages import CommandAck, ControlCommand, new_id
+from seamlessflow.kafka.subscriber import Subscriber
+from seamlessflow.messages import CommandAck, ControlCommand
 
 ROLES = (Tag.TRAIN, Tag.IDLE)
 CAPABILITIES = Capabilities({CommandKind.SET_ACTIVE: None, CommandKind.SHUTDOWN: None}, frozenset(ROLES))
@@ -77,36 +74,21 @@ class ControlListener:
     def __init__(self, settings: Settings, codec: Codec, topic: str, resource_id: str, dead_letters: DeadLetters):
         self.codec, self.topic, self.resource_id = codec, topic, resource_id
         self.dead_letters = dead_letters
-        self._settings = settings
-        self._consumer: Consumer | None = None
+        self._subscriber = Subscriber(settings, codec, dead_letters, name="control")
+        self._caught_up = False
 
     def catch_up(self) -> list[ControlCommand]:
         """The commands for this resource already on the topic (history); starts live reading after them."""
-        history, ends = [], {}
-        for record in read_topic(self._settings, self.topic, self.codec):
-            ends[record.partition] = record.offset + 1
-            message = self.dead_letters.decode_record(record)
-            if self._mine(message):
-                history.append(message)
-        self._consumer = Consumer(consumer_config(self._settings, group_id=f"control-{new_id()}"))
-        partitions = self._consumer.list_topics(self.topic, timeout=30).topics[self.topic].partitions
-        self._consumer.assign([TopicPartition(self.topic, p, ends.get(p, 0)) for p in partitions])
+        history = [m for m in self._subscriber.catch_up(self.topic) if self._mine(m)]
+        self._caught_up = True
         return history
 
     def poll(self) -> list[ControlCommand]:
-        assert self._consumer is not None, "catch_up() first: it starts live reading"
-        commands = []
-        for msg in self._consumer.consume(64, 0):
-            if msg.error():
-                continue
-            message = self.dead_letters.decode_message(msg)
-            if self._mine(message):
-                commands.append(message)
-        return commands
+        assert self._caught_up, "catch_up() first: it starts live reading"
+        return [m for m in self._subscriber.messages(0, 64) if self._mine(m)]
 
     def _mine(self, message) -> bool:
         return isinstance(message, ControlCommand) and message.resource_id == self.resource_id
 
     def close(self) -> None:
-        if self._consumer is not None:
-            self._consumer.close()
+        self._subscriber.close()

@@ -34,7 +34,8 @@ from seamlessflow.core.mixing import source_figures
 from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.io import MessageProducer
-from seamlessflow.messages import ResourceStatus, WeightVersion, new_id, now_ms
+from seamlessflow.kafka.records import resource_status
+from seamlessflow.messages import WeightVersion, now_ms
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.config import TrainerConfig
 from seamlessflow.trainer.control import ControlListener, ControlState
@@ -305,11 +306,9 @@ class Trainer:
         figures.update({f"total_{k}": float(v) for k, v in vars(self.builder.counters).items()})
         if self.last_metrics is not None:
             figures.update(self.last_metrics.figures())
-        status = ResourceStatus(
-            event_id=new_id(), resource_id=self.config.resource_id, kind=ResourceKind.TRAINER, capability_tags=[Tag.TRAIN],
-            active_tag=self.control.role, state=state, weight_version=self.announced_version, figures=figures,
-            team=self.settings.team, run=self.settings.run, created_at_ms=now_ms(), epoch=max(self.control.epoch, 0),
-        )
+        status = resource_status(self.config.resource_id, ResourceKind.TRAINER, state, self.control.role, self.settings.team,
+                                 self.settings.run, capability_tags=[Tag.TRAIN], weight_version=self.announced_version,
+                                 figures=figures, epoch=max(self.control.epoch, 0))
         self.producer.send(self.topics.status, self.config.resource_id, status)
 
 def _fmt(values: dict) -> str:

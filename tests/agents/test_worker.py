@@ -6,11 +6,10 @@ import threading
 import time
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from seamlessflow.agents import AgentSettings, AgentWorker, WorkerFailed, make_task, publish_tasks
-from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.io import read_topic
+from seamlessflow.kafka.positions import CommittedOffsets
 from seamlessflow.topics import Topics
 from tests.agents import agent_fns
 from tests.agents.end_proxy_stand_in import EndProxyStandIn
@@ -53,14 +52,13 @@ def wait_for(condition, timeout_s=60.0):
 
 
 def committed(settings, group):
-    topic = Topics(settings).tasks
-    consumer = Consumer(consumer_config(settings, group))
+    topics = Topics(settings)
+    marks = CommittedOffsets(settings, group, topics.tasks)
     try:
-        parts = consumer.list_topics(topic, timeout=10).topics[topic].partitions
-        found = consumer.committed([TopicPartition(topic, p) for p in parts], timeout=10)
-        return {tp.partition: tp.offset for tp in found if tp.offset >= 0}
+        found = marks.read(list(range(topics.specs["tasks"].partitions)))
+        return {p: offset for p, offset in found.items() if offset > 0}  # 0: nothing committed there
     finally:
-        consumer.close()
+        marks.close()
 
 
 def end_offsets(settings):

@@ -43,8 +43,6 @@ def test_a_task_that_kills_its_workers_ends_failed_after_max_attempts(settings, 
 def test_a_task_handed_back_and_finished_later_leaves_the_new_holders_journal_entry(settings, codec):
     """After a rebalance the old worker may still finish a task another worker now holds; it must not erase
     the new holder's entry, or a death of the new holder would go uncounted."""
-    from confluent_kafka import TopicPartition
-
     from seamlessflow.agents.deliveries import DeliveryJournal
     from seamlessflow.agents.worker import TaskRun
 
@@ -53,7 +51,7 @@ def test_a_task_handed_back_and_finished_later_leaves_the_new_holders_journal_en
     assert old._journal.deliver(task.event_id) == 0
     run = old._held[task.event_id] = TaskRun(task, 0, 7)
     old._closing = True  # no grace wait for running tasks: this one is still running when the partition goes
-    old._on_revoke(None, [TopicPartition("tasks", 0)])
+    old._on_revoke([0])
     new_holder = DeliveryJournal(old._journal.path)
     assert new_holder.deliver(task.event_id) == 0  # handed back in order: nobody died
     old._task_finished(run)

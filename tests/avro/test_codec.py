@@ -3,7 +3,7 @@ import struct
 
 import pytest
 
-from seamlessflow.avro import Codec, CodecError, ConfluentRegistry, LocalRegistry, RecordTooLarge
+from seamlessflow.avro import Codec, CodecError, LocalRegistry, RecordTooLarge
 from seamlessflow.avro.registry import local_schema_id
 from seamlessflow.avro.schema import avro_schema_of
 from seamlessflow.core.resources import ResourceKind, ResourceState
@@ -108,6 +108,8 @@ def test_confluent_schema_registry_client_path():
     """Ids registered through confluent-kafka's registry client (its in-process mock) decode anywhere."""
     from confluent_kafka.schema_registry import SchemaRegistryClient
 
+    from seamlessflow.kafka.schema_registry import ConfluentRegistry
+
     server = SchemaRegistryClient.new_client({"url": "mock://sf-test"})
     writer, reader = Codec(ConfluentRegistry(client=server)), Codec(ConfluentRegistry(client=server))
     data = writer.encode(SAMPLES[0], "x.session-events")
@@ -117,6 +119,8 @@ def test_confluent_schema_registry_client_path():
 def test_an_id_unknown_to_the_schema_registry_is_a_codec_error_not_a_crash():
     """A consumer dead-letters a CodecError; the registry's own 404 error would have stopped it."""
     from confluent_kafka.schema_registry import SchemaRegistryClient
+
+    from seamlessflow.kafka.schema_registry import ConfluentRegistry
 
     codec = Codec(ConfluentRegistry(client=SchemaRegistryClient.new_client({"url": "mock://sf-unknown"})))
     framed = b"\x00" + (987654).to_bytes(4, "big") + b"\x02"

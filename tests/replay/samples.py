@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from confluent_kafka import Producer
-
-from seamlessflow.kafka.clients import producer_config
-from seamlessflow.kafka.io import Record
+from seamlessflow.kafka.io import MessageProducer, Record
 from seamlessflow.messages import EpisodeEnd, TokenIO, Trajectory
 
 
@@ -43,12 +40,11 @@ def expected_two_turn(session="s1", team="red", reward=1.0) -> Trajectory:
 
 def produce(settings, codec, topic, messages, timestamp_ms=None):
     """Keyed like the real producers (session id, or group id for trajectories); durable on return."""
-    producer = Producer(producer_config(settings))
+    producer = MessageProducer(settings, codec)
     for message in messages:
         key = message.group_id if isinstance(message, Trajectory) else message.session_id
-        extra = {"timestamp": timestamp_ms} if timestamp_ms is not None else {}
-        producer.produce(topic, value=codec.encode(message, topic), key=key, **extra)
-    assert producer.flush(30) == 0
+        producer.send(topic, key, message, timestamp_ms=timestamp_ms or 0)
+    producer.flush(30)
 
 
 def records(messages, codec, topic="t.session-events", start_ms=1000):

@@ -7,10 +7,8 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from confluent_kafka import OFFSET_BEGINNING, Consumer, TopicPartition
-
-from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.io import MessageProducer
+from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus, new_id, now_ms
 from seamlessflow.topics import Topics
 
@@ -20,19 +18,15 @@ class StatusWatcher:
 
     def __init__(self, settings, codec):
         self.codec, self.records = codec, []
-        topic = Topics(settings).status
-        self._consumer = Consumer(consumer_config(settings, group_id=f"watch-{new_id()}"))
-        parts = self._consumer.list_topics(topic, timeout=30).topics[topic].partitions
-        self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in parts])
+        self._consumer = Subscriber(settings, codec, None, name="watch")
+        self._consumer.follow(Topics(settings).status)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
     def _run(self) -> None:
         while not self._stop.is_set():
-            msg = self._consumer.poll(0.1)
-            if msg is not None and not msg.error():
-                self.records.append(self.codec.decode(msg.value()))
+            self.records += self._consumer.messages(0.1)
         self._consumer.close()
 
     def close(self) -> None:

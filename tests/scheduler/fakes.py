@@ -8,11 +8,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from confluent_kafka import Consumer, TopicPartition
-
 from seamlessflow.core.control import Capabilities, CommandKind, ControlProtocol, Outcome, Reply
-from seamlessflow.kafka.clients import consumer_config
-from seamlessflow.kafka.io import MessageProducer, read_topic
+from seamlessflow.kafka.io import MessageProducer
+from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus, Trajectory, WeightVersion, new_id, now_ms
 from seamlessflow.scheduler.service import SchedulerService
 from seamlessflow.topics import Topics
@@ -47,10 +45,9 @@ class FakeResource:
         self.commands = FakeCommands(resource_id, tags, active, weight_version)
         self.topics = Topics(settings)
         self.producer = MessageProducer(settings, codec)
-        history = list(read_topic(settings, self.topics.control, codec))  # then live after it, as resources do
-        self.consumer = Consumer(consumer_config(settings, group_id=f"fake-{new_id()}"))
-        self.consumer.assign([TopicPartition(self.topics.control, 0, history[-1].offset + 1 if history else 0)])
-        restored = self.commands.restore([r.message for r in history if r.key == resource_id.encode()])
+        self.consumer = Subscriber(settings, codec, None, name="fake")
+        history = self.consumer.catch_up(self.topics.control)  # then live after it, as resources do
+        restored = self.commands.restore([m for m in history if self._mine(m)])
         if restored is not None:
             self._apply(restored)
 
@@ -83,12 +80,13 @@ class FakeResource:
         """Apply every new command addressed to this resource, ack it, then heartbeat."""
         if not self.alive:
             return
-        for msg in self.consumer.consume(num_messages=100, timeout=0.05):
-            if msg.error() or msg.key() != self.id.encode():
-                continue
-            command = self.codec.decode(msg.value())
-            self._apply(command)
+        for command in self.consumer.messages(0.05, 100):
+            if self._mine(command):
+                self._apply(command)
         self.heartbeat()
+
+    def _mine(self, message) -> bool:
+        return isinstance(message, ControlCommand) and message.resource_id == self.id
 
     def _apply(self, command: ControlCommand) -> None:
         reply = self.commands.handle(command)

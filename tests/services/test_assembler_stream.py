@@ -5,13 +5,12 @@ import time
 import uuid
 
 import pytest
-from confluent_kafka import Producer
 from hypothesis import HealthCheck, given
 from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 
 from seamlessflow.core.prefix_tree import Call
-from seamlessflow.kafka.clients import producer_config
+from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.testing.assembler_harness import (
     AssemblerProcess,
     episode_end,
@@ -66,8 +65,8 @@ def test_random_sessions_come_out_bit_exact_with_poison_and_duplicates(settings,
             assert got_run == truth
 
         check()
-        raw = Producer(producer_config(settings))
-        raw.produce(Topics(settings).session_events, key=b"bad", value=b"\x07not avro")
+        raw = MessageProducer(settings, codec)
+        raw.send_bytes(Topics(settings).session_events, b"bad", b"\x07not avro")
         bad_call = Call("x.0", [1], [2, 3], [-0.1], [0])  # one logprob for two tokens
         raw.flush()
         publish(settings, codec, [("s-bad", token_io("s-bad", bad_call))])

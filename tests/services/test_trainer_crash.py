@@ -13,11 +13,10 @@ import sys
 import uuid
 
 import pytest
-from confluent_kafka import Consumer, TopicPartition
 
 from seamlessflow.kafka.admin import ensure_topics
-from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.io import MessageProducer, read_messages
+from seamlessflow.kafka.positions import CommittedOffsets
 from seamlessflow.messages import ControlCommand, WeightVersion
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.config import TrainerConfig
@@ -139,9 +138,8 @@ def test_versions_between_checkpoints_are_weights_only_and_a_crash_replays_since
 
 
 def committed_offset(settings, group_id: str, topic: str) -> int:
-    consumer = Consumer(consumer_config(settings, group_id))
+    committed = CommittedOffsets(settings, group_id, topic, timeout_s=60)
     try:
-        [point] = consumer.committed([TopicPartition(topic, 0)], timeout=60)
+        return committed.read([0])[0]
     finally:
-        consumer.close()
-    return point.offset
+        committed.close()

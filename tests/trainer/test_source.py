@@ -6,10 +6,7 @@ from __future__ import annotations
 import dataclasses
 import time
 
-from confluent_kafka import Producer
-
 from seamlessflow.avro import Codec
-from seamlessflow.kafka.clients import producer_config
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import Trajectory
@@ -45,9 +42,9 @@ def test_packed_array_and_pre_packing_trajectories_read_alike(settings, codec):
     forms = [Codec().encode(dataclasses.replace(TRAJECTORY, event_id="s1/0"), topic),
              Codec(packed=False).encode(dataclasses.replace(TRAJECTORY, event_id="s1/1"), topic),
              encode_before_packing(dataclasses.replace(TRAJECTORY, event_id="s1/2"))]
-    producer = Producer(producer_config(settings))
+    producer = MessageProducer(settings, codec)
     for value in forms:
-        producer.produce(topic, key=b"g1", value=value)
+        producer.send_bytes(topic, b"g1", value)
     producer.flush(30)
     letters_out = MessageProducer(settings, codec)
     source = TrajectorySource(settings, codec, topic, "trainer-test", DeadLetters(settings, codec, "trainer", letters_out.send))

@@ -1,0 +1,131 @@
+"""The subscriber: live records decoded, poison dead-lettered once with its reason, reading goes on."""
+
+import dataclasses
+import time
+
+from seamlessflow.kafka.dead_letters import DeadLetters
+from seamlessflow.kafka.io import MessageProducer
+from seamlessflow.kafka.offsets import OffsetTracker
+from seamlessflow.kafka.subscriber import Subscriber
+from seamlessflow.topics import Topics
+from tests.poison import assert_dead_lettered, letters, produce_poison, produce_raw
+from tests.samples import SAMPLES
+
+COMMAND, TASK = SAMPLES[4], SAMPLES[3]
+
+
+def _poll_until(subscriber: Subscriber, count: int, timeout_s: float = 20.0) -> list:
+    records, deadline = [], time.monotonic() + timeout_s
+    while len(records) < count and time.monotonic() < deadline:
+        records += subscriber.poll(0.2)
+    return records
+
+
+def _commands(n: int, start: int = 0) -> list:
+    return [dataclasses.replace(COMMAND, event_id=f"cmd-{i}", epoch=i) for i in range(start, start + n)]
+
+
+def test_catch_up_returns_history_and_live_reading_continues_after_it(settings, codec):
+    topic = Topics(settings).control
+    producer = MessageProducer(settings, codec)
+    history, live = _commands(3), _commands(2, start=3)
+    for command in history:
+        producer.send(topic, command.resource_id, command)
+    producer.flush()
+    subscriber = Subscriber(settings, codec, DeadLetters(settings, codec, "test", producer.send))
+    try:
+        assert subscriber.catch_up(topic) == history
+        for command in live:
+            producer.send(topic, command.resource_id, command)
+        producer.flush()
+        assert [r.message for r in _poll_until(subscriber, 2)] == live  # none of the history again
+    finally:
+        subscriber.close()
+
+
+def test_poison_is_dead_lettered_with_its_reason_and_reading_goes_on(settings, codec):
+    topic = Topics(settings).control
+    producer = MessageProducer(settings, codec)
+    values = produce_poison(settings, codec, topic, COMMAND)
+    producer.send_bytes(topic, "gone", None)  # a tombstone: skipped, no letter
+    producer.send(topic, COMMAND.resource_id, COMMAND)
+    producer.send(topic, "misplaced", SAMPLES[7])  # a WeightVersion on the control topic
+    producer.flush()
+    subscriber = Subscriber(settings, codec, DeadLetters(settings, codec, "sub-test", producer.send))
+    subscriber.follow(topic)
+    try:
+        records = _poll_until(subscriber, 6)
+    finally:
+        subscriber.close()
+    producer.flush()
+    assert [r.message for r in records] == [None, None, None, None, COMMAND, None]
+    found = letters(settings, codec, "sub-test")
+    assert_dead_lettered(found, values, topic)
+    assert len(found) == 4 and any("unexpected WeightVersion" in d.reason for d in found)
+
+
+def test_a_viewer_without_dead_letters_files_nothing(settings, codec):
+    topic = Topics(settings).control
+    produce_raw(settings, topic, b"\x07junk")
+    subscriber = Subscriber(settings, codec, None)
+    subscriber.follow(topic)
+    try:
+        [record] = _poll_until(subscriber, 1)
+    finally:
+        subscriber.close()
+    assert record.message is None and record.error
+    assert letters(settings, codec, "reader") == []
+
+
+def test_a_group_member_resumes_after_its_commit(settings, codec):
+    """Commit only what is finished; the next member of the group starts at that point."""
+    topic = Topics(settings).trajectories
+    producer = MessageProducer(settings, codec)
+    trajectories = [dataclasses.replace(SAMPLES[2], event_id=f"tr-{i}") for i in range(6)]
+    for t in trajectories:
+        producer.send(topic, "one-group", t)  # one key: one partition, in order
+    producer.flush()
+    dead_letters = DeadLetters(settings, codec, "test", producer.send)
+    first = Subscriber(settings, codec, dead_letters, group_id=f"{settings.topic_prefix}.g")
+    first.subscribe(topic)
+    tracker = OffsetTracker()
+    try:
+        records = _poll_until(first, 6)
+        for r in records:
+            tracker.seen(r.partition, r.offset, r.message.event_id)
+        for r in records[:4]:
+            tracker.finish(r.partition, r.offset)
+        first.commit(tracker.moved())
+    finally:
+        first.close()
+    second = Subscriber(settings, codec, dead_letters, group_id=f"{settings.topic_prefix}.g")
+    second.subscribe(topic)
+    try:
+        again = _poll_until(second, 2)
+    finally:
+        second.close()
+    assert [r.message for r in again] == trajectories[4:]
+
+
+def test_start_offsets_override_the_group_commit_on_first_assignment(settings, codec):
+    topic = Topics(settings).trajectories
+    producer = MessageProducer(settings, codec)
+    trajectories = [dataclasses.replace(SAMPLES[2], event_id=f"tr-{i}") for i in range(4)]
+    for t in trajectories:
+        producer.send(topic, "one-group", t)
+    producer.flush()
+    subscriber = Subscriber(settings, codec, None, group_id=f"{settings.topic_prefix}.h")
+    assigned: list[int] = []
+    probe = next(r for r in _read_all(settings, codec, topic))
+    subscriber.subscribe(topic, start_offsets={probe.partition: probe.offset + 3}, on_assign=assigned.extend)
+    try:
+        got = _poll_until(subscriber, 1)
+    finally:
+        subscriber.close()
+    assert [r.message for r in got] == trajectories[3:] and sorted(assigned) == [0, 1]
+
+
+def _read_all(settings, codec, topic):
+    from seamlessflow.kafka.reader import read_topic
+
+    return list(read_topic(settings, topic, codec))
