@@ -31,9 +31,14 @@ def reload_unsafe_reason(model_dir: Path) -> str | None:
     return None
 
 
-def weights_path(uri: str) -> Path:
-    """`file:///a/b` or a plain path -> Path; other schemes are not loadable by a local engine."""
+def weights_path(uri: str, cache: Path | None = None) -> Path:
+    """`file:///a/b` or a plain path -> Path; `http(s)://host/v000002/` (the trainer host's weights server,
+    no shared file system) -> a local copy fetched into `cache`; other schemes are not loadable."""
     parsed = urlparse(uri)
     if parsed.scheme in ("", "file"):
         return Path(unquote(parsed.path) if parsed.scheme else uri)
-    raise ValueError(f"cannot load weights from {uri!r}: only file:// URIs and paths are supported")
+    if parsed.scheme in ("http", "https") and cache is not None:
+        from seamlessflow.weight_transfer.files import fetch_version
+
+        return fetch_version(uri, cache)
+    raise ValueError(f"cannot load weights from {uri!r}: only file:// URIs and paths, or http(s):// from a weights server, are supported")

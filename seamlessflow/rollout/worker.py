@@ -13,6 +13,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+import httpx
+
 from seamlessflow.core.control import Capabilities, CommandKind, ControlProtocol, Outcome, Reply
 from seamlessflow.core.resources import Tag
 from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus, new_id, now_ms
@@ -53,6 +55,7 @@ class RolloutWorker:
         self.engine = engine or EngineProcess(options, self.spec, log_dir / f"rollout-{resource_id}-engine.log")
         self.client = client or EngineClient(self.engine.url)
         self.weights_dir = Path(model_dir)
+        self.weights_cache = Path(log_dir) / f"weights-{resource_id}"  # versions fetched over HTTP
         self.weight_version = 0
         self.protocol = ControlProtocol(resource_id, capabilities(self.spec), self.spec.active_tag)
         self.state = "starting"
@@ -157,9 +160,11 @@ class RolloutWorker:
         if command.weight_version is None or not command.weight_uri:
             raise CommandRejected("load_weights needs weight_version and weight_uri")
         try:
-            path = weights_path(command.weight_uri)
+            path = weights_path(command.weight_uri, self.weights_cache)
         except ValueError as exc:
             raise CommandRejected(str(exc)) from exc
+        except httpx.HTTPError as exc:
+            raise CommandFailed(f"cannot fetch {command.weight_uri}: {exc}") from exc
         if not (path / "config.json").exists():
             raise CommandFailed(f"no HF model directory at {path}")
         if not self.engine.running():
