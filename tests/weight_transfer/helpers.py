@@ -1,0 +1,54 @@
+"""Real vLLM-CPU engines that can join a gloo transfer group, and logprobs to compare them with."""
+
+from __future__ import annotations
+
+import os
+from importlib.metadata import entry_points
+from pathlib import Path
+
+import httpx
+import torch
+
+from seamlessflow.rollout.engine import EngineProcess
+from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
+from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
+
+PLUGIN = "seamlessflow.weight_transfer:register"
+PROMPT_IDS = [5, 17, 42, 99, 7, 130, 64, 250, 3, 88, 11, 200]
+
+
+def plugin_env(where: Path) -> dict[str, str]:
+    """Environment that lets vLLM processes find the plugin. The entry point lives in pyproject.toml; an
+    editable install made before it was added has no such entry, so a minimal package record with it is
+    put on PYTHONPATH instead (importlib.metadata reads `*.dist-info` from every path entry)."""
+    if any(ep.value == PLUGIN for ep in entry_points(group="vllm.general_plugins")):
+        return {}
+    record = where / "seamlessflow_weight_transfer_plugin-0.dist-info"
+    record.mkdir(parents=True, exist_ok=True)
+    (record / "METADATA").write_text("Metadata-Version: 2.1\nName: seamlessflow-weight-transfer-plugin\nVersion: 0\n")
+    (record / "entry_points.txt").write_text(f"[vllm.general_plugins]\nseamlessflow_weight_transfer = {PLUGIN}\n")
+    root = str(Path(__file__).resolve().parents[2])
+    return {"PYTHONPATH": os.pathsep.join(p for p in (str(where), root, os.environ.get("PYTHONPATH", "")) if p)}
+
+
+def start_engine(model_dir: Path, work: Path, name: str, backend: str | None = "gloo") -> EngineProcess:
+    options = RolloutOptions(model=str(model_dir), max_model_len=256, optimization_level=0, health_timeout_s=540,
+                             weight_transfer=backend, extra_args=list(LEAN_ENGINE_ARGS),
+                             env={**LEAN_ENGINE_ENV, "VLLM_LOGGING_LEVEL": "WARNING", **plugin_env(work / "plugin")})
+    engine = EngineProcess(options, WorkerSpec(), work / f"{name}.log")
+    engine.start(model_dir)
+    return engine
+
+
+def engine_logprobs(url: str, ids: list[int] = PROMPT_IDS) -> torch.Tensor:
+    """The engine's logprob of each prompt token after the first, given the ones before it."""
+    body = {"model": "tiny", "prompt": ids, "max_tokens": 1, "temperature": 0, "prompt_logprobs": 0}
+    reply = httpx.post(url + "/v1/completions", json=body, timeout=120).raise_for_status().json()
+    entries = reply["choices"][0]["prompt_logprobs"][1:]
+    return torch.tensor([entry[str(token)]["logprob"] for entry, token in zip(entries, ids[1:], strict=True)])
+
+
+def model_logprobs(model: torch.nn.Module, ids: list[int] = PROMPT_IDS) -> torch.Tensor:
+    with torch.no_grad():
+        logits = model(torch.tensor([ids])).logits[0, :-1].float()
+    return logits.log_softmax(-1).gather(1, torch.tensor(ids[1:])[:, None])[:, 0]
