@@ -42,6 +42,23 @@ def gloo_init_info(host: str, bucket_bytes: int = DEFAULT_BUCKET_BYTES,
     return lambda: GlooTrainerInitInfo(host, free_port(), 2, bucket_bytes=bucket_bytes, timeout_s=timeout_s, rank=0)
 
 
+def nccl_init_info(host: str, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> Callable[[], TrainerInitInfo]:
+    """vLLM's own NCCL backend (GPU trainer and engines), packed in buckets of `bucket_bytes`. Configured,
+    not run here: no GPU with vLLM was available to this project's tests."""
+    from vllm.distributed.weight_transfer.nccl_engine import NCCLTrainerInitInfo
+
+    return lambda: NCCLTrainerInitInfo(host, free_port(), 2, packed=True, packed_buffer_size_bytes=bucket_bytes,
+                                       rank=0)
+
+
+def init_info_for(backend: str, host: str, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> Callable[[], TrainerInitInfo]:
+    if backend == "nccl":
+        return nccl_init_info(host, bucket_bytes)
+    if backend == "gloo":
+        return gloo_init_info(host, bucket_bytes)
+    raise ValueError(f"no trainer-side setup for weight-transfer backend {backend!r} (gloo or nccl)")
+
+
 @dataclass
 class Delivery:
     """One version's outcome: which engines have it (and in how many seconds each), which failed and why."""

@@ -113,3 +113,15 @@ def test_metadata_and_iteration_must_agree():
     trainer.source = ModuleSource(torch.nn.Sequential(torch.nn.Linear(3, 3)))
     with pytest.raises((ValueError, RuntimeError)):
         trainer.send_weights()
+
+
+def test_the_trainer_side_is_chosen_by_backend_name():
+    from vllm.distributed.weight_transfer.nccl_engine import NCCLTrainerInitInfo
+
+    from seamlessflow.weight_transfer.fanout import init_info_for
+
+    gloo, nccl = init_info_for("gloo", "10.0.0.1")(), init_info_for("nccl", "10.0.0.1", bucket_bytes=1 << 20)()
+    assert isinstance(gloo, GlooTrainerInitInfo) and gloo.master_address == "10.0.0.1" and gloo.world_size == 2
+    assert isinstance(nccl, NCCLTrainerInitInfo) and nccl.packed and nccl.packed_buffer_size_bytes == 1 << 20
+    with pytest.raises(ValueError):
+        init_info_for("ipc", "10.0.0.1")
