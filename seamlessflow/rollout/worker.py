@@ -57,6 +57,7 @@ class RolloutWorker:
         self.weights_dir = Path(model_dir)
         self.weights_cache = Path(log_dir) / f"weights-{resource_id}"  # versions fetched over HTTP
         self.weight_version = 0
+        self.pushed_version = 0  # streamed into the running engine by the trainer's transfer group (no command)
         self.protocol = ControlProtocol(resource_id, capabilities(self.spec), self.spec.active_tag)
         self.state = "starting"
         self.restarts = 0
@@ -260,7 +261,14 @@ class RolloutWorker:
         if self.active_tag != "rollout" or not self.engine.running():
             raise CommandRejected(f"cannot {what}: the engine is not serving (active tag {self.active_tag!r})")
 
+    def adopt_engine_version(self, label: str | None) -> None:
+        """The engine's own version label, read with each heartbeat. A version the trainer streamed in
+        through a transfer group arrives without a command; reporting it lets the proxy label tokens with it."""
+        if label and label.isdigit():
+            self.pushed_version = max(self.pushed_version, int(label))
+
     def _start_engine(self) -> None:
+        self.pushed_version = 0  # a fresh engine holds the files' version until the trainer sends it another
         self.state = "starting"
         self.engine.start(self.weights_dir)
         if self.weight_version:
@@ -271,7 +279,7 @@ class RolloutWorker:
     def status(self, figures: dict[str, float]) -> ResourceStatus:
         return ResourceStatus(
             new_id(), self.resource_id, "rollout", list(self.spec.capability_tags), self.active_tag, self.state,
-            self.weight_version, figures, self.team, self.run, now_ms(), self.engine.url, self.epoch,
+            max(self.weight_version, self.pushed_version), figures, self.team, self.run, now_ms(), self.engine.url, self.epoch,
             list(self.spec.hardware_tags),
         )
 
