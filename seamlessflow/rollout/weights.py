@@ -5,9 +5,9 @@ safetensors, label the version, resume: ~0.1-0.2 s for the tiny model on CPU, KV
 requests kept. The prefix cache is then reset (running requests are re-prefilled with the new weights):
 otherwise a repeated prompt would reuse KV computed by the old weights. Not used for models with tied
 embeddings (see `reload_unsafe_reason`). `restart`: stop the engine and start it on the new directory: always works (also for
-a changed architecture), costs a full engine start. vLLM's `/update_weights` family streams tensors
-from a trainer over NCCL or CUDA IPC; it needs the trainer's side of the transfer and a GPU, so it
-is not offered here.
+a changed architecture), costs a full engine start. Without files at all, the trainer streams a
+version into the engine through vLLM's `/update_weights` family (`seamlessflow.weight_transfer`: gloo on
+CPU, NCCL on GPUs); these two methods are the fallback and the catch-up path.
 """
 
 from __future__ import annotations
