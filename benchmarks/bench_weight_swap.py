@@ -150,12 +150,13 @@ def main() -> None:
     parser.add_argument("-O", dest="level", type=int, default=0, help="vLLM optimization level (0: no compile)")
     args = parser.parse_args()
     methods = args.methods.split(",")
-    rows = [row for size in args.models.split(",") for row in bench_size(size, methods, args)]
-    print(f"\n{'model':<7}{'method':<16}{'n':>3}{'median ms':>11}{'vs reload':>11}")
-    for size, label, n, ms in rows:
-        reload = next((r[3] for r in rows if r[0] == size and r[1] == "reload"), None)
-        ratio = f"{ms / reload:.2f}x" if reload and label != "files: write" else ""
-        print(f"{size:<7}{label:<16}{n:>3}{ms:>11.0f}{ratio:>11}")
+    for size in args.models.split(","):  # one table per size, printed as soon as it is measured
+        rows = bench_size(size, methods, args)
+        reload = next((ms for _, label, _, ms in rows if label == "reload"), None)
+        print(f"\n{'model':<7}{'method':<16}{'n':>3}{'median ms':>11}{'vs reload':>11}")
+        for _, label, n, ms in rows:
+            ratio = f"{ms / reload:.2f}x" if reload and label != "files: write" else ""
+            print(f"{size:<7}{label:<16}{n:>3}{ms:>11.0f}{ratio:>11}", flush=True)
 
 
 if __name__ == "__main__":
