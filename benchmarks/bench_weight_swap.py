@@ -48,7 +48,8 @@ def build_model(out: Path, size: str) -> Path:
     if size == "large":
         config = Qwen2Config.from_pretrained(model_dir)
         config.update({"hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 16,
-                       "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 64})
+                       "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 64,
+                       "layer_types": ["full_attention"] * 16})
         torch.manual_seed(0)
         Qwen2ForCausalLM(config).save_pretrained(model_dir, safe_serialization=True)
     return model_dir
