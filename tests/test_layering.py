@@ -21,8 +21,6 @@ import re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
-import pytest
-
 ROOT = Path(__file__).resolve().parents[1]
 SHIPPED = ("seamlessflow", "services", "benchmarks")  # what runs outside the test suite
 KAFKA_CLIENTS = ("confluent_kafka", "aiokafka")

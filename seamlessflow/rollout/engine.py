@@ -6,6 +6,7 @@ children; SIGTERM first, SIGKILL after a grace period (a stuck engine must not o
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -63,6 +64,8 @@ class EngineProcess:
             argv.append(f"-O{o.optimization_level}")
         if o.release_mode == "sleep":
             argv.append("--enable-sleep-mode")
+        if o.weight_transfer:
+            argv += ["--weight-transfer-config", json.dumps({"backend": o.weight_transfer})]
         return argv + list(o.extra_args)
 
     def environment(self) -> dict[str, str]:

@@ -61,6 +61,9 @@ class RolloutOptions(BaseModel):
     heartbeat_s: float = 2.0
     health_timeout_s: float = 900.0
     max_restarts: int = 5  # engine crashes tolerated before the worker reports itself failed and stops
+    # vLLM weight-transfer backend the engine starts with (--weight-transfer-config): `gloo` (CPU, this
+    # project's plugin) or `nccl` (GPU); None: versions arrive as files only.
+    weight_transfer: str | None = None
     extra_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     workers: dict[str, WorkerSpec] = Field(default_factory=dict)

@@ -118,6 +118,7 @@ class RolloutService:
                 engine = EngineClient(self.worker.engine.url, timeout_s=2.0)
                 try:
                     figures.update(engine.figures())
+                    self._adopt_version(engine)
                 finally:
                     engine.close()
                 self._unhealthy = 0
@@ -129,6 +130,13 @@ class RolloutService:
                     self.worker.engine.stop(grace_s=5)
         figures["tokens_per_s"] = self._rate.update(figures.get("generation_tokens_total"))
         return figures
+
+    def _adopt_version(self, engine: EngineClient) -> None:
+        """A version streamed in by the trainer (weight transfer); an engine without the route is not unhealthy."""
+        try:
+            self.worker.adopt_engine_version(engine.weight_version())
+        except EngineError:
+            pass
 
 
 class TokenRate:

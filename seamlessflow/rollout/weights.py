@@ -5,9 +5,9 @@ safetensors, label the version, resume: ~0.1-0.2 s for the tiny model on CPU, KV
 requests kept. The prefix cache is then reset (running requests are re-prefilled with the new weights):
 otherwise a repeated prompt would reuse KV computed by the old weights. Not used for models with tied
 embeddings (see `reload_unsafe_reason`). `restart`: stop the engine and start it on the new directory: always works (also for
-a changed architecture), costs a full engine start. vLLM's `/update_weights` family streams tensors
-from a trainer over NCCL or CUDA IPC; it needs the trainer's side of the transfer and a GPU, so it
-is not offered here.
+a changed architecture), costs a full engine start. Without files at all, the trainer streams a
+version into the engine through vLLM's `/update_weights` family (`seamlessflow.weight_transfer`: gloo on
+CPU, NCCL on GPUs); these two methods are the fallback and the catch-up path.
 """
 
 from __future__ import annotations
@@ -31,9 +31,14 @@ def reload_unsafe_reason(model_dir: Path) -> str | None:
     return None
 
 
-def weights_path(uri: str) -> Path:
-    """`file:///a/b` or a plain path -> Path; other schemes are not loadable by a local engine."""
+def weights_path(uri: str, cache: Path | None = None) -> Path:
+    """`file:///a/b` or a plain path -> Path; `http(s)://host/v000002/` (the trainer host's weights server,
+    no shared file system) -> a local copy fetched into `cache`; other schemes are not loadable."""
     parsed = urlparse(uri)
     if parsed.scheme in ("", "file"):
         return Path(unquote(parsed.path) if parsed.scheme else uri)
-    raise ValueError(f"cannot load weights from {uri!r}: only file:// URIs and paths are supported")
+    if parsed.scheme in ("http", "https") and cache is not None:
+        from seamlessflow.weight_transfer.files import fetch_version
+
+        return fetch_version(uri, cache)
+    raise ValueError(f"cannot load weights from {uri!r}: only file:// URIs and paths, or http(s):// from a weights server, are supported")

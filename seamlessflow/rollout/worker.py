@@ -13,6 +13,8 @@ import time
 from collections.abc import Iterable
 from pathlib import Path
 
+import httpx
+
 from seamlessflow.core.control import Capabilities, CommandKind, ControlProtocol, Outcome, PauseMode, Reply
 from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
 from seamlessflow.kafka.records import resource_status
@@ -54,7 +56,9 @@ class RolloutWorker:
         self.engine = engine or EngineProcess(options, self.spec, log_dir / f"rollout-{resource_id}-engine.log")
         self.client = client or EngineClient(self.engine.url)
         self.weights_dir = Path(model_dir)
+        self.weights_cache = Path(log_dir) / f"weights-{resource_id}"  # versions fetched over HTTP
         self.weight_version = 0
+        self.pushed_version = 0  # streamed into the running engine by the trainer's transfer group (no command)
         self.protocol = ControlProtocol(resource_id, capabilities(self.spec), self.spec.active_tag)
         self.state = ResourceState.STARTING
         self.restarts = 0
@@ -158,9 +162,11 @@ class RolloutWorker:
         if command.weight_version is None or not command.weight_uri:
             raise CommandRejected("load_weights needs weight_version and weight_uri")
         try:
-            path = weights_path(command.weight_uri)
+            path = weights_path(command.weight_uri, self.weights_cache)
         except ValueError as exc:
             raise CommandRejected(str(exc)) from exc
+        except httpx.HTTPError as exc:
+            raise CommandFailed(f"cannot fetch {command.weight_uri}: {exc}") from exc
         if not (path / "config.json").exists():
             raise CommandFailed(f"no HF model directory at {path}")
         if not self.engine.running():
@@ -256,7 +262,14 @@ class RolloutWorker:
         if self.active_tag != Tag.ROLLOUT or not self.engine.running():
             raise CommandRejected(f"cannot {what}: the engine is not serving (active tag '{self.active_tag}')")
 
+    def adopt_engine_version(self, label: str | None) -> None:
+        """The engine's own version label, read with each heartbeat. A version the trainer streamed in
+        through a transfer group arrives without a command; reporting it lets the proxy label tokens with it."""
+        if label and label.isdigit():
+            self.pushed_version = max(self.pushed_version, int(label))
+
     def _start_engine(self) -> None:
+        self.pushed_version = 0  # a fresh engine holds the files' version until the trainer sends it another
         self.state = ResourceState.STARTING
         self.engine.start(self.weights_dir)
         if self.weight_version:
@@ -266,7 +279,7 @@ class RolloutWorker:
 
     def status(self, figures: dict[str, float]) -> ResourceStatus:
         return resource_status(self.resource_id, ResourceKind.ROLLOUT, self.state, self.active_tag, self.team, self.run,
-                               capability_tags=self.spec.capability_tags, weight_version=self.weight_version,
+                               capability_tags=self.spec.capability_tags, weight_version=max(self.weight_version, self.pushed_version),
                                figures=figures, engine_url=self.engine.url, epoch=self.epoch,
                                hardware_tags=self.spec.hardware_tags)
 

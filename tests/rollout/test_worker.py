@@ -123,3 +123,12 @@ def test_shutdown_stops_the_worker(tmp_path):
     worker = make_worker(tmp_path)
     assert worker.handle(command(1, "shutdown")).outcome == "ok"
     assert worker.stopped and worker.status({}).state == "stopped"
+
+
+def test_a_version_streamed_into_the_engine_is_reported_and_never_goes_back(tmp_path):
+    worker = make_worker(tmp_path)
+    worker.adopt_engine_version("3")
+    assert worker.status({}).weight_version == 3
+    for label in ("2", None, "", "v4"):
+        worker.adopt_engine_version(label)
+    assert worker.status({}).weight_version == 3

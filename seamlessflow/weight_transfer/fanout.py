@@ -1,0 +1,133 @@
+"""The publishing trainer rank's side: each new policy version into every engine that serves the policy.
+
+Each engine gets its own transfer group (trainer rank 0, engine rank 1), so an engine that dies or stalls
+mid-transfer breaks only its own group: the others finish, and the failed one is reported (`on_failed`)
+so it can be taken out of routing and caught up from files. Per engine and version: pause (`keep`: running
+requests are frozen, not dropped), vLLM's start/update/finish through the transfer engine, drop the prefix
+cache (its KV was computed by the old weights), label the version, resume. Tokens generated after the
+resume carry the new version; agents see only a pause.
+
+The backend is whatever vLLM's trainer factory knows: `gloo` (this package, CPU) or `nccl` (GPU engines
+started with `--weight-transfer-config '{"backend": "nccl"}'`); `init_info` builds the trainer-side info.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures as cf
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import torch
+from vllm.distributed.weight_transfer.base import (
+    ModuleSource,
+    TrainerInitInfo,
+    TrainerWeightTransferEngine,
+    WeightSource,
+)
+from vllm.distributed.weight_transfer.factory import WeightTransferTrainerFactory
+
+from seamlessflow.core.control import PauseMode
+from seamlessflow.ports import free_port
+from seamlessflow.rollout.client import EngineClient
+from seamlessflow.weight_transfer import register
+from seamlessflow.weight_transfer.gloo import DEFAULT_BUCKET_BYTES, DEFAULT_TIMEOUT_S, GlooTrainerInitInfo
+
+log = logging.getLogger(__name__)
+
+
+def gloo_init_info(host: str, bucket_bytes: int = DEFAULT_BUCKET_BYTES,
+                   timeout_s: float = DEFAULT_TIMEOUT_S) -> Callable[[], TrainerInitInfo]:
+    """A fresh rendezvous (new port) per engine on `host`, the address the engines reach the trainer at."""
+    return lambda: GlooTrainerInitInfo(host, free_port(), 2, bucket_bytes=bucket_bytes, timeout_s=timeout_s, rank=0)
+
+
+def nccl_init_info(host: str, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> Callable[[], TrainerInitInfo]:
+    """vLLM's own NCCL backend (GPU trainer and engines), packed in buckets of `bucket_bytes`. Configured,
+    not run here: no GPU with vLLM was available to this project's tests."""
+    from vllm.distributed.weight_transfer.nccl_engine import NCCLTrainerInitInfo
+
+    return lambda: NCCLTrainerInitInfo(host, free_port(), 2, packed=True, packed_buffer_size_bytes=bucket_bytes,
+                                       rank=0)
+
+
+def init_info_for(backend: str, host: str, bucket_bytes: int = DEFAULT_BUCKET_BYTES) -> Callable[[], TrainerInitInfo]:
+    if backend == "nccl":
+        return nccl_init_info(host, bucket_bytes)
+    if backend == "gloo":
+        return gloo_init_info(host, bucket_bytes)
+    raise ValueError(f"no trainer-side setup for weight-transfer backend {backend!r} (gloo or nccl)")
+
+
+@dataclass
+class Delivery:
+    """One version's outcome: which engines have it (and in how many seconds each), which failed and why."""
+
+    version: int
+    seconds: dict[str, float] = field(default_factory=dict)
+    failed: dict[str, str] = field(default_factory=dict)
+
+
+class PolicyBroadcaster:
+    """Engines join once (`join`), then every `send` delivers a version to all of them concurrently."""
+
+    def __init__(self, module: torch.nn.Module, init_info: Callable[[], TrainerInitInfo],
+                 on_failed: Callable[[str, str], None] = lambda url, reason: None,
+                 source_for: Callable[[str], WeightSource] | None = None, http_timeout_s: float = 600.0):
+        register()
+        self.init_info, self.on_failed, self.http_timeout_s = init_info, on_failed, http_timeout_s
+        self.source_for = source_for or (lambda url: ModuleSource(module))
+        self.links: dict[str, tuple[EngineClient, TrainerWeightTransferEngine]] = {}
+
+    def join(self, url: str) -> str | None:
+        """Open a transfer group with the engine at `url`: None when joined, else why not (use files)."""
+        client = EngineClient(url, timeout_s=self.http_timeout_s)
+        try:
+            engine = WeightTransferTrainerFactory.trainer_init(self.init_info(), client=client,
+                                                               source=self.source_for(url))
+        except Exception as exc:  # any failure to form the group means: this engine takes files
+            client.close()
+            log.warning("engine %s cannot join the transfer group: %s", url, exc)
+            return str(exc) or type(exc).__name__
+        self.links[url] = (client, engine)
+        return None
+
+    def leave(self, url: str) -> None:
+        client, engine = self.links.pop(url, (None, None))
+        if engine is not None:
+            engine.shutdown()
+        if client is not None:
+            client.close()
+
+    def send(self, version: int) -> Delivery:
+        """Deliver `version` to every joined engine; a failed engine is dropped and reported."""
+        delivery = Delivery(version)
+        if not self.links:
+            return delivery
+        with cf.ThreadPoolExecutor(max_workers=len(self.links)) as pool:
+            futures = {pool.submit(self._deliver, client, engine, version): url
+                       for url, (client, engine) in self.links.items()}
+            for future in cf.as_completed(futures):
+                url = futures[future]
+                try:
+                    delivery.seconds[url] = future.result()
+                except Exception as exc:
+                    delivery.failed[url] = str(exc) or type(exc).__name__
+        for url, reason in delivery.failed.items():
+            log.error("engine %s failed to take version %d: %s", url, version, reason)
+            self.leave(url)
+            self.on_failed(url, reason)
+        return delivery
+
+    @staticmethod
+    def _deliver(client: EngineClient, engine: TrainerWeightTransferEngine, version: int) -> float:
+        began = time.monotonic()
+        client.pause(PauseMode.KEEP)
+        engine.send_weights()
+        if not client.reset_prefix_cache(reset_running=True):
+            raise RuntimeError("the prefix cache could not be reset (stale KV would be reused)")
+        client.set_weight_version(version)
+        # Resumed only on success: an engine with half a version must not generate another token.
+        client.resume()
+        return time.monotonic() - began

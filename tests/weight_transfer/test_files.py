@@ -1,0 +1,51 @@
+"""Version directories served from the trainer's host and fetched by a worker with no shared file system."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from seamlessflow.rollout.weights import weights_path
+from seamlessflow.weight_transfer.files import WeightsServer, fetch_version
+
+
+@pytest.fixture
+def served(tmp_path):
+    version = tmp_path / "trainer" / "v000002"
+    version.mkdir(parents=True)
+    (version / "config.json").write_text('{"model_type": "qwen2"}')
+    (version / "model.safetensors").write_bytes(bytes(range(256)) * 5000)
+    server = WeightsServer(tmp_path / "trainer", host="127.0.0.1").start()
+    yield server, version
+    server.stop()
+
+
+def test_a_worker_fetches_a_version_byte_for_byte_into_its_own_cache(served, tmp_path):
+    server, version = served
+    uri = server.uri_for(version)
+    local = weights_path(uri, cache=tmp_path / "worker-cache")
+    assert local.parent == tmp_path / "worker-cache" and local.name == "v000002"
+    for name in ("config.json", "model.safetensors"):
+        assert (local / name).read_bytes() == (version / name).read_bytes()
+    assert not list((tmp_path / "worker-cache").glob("*.part"))
+
+
+def test_a_fetched_version_is_not_fetched_again(served, tmp_path):
+    server, version = served
+    first = fetch_version(server.uri_for(version), tmp_path / "cache")
+    server.stop()
+    assert fetch_version(server.uri_for(version), tmp_path / "cache") == first
+
+
+def test_a_missing_version_fails_and_leaves_no_partial_directory(served, tmp_path):
+    server, version = served
+    with pytest.raises(httpx.HTTPStatusError):
+        fetch_version(server.uri_for(version).replace("v000002", "v000009"), tmp_path / "cache")
+    assert not (tmp_path / "cache" / "v000009").exists()
+
+
+def test_http_uris_need_a_cache_and_other_schemes_are_refused(tmp_path):
+    with pytest.raises(ValueError):
+        weights_path("http://host:1/v000002/")
+    with pytest.raises(ValueError):
+        weights_path("s3://bucket/v000002", cache=tmp_path)
