@@ -189,10 +189,13 @@ def _check_trajectories(sessions: dict[str, _Session], stored: dict[str, Traject
 
 
 def _differences(leaf: Leaf, end: EpisodeEnd, status: str, calls: int, got: Trajectory) -> list[str]:
-    want = {"tokens": leaf.tokens, "loss_mask": leaf.mask, "logprobs": leaf.logprobs, "versions": leaf.versions,
+    n = leaf.exact_from  # labels before it are one of several valid ones (twin histories; see oracle.py)
+    want = {"tokens": leaf.tokens, "loss_mask": leaf.mask[n:], "logprobs": leaf.logprobs[n:], "versions": leaf.versions[n:],
             "reward": end.reward, "status": status, "group_id": end.group_id or end.session_id,
             "task_id": end.task_id or "", "team": end.team, "run": end.run, "num_calls": calls}
-    return [f"{name} differs" for name, value in want.items() if _bits(value) != _bits(getattr(got, name))]
+    labels = ("loss_mask", "logprobs", "versions")
+    return [f"{name} differs" for name, value in want.items()
+            if _bits(value) != _bits(getattr(got, name)[n:] if name in labels else getattr(got, name))]
 
 
 def _check_steps(steps: Sequence[dict], stored: dict[str, Trajectory], report: AuditReport) -> None:

@@ -6,7 +6,11 @@ the README states: a prompt that starts with a whole leaf extends it (the rest o
 completion generated); one that shares only a prefix with what is stored forks a new leaf from the longest
 shared prefix; one that shares nothing starts a new root. Where several leaves tie, the newest wins. Stored tokens never change, so each position
 keeps the mask, logprob and version of the first call that wrote it. Leaves are numbered in creation
-order, which is the branch id. Pure: plain values in, plain values out (quadratic, fine for an audit).
+order, which is the branch id. One case is left open on purpose: when two calls wrote the *same tokens*
+with different labels (a retry or n>1 sampling the same text) and a later call forks inside them, which
+copy's labels the fork inherits is a tie the assembler's tree breaks by its internal node order; such a
+leaf's `exact_from` says where its labels become certain; the audit checks all its tokens and the labels
+from there on. Pure: plain values in, plain values out (quadratic, fine for an audit).
 """
 
 from __future__ import annotations
@@ -33,9 +37,13 @@ class Leaf:
     mask: list[int] = field(default_factory=list)
     logprobs: list[float] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
+    exact_from: int = 0  # labels before this position are one of several equally valid ones (see derive)
 
     def cut(self, n: int) -> Leaf:
-        return Leaf(self.tokens[:n], self.mask[:n], self.logprobs[:n], self.versions[:n])
+        return Leaf(self.tokens[:n], self.mask[:n], self.logprobs[:n], self.versions[:n], min(self.exact_from, n))
+
+    def labels(self, n: int) -> tuple[list[int], list[float], list[int]]:
+        return self.mask[:n], self.logprobs[:n], self.versions[:n]
 
     def write(self, call: OracleCall) -> None:
         """Appends the call's prompt beyond what is stored (fed) and its completion (generated)."""
@@ -84,8 +92,10 @@ def derive(calls: Sequence[OracleCall], max_tokens: int = 1 << 20) -> Derived:
         if whole is not None:
             leaves[whole].write(call)
         else:
-            origin = _last(i for i, n in enumerate(shared) if n == best)
-            leaf = leaves[origin].cut(best) if origin is not None and best > 0 else Leaf()
+            tied = [i for i, n in enumerate(shared) if n == best] if best > 0 else []
+            leaf = leaves[tied[-1]].cut(best) if tied else Leaf()
+            if len({repr(leaves[i].labels(best)) for i in tied}) > 1:
+                leaf.exact_from = best
             leaf.write(call)
             leaves.append(leaf)
     return Derived(leaves, truncated, len(seen))
