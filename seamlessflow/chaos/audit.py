@@ -20,10 +20,19 @@ from seamlessflow.messages import DeadLetter, EpisodeEnd, TokenIO, Trajectory, W
 
 
 @dataclass(frozen=True)
-class Ledger:
-    """What the proxy acknowledged to the driver's agents: (call id, choices) and ended session ids."""
+class AckedCall:
+    """A call as its agent saw it: the prompt ids it sent and the completion ids of each choice it got."""
 
-    calls: tuple[tuple[str, int], ...] = ()
+    session_id: str
+    prompt: tuple[int, ...]
+    completions: tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """What the proxy acknowledged to the driver's agents: calls, and the sessions it ended."""
+
+    calls: tuple[AckedCall, ...] = ()
     ends: tuple[str, ...] = ()
 
 
@@ -132,11 +141,17 @@ def _sessions(records: Iterable[Record], letters: dict, report: AuditReport) -> 
 
 
 def _check_ledger(ledger: Ledger, token_ids: dict[str, TokenIO], sessions: dict[str, _Session], report: AuditReport) -> None:
-    for call_id, choices in ledger.calls:
+    """Each acknowledged choice must match one distinct recorded call of its session, token for token."""
+    recorded: Counter = Counter((t.session_id, tuple(t.prompt_ids), tuple(t.completion_ids)) for t in token_ids.values())
+    for call in ledger.calls:
         report.counts["acknowledged calls"] += 1
-        for index in range(choices):
-            if f"{call_id}.{index}" not in token_ids:
-                report.fail("acknowledged call lost", f"call {call_id} choice {index}: no token I/O on the topic")
+        for index, completion in enumerate(call.completions):
+            key = (call.session_id, call.prompt, completion)
+            if recorded[key] > 0:
+                recorded[key] -= 1
+            else:
+                report.fail("acknowledged call lost", f"session {call.session_id}: choice {index} of a call with "
+                                                      f"{len(call.prompt)} prompt ids has no matching token I/O")
     for session_id in ledger.ends:
         report.counts["acknowledged episode ends"] += 1
         if sessions.get(session_id, _Session()).end is None:

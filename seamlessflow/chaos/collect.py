@@ -7,7 +7,7 @@ from pathlib import Path
 
 from seamlessflow.assembler import AssemblyConfig
 from seamlessflow.avro import codec_for
-from seamlessflow.chaos.audit import AuditReport, Ledger, Rules, audit
+from seamlessflow.chaos.audit import AckedCall, AuditReport, Ledger, Rules, audit
 from seamlessflow.config import Settings
 from seamlessflow.core.assembler import Selection
 from seamlessflow.kafka.io import read_topic
@@ -29,13 +29,14 @@ def step_log(settings: Settings) -> list[dict] | None:
 
 
 def read_ledger(path: Path) -> Ledger:
-    """The driver's JSON lines: {"call": id, "choices": n} per acknowledged call, {"end": session id} per end."""
+    """The driver's JSON lines: {"session", "prompt", "completions"} per acknowledged call, {"end": session id}
+    per acknowledged end."""
     calls, ends = [], []
     for line in path.read_text().splitlines():
         if line.strip():
             entry = json.loads(line)
-            if "call" in entry:
-                calls.append((entry["call"], int(entry["choices"])))
+            if "prompt" in entry:
+                calls.append(AckedCall(entry["session"], tuple(entry["prompt"]), tuple(map(tuple, entry["completions"]))))
             elif "end" in entry:
                 ends.append(entry["end"])
     return Ledger(tuple(calls), tuple(ends))

@@ -5,7 +5,8 @@ services, which calls the proxy acknowledged. Each session sends token-id prompt
 (so turns extend each other exactly; some turns rewrite history and fork, some ask for n=2), retries a
 failed call with the same `Idempotency-Key` (the proxy then records the same call id: a retry is
 recognisable downstream), and ends with a reward. Every 200 is appended to the ledger (JSON lines,
-flushed at once) before the next request: a call in the ledger is one the proxy promised to have recorded.
+flushed at once) before the next request, with the prompt ids sent and the completion ids received: a call
+in the ledger is one the proxy promised to have recorded, and the audit looks for exactly those tokens.
 """
 
 from __future__ import annotations
@@ -93,9 +94,10 @@ class Driver:
             if reply is None:
                 status = "failed"
                 break
-            self._record({"call": reply["id"].split("-", 1)[1], "choices": len(reply["choices"])})
+            choices = sorted(reply["choices"], key=lambda c: c["index"])
+            self._record({"session": session, "prompt": history, "completions": [c.get("token_ids") or [] for c in choices]})
             self.stats.calls_acknowledged += 1
-            completion = list(reply["choices"][0].get("token_ids") or [])
+            completion = list(choices[0].get("token_ids") or [])
             if rng.random() < 0.2 and len(history) > 2:  # rewrite history: cut it and diverge (a fork)
                 history = history[: rng.randrange(1, len(history))]
             else:

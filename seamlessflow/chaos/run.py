@@ -146,7 +146,7 @@ def _ledger_path(settings: Settings) -> Path:
 def ledger_times(path: Path) -> list[int]:
     import json
 
-    return [json.loads(line)["t_ms"] for line in path.read_text().splitlines() if '"call"' in line]
+    return [json.loads(line)["t_ms"] for line in path.read_text().splitlines() if '"prompt"' in line]
 
 
 def _drain(settings: Settings, ledger_path: Path, drain_s: float) -> None:

@@ -9,7 +9,7 @@ import dataclasses
 import pytest
 
 from seamlessflow.assembler import AssemblyConfig
-from seamlessflow.chaos.audit import Ledger, audit
+from seamlessflow.chaos.audit import AckedCall, Ledger, audit
 from seamlessflow.kafka.io import Record
 from seamlessflow.messages import DeadLetter, EpisodeEnd, TokenIO, WeightVersion
 from seamlessflow.replay.check import rebuild
@@ -44,7 +44,8 @@ def clean(codec):
     steps = [{"step": 1, "version": 1, "trajectory_ids": ["s1/0", "s1/1"]}, {"step": 2, "version": 2, "trajectory_ids": ["s2/0"]}]
     weights = records("t.weights", [WeightVersion(f"v{v}", v, "file:///w", v, "hf", "trainer-0", "red", "r", 0)
                                     for v in (1, 2, 2)], codec)
-    ledger = Ledger((("a", 1), ("b", 1), ("c", 1), ("d", 1)), ("s1", "s2"))
+    ledger = Ledger(tuple(AckedCall(m.session_id, tuple(m.prompt_ids), (tuple(m.completion_ids),)) for m in events[:4]),
+                    ("s1", "s2"))
     return dict(session_events=session_events, trajectories=trajectories, steps=steps, weights=weights, ledger=ledger)
 
 

@@ -27,7 +27,8 @@ def test_audit_of_real_topics_passes_then_names_injected_violations(settings, co
     work.mkdir(parents=True)
     (work / "steps.jsonl").write_text(json.dumps({"step": 1, "version": 1, "trajectory_ids": ["s1/0"]}) + "\n")
     ledger_file = tmp_path / "ledger.jsonl"
-    ledger_file.write_text('{"call": "a", "choices": 1}\n{"call": "b", "choices": 1}\n{"end": "s1"}\n')
+    ledger_file.write_text('{"session": "s1", "prompt": [1, 2], "completions": [[3]]}\n'
+                           '{"session": "s1", "prompt": [1, 2, 3, 4], "completions": [[5]]}\n{"end": "s1"}\n')
 
     report = audit_topics(settings, read_ledger(ledger_file))
     assert report.ok, report.violations
@@ -35,7 +36,7 @@ def test_audit_of_real_topics_passes_then_names_injected_violations(settings, co
 
     producer.send_and_wait(topics.trajectories, "g1", dataclasses.replace(trajectory, tokens=[1, 2, 3, 4, 6]))
     with ledger_file.open("a") as out:
-        out.write('{"call": "never-published", "choices": 1}\n')
+        out.write('{"session": "s1", "prompt": [1, 2], "completions": [[3], [4]]}\n')  # a second choice never recorded
     (work / "steps.jsonl").write_text((work / "steps.jsonl").read_text()
                                       + json.dumps({"step": 2, "version": 2, "trajectory_ids": ["s1/0"]}) + "\n")
     report = audit_topics(settings, read_ledger(ledger_file))
