@@ -73,12 +73,15 @@ def run_chaos(settings: Settings, options: ChaosOptions, extra: Sequence[Service
                 supervisor.start(spec)
             start_stack(settings, supervisor, log=log)
             threading.Thread(target=_tick, args=(supervisor, ticking), daemon=True).start()
+        log(f"chaos: stack up after {time.monotonic() - started:.0f} s")
         result = _drive(settings, options, supervisor, log)
         if supervisor is not None:
             ticking.set()
             _stop_services(supervisor, settings)
+            log(f"chaos: services stopped after {time.monotonic() - started:.0f} s")
         ledger = read_ledger(_ledger_path(settings))
         result.audit = audit_topics(settings, ledger)
+        log(f"chaos: audited after {time.monotonic() - started:.0f} s")
         result.recoveries = _recoveries(settings, result.injected, ledger_times(_ledger_path(settings)), result.agents_stopped_ms)
         _judge_recoveries(result, options)
         result.duration_s = time.monotonic() - started
@@ -113,6 +116,7 @@ def _drive(settings: Settings, options: ChaosOptions, supervisor: Supervisor | N
     finally:
         driver.stop()
     stopped_ms = int(time.time() * 1000)
+    log("chaos: agents stopped; waiting for the last trajectories")
     _drain(settings, path, options.drain_s)
     return ChaosResult(injected, [], AuditReport(), driver.stats, 0.0, stopped_ms)
 
@@ -136,7 +140,7 @@ def _stop_services(supervisor: Supervisor, settings: Settings) -> None:
     for name in reversed(list(supervisor.states)):
         pid = supervisor.states[name].pid
         if pid and not name.startswith("broker"):
-            stop_tree(pid, max(settings.stop_grace_s, 30.0))
+            stop_tree(pid, settings.stop_grace_s)
 
 
 def _ledger_path(settings: Settings) -> Path:

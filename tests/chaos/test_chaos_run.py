@@ -20,9 +20,9 @@ TARGETS = ("proxy", "assembler", "trainer", "engine-0")
 
 def test_short_seeded_chaos_run_passes_the_audit(settings):
     stack = with_stack_defaults(settings.with_overrides(
-        proxy={"port": free_port()}, trainer={"batch_threshold": 1, "heartbeat_s": 1.0}, stop_grace_s=20))
+        proxy={"port": free_port()}, trainer={"batch_threshold": 1, "heartbeat_s": 1.0}, stop_grace_s=15))
     stack, engines = stub_engine_stack(stack, 1, group_size=2)
-    options = ChaosOptions(seed=7, faults=4, every_s=10.0, targets=TARGETS, concurrency=4, settle_s=25.0,
+    options = ChaosOptions(seed=7, faults=4, every_s=8.0, targets=TARGETS, concurrency=4, settle_s=20.0,
                            drain_s=60.0, recover_within_s=60.0)
     result = run_chaos(stack, options, engines)
 
