@@ -133,7 +133,7 @@ def _sessions(records: Iterable[Record], letters: dict, report: AuditReport) -> 
         else:
             report.fail("poison kept", f"{record.topic}[{record.partition}]@{record.offset} is unusable "
                                        f"({record.error or type(message).__name__}) and no service dead-lettered it")
-    report.counts["calls (distinct)"] = len(first)
+    report.counts["choices recorded (distinct ids)"] = len(first)
     report.counts["sessions ended"] = sum(1 for s in sessions.values() if s.end is not None)
     report.counts["sessions still open"] = sum(1 for s in sessions.values() if s.end is None)
     report.counts["calls after their session's end"] = sum(s.late_calls for s in sessions.values())
