@@ -5,6 +5,7 @@ from __future__ import annotations
 import click
 
 from seamlessflow.cli.agent import agent
+from seamlessflow.cli.chaos import chaos
 from seamlessflow.cli.context import global_options, load_settings
 from seamlessflow.cli.dashboard import dashboard
 from seamlessflow.cli.model import model_group
@@ -25,7 +26,8 @@ def cli(ctx, config_path, **overrides):
     ctx.obj = load_settings(config_path, **overrides)
 
 
-for command in (up, down, status, topics, tail, model_group, team, agent, reward, replay, timeline, simulate, dashboard):
+for command in (up, down, status, topics, tail, model_group, team, agent, reward, replay, timeline, simulate, dashboard,
+                chaos):
     cli.add_command(command)
 
 

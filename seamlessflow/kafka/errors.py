@@ -20,7 +20,8 @@ T = TypeVar("T")
 TRANSIENT = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABLE, KafkaError.UNKNOWN_TOPIC_OR_PART,
              KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT, KafkaError._WAIT_COORD,
              KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
-             KafkaError.REBALANCE_IN_PROGRESS}
+             KafkaError.REBALANCE_IN_PROGRESS,
+             KafkaError._DESTROY_BROKER}  # a request in flight to a broker that just died (seen in chaos runs)
 
 
 def transient(exc: KafkaException) -> bool:

@@ -1,0 +1,120 @@
+"""Soak: many concurrent agent sessions for a fixed time on stub engines; memory per service, then the audit.
+
+The stack is the chaos run's stub-engine stack (`seamlessflow/chaos/stack.py`): its own embedded Apache
+Kafka node, assembler, proxy and DeepSpeed trainer on a random tiny model, and StubEngine processes (a
+fake that generates fixed token ids, not an engine), all on 127.0.0.1. The chaos driver runs `--sessions`
+sessions at once for `--seconds` (no faults unless `--faults`), a sampler records each service's resident
+memory (process and children) every `--every-s`, and the audit then checks every acknowledged call, every
+trajectory bit for bit and the trainer's step log. Writes the curve as CSV and PNG.
+
+    .venv/bin/python benchmarks/bench_soak.py [--sessions 500] [--seconds 600] [--faults 0] [--out benchmarks/figures]
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+import psutil
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from seamlessflow.chaos.report import render, summary  # noqa: E402
+from seamlessflow.chaos.run import ChaosOptions, run_chaos  # noqa: E402
+from seamlessflow.chaos.stack import stub_engine_stack  # noqa: E402
+from seamlessflow.config import Settings  # noqa: E402
+from seamlessflow.ports import free_port, free_port_block  # noqa: E402
+from seamlessflow.stack import run_dir, with_stack_defaults  # noqa: E402
+from seamlessflow.supervisor import read_state  # noqa: E402
+
+
+def rss_mb(pid: int) -> float:
+    try:
+        proc = psutil.Process(pid)
+        return sum(p.memory_info().rss for p in [proc, *proc.children(recursive=True)]) / 2**20
+    except psutil.NoSuchProcess:
+        return float("nan")
+
+
+def sample(settings: Settings, every_s: float, rows: list[dict], done: threading.Event) -> None:
+    started = time.monotonic()
+    while not done.wait(every_s):
+        services = (read_state(run_dir(settings)) or {}).get("services", {})
+        row = {"t_s": round(time.monotonic() - started, 1)}
+        row.update({name: round(rss_mb(s["pid"]), 1) for name, s in services.items() if s.get("pid")})
+        rows.append(row)
+
+
+def plot(rows: list[dict], path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    names = sorted({k for row in rows for k in row if k != "t_s"})
+    fig, ax = plt.subplots(figsize=(8, 4))
+    for name in names:
+        ax.plot([r["t_s"] for r in rows if name in r], [r[name] for r in rows if name in r], label=name)
+    ax.set_xlabel("seconds")
+    ax.set_ylabel("resident memory, MiB (with children)")
+    ax.legend(loc="upper left", fontsize=8)
+    ax.grid(alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(path, dpi=100)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sessions", type=int, default=500)
+    parser.add_argument("--seconds", type=float, default=600)
+    parser.add_argument("--faults", type=int, default=0)
+    parser.add_argument("--engines", type=int, default=2)
+    parser.add_argument("--every-s", type=float, default=5.0)
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "figures")
+    args = parser.parse_args()
+    work = Path(tempfile.mkdtemp(prefix="soak-"))
+    settings = with_stack_defaults(Settings(
+        data_dir=work / "data", broker_port=free_port_block(2), topic_prefix="soak", stop_grace_s=30,
+        proxy={"port": free_port()},
+        trainer={"batch_threshold": 4, "heartbeat_s": 2.0}))
+    settings, engines = stub_engine_stack(settings, args.engines, group_size=2)
+    options = ChaosOptions(seed=1, faults=args.faults, every_s=args.seconds / max(args.faults, 1),
+                           concurrency=args.sessions, settle_s=0 if args.faults else args.seconds, drain_s=180,
+                           targets=("proxy", "assembler", "trainer", "engine-0") if args.faults else ())
+    rows: list[dict] = []
+    done = threading.Event()
+    threading.Thread(target=sample, args=(settings, args.every_s, rows, done), daemon=True).start()
+    try:
+        result = run_chaos(settings, options, engines)
+    finally:
+        done.set()
+    from rich.console import Console
+
+    render(result, Console(width=160))
+    args.out.mkdir(parents=True, exist_ok=True)
+    with open(args.out / "soak_memory.csv", "w", newline="") as out:
+        names = sorted({k for row in rows for k in row if k != "t_s"})
+        writer = csv.DictWriter(out, ["t_s", *names])
+        writer.writeheader()
+        writer.writerows(rows)
+    plot(rows, args.out / "soak_memory.png")
+    names = sorted({k for row in rows for k in row if k != "t_s"})
+    print("service | RSS MiB first sample | max | last")
+    for name in names:
+        values = [r[name] for r in rows if name in r and r[name] == r[name]]
+        if values:
+            print(f"{name} | {values[0]:.0f} | {max(values):.0f} | {values[-1]:.0f}")
+    s = summary(result)
+    print(f"calls acknowledged {s['calls_acknowledged']} ({s['calls_acknowledged'] / args.seconds:.0f}/s), sessions ended "
+          f"{s['sessions_ended']}, trajectories verified {s['trajectories_verified']}, violations {s['violations']}")
+    sys.exit(0 if result.ok else 1)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,257 @@
+"""The audit: what the topics and the trainer's step log must show after any run, faults or not.
+
+It trusts no service: it reads what is durable (records on the topics, the fsynced step log, and the
+driver's own ledger of calls the proxy acknowledged) and re-derives the trajectories with its own
+longest-prefix matching (`oracle.py`). Re-deliveries that Kafka's at-least-once paths allow (a record
+published again with the same id and contents) are counted, not failed; anything lost, invented, changed,
+or trained twice is a violation. Pure: records in, a report out.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field, fields
+
+from seamlessflow.chaos.oracle import Leaf, OracleCall, derive
+from seamlessflow.kafka.io import Record
+from seamlessflow.messages import DeadLetter, EpisodeEnd, TokenIO, Trajectory, WeightVersion
+
+
+@dataclass(frozen=True)
+class AckedCall:
+    """A call as its agent saw it: the prompt ids it sent and the completion ids of each choice it got."""
+
+    session_id: str
+    prompt: tuple[int, ...]
+    completions: tuple[tuple[int, ...], ...]
+
+
+@dataclass(frozen=True)
+class Ledger:
+    """What the proxy acknowledged to the driver's agents: calls, and the sessions it ended."""
+
+    calls: tuple[AckedCall, ...] = ()
+    ends: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The assembler settings that decide which leaves become trajectories."""
+
+    max_tokens: int = 1 << 20
+    longest_only: bool = False
+    keep_aborted: bool = True
+
+
+@dataclass(frozen=True)
+class Violation:
+    kind: str
+    detail: str
+
+
+@dataclass
+class AuditReport:
+    counts: Counter = field(default_factory=Counter)
+    violations: list[Violation] = field(default_factory=list)
+    dead_letters: Counter = field(default_factory=Counter)  # (service, reason) -> letters
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def fail(self, kind: str, detail: str) -> None:
+        self.violations.append(Violation(kind, detail))
+
+
+@dataclass
+class _Session:
+    calls: list[OracleCall] = field(default_factory=list)
+    late_calls: int = 0
+    end: EpisodeEnd | None = None
+    end_ids: set[str] = field(default_factory=set)
+
+
+def audit(session_events: Sequence[Record], trajectories: Sequence[Record], dead_letters: Sequence[Record] = (),
+          weights: Sequence[Record] = (), steps: Sequence[dict] | None = None, ledger: Ledger | None = None,
+          rules: Rules = Rules()) -> AuditReport:
+    report = AuditReport()
+    letters = _dead_letters(dead_letters, report)
+    sessions, token_ids = _sessions(session_events, letters, report)
+    if ledger is not None:
+        _check_ledger(ledger, token_ids, sessions, report)
+    stored = _stored_trajectories(trajectories, report)
+    _check_trajectories(sessions, stored, letters, rules, report)
+    if steps is not None:
+        _check_steps(steps, stored, report)
+    _check_versions(weights, report)
+    return report
+
+
+def _dead_letters(records: Iterable[Record], report: AuditReport) -> dict[tuple[str, int, int], DeadLetter]:
+    """Letters by (source topic, partition, offset); counted by service and the head of the reason."""
+    out = {}
+    for record in records:
+        letter = record.message
+        if not isinstance(letter, DeadLetter):
+            report.fail("dead-letter topic", f"record @{record.offset} is not a DeadLetter: {record.error}")
+            continue
+        report.dead_letters[(letter.service, letter.reason.split(":")[0][:60])] += 1
+        out[(letter.source_topic, letter.partition, letter.offset)] = letter
+    return out
+
+
+def _sessions(records: Iterable[Record], letters: dict, report: AuditReport) -> tuple[dict[str, _Session], dict[str, TokenIO]]:
+    sessions: dict[str, _Session] = {}
+    first: dict[str, TokenIO] = {}
+    for record in records:
+        report.counts["session-events records"] += 1
+        message = record.message
+        if isinstance(message, TokenIO):
+            session = sessions.setdefault(message.session_id, _Session())
+            if message.event_id in first:
+                report.counts["token I/O re-sent with the same id (first kept)"] += 1
+                continue
+            first[message.event_id] = message
+            if session.end is not None:
+                session.late_calls += 1
+                continue
+            session.calls.append(OracleCall(message.event_id, message.prompt_ids, message.completion_ids,
+                                            message.logprobs, message.versions))
+        elif isinstance(message, EpisodeEnd):
+            session = sessions.setdefault(message.session_id, _Session())
+            if message.event_id in session.end_ids:
+                report.counts["episode ends re-sent with the same id"] += 1
+            elif session.end is not None:
+                report.counts["second episode ends (ignored)"] += 1
+            else:
+                session.end = message
+            session.end_ids.add(message.event_id)
+        elif (record.topic, record.partition, record.offset) in letters:
+            report.counts["poison records dead-lettered"] += 1
+        else:
+            report.fail("poison kept", f"{record.topic}[{record.partition}]@{record.offset} is unusable "
+                                       f"({record.error or type(message).__name__}) and no service dead-lettered it")
+    report.counts["choices recorded (distinct ids)"] = len(first)
+    report.counts["sessions ended"] = sum(1 for s in sessions.values() if s.end is not None)
+    report.counts["sessions still open"] = sum(1 for s in sessions.values() if s.end is None)
+    report.counts["calls after their session's end"] = sum(s.late_calls for s in sessions.values())
+    return sessions, first
+
+
+def _check_ledger(ledger: Ledger, token_ids: dict[str, TokenIO], sessions: dict[str, _Session], report: AuditReport) -> None:
+    """Each acknowledged choice must match one distinct recorded call of its session, token for token."""
+    recorded: Counter = Counter((t.session_id, tuple(t.prompt_ids), tuple(t.completion_ids)) for t in token_ids.values())
+    for call in ledger.calls:
+        report.counts["acknowledged calls"] += 1
+        for index, completion in enumerate(call.completions):
+            key = (call.session_id, call.prompt, completion)
+            if recorded[key] > 0:
+                recorded[key] -= 1
+            else:
+                report.fail("acknowledged call lost", f"session {call.session_id}: choice {index} of a call with "
+                                                      f"{len(call.prompt)} prompt ids has no matching token I/O")
+    for session_id in ledger.ends:
+        report.counts["acknowledged episode ends"] += 1
+        if sessions.get(session_id, _Session()).end is None:
+            report.fail("acknowledged end lost", f"session {session_id}: no episode end on the topic")
+
+
+def _stored_trajectories(records: Iterable[Record], report: AuditReport) -> dict[str, Trajectory]:
+    stored: dict[str, Trajectory] = {}
+    for record in records:
+        report.counts["trajectory records"] += 1
+        t = record.message
+        if not isinstance(t, Trajectory):
+            report.fail("trajectories topic", f"@{record.offset}: not a Trajectory ({record.error})")
+            continue
+        if t.event_id not in stored:
+            stored[t.event_id] = t
+        elif _bits(stored[t.event_id]) == _bits(t):
+            report.counts["trajectories re-published (same id and contents)"] += 1
+        else:
+            report.fail("duplicate trajectory differs", f"{t.event_id}: two records with this id and different contents")
+    return stored
+
+
+def _check_trajectories(sessions: dict[str, _Session], stored: dict[str, Trajectory], letters: dict, rules: Rules,
+                        report: AuditReport) -> None:
+    expected: set[str] = set()
+    for session_id, session in sessions.items():
+        end = session.end
+        if end is None or (end.status == "aborted" and not rules.keep_aborted):
+            continue
+        derived = derive(session.calls, rules.max_tokens)
+        leaves = list(enumerate(derived.leaves))
+        if rules.longest_only and leaves:
+            leaves = [max(leaves, key=lambda bl: (len(bl[1].tokens), -bl[0]))]
+        status = "truncated" if derived.truncated else end.status
+        for branch, leaf in leaves:
+            tid = f"{session_id}/{branch}"
+            expected.add(tid)
+            got = stored.get(tid)
+            if got is None:
+                report.fail("trajectory missing", f"{tid}: session ended, leaf {branch} never published")
+            else:
+                problems = _differences(leaf, end, status, derived.calls, got)
+                if problems:
+                    report.fail("trajectory differs", f"{tid}: " + "; ".join(problems))
+                else:
+                    report.counts["trajectories verified bit-exact"] += 1
+    for tid in sorted(set(stored) - expected):
+        report.fail("unexpected trajectory", f"{tid}: no ended session's events give this trajectory")
+
+
+def _differences(leaf: Leaf, end: EpisodeEnd, status: str, calls: int, got: Trajectory) -> list[str]:
+    n = leaf.exact_from  # labels before it are one of several valid ones (twin histories; see oracle.py)
+    want = {"tokens": leaf.tokens, "loss_mask": leaf.mask[n:], "logprobs": leaf.logprobs[n:], "versions": leaf.versions[n:],
+            "reward": end.reward, "status": status, "group_id": end.group_id or end.session_id,
+            "task_id": end.task_id or "", "team": end.team, "run": end.run, "num_calls": calls}
+    labels = ("loss_mask", "logprobs", "versions")
+    return [f"{name} differs" for name, value in want.items()
+            if _bits(value) != _bits(getattr(got, name)[n:] if name in labels else getattr(got, name))]
+
+
+def _check_steps(steps: Sequence[dict], stored: dict[str, Trajectory], report: AuditReport) -> None:
+    trained: Counter = Counter(tid for step in steps for tid in step.get("trajectory_ids", []))
+    report.counts["training steps"] = len(steps)
+    report.counts["trajectories trained"] = len(trained)
+    report.counts["trajectories not trained (pending or discarded)"] = len(set(stored) - set(trained))
+    for tid, n in sorted(trained.items()):
+        if n > 1:
+            report.fail("trained twice", f"{tid} is in {n} durable steps")
+        if tid not in stored:
+            report.fail("trained unknown", f"{tid} was trained but is not on the trajectories topic")
+    numbers = [step.get("step", 0) for step in steps]
+    if any(b <= a for a, b in zip(numbers, numbers[1:], strict=False)):
+        report.fail("step log order", f"step numbers do not increase: {numbers}")
+    versions = [step.get("version", 0) for step in steps]
+    if any(b < a for a, b in zip(versions, versions[1:], strict=False)):
+        report.fail("version went back", f"step log versions: {versions}")
+
+
+def _check_versions(weights: Iterable[Record], report: AuditReport) -> None:
+    highest: dict[str, int] = {}
+    for record in weights:
+        w = record.message
+        if not isinstance(w, WeightVersion):
+            continue
+        report.counts["weight versions published"] += 1
+        top = highest.get(w.trainer_id, 0)
+        if w.version < top:
+            report.fail("version went back", f"{w.trainer_id} published v{w.version} after v{top}")
+        elif w.version == top:
+            report.counts["weight versions re-published after a restart"] += 1
+        highest[w.trainer_id] = max(top, w.version)
+
+
+def _bits(value: object) -> object:
+    """Floats by their bits (NaN == NaN, -0.0 != 0.0); dataclasses field by field."""
+    if isinstance(value, float):
+        return struct.pack("<d", value)
+    if isinstance(value, list | tuple):
+        return [_bits(v) for v in value]
+    if hasattr(value, "__dataclass_fields__"):
+        return [(f.name, _bits(getattr(value, f.name))) for f in fields(value)]  # type: ignore[arg-type]
+    return value

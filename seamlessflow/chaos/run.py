@@ -1,0 +1,191 @@
+"""`seamlessflow chaos`: run the loop, deliver a seeded fault schedule while agents work, then audit.
+
+Phases: start the stack under a supervisor that restarts what dies (or attach to a running one), start
+the driver's agents, wait for the first acknowledged call, deliver the faults, let the loop settle, stop
+the agents, wait until every ended session's trajectories are on the topic (or the drain time runs out:
+the audit then names what is missing), stop the services (SIGTERM: the trainer checkpoints and logs its
+steps), and audit the topics with the broker still up. Recovery times come from the same records.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from seamlessflow.avro import codec_for
+from seamlessflow.chaos.audit import AuditReport
+from seamlessflow.chaos.collect import audit_topics, read_ledger
+from seamlessflow.chaos.driver import Driver, DriverOptions, DriverStats
+from seamlessflow.chaos.inject import Injected, Injector
+from seamlessflow.chaos.recovery import Recovery, recoveries
+from seamlessflow.chaos.schedule import plan
+from seamlessflow.config import Settings
+from seamlessflow.kafka.io import read_topic
+from seamlessflow.messages import Trajectory, WeightVersion
+from seamlessflow.proxy import ProxyConfig
+from seamlessflow.stack import enabled, log_dir, run_dir, start_stack
+from seamlessflow.supervisor import ServiceSpec, Supervisor, read_state, stop_tree
+from seamlessflow.teams import TeamKeys
+from seamlessflow.topics import Topics
+
+
+@dataclass
+class ChaosOptions:
+    seed: int = 0
+    faults: int = 12
+    every_s: float = 10.0
+    freeze_share: float = 0.2
+    targets: tuple[str, ...] = ()  # default: every service of the stack
+    concurrency: int = 8
+    group_size: int = 2
+    warmup_s: float = 120.0  # longest wait for the first acknowledged call
+    settle_s: float = 15.0  # after the last fault, before the agents stop
+    drain_s: float = 90.0  # longest wait for the trajectories of ended sessions
+    recover_within_s: float = 90.0  # a fault not recovered from within this is a violation
+
+
+@dataclass
+class ChaosResult:
+    injected: list[Injected]
+    recoveries: list[Recovery]
+    audit: AuditReport
+    driver: DriverStats
+    duration_s: float
+    agents_stopped_ms: int = 0  # progress after this cannot be expected (recovery is judged up to it)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.audit.ok
+
+
+def run_chaos(settings: Settings, options: ChaosOptions, extra: Sequence[ServiceSpec] = (), attach: bool = False,
+              log: Callable[[str], None] = print) -> ChaosResult:
+    started = time.monotonic()
+    supervisor = None if attach else Supervisor(run_dir(settings), log_dir(settings), settings.stop_grace_s)
+    ticking = threading.Event()
+    try:
+        if supervisor is not None:
+            for spec in extra:
+                supervisor.start(spec)
+            start_stack(settings, supervisor, log=log)
+            threading.Thread(target=_tick, args=(supervisor, ticking), daemon=True).start()
+        log(f"chaos: stack up after {time.monotonic() - started:.0f} s")
+        result = _drive(settings, options, supervisor, log)
+        if supervisor is not None:
+            ticking.set()
+            _stop_services(supervisor, settings)
+            log(f"chaos: services stopped after {time.monotonic() - started:.0f} s")
+        ledger = read_ledger(_ledger_path(settings))
+        result.audit = audit_topics(settings, ledger)
+        log(f"chaos: audited after {time.monotonic() - started:.0f} s")
+        result.recoveries = _recoveries(settings, result.injected, ledger_times(_ledger_path(settings)), result.agents_stopped_ms)
+        _judge_recoveries(result, options)
+        result.duration_s = time.monotonic() - started
+        return result
+    finally:
+        ticking.set()
+        if supervisor is not None:
+            supervisor.stop_all()
+
+
+def _drive(settings: Settings, options: ChaosOptions, supervisor: Supervisor | None, log) -> ChaosResult:
+    proxy = ProxyConfig.model_validate(settings.section("proxy"))
+    key = TeamKeys.from_settings(settings).ensure_default(settings.team) or ""
+    path = _ledger_path(settings)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("")
+    driver = Driver(DriverOptions(f"http://{proxy.host}:{proxy.port}", key, path, options.concurrency,
+                                  options.group_size, seed=options.seed)).start()
+    injector = Injector(lambda: _pids(settings, supervisor), options.seed)
+    targets = list(options.targets) or injector.targets()
+    schedule = plan(options.seed, targets, options.faults, options.every_s, freeze_share=options.freeze_share)
+    injected: list[Injected] = []
+    try:
+        _wait(lambda: driver.stats.calls_acknowledged > 0, options.warmup_s, "the first acknowledged call")
+        log(f"chaos: {len(schedule)} faults over {targets}, seed {options.seed}")
+        begin = time.monotonic()
+        for fault in schedule:
+            time.sleep(max(0.0, begin + fault.at_s - time.monotonic()))
+            injected.append(injector.deliver(fault))
+            log(f"  t+{fault.at_s:6.1f}s  {fault.describe()}  pids {injected[-1].pids}")
+        time.sleep(options.settle_s)
+    finally:
+        driver.stop()
+    stopped_ms = int(time.time() * 1000)
+    log("chaos: agents stopped; waiting for the last trajectories")
+    _drain(settings, path, options.drain_s)
+    return ChaosResult(injected, [], AuditReport(), driver.stats, 0.0, stopped_ms)
+
+
+def _tick(supervisor: Supervisor, done: threading.Event) -> None:
+    while not done.is_set():
+        supervisor.check()
+        done.wait(0.5)
+
+
+def _pids(settings: Settings, supervisor: Supervisor | None) -> dict[str, int | None]:
+    if supervisor is not None:
+        return {name: state.pid if state.state == "running" else None for name, state in supervisor.states.items()}
+    services = (read_state(run_dir(settings)) or {}).get("services", {})
+    return {name: s.get("pid") if s.get("state") == "running" else None for name, s in services.items()}
+
+
+def _stop_services(supervisor: Supervisor, settings: Settings) -> None:
+    """Everything but the brokers, newest first, with SIGTERM (the trainer checkpoints on it)."""
+    supervisor.stopping = True
+    for name in reversed(list(supervisor.states)):
+        pid = supervisor.states[name].pid
+        if pid and not name.startswith("broker"):
+            stop_tree(pid, settings.stop_grace_s)
+
+
+def _ledger_path(settings: Settings) -> Path:
+    return Path(settings.data_dir).resolve() / "chaos" / "ledger.jsonl"
+
+
+def ledger_times(path: Path) -> list[int]:
+    import json
+
+    return [json.loads(line)["t_ms"] for line in path.read_text().splitlines() if '"prompt"' in line]
+
+
+def _drain(settings: Settings, ledger_path: Path, drain_s: float) -> None:
+    """Waits until every session the driver ended with a call in it has a trajectory on the topic."""
+    ledger = read_ledger(ledger_path)
+    ended = set(ledger.ends) & {call.session_id for call in ledger.calls}  # a session with no call gives nothing
+    codec, topic = codec_for(settings), Topics(settings).trajectories
+    deadline = time.monotonic() + drain_s
+    while time.monotonic() < deadline:
+        have = {r.message.session_id for r in read_topic(settings, topic, codec) if isinstance(r.message, Trajectory)}
+        if ended <= have:
+            return
+        time.sleep(2.0)
+
+
+def _recoveries(settings: Settings, injected: list[Injected], acks_ms: list[int], end_ms: int) -> list[Recovery]:
+    topics, codec = Topics(settings), codec_for(settings)
+    trajectories = [r.timestamp_ms for r in read_topic(settings, topics.trajectories, codec)]
+    weights = ([(r.timestamp_ms, r.message.version) for r in read_topic(settings, topics.weights, codec)
+                if isinstance(r.message, WeightVersion)] if enabled(settings, "trainer") else None)
+    return recoveries(injected, end_ms, acks_ms, trajectories, weights)
+
+
+def _judge_recoveries(result: ChaosResult, options: ChaosOptions) -> None:
+    for r in result.recoveries:
+        what = f"{r.injected.fault.describe()} at t+{r.injected.fault.at_s:.0f}s"
+        if r.seconds is not None and r.seconds > options.recover_within_s:
+            result.audit.fail("slow recovery", f"{what}: {r.seconds:.1f} s (limit {options.recover_within_s:.0f} s)")
+        elif r.seconds is None and r.waited_s >= options.recover_within_s:
+            result.audit.fail("no recovery", f"{what}: no progress in the {r.waited_s:.0f} s after it")
+
+
+def _wait(condition: Callable[[], bool], timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"chaos: no {what} within {timeout_s:.0f} s")
+        time.sleep(0.5)

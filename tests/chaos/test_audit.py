@@ -1,0 +1,108 @@
+"""The audit passes a clean record set and names each kind of violation injected into it.
+
+The clean set is made the way the system makes it: session events as the proxy writes them, trajectories
+from the assembler's own code (`replay.check.rebuild`, the SessionBook and core the service runs).
+"""
+
+import dataclasses
+
+import pytest
+
+from seamlessflow.assembler import AssemblyConfig
+from seamlessflow.chaos.audit import AckedCall, Ledger, audit
+from seamlessflow.kafka.io import Record
+from seamlessflow.messages import DeadLetter, EpisodeEnd, TokenIO, WeightVersion
+from seamlessflow.replay.check import rebuild
+from seamlessflow.replay.select import SessionEvents
+
+TOPIC = "t.session-events"
+
+
+def token_io(session, call, prompt, completion, version=1, choice=0):
+    return TokenIO(f"{call}.{choice}", session, "red", "r", call, "e0", choice, prompt, completion,
+                   [-0.5 - i / 8 for i in range(len(completion))], [version] * len(completion), "stop", 0.0, 0.0, 0.0, 1)
+
+
+def end(session, reward=1.0):
+    return EpisodeEnd(f"{session}.end", session, "red", "r", reward, "done", "{}", -1, 2, group_id="g1", task_id="t1")
+
+
+def records(topic, messages, codec):
+    return [Record(topic, 0, i, None, codec.encode(m, topic), i, m) for i, m in enumerate(messages)]
+
+
+@pytest.fixture
+def clean(codec):
+    events = [token_io("s1", "a", [1, 2], [3, 4]), token_io("s1", "b", [1, 2, 3, 4, 5], [6]),
+              token_io("s1", "c", [1, 2, 9], [7, 8]),  # a fork
+              token_io("s2", "d", [4], [5, 6]), end("s1"), end("s2", 0.0)]
+    session_events = records(TOPIC, events, codec)
+    by_session: dict[str, SessionEvents] = {}
+    for record in session_events:
+        by_session.setdefault(record.message.session_id, SessionEvents(record.message.session_id)).records.append(record)
+    trajectories = records("t.trajectories", rebuild(list(by_session.values()), AssemblyConfig(), codec), codec)
+    steps = [{"step": 1, "version": 1, "trajectory_ids": ["s1/0", "s1/1"]}, {"step": 2, "version": 2, "trajectory_ids": ["s2/0"]}]
+    weights = records("t.weights", [WeightVersion(f"v{v}", v, "file:///w", v, "hf", "trainer-0", "red", "r", 0)
+                                    for v in (1, 2, 2)], codec)
+    ledger = Ledger(tuple(AckedCall(m.session_id, tuple(m.prompt_ids), (tuple(m.completion_ids),)) for m in events[:4]),
+                    ("s1", "s2"))
+    return dict(session_events=session_events, trajectories=trajectories, steps=steps, weights=weights, ledger=ledger)
+
+
+def test_clean_records_pass(clean):
+    report = audit(**clean)
+    assert report.ok, report.violations
+    assert report.counts["trajectories verified bit-exact"] == 3
+    assert report.counts["weight versions re-published after a restart"] == 1
+
+
+def kinds(report):
+    return {v.kind for v in report.violations}
+
+
+def test_a_changed_token_or_logprob_is_caught(clean, codec):
+    first = clean["trajectories"][0]
+    for change in ({"tokens": [1, 2, 3, 4, 5, 7]}, {"logprobs": [0.0, 0.0, -0.5, -0.625, 0.0, -0.5000001]}):
+        bad = dataclasses.replace(first.message, **change)
+        clean_copy = {**clean, "trajectories": [Record(first.topic, 0, 0, None, None, 0, bad), *clean["trajectories"][1:]]}
+        assert kinds(audit(**clean_copy)) == {"trajectory differs"}
+
+
+def test_a_duplicated_trajectory_with_other_contents_and_an_invented_one_are_caught(clean):
+    t = clean["trajectories"][0]
+    same = Record(t.topic, 0, 10, None, None, 0, t.message)
+    other = Record(t.topic, 0, 11, None, None, 0, dataclasses.replace(t.message, reward=0.5))
+    invented = Record(t.topic, 0, 12, None, None, 0, dataclasses.replace(t.message, event_id="s1/7", branch_id=7))
+    report = audit(**{**clean, "trajectories": clean["trajectories"] + [same]})
+    assert report.ok and report.counts["trajectories re-published (same id and contents)"] == 1
+    report = audit(**{**clean, "trajectories": clean["trajectories"] + [other, invented]})
+    assert kinds(report) == {"duplicate trajectory differs", "unexpected trajectory"}
+
+
+def test_a_missing_event_an_unpublished_leaf_and_a_lost_end_are_caught(clean):
+    without_call_b = [r for r in clean["session_events"] if r.message.event_id != "b.0"]
+    report = audit(**{**clean, "session_events": without_call_b})
+    assert {"acknowledged call lost", "trajectory differs"} <= kinds(report)  # leaf 0 now ends at call a
+    report = audit(**{**clean, "trajectories": clean["trajectories"][1:]})
+    assert kinds(report) == {"trajectory missing", "trained unknown"}
+    without_end = [r for r in clean["session_events"] if not isinstance(r.message, EpisodeEnd) or r.message.session_id != "s2"]
+    report = audit(**{**clean, "session_events": without_end, "trajectories": clean["trajectories"][:2],
+                      "steps": clean["steps"][:1]})
+    assert kinds(report) == {"acknowledged end lost"}
+
+
+def test_training_twice_and_versions_going_back_are_caught(clean, codec):
+    twice = clean["steps"] + [{"step": 3, "version": 3, "trajectory_ids": ["s2/0"]}]
+    assert kinds(audit(**{**clean, "steps": twice})) == {"trained twice"}
+    back = clean["weights"] + records("t.weights", [WeightVersion("v1b", 1, "file:///w", 9, "hf", "trainer-0", "red", "r", 0)], codec)
+    assert kinds(audit(**{**clean, "weights": back})) == {"version went back"}
+
+
+def test_poison_must_be_dead_lettered(clean, codec):
+    poison = Record(TOPIC, 0, 99, None, b"\x00garbage", 0, None, "undecodable: bad magic")
+    events = clean["session_events"] + [poison]
+    assert kinds(audit(**{**clean, "session_events": events})) == {"poison kept"}
+    letter = DeadLetter("assembler:t.session-events/0/99", TOPIC, 0, 99, None, b"\x00garbage", "undecodable: bad magic",
+                        "assembler", "red", "r", 0)
+    report = audit(**{**clean, "session_events": events, "dead_letters": records("t.dead-letter", [letter], codec)})
+    assert report.ok and report.dead_letters[("assembler", "undecodable")] == 1

@@ -1,0 +1,35 @@
+"""A short seeded chaos run passes its audit (slow: a DeepSpeed trainer, the assembler, the proxy and a stub
+engine as supervised processes on the session's broker; run under the heavy-jobs lock).
+
+Four faults: kill -9 or freeze of proxy, assembler, trainer and the engine, one pair at once. The audit
+must find every acknowledged call on the topic, every ended session's leaves published bit-exact, no
+trajectory trained twice, versions only increasing; and each fault recovered from (calls, trajectories
+and a new weight version after it).
+"""
+
+import pytest
+
+from seamlessflow.chaos.run import ChaosOptions, run_chaos
+from seamlessflow.chaos.stack import stub_engine_stack
+from seamlessflow.ports import free_port
+from seamlessflow.stack import with_stack_defaults
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
+TARGETS = ("proxy", "assembler", "trainer", "engine-0")
+
+
+def test_short_seeded_chaos_run_passes_the_audit(settings):
+    stack = with_stack_defaults(settings.with_overrides(
+        proxy={"port": free_port()}, trainer={"batch_threshold": 1, "heartbeat_s": 1.0}, stop_grace_s=15))
+    stack, engines = stub_engine_stack(stack, 1, group_size=2)
+    options = ChaosOptions(seed=7, faults=4, every_s=8.0, targets=TARGETS, concurrency=4, settle_s=30.0,
+                           drain_s=60.0, recover_within_s=60.0)
+    result = run_chaos(stack, options, engines)
+
+    assert result.ok, result.audit.violations
+    assert sum(i.delivered for i in result.injected) == 4
+    assert {t for i in result.injected for t in i.fault.targets} == set(TARGETS)
+    counts = result.audit.counts
+    assert counts["acknowledged calls"] > 20 and counts["trajectories verified bit-exact"] > 10
+    assert counts["trajectories trained"] > 0 and counts["weight versions published"] >= 1  # a DeepSpeed start: ~40 s
+    assert all(r.seconds is not None for r in result.recoveries[:-1])  # the last may fall in the settle time

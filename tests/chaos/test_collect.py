@@ -1,0 +1,43 @@
+"""The audit as the chaos run calls it: records read back from real topics, the step log and the ledger
+from disk; violations injected into the topics are found."""
+
+import dataclasses
+import json
+
+from seamlessflow.assembler import AssemblyConfig
+from seamlessflow.chaos.collect import audit_topics, read_ledger
+from seamlessflow.kafka.io import MessageProducer, read_topic
+from seamlessflow.replay.check import rebuild
+from seamlessflow.replay.select import SessionEvents
+from seamlessflow.topics import Topics
+from seamlessflow.trainer.config import TrainerConfig
+from tests.chaos.test_audit import end, token_io
+
+
+def test_audit_of_real_topics_passes_then_names_injected_violations(settings, codec, tmp_path):
+    topics = Topics(settings)
+    producer = MessageProducer(settings, codec)
+    for message in [token_io("s1", "a", [1, 2], [3]), token_io("s1", "b", [1, 2, 3, 4], [5]), end("s1")]:
+        producer.send(topics.session_events, message.session_id, message)
+    producer.flush()
+    sessions = [SessionEvents("s1", list(read_topic(settings, topics.session_events, codec)))]
+    [trajectory] = rebuild(sessions, AssemblyConfig(), codec)
+    producer.send_and_wait(topics.trajectories, trajectory.group_id, trajectory)
+    work = TrainerConfig.from_settings(settings).work_dir(settings)
+    work.mkdir(parents=True)
+    (work / "steps.jsonl").write_text(json.dumps({"step": 1, "version": 1, "trajectory_ids": ["s1/0"]}) + "\n")
+    ledger_file = tmp_path / "ledger.jsonl"
+    ledger_file.write_text('{"session": "s1", "prompt": [1, 2], "completions": [[3]]}\n'
+                           '{"session": "s1", "prompt": [1, 2, 3, 4], "completions": [[5]]}\n{"end": "s1"}\n')
+
+    report = audit_topics(settings, read_ledger(ledger_file))
+    assert report.ok, report.violations
+    assert report.counts["trajectories verified bit-exact"] == 1 and report.counts["trajectories trained"] == 1
+
+    producer.send_and_wait(topics.trajectories, "g1", dataclasses.replace(trajectory, tokens=[1, 2, 3, 4, 6]))
+    with ledger_file.open("a") as out:
+        out.write('{"session": "s1", "prompt": [1, 2], "completions": [[3], [4]]}\n')  # a second choice never recorded
+    (work / "steps.jsonl").write_text((work / "steps.jsonl").read_text()
+                                      + json.dumps({"step": 2, "version": 2, "trajectory_ids": ["s1/0"]}) + "\n")
+    report = audit_topics(settings, read_ledger(ledger_file))
+    assert {v.kind for v in report.violations} == {"duplicate trajectory differs", "acknowledged call lost", "trained twice"}

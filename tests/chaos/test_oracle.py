@@ -1,0 +1,53 @@
+"""The audit's own longest-prefix matching gives what the core's prefix tree gives, on random sessions.
+
+Two implementations written differently (flat leaves vs a radix tree) agreeing bit for bit on sessions
+with extensions, rewrites, retries, n>1 choices, restarts and duplicates is what lets the audit judge the
+assembler without running its code.
+"""
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from seamlessflow.chaos.oracle import OracleCall, derive
+from seamlessflow.core.assembler import AssemblerConfig, SessionAssembler, SessionStatus
+from tests.core.test_assembler_properties import sessions
+
+
+def oracle_calls(sent):
+    return [OracleCall(c.call_id, c.prompt_ids, c.completion_ids, c.logprobs, c.versions) for c in sent]
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sessions(), st.sampled_from([1 << 20, 40, 12]))
+def test_oracle_matches_the_core_bit_for_bit(sent, max_tokens):
+    core = SessionAssembler(AssemblerConfig(max_tokens=max_tokens))
+    for call in sent:
+        core.add(call)
+    derived = derive(oracle_calls(sent), max_tokens)
+    assert [leaf.tokens for leaf in derived.leaves] == [s.tokens for s in core.finish()]
+    for leaf, s in zip(derived.leaves, core.finish(), strict=True):
+        n = leaf.exact_from  # 0 unless identical tokens with different labels tie (see the oracle's docstring)
+        assert (leaf.mask[n:], leaf.logprobs[n:], leaf.versions[n:]) == (s.loss_mask[n:], s.logprobs[n:], s.versions[n:])
+    assert derived.truncated == (core.status is SessionStatus.TRUNCATED)
+    assert derived.calls == len(core.seen_call_ids)
+
+
+def test_extension_fork_and_restart_by_hand():
+    calls = [OracleCall("a", [1, 2], [3], [-0.5], [1]),
+             OracleCall("b", [1, 2, 3, 4], [5], [-0.25], [2]),  # extends a: 4 fed, 5 generated
+             OracleCall("c", [1, 2, 9], [7], [-1.0], [2]),  # forks after [1, 2]
+             OracleCall("d", [8], [6], [-2.0], [3])]  # shares nothing: a new root
+    leaves = derive(calls).leaves
+    assert [leaf.tokens for leaf in leaves] == [[1, 2, 3, 4, 5], [1, 2, 9, 7], [8, 6]]
+    assert leaves[0].mask == [0, 0, 1, 0, 1] and leaves[0].versions == [-1, -1, 1, -1, 2]
+    assert leaves[1].mask == [0, 0, 0, 1] and leaves[1].logprobs == [0.0, 0.0, 0.0, -1.0]
+    assert [leaf.exact_from for leaf in leaves] == [0, 0, 0]
+
+
+def test_a_fork_inside_twin_histories_marks_where_labels_become_certain():
+    twins = [OracleCall("a", [1], [2, 3], [-1.0, -1.0], [1, 1]),
+             OracleCall("b", [1], [2, 3], [-2.0, -2.0], [2, 2]),  # same tokens, other labels: a second leaf
+             OracleCall("c", [1, 2, 9], [4], [-3.0], [3])]  # forks inside both
+    leaves = derive(twins).leaves
+    assert [leaf.tokens for leaf in leaves] == [[1, 2, 3], [1, 2, 3], [1, 2, 9, 4]]
+    assert leaves[2].exact_from == 2 and leaves[2].mask[2:] == [0, 1] and leaves[2].versions[2:] == [-1, 3]

@@ -1,0 +1,28 @@
+"""The fault schedule is repeatable, hits every target equally, and recovery is read from record times."""
+
+from collections import Counter
+
+from seamlessflow.chaos.inject import Injected
+from seamlessflow.chaos.recovery import recoveries
+from seamlessflow.chaos.schedule import FREEZE, KILL, Fault, plan
+
+TARGETS = ["proxy", "assembler", "trainer", "engine-0"]
+
+
+def test_same_seed_same_schedule_and_every_target_hit_in_turn():
+    faults = plan(3, TARGETS, 12, 10.0)
+    assert faults == plan(3, TARGETS, 12, 10.0) and faults != plan(4, TARGETS, 12, 10.0)
+    hits = Counter(t for f in faults for t in f.targets)
+    assert set(hits) == set(TARGETS) and max(hits.values()) - min(hits.values()) <= 1
+    assert [len(f.targets) for f in faults][2::3] == [2, 2, 2, 2]  # every third fault is a pair
+    assert all(f.action == KILL for f in faults if len(f.targets) == 2)
+    assert [f.at_s for f in faults] == sorted(f.at_s for f in faults)
+
+
+def test_recovery_is_the_slowest_of_calls_trajectories_and_a_new_weight_version():
+    kill = Injected(Fault(0.0, ("trainer",)), 10_000, {"trainer": 1})
+    freeze = Injected(Fault(5.0, ("proxy",), FREEZE, 4.0), 20_000, {"proxy": 2})
+    weights = [(9_000, 3), (12_000, 3), (18_500, 4)]  # at 12 s the restarted trainer re-publishes v3: not progress
+    [k, f] = recoveries([kill, freeze], 40_000, acks_ms=[11_000, 25_000], trajectories_ms=[10_500, 30_000], weights=weights)
+    assert k.seconds == 8.5  # v4 at 18.5 s is the last of the three to come back
+    assert f.seconds is None and f.waited_s == 20.0  # no new version after the thaw at 24 s
