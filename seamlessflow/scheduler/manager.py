@@ -41,7 +41,7 @@ FINAL_STATUSES = ("done", "failed")
 
 def task_set(options: ManagerOptions) -> list[ArithmeticTask]:
     if options.source == "demo":
-        return generate_tasks(options.demo_seed, options.demo_count)
+        return generate_tasks(options.demo_seed, options.demo_count, options.demo_max_operand)
     return load_tasks(options.source)
 
 
