@@ -6,6 +6,7 @@ import click
 
 from seamlessflow.cli.agent import agent
 from seamlessflow.cli.context import global_options, load_settings
+from seamlessflow.cli.evals import evals
 from seamlessflow.cli.model import model_group
 from seamlessflow.cli.replay import replay
 from seamlessflow.cli.simulate import simulate
@@ -23,7 +24,7 @@ def cli(ctx, config_path, **overrides):
     ctx.obj = load_settings(config_path, **overrides)
 
 
-for command in (up, down, status, topics, tail, model_group, team, agent, replay, timeline, simulate):
+for command in (up, down, status, topics, tail, model_group, team, agent, replay, timeline, evals, simulate):
     cli.add_command(command)
 
 
