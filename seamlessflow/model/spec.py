@@ -34,6 +34,7 @@ class TinyModelSpec:
     stop_at_accuracy: float
     max_operand: int = 99
     restate_fraction: float = 0.0  # share of warm-start answers that restate the question (see warmstart)
+    tool_fraction: float = 0.0  # share of warm-start answers that call the calculator (tasks.calculator)
 
 
 FULL = TinyModelSpec(

@@ -24,6 +24,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from seamlessflow.model.tokenizer import render_chat
 from seamlessflow.tasks.arithmetic import ArithmeticTask, expression_of, score_completion
+from seamlessflow.tasks.calculator import tool_call_text
 
 IGNORE_INDEX = -100
 
@@ -47,16 +48,26 @@ def restates(task: ArithmeticTask, fraction: float) -> bool:
     return zlib.crc32(task.task_id.encode()) % 10_000 < fraction * 10_000
 
 
-def answer_text(task: ArithmeticTask, restate: bool = False) -> str:
+def uses_tool(task: ArithmeticTask, fraction: float) -> bool:
+    """Whether this task's warm-start answer calls the calculator; stable per task id, drawn apart from
+    `restates` (another salt)."""
+    return zlib.crc32(b"tool:" + task.task_id.encode()) % 10_000 < fraction * 10_000
+
+
+def answer_text(task: ArithmeticTask, restate: bool = False, tool: bool = False) -> str:
+    """The reply the warm start teaches: the sum, the sum restating the question, or a calculator call."""
+    if tool:
+        return tool_call_text(expression_of(task.prompt))
     return f"{expression_of(task.prompt)}={task.answer}" if restate else task.answer
 
 
 def example_ids(
-    tokenizer: PreTrainedTokenizerBase, task: ArithmeticTask, restate: bool = False
+    tokenizer: PreTrainedTokenizerBase, task: ArithmeticTask, restate: bool = False, tool: bool = False
 ) -> tuple[list[int], list[int]]:
     """(input ids, labels): the loss falls on the answer and its <|im_end|> only."""
     prompt = prompt_ids(tokenizer, task)
-    answer = tokenizer(answer_text(task, restate), add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    text = answer_text(task, restate, tool)
+    answer = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
     return prompt + answer, [IGNORE_INDEX] * len(prompt) + answer
 
 
@@ -150,11 +161,13 @@ def warm_start(
     stop_at_accuracy: float,
     seed: int,
     restate_fraction: float = 0.0,
+    tool_fraction: float = 0.0,
     log: Callable[[str], None] = print,
 ) -> float:
     """Train until greedy accuracy reaches `stop_at_accuracy` or `steps` run out."""
     rng = random.Random(seed)
-    examples = [example_ids(tokenizer, task, restates(task, restate_fraction)) for task in train_tasks]
+    examples = [example_ids(tokenizer, task, restates(task, restate_fraction), uses_tool(task, tool_fraction))
+                for task in train_tasks]
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.0)
     model.train()
     accuracy = 0.0
