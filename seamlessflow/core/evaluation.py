@@ -10,6 +10,11 @@ ids travel from the episode end into every trajectory, so a consumer needs no ot
 Due: weight versions are published faster than engines load them (an engine may go from v3 straight to v7),
 so a pass is run on the version the engines actually serve, once that is at least `eval_every` above the
 last one evaluated; the first pass runs on whatever is served first (the warm start, v0, in a fresh run).
+
+Pinned: on two CPU cores a pass (seconds) is longer than the gap between weight updates, so a pass often
+straddles one. Each session reports the versions that generated its tokens (the proxy's answer to its
+end); the pass counts for the version that wholly generated the most sessions, and its figures are taken
+over exactly those sessions (`pin`).
 """
 
 from __future__ import annotations
@@ -45,11 +50,28 @@ def served_version(versions: Sequence[int]) -> int | None:
 
 @dataclass(frozen=True)
 class EvalOutcome:
-    """One eval task's result: its graded reward, whether it was exactly right, tokens generated."""
+    """One eval task's result: its graded reward, whether it was exactly right, tokens generated, and the
+    policy versions that generated them."""
 
     reward: float
     exact: bool
     generated_tokens: int
+    versions: frozenset[int] = frozenset()
+
+
+def pin(outcomes: Sequence[EvalOutcome], min_share: float = 0.5) -> tuple[int, list[EvalOutcome]] | None:
+    """(version, its outcomes): the version that alone generated the most sessions of the pass, and those
+    sessions; None when fewer than `min_share` of the sessions share one version (ties: the newer)."""
+    by_version: dict[int, list[EvalOutcome]] = {}
+    for outcome in outcomes:
+        if len(outcome.versions) == 1:
+            by_version.setdefault(next(iter(outcome.versions)), []).append(outcome)
+    if not by_version:
+        return None
+    version, pinned = max(by_version.items(), key=lambda item: (len(item[1]), item[0]))
+    if len(pinned) < min_share * len(outcomes):
+        return None
+    return version, pinned
 
 
 @dataclass(frozen=True)

@@ -81,8 +81,9 @@ def run_pass(agent: Callable, tasks: Sequence[Task], version: int, proxy: ProxyC
         finally:
             raw.close()
         end = SessionEnd(reward, "done", task.group_id, task.task_id, {**info, "eval_version": version})
-        proxy.end_session(session_id, end)
-        return EvalOutcome(reward, reward >= success_reward, client.generated_tokens)
+        answer = proxy.end_session(session_id, end)
+        versions = frozenset(int(v) for v in answer.get("versions", ()))  # what generated it (the proxy knows)
+        return EvalOutcome(reward, reward >= success_reward, client.generated_tokens, versions)
 
     with ThreadPoolExecutor(concurrency, thread_name_prefix="eval") as pool:
         return list(pool.map(one, tasks))

@@ -2,10 +2,12 @@
 a greedy pass over the task source's eval set through the proxy and publishes an `EvalResult`.
 
 Pinned to a version: the proxy's `/healthz` lists each engine with the version it serves. A pass starts
-only when every routable engine serves the same version and the proxy is not paused, and its figures are
-published only if that still holds when the pass ends; otherwise they are dropped (logged) and the pass is
-tried again on the version then served. Restarting the service evaluates the served version again (an
-extra point on the curve, never a wrong one).
+only when every routable engine serves the same version and the proxy is not paused. A weight update may
+still cut through it (passes take seconds, updates come every few seconds on two cores): each session's
+end answer says which versions generated it, and the figures are those of the sessions wholly generated
+by the version most of them had (`core.evaluation.pin`; `samples` says how many). A pass where no
+version generated at least half the sessions is dropped (logged) and run again. Restarting the service
+evaluates the served version again (an extra point on the curve, never a wrong one).
 """
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from seamlessflow.agents.loader import load_agent
 from seamlessflow.agents.proxy import ProxyClient
 from seamlessflow.avro import Codec, codec_for
 from seamlessflow.config import Settings
-from seamlessflow.core.evaluation import is_due, served_version, summarize
+from seamlessflow.core.evaluation import is_due, pin, served_version, summarize
 from seamlessflow.evaluation.options import EvalOptions
 from seamlessflow.evaluation.runner import eval_task, run_pass
 from seamlessflow.kafka.io import MessageProducer
@@ -69,11 +71,13 @@ class EvalService:
         tasks = [eval_task(t, version, self.team, self.settings.run, self.kind) for t in self.tasks]
         outcomes = run_pass(self.agent, tasks, version, proxy, self.success_reward, self.options.concurrency,
                             self.options.request_timeout_s)
-        after = proxy_version(http, self.options.proxy_url)
-        if after != version:
-            log.info("v%d: the engines moved to %s during the pass; figures dropped, trying again", version, after)
+        pinned = pin(outcomes)
+        if pinned is None or (self.last_evaluated is not None and pinned[0] <= self.last_evaluated):
+            log.info("v%d: no version generated most of the pass's sessions (updates cut through it); "
+                     "trying again", version)
             return None
-        figures = summarize(outcomes)
+        version, kept = pinned
+        figures = summarize(kept)
         result = EvalResult(new_id(), version, self.task_source, figures.accuracy, figures.mean_reward,
                             figures.mean_length, figures.samples, self.team, self.settings.run, started_ms, now_ms())
         self.producer.send_and_wait(self.topic, self.settings.run, result)

@@ -7,6 +7,7 @@ from seamlessflow.core.evaluation import (
     eval_group_id,
     is_due,
     is_eval_group,
+    pin,
     served_version,
     summarize,
 )
@@ -43,3 +44,20 @@ def test_figures_are_share_exact_mean_reward_and_mean_generated_length():
                          EvalOutcome(1.0, True, 12)])
     assert (figures.accuracy, figures.mean_reward, figures.mean_length, figures.samples) == (0.5, 0.625, 6.0, 4)
     assert summarize([]).samples == 0
+
+
+def outcome(reward, *versions):
+    return EvalOutcome(reward, reward == 1.0, 3, frozenset(versions))
+
+
+def test_a_pass_that_straddles_an_update_counts_for_the_version_that_generated_most_sessions():
+    outcomes = [outcome(1.0, 4), outcome(0.0, 4), outcome(1.0, 5), outcome(1.0, 4, 5), outcome(0.5, 4)]
+    version, pinned = pin(outcomes)
+    assert version == 4 and [o.reward for o in pinned] == [1.0, 0.0, 0.5]  # never the mixed session
+    assert summarize(pinned).samples == 3
+
+
+def test_no_version_pinned_when_too_few_sessions_share_one():
+    assert pin([outcome(1.0, 4), outcome(1.0, 5), outcome(0.0, 4, 5), outcome(0.0, 6)]) is None
+    assert pin([outcome(1.0)]) is None  # a session that generated nothing has no version
+    assert pin([outcome(1.0, 4), outcome(1.0, 5)]) == (5, [outcome(1.0, 5)])  # a tie goes to the newer
