@@ -1,13 +1,15 @@
 """Supervised warm start: teach a random model the answer format and a bit of arithmetic.
 
 RL needs a policy that is right sometimes (or there is no reward to climb) but far from
-always (or there is nothing left to learn). Two knobs put the start inside that band:
-training stops once greedy accuracy on held-out tasks reaches `stop_at_accuracy`, and a
-share of the examples (`restate_fraction`) answer like a verbose assistant, restating the
-question first ("51+48=99"). The grader reads the first number, so a restated answer scores
-like a wrong one. Measured on the default build: exact sums are slow to learn by RL on two
-cores (flat over ~1,600 samples), while dropping the restating habit is quick (mean reward
-0.36 -> ~0.48 within ~500 samples), so the default run shows learning within minutes.
+always (or there is nothing left to learn). Knobs that put the start inside that band:
+training stops once greedy accuracy on held-out tasks reaches `stop_at_accuracy`; a share
+of the examples (`restate_fraction`) restate the question first ("51+48=99"), which the
+grader (first number) scores like a wrong answer; and a share (`tool_fraction`) call the
+calculator instead ("CALC 51+48", tasks.calculator). Measured: exact sums are slow to learn
+by RL on two cores (flat over ~1,600 samples), dropping the restating habit is quick but
+small (mean reward 0.36 -> ~0.48 within ~500 samples), and the default, three-digit sums
+with a quarter of calculator calls, takes greedy accuracy from ~2 % to ~60 % within ~160
+samples offline and within the first minute of `seamlessflow up` (README, the demo).
 """
 
 from __future__ import annotations
