@@ -1,7 +1,10 @@
 """`seamlessflow evals`: the run's eval figures per version from the eval topic, as a table and a curve.
 
 Several task sources (or a restarted eval service) may give several records per version: each source is
-its own line, and a version evaluated twice keeps its last record.
+its own line, and a version evaluated twice keeps its last record. `--from-sessions` recomputes the
+figures from the eval sessions recorded on the session-events topic instead (the versions of each
+session's tokens, its reward), with the service's own rule (`core.evaluation.pin`): every pass a run
+made counts, including passes a service that predates that rule dropped.
 """
 
 from __future__ import annotations
@@ -14,7 +17,8 @@ import click
 
 from seamlessflow.avro import codec_for
 from seamlessflow.cli.context import pass_settings
-from seamlessflow.messages import EvalResult
+from seamlessflow.core.evaluation import EvalOutcome, is_eval_group, pin, summarize
+from seamlessflow.messages import EpisodeEnd, EvalResult, TokenIO
 from seamlessflow.scheduler.reading import messages_until
 from seamlessflow.topics import Topics
 
@@ -51,15 +55,45 @@ def draw_curve(curves: dict[str, list[EvalResult]], path: Path, title: str = "")
     return path
 
 
+def pinned_from_sessions(messages, team: str, run: str, success_reward: float = 1.0) -> list[EvalResult]:
+    """One EvalResult per recorded pass that pins a version (see the module docstring), by pass start."""
+    versions: dict[str, set[int]] = {}
+    tokens: dict[str, int] = {}
+    passes: dict[str, list[tuple[EpisodeEnd, str]]] = {}
+    for m in messages:
+        if isinstance(m, TokenIO) and m.team == team and m.run == run:
+            versions.setdefault(m.session_id, set()).update(m.versions)
+            tokens[m.session_id] = tokens.get(m.session_id, 0) + len(m.completion_ids)
+        elif isinstance(m, EpisodeEnd) and m.group_id and is_eval_group(m.group_id) and m.team == team and m.run == run:
+            passes.setdefault(m.group_id.split("/")[2], []).append((m, m.session_id))  # eval/<run>/v<N>/<task>
+    results = []
+    for ends in passes.values():
+        outcomes = [EvalOutcome(e.reward, e.reward >= success_reward, tokens.get(sid, 0),
+                                frozenset(versions.get(sid, ()))) for e, sid in ends]
+        pinned = pin(outcomes)
+        if pinned is None:
+            continue
+        f = summarize(pinned[1])
+        started, ended = min(e.created_at_ms for e, _ in ends), max(e.created_at_ms for e, _ in ends)
+        results.append(EvalResult(f"sessions:{pinned[0]}:{started}", pinned[0], "sessions", f.accuracy,
+                                  f.mean_reward, f.mean_length, f.samples, team, run, started, ended))
+    return sorted(results, key=lambda r: r.created_at_ms)
+
+
 @click.command()
 @click.option("--out", "out_path", type=click.Path(dir_okay=False), default=None,
               help="PNG of the curve (default: <data-dir>/eval.png).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per record instead of a table.")
+@click.option("--from-sessions", is_flag=True, help="Recompute from the recorded eval sessions (session-events).")
 @pass_settings
-def evals(settings, out_path, as_json):
+def evals(settings, out_path, as_json, from_sessions):
     """Eval accuracy, mean reward and length per policy version (the eval service's records)."""
-    results = [m for m in messages_until(settings, Topics(settings).eval, codec_for(settings))
-               if isinstance(m, EvalResult) and m.team == settings.team and m.run == settings.run]
+    if from_sessions:
+        events = messages_until(settings, Topics(settings).session_events, codec_for(settings))
+        results = pinned_from_sessions(events, settings.team, settings.run)
+    else:
+        results = [m for m in messages_until(settings, Topics(settings).eval, codec_for(settings))
+                   if isinstance(m, EvalResult) and m.team == settings.team and m.run == settings.run]
     if not results:
         raise click.ClickException(f"no eval records for team {settings.team!r} run {settings.run!r} yet")
     curves = latest_per_version(results)

@@ -32,3 +32,25 @@ def test_evals_prints_a_row_per_version_and_draws_the_curve(settings, codec, tmp
 def test_evals_without_records_says_so(settings, tmp_path):
     out = CliRunner().invoke(evals, ["--out", str(tmp_path / "e.png")], obj=settings)
     assert out.exit_code != 0 and "no eval records" in out.output
+
+
+def test_figures_recomputed_from_recorded_eval_sessions_pin_each_pass_to_one_version():
+    from seamlessflow.cli.evals import pinned_from_sessions
+    from seamlessflow.core.evaluation import eval_group_id
+    from seamlessflow.messages import EpisodeEnd, TokenIO
+
+    def session(sid, group_id, reward, versions, at):
+        call = TokenIO(f"{sid}.c", sid, "default", "r", f"{sid}-c", "e", 0, [1], [2] * len(versions), [0.0] * len(versions),
+                       list(versions), "stop", 0.0, 0.0, 0.0, at)
+        end = EpisodeEnd(f"{sid}.end", sid, "default", "r", reward, "done", "{}", 1, at + 1, group_id, "t")
+        return [call, end]
+
+    records = []
+    for i, (reward, versions) in enumerate([(1.0, [3, 3]), (0.0, [3]), (1.0, [3, 4]), (1.0, [4])]):  # pass begun on v3
+        records += session(f"a{i}", eval_group_id("r", 3, f"t{i}"), reward, versions, 100 + i)
+    for i, versions in enumerate([[8], [9], [7]]):  # pass begun on v7: no version made half of it
+        records += session(f"b{i}", eval_group_id("r", 7, f"t{i}"), 1.0, versions, 200 + i)
+    records += session("train", "r.t0.r0", 1.0, [5], 300)  # a training session: not an eval
+    [result] = pinned_from_sessions(records, "default", "r")
+    assert (result.version, result.samples, result.accuracy, result.mean_reward) == (3, 2, 0.5, 0.5)
+    assert result.mean_length == 1.5 and (result.created_at_ms, result.published_at) == (101, 104)  # first and last end of the pass
