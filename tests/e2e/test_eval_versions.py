@@ -82,11 +82,14 @@ def test_eval_passes_are_published_per_version_and_never_trained(settings, codec
         wait(lambda: len({r.version for r in evaluator.service.published}) >= 2, 600, "eval of two versions",
              procs, every_s=2)
     finally:
-        for closing in (scheduler, evaluator):
-            if closing is not None:
-                closing.close()
+        # callers first, the scheduler last: it must still resume a proxy it paused for a weight update, or
+        # the calls waiting at the proxy's gate keep its stop from finishing
+        if evaluator is not None:
+            evaluator.close()
         if agents is not None:
             agents.stop()
+        if scheduler is not None:
+            scheduler.close()
         trainer.stopping = True
         trainer_thread.join(120)
         assembler.stop()
