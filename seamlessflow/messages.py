@@ -259,6 +259,29 @@ class DeadLetter:
     created_at_ms: Int64
 
 
+@dataclass
+class EvalResult:
+    """Greedy evaluation of one policy version on a task source's held-out set (seamlessflow.evaluation).
+
+    `version` is the weight version every engine served for the whole pass (checked before and after);
+    `accuracy` is the share of exactly right answers, `mean_reward` the mean graded reward, `mean_length`
+    the mean generated tokens per task (all turns). `created_at_ms`: when the pass began; `published_at`:
+    when its figures were published (both epoch ms).
+    """
+
+    event_id: str
+    version: Int32
+    task_source: str
+    accuracy: Float64
+    mean_reward: Float64
+    mean_length: Float64
+    samples: Int32
+    team: str
+    run: str
+    created_at_ms: Int64
+    published_at: Int64
+
+
 MESSAGE_TYPES: tuple[type, ...] = (
     TokenIO,
     EpisodeEnd,
@@ -269,6 +292,7 @@ MESSAGE_TYPES: tuple[type, ...] = (
     CommandAck,
     WeightVersion,
     DeadLetter,
+    EvalResult,
 )
 
 __all__ = [cls.__name__ for cls in MESSAGE_TYPES] + [

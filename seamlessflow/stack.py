@@ -23,7 +23,7 @@ from seamlessflow.supervisor import ServiceSpec, Supervisor
 from seamlessflow.teams import TeamKeys
 from seamlessflow.tracking.sink import default_logdir
 
-SERVICES = ("assembler", "tracking", "dashboard", "rollout", "proxy", "trainer", "scheduler", "agents")
+SERVICES = ("assembler", "tracking", "dashboard", "rollout", "proxy", "trainer", "scheduler", "agents", "eval")
 STACK_DEFAULTS = Path(__file__).resolve().parents[1] / "infra" / "stack-defaults.yaml"
 
 
@@ -97,6 +97,8 @@ def app_services(settings: Settings) -> list[ServiceSpec]:
         specs.append(python_service(settings, "scheduler"))
     for pool in (getattr(settings, "agent_pools", None) or []) if enabled(settings, "agents") else []:
         specs.append(agent_pool_service(settings, pool))
+    if enabled(settings, "eval"):
+        specs.append(python_service(settings, "eval"))
     return specs
 
 

@@ -11,7 +11,7 @@ def test_the_default_stack_runs_the_whole_loop_in_order(tmp_path):
     settings = with_stack_defaults(Settings(data_dir=tmp_path))
     names = [spec.name for spec in app_services(settings)]
     assert names == ["assembler", "tracking", "dashboard", "rollout-0", "rollout-1", "proxy", "trainer", "scheduler",
-                     "agents-default-demo"]
+                     "agents-default-demo", "eval"]
     rollout = next(s for s in app_services(settings) if s.name == "rollout-1")
     assert rollout.ready is not None  # agents wait until the engines serve
 
@@ -37,6 +37,11 @@ def test_default_pieces_agree(tmp_path):
     assert proxy.served_model == RolloutOptions.from_settings(settings).served_model_name
     assert settings.section("agents")["proxy_url"] == f"http://{proxy.host}:{proxy.port}"
     assert settings.section("trainer")["model_path"] == str(tmp_path.resolve() / "models" / "tiny")
+    from seamlessflow.evaluation.options import EvalOptions
+
+    evaluation = EvalOptions.from_settings(settings)  # the eval asks what the agents ask, through their proxy
+    assert evaluation.agent == settings.agent_pools[0]["function"]  # type: ignore[attr-defined]
+    assert evaluation.proxy_url == settings.section("agents")["proxy_url"]
 
 
 def test_user_config_wins_and_services_can_be_turned_off(tmp_path):

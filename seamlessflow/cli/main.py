@@ -8,6 +8,7 @@ from seamlessflow.cli.agent import agent
 from seamlessflow.cli.chaos import chaos
 from seamlessflow.cli.context import global_options, load_settings
 from seamlessflow.cli.dashboard import dashboard
+from seamlessflow.cli.evals import evals
 from seamlessflow.cli.model import model_group
 from seamlessflow.cli.replay import replay
 from seamlessflow.cli.reward import reward
@@ -26,8 +27,8 @@ def cli(ctx, config_path, **overrides):
     ctx.obj = load_settings(config_path, **overrides)
 
 
-for command in (up, down, status, topics, tail, model_group, team, agent, reward, replay, timeline, simulate, dashboard,
-                chaos):
+for command in (up, down, status, topics, tail, model_group, team, agent, reward, replay, timeline, evals, simulate,
+                dashboard, chaos):
     cli.add_command(command)
 
 

@@ -20,7 +20,7 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from seamlessflow.model.spec import FULL, SMALL, TinyModelSpec, spec_hash
 from seamlessflow.model.tokenizer import CHAT_TEMPLATE, train_tokenizer
-from seamlessflow.model.warmstart import answer_text, measure_accuracy, restates, warm_start
+from seamlessflow.model.warmstart import answer_text, measure_accuracy, restates, uses_tool, warm_start
 from seamlessflow.tasks.arithmetic import ArithmeticTask, generate_tasks
 
 BUILD_RECORD = "build.json"
@@ -73,7 +73,7 @@ def _build(out: Path, spec: TinyModelSpec, seed: int, wanted: str, log: Callable
     torch.manual_seed(seed)
     train_tasks = generate_tasks(seed, spec.corpus_tasks, spec.max_operand, prefix="train")
     eval_tasks = generate_tasks(seed + EVAL_SEED_OFFSET, spec.eval_tasks, spec.max_operand, prefix="eval")
-    tokenizer = train_tokenizer(corpus_text(train_tasks, spec.restate_fraction), spec.vocab_size)
+    tokenizer = train_tokenizer(corpus_text(train_tasks, spec.restate_fraction, spec.tool_fraction), spec.vocab_size)
     model = Qwen2ForCausalLM(qwen2_config(spec, tokenizer))
     log(f"building tiny model {wanted}: {sum(p.numel() for p in model.parameters()):,} parameters")
 
@@ -89,6 +89,7 @@ def _build(out: Path, spec: TinyModelSpec, seed: int, wanted: str, log: Callable
         stop_at_accuracy=spec.stop_at_accuracy,
         seed=seed,
         restate_fraction=spec.restate_fraction,
+        tool_fraction=spec.tool_fraction,
         log=log,
     )
     greedy = measure_accuracy(model, tokenizer, eval_tasks)
@@ -110,11 +111,12 @@ def _build(out: Path, spec: TinyModelSpec, seed: int, wanted: str, log: Callable
     return record
 
 
-def corpus_text(tasks: list[ArithmeticTask], restate_fraction: float = 0.0) -> list[str]:
-    """What the tokenizer learns merges from: the questions, answers (as the warm start writes them) and
-    chat scaffolding."""
+def corpus_text(tasks: list[ArithmeticTask], restate_fraction: float = 0.0, tool_fraction: float = 0.0) -> list[str]:
+    """What the tokenizer learns merges from: the questions, answers (as the warm start writes them,
+    calculator calls included) and chat scaffolding."""
     scaffold = ["user\n", "assistant\n", "system\n", "You are a helpful assistant."]
-    return scaffold + [f"{t.prompt}\n{answer_text(t, restates(t, restate_fraction))}" for t in tasks]
+    return scaffold + [f"{t.prompt}\n{answer_text(t, restates(t, restate_fraction), uses_tool(t, tool_fraction))}"
+                       for t in tasks]
 
 
 def qwen2_config(spec: TinyModelSpec, tokenizer) -> Qwen2Config:

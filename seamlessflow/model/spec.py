@@ -34,6 +34,7 @@ class TinyModelSpec:
     stop_at_accuracy: float
     max_operand: int = 99
     restate_fraction: float = 0.0  # share of warm-start answers that restate the question (see warmstart)
+    tool_fraction: float = 0.0  # share of warm-start answers that call the calculator (tasks.calculator)
 
 
 FULL = TinyModelSpec(
@@ -51,8 +52,9 @@ FULL = TinyModelSpec(
     learning_rate=3e-3,
     eval_every=25,
     eval_tasks=200,
-    stop_at_accuracy=1.0,  # all steps: the restating habit below, not an early stop, leaves RL its room
-    restate_fraction=0.5,
+    stop_at_accuracy=1.0,  # all steps: the calculator habit below, not an early stop, leaves RL its room
+    max_operand=999,  # three-digit sums: the model rarely adds them right in its head
+    tool_fraction=0.25,  # a quarter of the answers call the calculator: greedy decoding still adds in its head
 )
 
 SMALL = TinyModelSpec(

@@ -279,6 +279,7 @@ class ProxyServer:
         if state is not None:
             state.events_published += len(events)
             state.observe(run.capture.prompt_tokens, run.capture.completion_tokens)
+            state.versions.update(v for choice in run.capture.choices for v in choice.versions)
 
     async def _publish_all(self, events: list, key: str) -> None:
         try:
@@ -343,7 +344,9 @@ class ProxyServer:
             task_id=end.task_id,
         )
         await self._publish_all([event], session_id)
-        return web.json_response({"session_id": session_id, "num_calls": num_calls, "recorded": True}, headers={SESSION_HEADER: session_id})
+        body = {"session_id": session_id, "num_calls": num_calls, "recorded": True,
+                "versions": sorted(state.versions)}  # which policy versions generated it (an eval pins on these)
+        return web.json_response(body, headers={SESSION_HEADER: session_id})
 
     # -- health and metrics -----------------------------------------------------------------------------
     async def _healthz(self, request: web.Request) -> web.Response:

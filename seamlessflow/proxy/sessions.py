@@ -29,6 +29,7 @@ class SessionState:
     known_from_start: bool = True  # False when first seen at /end (calls may have gone through another proxy)
     declared: Profile | None = None  # from the X-Session-Profile header; wins over the learnt one
     learner: ProfileLearner | None = None  # None: profiles are not learnt
+    versions: set[int] = field(default_factory=set)  # policy versions of the tokens generated (the end reports them)
 
     @property
     def profile(self) -> Profile | None:

@@ -50,7 +50,7 @@ FINAL_STATUSES = (EpisodeStatus.DONE, EpisodeStatus.FAILED)  # aborted sessions 
 
 
 def task_set(options: ManagerOptions) -> list[ArithmeticTask]:
-    return load_task_set(options.source, options.demo_seed, options.demo_count)
+    return load_task_set(options.source, options.demo_seed, options.demo_count, options.demo_max_operand)
 
 
 @dataclass

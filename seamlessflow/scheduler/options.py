@@ -50,6 +50,7 @@ class ManagerOptions(BaseModel):
     source: str = "demo"
     demo_seed: int = 0
     demo_count: int = Field(256, ge=1)
+    demo_max_operand: int = Field(99, ge=1)  # the demo's sums: operands 0..demo_max_operand
     kind: str = "arithmetic"
     group_size: int = Field(4, ge=1)
     max_in_flight: int = Field(8, ge=1)  # task groups published and not yet finished

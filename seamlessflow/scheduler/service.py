@@ -26,6 +26,7 @@ from typing import Any
 
 from seamlessflow.avro import Codec, codec_for
 from seamlessflow.config import Settings
+from seamlessflow.core.evaluation import is_eval_group
 from seamlessflow.core.policies import Command, Pause, PipelineState, Resume, get_policy
 from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.core.scheduler import Scheduler
@@ -105,6 +106,8 @@ class SchedulerService:
         if getattr(message, "team", self.settings.team) != self.settings.team:
             return
         if getattr(message, "run", self.settings.run) != self.settings.run:
+            return
+        if is_eval_group(getattr(message, "group_id", "") or ""):  # eval sessions are neither rollout nor data
             return
         if isinstance(message, ResourceStatus):
             self.view.on_status(message, now)

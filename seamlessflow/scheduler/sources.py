@@ -31,10 +31,11 @@ class SourceOptions(BaseModel):
     team: str | None = None  # the team its tasks are published for (default: the run's team)
     demo_seed: int = 0
     demo_count: int = Field(256, ge=1)
+    demo_max_operand: int = Field(99, ge=1)  # the demo's sums: operands 0..demo_max_operand
 
 
-def load_task_set(source: str, demo_seed: int, demo_count: int) -> list[ArithmeticTask]:
-    return generate_tasks(demo_seed, demo_count) if source == "demo" else load_tasks(source)
+def load_task_set(source: str, demo_seed: int, demo_count: int, demo_max_operand: int = 99) -> list[ArithmeticTask]:
+    return generate_tasks(demo_seed, demo_count, demo_max_operand) if source == "demo" else load_tasks(source)
 
 
 @dataclass
@@ -66,5 +67,6 @@ class TaskSource:
 
 def named(options: SourceOptions) -> TaskSource:
     tasks = [dataclasses.replace(t, task_id=f"{options.name}:{t.task_id}")
-             for t in load_task_set(options.source, options.demo_seed, options.demo_count)]
+             for t in load_task_set(options.source, options.demo_seed, options.demo_count,
+                                    options.demo_max_operand)]
     return TaskSource(options.name, tasks, options.kind, options.weight, options.verifier, options.team)

