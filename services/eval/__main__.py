@@ -3,24 +3,12 @@
 Stops cleanly on SIGTERM/SIGINT (after the pass in progress).
 """
 
-import argparse
-import logging
-import signal
-import threading
-
-from seamlessflow.config import Settings
 from seamlessflow.evaluation.service import run_service
+from seamlessflow.service_main import run_until_signal
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m services.eval")
-    parser.add_argument("--config", help="settings YAML (default: SEAMLESSFLOW_CONFIG or built-in defaults)")
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    run_service(Settings.load(args.config), stop)
+    run_until_signal("services.eval", lambda settings, stop, _: run_service(settings, stop))
 
 
 if __name__ == "__main__":

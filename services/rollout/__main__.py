@@ -4,28 +4,16 @@ Starts and supervises a vLLM server for resource ID, obeys the control topic, he
 status topic. Stops cleanly on SIGTERM/SIGINT (the engine is stopped too).
 """
 
-import argparse
-import logging
-import signal
-import threading
-
-from seamlessflow.config import Settings
 from seamlessflow.rollout.service import run_service
-from seamlessflow.service_metrics import serve_metrics
+from seamlessflow.service_main import run_until_signal
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m services.rollout")
-    parser.add_argument("--config", help="settings YAML (default: SEAMLESSFLOW_CONFIG or built-in defaults)")
-    parser.add_argument("--resource-id", required=True, help="this worker's resource id (its control-topic key)")
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    serve_metrics()
-    logging.getLogger("httpx").setLevel(logging.WARNING)  # one line per heartbeat otherwise
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    run_service(Settings.load(args.config), args.resource_id, stop)
+    run_until_signal(
+        "services.rollout", lambda settings, stop, args: run_service(settings, args.resource_id, stop),
+        add_arguments=lambda p: p.add_argument("--resource-id", required=True,
+                                               help="this worker's resource id (its control-topic key)"),
+        quiet_loggers=["httpx"])  # one line per heartbeat otherwise
 
 
 if __name__ == "__main__":

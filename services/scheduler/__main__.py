@@ -3,26 +3,12 @@
 Stops cleanly on SIGTERM/SIGINT (finishes the current tick, flushes what it produced).
 """
 
-import argparse
-import logging
-import signal
-import threading
-
-from seamlessflow.config import Settings
 from seamlessflow.scheduler.service import run_service
-from seamlessflow.service_metrics import serve_metrics
+from seamlessflow.service_main import run_until_signal
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m services.scheduler")
-    parser.add_argument("--config", help="settings YAML (default: SEAMLESSFLOW_CONFIG or built-in defaults)")
-    args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    serve_metrics()
-    stop = threading.Event()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        signal.signal(sig, lambda *_: stop.set())
-    run_service(Settings.load(args.config), stop)
+    run_until_signal("services.scheduler", lambda settings, stop, _: run_service(settings, stop))
 
 
 if __name__ == "__main__":
