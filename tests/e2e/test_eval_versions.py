@@ -2,9 +2,10 @@
 
 Real: broker, proxy (thread, engines from the status topic), one rollout worker process with vLLM, the
 assembler (process), the trainer (thread), scheduler + rollout manager (thread, disaggregated), the
-single-turn example agent (thread) and the eval service (thread, a pass every version). Checks: eval
-records for at least two versions on the eval topic, eval sessions assembled into trajectories, and none of
-them trained.
+single-turn example agent (thread), the eval service (thread, a pass every version) and the metrics sink
+(thread, TensorBoard). Checks: eval records for at least two versions on the eval topic, eval sessions
+assembled into trajectories, none of them trained, and the sink's TensorBoard event files holding the
+trainer's reward per step and one eval point per eval record, with the records' figures.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
 from seamlessflow.scheduler.service import SchedulerService
 from seamlessflow.testing.assembler_harness import AssemblerProcess
 from seamlessflow.topics import Topics
+from seamlessflow.tracking.sink import MetricsSink, default_logdir
 from seamlessflow.trainer.config import TrainerConfig
 from seamlessflow.trainer.loop import Trainer
 from services.agents.examples import single_turn
@@ -32,13 +34,16 @@ from tests.agents.test_worker import Running
 from tests.e2e.test_multiplexed_loop import _start_proxy, rollout_process, wait
 from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 from tests.scheduler.fakes import RunningService
+from tests.tracking.events import scalars
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 GROUP_SIZE = 2
 
 
-class EvalThread:
-    def __init__(self, service: EvalService):
+class ServiceThread:
+    """A service's `run(stop)` in a thread (the eval service, the metrics sink)."""
+
+    def __init__(self, service: EvalService | MetricsSink):
         self.service, self.stop = service, threading.Event()
         self.thread = threading.Thread(target=service.run, args=(self.stop,), daemon=True)
         self.thread.start()
@@ -48,11 +53,17 @@ class EvalThread:
         self.thread.join(120)
 
 
+def eval_points_written(logdir, count: int) -> bool:
+    found = scalars(logdir)
+    return len(found.get("eval/accuracy", [])) >= count and bool(found.get("train/reward_mean"))
+
+
 def test_eval_passes_are_published_per_version_and_never_trained(settings, codec, vllm_model_dir, tmp_path):
     settings = settings.with_overrides(rollout={
         "model": str(vllm_model_dir), "heartbeat_s": 0.5, "max_model_len": 256, "release_mode": "keep",
         "optimization_level": 0, "extra_args": LEAN_ENGINE_ARGS, "env": LEAN_ENGINE_ENV,
-        "weight_load_methods": ["reload", "restart"], "workers": {"rollout-0": {"capability_tags": ["rollout"]}}})
+        "weight_load_methods": ["reload", "restart"], "workers": {"rollout-0": {"capability_tags": ["rollout"]}}},
+        tracking={"flush_s": 0.5})
     config = settings.dump_yaml(tmp_path / "config.yaml")
     topics = Topics(settings)
     procs = [rollout_process(config, "rollout-0", tmp_path / "rollout-0.log")]
@@ -62,6 +73,7 @@ def test_eval_passes_are_published_per_version_and_never_trained(settings, codec
     trainer_thread = threading.Thread(target=trainer.run, daemon=True)
     assembler = AssemblerProcess(settings, tmp_path)
     scheduler = agents = evaluator = None
+    sink = ServiceThread(MetricsSink(settings))
     try:
         _start_proxy(proxy, settings, tmp_path)
         trainer_thread.start()
@@ -71,7 +83,7 @@ def test_eval_passes_are_published_per_version_and_never_trained(settings, codec
         agents = Running(AgentWorker(settings, codec, single_turn.agent, settings.team, "key-default",
                                      AgentSettings(proxy_url=proxy_url, pool="p", concurrency=4,
                                                    request_timeout_s=300)))
-        evaluator = EvalThread(EvalService(settings, EvalOptions(eval_every=1, count=8, proxy_url=proxy_url,
+        evaluator = ServiceThread(EvalService(settings, EvalOptions(eval_every=1, count=8, proxy_url=proxy_url,
                                                                  agent="services.agents.examples.single_turn:agent",
                                                                  poll_s=0.5),
                                            key="key-default", codec=codec))
@@ -100,6 +112,10 @@ def test_eval_passes_are_published_per_version_and_never_trained(settings, codec
             proc.wait(60)
 
     results = [r for r in read_messages(settings, topics.eval, codec) if isinstance(r, EvalResult)]
+    try:  # the sink reads as the run goes; it may still be a poll behind the last records
+        wait(lambda: eval_points_written(default_logdir(settings), len(results)), 60, "the sink's event files")
+    finally:
+        sink.close()
     assert len({r.version for r in results}) >= 2, results
     assert all(4 <= r.samples <= 8 and 0.0 <= r.accuracy <= 1.0 and r.mean_length > 0 for r in results), results
     assert all(r.published_at >= r.created_at_ms and r.task_source == "demo" for r in results)
@@ -108,3 +124,13 @@ def test_eval_passes_are_published_per_version_and_never_trained(settings, codec
     assert eval_ids, "eval sessions were assembled into trajectories"
     trained = {tid for line in trainer.steps_log.read_text().splitlines() for tid in json.loads(line)["trajectory_ids"]}
     assert trained and not trained & eval_ids
+
+    written = scalars(default_logdir(settings))  # after close: every event file complete
+    logged = {e["step"]: e["reward_mean"] for e in map(json.loads, trainer.steps_log.read_text().splitlines())}
+    rewards = dict(written["train/reward_mean"])  # the trainer beats after each step: a point per step
+    assert set(logged) - {max(logged)} <= set(rewards) <= set(logged), (rewards, logged)  # the last: maybe stopped
+    assert all(round(v, 4) == round(logged[step], 4) for step, v in rewards.items()), (rewards, logged)
+    assert len(written["eval/accuracy"]) == len(results)  # one point per eval record, at its version's step
+    assert sorted(round(v, 4) for _, v in written["eval/accuracy"]) == sorted(round(r.accuracy, 4) for r in results)
+    assert sorted(round(v, 2) for _, v in written["eval/mean_length"]) == sorted(round(r.mean_length, 2)
+                                                                                 for r in results)

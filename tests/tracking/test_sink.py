@@ -79,3 +79,46 @@ def test_a_malformed_tracking_section_falls_back_to_tensorboard(caplog):
     config = tracking_config(Settings().with_overrides(tracking={"tensorboard": "sometimes", "flush_s": "x"}))
     assert config == TrackingConfig()
     assert "configuration not usable" in caplog.text
+
+
+def run_service_until(sink, done, timeout_s=30.0):
+    """The sink's own loop (`run`, what the service runs) in a thread, stopped once `done()`; it must not
+    have raised."""
+    stop, failures = threading.Event(), []
+
+    def run():
+        try:
+            sink.run(stop)
+        except Exception as exc:  # what would stop the service
+            failures.append(exc)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + timeout_s
+    while not done() and time.monotonic() < deadline and thread.is_alive():
+        time.sleep(0.1)
+    stop.set()
+    thread.join(30)
+    assert failures == [] and not thread.is_alive()
+
+
+def test_a_malformed_tracking_section_is_reported_once_and_the_sink_writes_tensorboard(settings, codec, caplog):
+    settings = settings.with_overrides(tracking={"flush_s": "soon", "wandb": "yes"})
+    publish_run(settings, codec, steps=3)
+    sink = MetricsSink(settings)
+    run_service_until(sink, lambda: sink.maker.step >= 3)
+    assert caplog.text.count("configuration not usable") == 1
+    assert [s for s, _ in scalars(default_logdir(settings))["train/reward_mean"]] == [1, 2, 3]
+
+
+def test_a_tracker_that_cannot_open_is_reported_once_and_the_sink_goes_on(settings, codec, caplog, tmp_path):
+    blocked = tmp_path / "a-file"
+    blocked.write_text("")  # a logdir under a file: TensorBoard's writer cannot open (NotADirectoryError)
+    settings = settings.with_overrides(tracking={"logdir": str(blocked / "tensorboard")})
+    publish_run(settings, codec, steps=3)
+    sink = MetricsSink(settings)
+    assert sink.trackers.trackers == []
+    run_service_until(sink, lambda: sink.maker.step >= 3)
+    assert sink.maker.step == 3 and sink.written > 0  # read and made every point, with nowhere to write them
+    reports = [r.getMessage() for r in caplog.records if "tracker tensorboard" in r.getMessage()]
+    assert len(reports) == 1 and "cannot open" in reports[0] and "NotADirectoryError" in reports[0], reports
