@@ -4,9 +4,11 @@ The engine is the StubEngine (a fake that sleeps per token; named as such, not a
 own process; the proxy runs as its own process (`python -m services.proxy`) publishing to the embedded
 broker (Apache Kafka, one KRaft node). Each level runs N concurrent sessions, each sending non-streaming chat calls
 in a loop for a fixed time (127.0.0.1 only, bounded). Reported: latency p50/p99 direct vs proxied, the
-added latency, and the throughput ratio. Targets: added p50 <= 1 ms, p99 <= 5 ms, throughput >= 0.95x.
+added latency, the throughput ratio, and the proxy processes' CPU per proxied call. `--proxies 1,2` repeats
+the comparison with that many proxy processes on one port (`proxy.workers`). Targets: added p50 <= 1 ms,
+p99 <= 5 ms, throughput >= 0.95x (>= 0.9x with N proxies).
 
-    .venv/bin/python benchmarks/bench_proxy.py [--levels 1,50,200] [--seconds 8] [--tokens 16] [--token-delay-ms 20]
+    .venv/bin/python benchmarks/bench_proxy.py [--levels 1,50,200] [--seconds 8] [--tokens 16] [--token-delay-ms 20] [--proxies 1,2]
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import urllib.request
 from pathlib import Path
 
 import aiohttp
+import psutil
 import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -60,22 +63,40 @@ async def session_loop(http, url, headers, body, until: float, latencies: list[f
         latencies.append(time.perf_counter() - started)
 
 
-async def run_level(url_for, sessions: int, seconds: float, tokens: int, stream: bool) -> tuple[list[float], float]:
+def cpu_seconds(procs: list[subprocess.Popen]) -> float:
+    """User + system CPU the processes have used so far (the proxy's per-call cost, whatever the wall clock)."""
+    times = [psutil.Process(p.pid).cpu_times() for p in procs]
+    return sum(t.user + t.system for t in times)
+
+
+async def run_level(url_for, sessions: int, seconds: float, tokens: int, stream: bool,
+                    cpu=lambda: 0.0) -> tuple[list[float], float, float]:
+    """Latencies and calls/s of the measured window, and the CPU seconds `cpu` counted during it."""
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as http:
         body = {"model": "stub-model", "messages": [{"role": "user", "content": "hello"}], "max_tokens": tokens, "stream": stream}
         warm_until = time.monotonic() + 1.0
         await asyncio.gather(*(session_loop(http, url_for(i), {"Authorization": f"Bearer {KEY}"}, body, warm_until, []) for i in range(sessions)))
         latencies: list[float] = []
-        started = time.monotonic()
+        cpu_before, started = cpu(), time.monotonic()
         until = started + seconds
         await asyncio.gather(*(session_loop(http, url_for(i), {"Authorization": f"Bearer {KEY}"}, body, until, latencies) for i in range(sessions)))
-        return latencies, len(latencies) / (time.monotonic() - started)
+        return latencies, len(latencies) / (time.monotonic() - started), cpu() - cpu_before
 
 
 def pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))] * 1000
+
+
+def stop(procs: list[subprocess.Popen]) -> None:
+    for proc in procs:
+        proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def main() -> None:
@@ -85,6 +106,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--token-delay-ms", type=float, default=20)
     parser.add_argument("--modes", default="stream,plain", help="stream: SSE calls both ways (same engine work); plain: non-streaming (the proxy still streams from the engine)")
+    parser.add_argument("--proxies", default="1", help="proxy process counts to compare, e.g. 1,2 (proxy.workers: SO_REUSEPORT on one port)")
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-proxy-"))
@@ -93,37 +115,51 @@ def main() -> None:
     try:
         client = broker.client_settings.with_overrides(topic_prefix="bench", team_keys={"bench": KEY})
         ensure_topics(client)
-        engine_port, proxy_port = free_port(), free_port()
+        engine_port = free_port()
         procs.append(start([sys.executable, "-m", "seamlessflow.testing.stub_engine", str(engine_port), str(args.token_delay_ms)], work / "stub.log"))
         engine = f"http://127.0.0.1:{engine_port}"
         wait_http(engine + "/health")
-        config = {**client.model_dump(mode="json"), "proxy": {"port": proxy_port, "engines": [{"id": "stub", "url": engine}]}}
-        config_path = work / "config.yaml"
-        config_path.write_text(yaml.safe_dump(config))
-        procs.append(start([sys.executable, "-m", "services.proxy", "--config", str(config_path)], work / "proxy.log"))
-        proxy = f"http://127.0.0.1:{proxy_port}"
-        wait_http(proxy + "/healthz")
-
         print(f"StubEngine (fake): {args.tokens} tokens x {args.token_delay_ms} ms per call; {args.seconds:.0f} s per run; chat; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-        print(f"{'mode':>6} {'sessions':>8} {'direct p50':>11} {'proxy p50':>10} {'added p50':>10} {'direct p99':>11} {'proxy p99':>10} {'added p99':>10} {'direct rps':>11} {'proxy rps':>10} {'ratio':>6}")
-        for mode in args.modes.split(","):
-            for level in (int(x) for x in args.levels.split(",")):
-                stream = mode == "stream"
-                direct, direct_rps = asyncio.run(run_level(lambda i: engine + "/v1/chat/completions", level, args.seconds, args.tokens, stream))
-                proxied, proxy_rps = asyncio.run(run_level(lambda i, mode=mode, level=level: f"{proxy}/sessions/bench-{mode}-{level}-{i}/v1/chat/completions", level, args.seconds, args.tokens, stream))
-                d50, p50, d99, p99 = pct(direct, 0.5), pct(proxied, 0.5), pct(direct, 0.99), pct(proxied, 0.99)
-                print(f"{mode:>6} {level:>8} {d50:>9.2f}ms {p50:>8.2f}ms {p50 - d50:>8.2f}ms {d99:>9.2f}ms {p99:>8.2f}ms {p99 - d99:>8.2f}ms {direct_rps:>11.1f} {proxy_rps:>10.1f} {proxy_rps / direct_rps:>6.3f}")
+        for count in (int(x) for x in args.proxies.split(",")):
+            proxies, proxy = start_proxies(client, engine, count, work)
+            procs.extend(proxies)
+            try:
+                print(f"-- {count} proxy process(es) on one port")
+                compare(args, engine, proxy, proxies, count)
+            finally:
+                stop(proxies)
+                procs[:] = [p for p in procs if p not in proxies]
         print(f"targets: added p50 <= 1 ms, added p99 <= 5 ms, ratio >= 0.95   (logs in {work})")
     finally:
         broker.stop()
-        for proc in reversed(procs):
-            proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
+        stop(list(reversed(procs)))
 
+
+def start_proxies(client, engine: str, count: int, work: Path) -> tuple[list[subprocess.Popen], str]:
+    """`count` proxy processes on one port, as `up` starts them for `proxy.workers: count`."""
+    port = free_port()
+    config = {**client.model_dump(mode="json"), "proxy": {"port": port, "workers": count, "engines": [{"id": "stub", "url": engine}]}}
+    config_path = work / f"config-{count}.yaml"
+    config_path.write_text(yaml.safe_dump(config))
+    worker_args = [[]] if count == 1 else [["--worker", str(i)] for i in range(count)]
+    procs = [start([sys.executable, "-m", "services.proxy", "--config", str(config_path), *extra], work / f"proxy-{count}-{i}.log")
+             for i, extra in enumerate(worker_args)]
+    time.sleep(0.5 * count)  # every worker bound before traffic, or the kernel sends it all to the first
+    wait_http(f"http://127.0.0.1:{port}/healthz")
+    return procs, f"http://127.0.0.1:{port}"
+
+
+def compare(args, engine: str, proxy: str, proxies: list[subprocess.Popen], count: int) -> None:
+    print(f"{'mode':>6} {'sessions':>8} {'direct p50':>11} {'proxy p50':>10} {'added p50':>10} {'direct p99':>11} {'proxy p99':>10} {'added p99':>10} {'direct rps':>11} {'proxy rps':>10} {'ratio':>6} {'proxy CPU/call':>15}")
+    for mode in args.modes.split(","):
+        for level in (int(x) for x in args.levels.split(",")):
+            stream = mode == "stream"
+            direct, direct_rps, _ = asyncio.run(run_level(lambda i: engine + "/v1/chat/completions", level, args.seconds, args.tokens, stream))
+            url = lambda i, mode=mode, level=level: f"{proxy}/sessions/bench-{count}-{mode}-{level}-{i}/v1/chat/completions"  # noqa: E731
+            proxied, proxy_rps, cpu = asyncio.run(run_level(url, level, args.seconds, args.tokens, stream, lambda: cpu_seconds(proxies)))
+            d50, p50, d99, p99 = pct(direct, 0.5), pct(proxied, 0.5), pct(direct, 0.99), pct(proxied, 0.99)
+            per_call_us = cpu / max(1, len(proxied)) * 1e6
+            print(f"{mode:>6} {level:>8} {d50:>9.2f}ms {p50:>8.2f}ms {p50 - d50:>8.2f}ms {d99:>9.2f}ms {p99:>8.2f}ms {p99 - d99:>8.2f}ms {direct_rps:>11.1f} {proxy_rps:>10.1f} {proxy_rps / direct_rps:>6.3f} {per_call_us:>12.0f} us")
 
 if __name__ == "__main__":
     main()
