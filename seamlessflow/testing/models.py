@@ -27,7 +27,8 @@ def build_random_tiny_model(out: Path, seed: int = 0) -> Path:
     bpe.train_from_iterator(["user\nassistant\nsystem\nHello, what is 2 + 3? The answer is 5."] * 10, trainer=trainer)
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=bpe, eos_token="<|im_end|>", pad_token="<|endoftext|>", chat_template=CHAT_TEMPLATE)
     torch.manual_seed(seed)
-    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=128,  # type: ignore[call-arg]  # head_dim: a PretrainedConfig kwarg the stub omits intermediate_size=256, num_hidden_layers=2,
+    # head_dim is a PretrainedConfig kwarg that transformers' type stub omits (hence the ignore).
+    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=128, intermediate_size=256, num_hidden_layers=2,  # type: ignore[call-arg]
                          num_attention_heads=2, num_key_value_heads=1, head_dim=64, max_position_embeddings=2048,
                          tie_word_embeddings=False, eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id)
     model = Qwen2ForCausalLM(config)
