@@ -6,9 +6,10 @@ Side by side in one run, per model size, each method on its own engine started t
                    (versions already on disk: the read side only), driven through a `RolloutWorker`
   reload+keep-kv   the same without the prefix-cache reset (stale KV for repeated prefixes)
   restart          stop the engine, start it on the new directory
+  files: total     write + reload: what one version costs through files (sums of the two medians)
   transfer         pause(keep), vLLM's start/update/finish_weight_update through the gloo backend
                    (bucketed broadcast from the trainer's in-memory model), prefix cache reset, label, resume
-Models: `tiny` (the test model, ~0.2 M parameters) and `large` (a random Qwen2 of ~180 M parameters,
+Models: `tiny` (the test model, ~0.4 M parameters) and `large` (a random Qwen2 of ~180 M parameters,
 float32, built here in seconds: same tokenizer, 16 layers of 1024). No broker: the Kafka hop is not what
 is measured.
 
@@ -153,11 +154,17 @@ def main() -> None:
     methods = args.methods.split(",")
     for size in args.models.split(","):  # one table per size, printed as soon as it is measured
         rows = bench_size(size, methods, args)
-        reload = next((ms for _, label, _, ms in rows if label == "reload"), None)
-        print(f"\n{'model':<7}{'method':<16}{'n':>3}{'median ms':>11}{'vs reload':>11}")
+        medians = {label: ms for _, label, _, ms in rows}
+        reload = medians.get("reload")
+        # what a version costs through files: the trainer's write, then the engine's read
+        total = medians["files: write"] + reload if reload is not None else None
+        if total is not None:
+            rows.insert([r[1] for r in rows].index("reload") + 1, (size, "files: total", 0, total))
+        print(f"\n{'model':<7}{'method':<16}{'n':>3}{'median ms':>11}{'vs reload':>11}{'vs total':>10}")
         for _, label, n, ms in rows:
-            ratio = f"{ms / reload:.2f}x" if reload and label != "files: write" else ""
-            print(f"{size:<7}{label:<16}{n:>3}{ms:>11.0f}{ratio:>11}", flush=True)
+            versus = [f"{ms / base:.2f}x" if base and label not in ("files: write", "files: total") else ""
+                      for base in (reload, total)]
+            print(f"{size:<7}{label:<16}{n or '':>3}{ms:>11.0f}{versus[0]:>11}{versus[1]:>10}", flush=True)
 
 
 if __name__ == "__main__":
