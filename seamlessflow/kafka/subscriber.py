@@ -79,8 +79,9 @@ class Subscriber:
                 if tp.partition in self._start_offsets:
                     tp.offset = self._start_offsets.pop(tp.partition)
             consumer.assign(partitions)
-            if self._paused:
-                consumer.pause(partitions)
+            # librdkafka keeps a partition's pause flag across unassign and assign: one paused before it moved
+            # away (and missed by a resume while nothing was assigned) would stay paused; so set it each time
+            (consumer.pause if self._paused else consumer.resume)(partitions)
             log.info("%s: assigned %s", topic, [(tp.partition, tp.offset) for tp in partitions])
             if on_assign is not None:
                 on_assign([tp.partition for tp in partitions])

@@ -129,3 +129,42 @@ def _read_all(settings, codec, topic):
     from seamlessflow.kafka.reader import read_topic
 
     return list(read_topic(settings, topic, codec))
+
+
+def test_a_partition_paused_when_it_moved_away_is_read_when_it_comes_back(settings, codec):
+    """A member pauses while full; the group moves its partitions; it drains and unpauses before the new
+    assignment arrives. librdkafka keeps a partition's pause flag across unassign and assign, so unless the
+    subscriber sets it again on assignment, the partition it gets back stays paused and its records wait
+    forever (a reward worker stuck with 3 of 12 trajectories this way)."""
+    topic, group = Topics(settings).trajectories, f"{settings.topic_prefix}.p"
+    owned: set[int] = set()
+    revoked: list[int] = []
+    full = Subscriber(settings, codec, None, group_id=group)
+    full.subscribe(topic, on_assign=owned.update, on_revoke=lambda ps: (owned.difference_update(ps), revoked.extend(ps)))
+    other = Subscriber(settings, codec, None, group_id=group)
+    try:
+        deadline = time.monotonic() + 20
+        while len(owned) < 2:
+            assert time.monotonic() < deadline, "never assigned"
+            full.poll(0.1)
+        full.set_paused(True)
+        other.subscribe(topic)
+        while not revoked:  # the join of `other` takes both partitions away (eager rebalance)
+            assert time.monotonic() < deadline, "never revoked"
+            other.poll(0.05)
+            full.poll(0)
+        assert not owned  # between the revoke and the next assignment
+        full.set_paused(False)
+        producer = MessageProducer(settings, codec)
+        trajectories = [dataclasses.replace(SAMPLES[2], event_id=f"tr-{i}", group_id=f"g-{i}") for i in range(8)]
+        for t in trajectories:
+            producer.send(topic, t.group_id, t)  # spread over both partitions
+        producer.flush()
+        got: list = []
+        deadline = time.monotonic() + 20
+        while len(got) < len(trajectories) and time.monotonic() < deadline:
+            got += [r.message.event_id for r in full.poll(0.1) + other.poll(0.1)]
+    finally:
+        full.close()
+        other.close()
+    assert sorted(got) == sorted(t.event_id for t in trajectories)
