@@ -12,7 +12,7 @@ Pure: the trainer's adapter (seamlessflow/trainer/transfer.py) reads heartbeats 
 
 from __future__ import annotations
 
-from collections.abc import Collection, Iterable
+from collections.abc import Collection, Iterable, Mapping
 from dataclasses import dataclass
 
 
@@ -22,7 +22,8 @@ class EngineSeen:
 
     `up`: its engine process answers (it may still be catching up, not yet routed); `serving`: the proxy
     routes to it now (active, rollout role, engine up); `transfer`: it was started with a weight-transfer
-    backend, so it can join a group; `version`: the version it reports holding."""
+    backend, so it can join a group; `version`: the version it reports holding; `pid`: its engine
+    process, so a restart behind the same URL is told apart (its old group died with it)."""
 
     resource_id: str
     url: str
@@ -30,11 +31,18 @@ class EngineSeen:
     up: bool
     serving: bool
     transfer: bool
+    pid: int = 0
 
 
 def to_join(engines: Iterable[EngineSeen], joined: Collection[str]) -> list[EngineSeen]:
     """Engines that can take versions through a transfer group and are not in one yet (by URL)."""
     return [e for e in engines if e.transfer and e.up and e.url not in joined]
+
+
+def stale(engines: Iterable[EngineSeen], joined: Mapping[str, int]) -> list[str]:
+    """Joined URLs (-> engine pid at the join) whose engine went down or was restarted: leave their groups."""
+    now = {e.url: e for e in engines}
+    return [url for url, pid in joined.items() if url in now and (not now[url].up or now[url].pid != pid)]
 
 
 def behind(engines: Iterable[EngineSeen], version: int, joined: Collection[str]) -> list[EngineSeen]:

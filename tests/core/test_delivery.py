@@ -1,10 +1,10 @@
 """The announce-after-delivery rule and whom the trainer joins or catches up, on small hand-made engines."""
 
-from seamlessflow.core.delivery import EngineSeen, awaited, behind, may_announce, to_join
+from seamlessflow.core.delivery import EngineSeen, awaited, behind, may_announce, stale, to_join
 
 
-def engine(name, version, up=True, serving=True, transfer=True):
-    return EngineSeen(name, f"http://{name}", version, up, serving, transfer)
+def engine(name, version, up=True, serving=True, transfer=True, pid=1):
+    return EngineSeen(name, f"http://{name}", version, up, serving, transfer, pid)
 
 
 def test_a_version_waits_for_every_serving_transfer_engine_that_lacks_it():
@@ -31,3 +31,8 @@ def test_join_the_transfer_engines_that_are_up_and_catch_up_the_joined_ones_behi
     assert [e.resource_id for e in to_join(engines, joined={"http://a"})] == ["b"]
     assert [e.resource_id for e in behind(engines, 2, joined={"http://a", "http://b"})] == ["b"]
     assert behind(engines, 2, joined={"http://a"}) == []
+
+
+def test_a_restarted_or_fallen_engine_leaves_its_group_so_it_is_joined_again():
+    engines = [engine("a", 2, pid=7), engine("b", 0, pid=9), engine("c", 2, up=False)]
+    assert stale(engines, {"http://a": 7, "http://b": 8, "http://c": 3, "http://gone": 1}) == ["http://b", "http://c"]
