@@ -77,6 +77,7 @@ class EngineTransfer:
         self.broadcaster = PolicyBroadcaster(None, init_info_for(backend, host, bucket_bytes),
                                              on_failed=self._route_out, source_for=lambda url: self.source)
         self.engines: dict[str, EngineSeen] = {}  # resource id -> latest heartbeat
+        self.statuses: dict[str, ResourceStatus] = {}  # resource id -> that heartbeat as it came
         self.pids: dict[str, int] = {}  # joined URL -> engine pid at the join
         self.holding: dict[str, int] = {}  # joined URL -> version delivered since the join
         self.routed_out: set[str] = set()  # URLs taken out of routing during the current version
@@ -96,7 +97,7 @@ class EngineTransfer:
                                                                                         self.settings.run):
                 seen = engine_seen(message)
                 if seen is not None:
-                    self.engines[seen.resource_id] = seen
+                    self.engines[seen.resource_id], self.statuses[seen.resource_id] = seen, message
 
     def catch_up(self) -> None:
         """Leave the groups of engines that went down or restarted, join the new ones, and send the current
@@ -159,13 +160,14 @@ class EngineTransfer:
         routing to it until a fresh heartbeat of the worker (after it caught up) replaces it."""
         self._leave(url)
         self.routed_out.add(url)
-        for seen in [e for e in self.engines.values() if e.url == url]:
-            status = resource_status(seen.resource_id, ResourceKind.ROLLOUT, ResourceState.FAILED, Tag.ROLLOUT,
-                                     self.settings.team, self.settings.run, capability_tags=[Tag.ROLLOUT],
-                                     weight_version=seen.version, figures={"marked_by_trainer": 1.0},
-                                     engine_url=url)
-            self.producer.send(self.topics.status, seen.resource_id, status)
-            log.warning("engine %s (%s) taken out of routing: %s", seen.resource_id, url, reason)
+        for rid in [e.resource_id for e in self.engines.values() if e.url == url]:
+            last = self.statuses[rid]
+            status = resource_status(rid, last.kind, ResourceState.FAILED, last.active_tag, self.settings.team,
+                                     self.settings.run, capability_tags=last.capability_tags,
+                                     weight_version=last.weight_version, figures={"marked_by_trainer": 1.0},
+                                     engine_url=url, epoch=last.epoch, hardware_tags=last.hardware_tags)
+            self.producer.send(self.topics.status, rid, status)
+            log.warning("engine %s (%s) taken out of routing: %s", rid, url, reason)
         self.producer.flush()
 
     def close(self) -> None:
