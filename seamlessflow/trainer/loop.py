@@ -230,6 +230,7 @@ class Trainer:
             self.publish_wait_s = self.writer.submit(
                 version, self.step, lambda: save_weights(module, root, version, base, state))
         else:  # transfer only: announced now, after the versions before it (in order)
+            self.publish_wait_s = 0.0
             self._announce_written(self.writer.drain())
             self._publish_version(version, self.step)
             self.announced_version = version
