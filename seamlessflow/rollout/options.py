@@ -64,6 +64,9 @@ class RolloutOptions(BaseModel):
     # vLLM weight-transfer backend the engine starts with (--weight-transfer-config): `gloo` (CPU, this
     # project's plugin) or `nccl` (GPU); None: versions arrive as files only.
     weight_transfer: str | None = None
+    # a (re)started engine behind the newest version waits this long for the trainer to stream it in, then
+    # loads the version's files (HTTP or file://) when it has any
+    transfer_wait_s: float = 20.0
     extra_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     workers: dict[str, WorkerSpec] = Field(default_factory=dict)

@@ -20,7 +20,7 @@ from seamlessflow.core.resources import ResourceState
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.subscriber import Subscriber
-from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus
+from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus, WeightVersion
 from seamlessflow.rollout.client import EngineClient, EngineError
 from seamlessflow.rollout.launch import ensure_model
 from seamlessflow.rollout.options import RolloutOptions
@@ -51,6 +51,7 @@ class RolloutService:
         """Until `stop` is set or a shutdown command arrives; the engine is stopped on the way out."""
         control = self._control_subscriber()
         history = [c for c in control.catch_up(self.topics.control) if self._mine(c)]
+        self._hear_of_versions(control)
         beats = threading.Thread(target=self._heartbeats, args=(stop,), name="rollout-heartbeat", daemon=True)
         beats.start()
         try:
@@ -73,6 +74,14 @@ class RolloutService:
             stop.set()
             beats.join(timeout=5)
 
+    def _hear_of_versions(self, reader: Subscriber) -> None:
+        """The newest announced version (the weights topic, compacted per run): a starting engine catches up
+        to it before the worker reports it serving (`RolloutWorker.catch_up`)."""
+        for message in reader.catch_up(self.topics.weights):
+            if isinstance(message, WeightVersion) and (message.team, message.run) == (self.settings.team,
+                                                                                      self.settings.run):
+                self.worker.hear_of(message.version, message.uri)  # later ones: `_commands`
+
     def publish_status(self, figures: dict[str, float] | None = None) -> ResourceStatus:
         status = self.worker.status(figures if figures is not None else self.worker.base_figures())
         self.producer.send(self.topics.status, self.worker.resource_id, status)
@@ -86,8 +95,14 @@ class RolloutService:
         return isinstance(message, ControlCommand) and self.worker.addressed_to_me(message)
 
     def _commands(self, control: Subscriber, timeout_s: float) -> list[ControlCommand]:
-        """The live commands for this worker (poison is dead-lettered by the subscriber)."""
-        return [m for m in control.messages(timeout_s, 64) if self._mine(m)]
+        """The live commands for this worker (poison is dead-lettered by the subscriber); versions announced
+        meanwhile are remembered for the next catch-up."""
+        messages = control.messages(timeout_s, 64)
+        for message in messages:
+            if isinstance(message, WeightVersion) and (message.team, message.run) == (self.settings.team,
+                                                                                      self.settings.run):
+                self.worker.hear_of(message.version, message.uri)
+        return [m for m in messages if self._mine(m)]
 
     def _restore(self, history: list[ControlCommand]) -> None:
         restored = self.worker.restore(history)

@@ -13,8 +13,13 @@ CPU, NCCL on GPUs); these two methods are the fallback and the catch-up path.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 from urllib.parse import unquote, urlparse
+
+if TYPE_CHECKING:
+    from seamlessflow.rollout.client import EngineClient
 
 
 def reload_unsafe_reason(model_dir: Path) -> str | None:
@@ -42,3 +47,14 @@ def weights_path(uri: str, cache: Path | None = None) -> Path:
 
         return fetch_version(uri, cache)
     raise ValueError(f"cannot load weights from {uri!r}: only file:// URIs and paths, or http(s):// from a weights server, are supported")
+
+
+def wait_for_label(client: EngineClient, version: int, timeout_s: float, every_s: float = 0.25) -> str | None:
+    """The engine's version label once it reaches `version` (a transfer group streamed it), or the last
+    label seen when `timeout_s` passes first."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        label = client.weight_version()
+        if (label is not None and label.isdigit() and int(label) >= version) or time.monotonic() >= deadline:
+            return label
+        time.sleep(every_s)

@@ -22,7 +22,7 @@ from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus
 from seamlessflow.rollout.client import EngineClient, EngineError
 from seamlessflow.rollout.engine import EngineProcess, EngineStartFailed
 from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
-from seamlessflow.rollout.weights import reload_unsafe_reason, weights_path
+from seamlessflow.rollout.weights import reload_unsafe_reason, wait_for_label, weights_path
 
 log = logging.getLogger(__name__)
 
@@ -59,10 +59,12 @@ class RolloutWorker:
         self.weights_cache = Path(log_dir) / f"weights-{resource_id}"  # versions fetched over HTTP
         self.weight_version = 0
         self.pushed_version = 0  # streamed into the running engine by the trainer's transfer group (no command)
+        self.newest: tuple[int, str] = (0, "")  # newest version heard of (weights topic, commands) and its files
         self.protocol = ControlProtocol(resource_id, capabilities(self.spec), self.spec.active_tag)
         self.state = ResourceState.STARTING
         self.restarts = 0
         self.asleep = False
+        self.engine_ready = False  # the engine answered its health check since it was last started
         self.stopped = False
         self.last_swap: tuple[str, float] | None = None  # (method, ms)
         self._lock = threading.RLock()
@@ -82,6 +84,7 @@ class RolloutWorker:
         with self._lock:
             if self.active_tag == Tag.ROLLOUT:
                 self._start_engine()
+                self.catch_up()
             self.state = ResourceState.ACTIVE
 
     def close(self) -> None:
@@ -108,6 +111,7 @@ class RolloutWorker:
                 return False
             try:
                 self._start_engine()
+                self.catch_up()
             except (EngineStartFailed, EngineError, OSError):
                 log.exception("%s: engine restart failed", self.resource_id)
                 self.state = ResourceState.FAILED
@@ -159,19 +163,47 @@ class RolloutWorker:
         return "resumed"
 
     def _do_load_weights(self, command: ControlCommand) -> str:
-        if command.weight_version is None or not command.weight_uri:
+        if command.weight_version is None:
             raise CommandRejected("load_weights needs weight_version and weight_uri")
-        try:
-            path = weights_path(command.weight_uri, self.weights_cache)
-        except ValueError as exc:
-            raise CommandRejected(str(exc)) from exc
-        except httpx.HTTPError as exc:
-            raise CommandFailed(f"cannot fetch {command.weight_uri}: {exc}") from exc
-        if not (path / "config.json").exists():
-            raise CommandFailed(f"no HF model directory at {path}")
-        if not self.engine.running():
-            self.weights_dir, self.weight_version = path, command.weight_version
-            return f"v{command.weight_version} recorded; the engine loads it when it starts"
+        self.hear_of(command.weight_version, command.weight_uri or "")
+        if self.engine.running():
+            return self._bring_to(command.weight_version, command.weight_uri or "")
+        path = self._files(command.weight_version, command.weight_uri or "")
+        self.weights_dir, self.weight_version = path, command.weight_version
+        return f"v{command.weight_version} recorded; the engine loads it when it starts"
+
+    def hear_of(self, version: int, uri: str) -> None:
+        """The newest version announced (weights topic at start, load commands): what `catch_up` reaches."""
+        if version >= self.newest[0]:
+            self.newest = (version, uri or (self.newest[1] if version == self.newest[0] else ""))
+
+    def catch_up(self) -> None:
+        """After the engine (re)starts, before the worker reports it serving: bring it to the newest version
+        it has heard of. A worker that cannot serves what it holds, labelled truthfully (the scheduler's
+        `load_weights` tries again)."""
+        version, uri = self.newest
+        if version > self._held():
+            try:
+                log.info("%s: catching up to v%d: %s", self.resource_id, version, self._bring_to(version, uri))
+            except (CommandFailed, CommandRejected, EngineError, EngineStartFailed) as exc:
+                log.warning("%s: could not catch up to v%d: %s", self.resource_id, version, exc)
+
+    def _held(self) -> int:
+        return max(self.weight_version, self.pushed_version)
+
+    def _bring_to(self, version: int, uri: str) -> str:
+        """The one path a version takes into a running engine: already there (the trainer's transfer group
+        streamed it), streamed while we wait (a worker that just joined: the trainer sends the current
+        version to an engine behind it), or else loaded from its files."""
+        began = time.monotonic()
+        if self.options.weight_transfer:
+            label = wait_for_label(self.client, version, self.options.transfer_wait_s)
+            self.adopt_engine_version(label)
+            if self.pushed_version >= version:
+                return f"v{self.pushed_version} in the engine through the transfer group ({time.monotonic() - began:.1f} s)"
+        if not uri:
+            raise CommandRejected(f"v{version} has no files (transfer only) and did not arrive through a transfer group")
+        path = self._files(version, uri)
         errors = []
         for method in self.options.weight_load_methods:
             unsafe = reload_unsafe_reason(path) if method == "reload" else None
@@ -180,16 +212,29 @@ class RolloutWorker:
                 continue
             began = time.monotonic()
             try:
-                getattr(self, f"_swap_by_{method}")(path, command.weight_version)
+                getattr(self, f"_swap_by_{method}")(path, version)
             except (EngineError, EngineStartFailed) as exc:
                 errors.append(f"{method}: {exc}")
                 log.warning("%s: weight load by %s failed: %s", self.resource_id, method, exc)
                 continue
             elapsed_ms = (time.monotonic() - began) * 1000
-            self.weights_dir, self.weight_version, self.last_swap = path, command.weight_version, (method, elapsed_ms)
+            self.weights_dir, self.weight_version, self.last_swap = path, version, (method, elapsed_ms)
             skipped = f" ({'; '.join(errors)})" if errors else ""
-            return f"v{command.weight_version} loaded by {method} in {elapsed_ms:.0f} ms{skipped}"
+            return f"v{version} loaded by {method} in {elapsed_ms:.0f} ms{skipped}"
         raise CommandFailed("; ".join(errors) or "no weight load method configured")
+
+    def _files(self, version: int, uri: str) -> Path:
+        if not uri:
+            raise CommandRejected("load_weights needs weight_version and weight_uri")
+        try:
+            path = weights_path(uri, self.weights_cache)
+        except ValueError as exc:
+            raise CommandRejected(str(exc)) from exc
+        except httpx.HTTPError as exc:
+            raise CommandFailed(f"cannot fetch {uri}: {exc}") from exc
+        if not (path / "config.json").exists():
+            raise CommandFailed(f"no HF model directory at {path}")
+        return path
 
     def _swap_by_reload(self, path: Path, version: int) -> None:
         """In place: generation is held (in-flight requests kept) only while the tensors are copied."""
@@ -235,6 +280,7 @@ class RolloutWorker:
             return "engine woken"
         if not self.engine.running():
             self._start_engine()
+            self.catch_up()
             return "engine started"
         self.client.resume()
         return "engine kept running"
@@ -270,8 +316,9 @@ class RolloutWorker:
 
     def _start_engine(self) -> None:
         self.pushed_version = 0  # a fresh engine holds the files' version until the trainer sends it another
-        self.state = ResourceState.STARTING
+        self.state, self.engine_ready = ResourceState.STARTING, False
         self.engine.start(self.weights_dir)
+        self.engine_ready = True
         if self.weight_version:
             self.client.set_weight_version(self.weight_version)
 
@@ -284,8 +331,8 @@ class RolloutWorker:
                                hardware_tags=self.spec.hardware_tags)
 
     def base_figures(self) -> dict[str, float]:
-        figures = {"engine_restarts": float(self.restarts), "engine_up": float(self.engine.running()),
-                   "engine_pid": float(self.engine.pid or 0)}
+        figures = {"engine_restarts": float(self.restarts), "engine_up": float(self.engine_ready and self.engine.running() and not self.asleep),
+                   "engine_pid": float(self.engine.pid or 0), "weight_transfer": float(bool(self.options.weight_transfer))}
         if self.last_swap:
             figures["last_swap_ms"] = self.last_swap[1]
         return figures

@@ -67,6 +67,13 @@ class TrainerConfig(BaseModel):
     master_port: int = 29500
     # weights, checkpoints, status
     publish_every: int = 1  # steps per weight version (what engines load: the weights only, written once)
+    # live transfer (seamlessflow/trainer/transfer.py): each version straight into the engines that serve the
+    # policy; `none` keeps versions as files only. Engines must start with the same backend
+    # (`rollout.weight_transfer`); `transfer_host` is the address they reach this trainer at.
+    weight_transfer: Literal["none", "gloo", "nccl"] = "none"
+    transfer_host: str = "127.0.0.1"
+    transfer_bucket_mb: int = 64
+    files_every: int = 1  # with a transfer: versions per file archive (the fallback); 1 = every version
     checkpoint_every: int = 1  # weight versions per full checkpoint (optimizer state; offsets are committed)
     checkpoint_minutes: float | None = None  # also at the first version this long after the last checkpoint
     keep_checkpoints: int = 2

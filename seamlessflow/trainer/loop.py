@@ -3,8 +3,10 @@
 Per step, in this order, so a crash at any point replays and never skips:
 1. train on a batch (optimizer step);
 2. every `publish_every` steps: snapshot the weights as version N+1 (once, in the training dtype: what the
-   engines load); a background writer saves it (trainer/writer.py) and the WeightVersion record is
-   published once it is on disk;
+   engines load); with `weight_transfer` the snapshot goes straight into every serving engine
+   (trainer/transfer.py); every `files_every` versions (every version without a transfer) a background
+   writer saves it (trainer/writer.py). The WeightVersion record is published once the version is
+   delivered (or its failed engines routed out) and, if it has files, once they are on disk;
 3. every `checkpoint_every` versions or `checkpoint_minutes` (whichever comes first): save a checkpoint
    (after the pending weight writes finish; model, optimizer, step, version, offsets to commit, ids
    already finished above them), then commit
@@ -26,6 +28,7 @@ import os
 import shutil
 import signal
 import time
+from typing import TYPE_CHECKING
 
 from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
@@ -52,6 +55,9 @@ from seamlessflow.trainer.weights import (
 )
 from seamlessflow.trainer.writer import PendingVersion, WeightWriter, host_snapshot
 
+if TYPE_CHECKING:
+    from seamlessflow.trainer.transfer import EngineTransfer
+
 log = logging.getLogger("seamlessflow.trainer")
 
 
@@ -73,6 +79,13 @@ class Trainer:
         if self.ranks.leader:  # rank 0 alone talks to Kafka; the other ranks never touch these
             self.producer = MessageProducer(settings, self.codec)
             self.dead_letters = DeadLetters(settings, self.codec, "trainer", self.producer.send)
+        self.transfer: EngineTransfer | None = None
+        if self.ranks.leader and self.config.weight_transfer != "none":
+            from seamlessflow.trainer.transfer import EngineTransfer  # imports vLLM: only when configured
+
+            self.transfer = EngineTransfer(settings, self.codec, self.producer, self.config.weight_transfer,
+                                           self.config.transfer_host, self.config.transfer_bucket_mb << 20,
+                                           self.config.resource_id)
         self.step, self.version = 0, 0
         self.last_metrics: StepMetrics | None = None
         self.busy_s = 0.0  # seconds in optimizer steps and publishing (heartbeat figure; timeline's train time)
@@ -123,6 +136,8 @@ class Trainer:
                     next_beat = time.monotonic() + self.config.heartbeat_s
                 self._take(self.source.poll(0.2))
                 self._announce_written(self.writer.written())
+                if self.transfer is not None:
+                    self.transfer.catch_up()  # engines that started, restarted or came back from train
                 started = time.perf_counter()
                 if self.control.role == Tag.TRAIN and self._train_if_ready():
                     self.busy_s += time.perf_counter() - started
@@ -136,6 +151,8 @@ class Trainer:
             self._announce_written(self.writer.drain())
         finally:
             self.writer.close()
+            if self.transfer is not None:
+                self.transfer.close()
             self._stop_followers()
             self._heartbeat(ResourceState.STOPPED)
             self.producer.flush()
@@ -207,8 +224,16 @@ class Trainer:
         self.ranks.broadcast(("export",))
         state = host_snapshot(self.engine.state_dict_for_export() or self.engine.module.state_dict())
         version, module, root, base = self.version, self.engine.module, self.weights_root, self.config.model_path
-        self.publish_wait_s = self.writer.submit(
-            version, self.step, lambda: save_weights(module, root, version, base, state))
+        if self.transfer is not None:
+            self.transfer.deliver(version, state)  # returns once every serving engine has it or is routed out
+        if self.transfer is None or version % self.config.files_every == 0:
+            self.publish_wait_s = self.writer.submit(
+                version, self.step, lambda: save_weights(module, root, version, base, state))
+        else:  # transfer only: announced now, after the versions before it (in order)
+            self.publish_wait_s = 0.0
+            self._announce_written(self.writer.drain())
+            self._publish_version(version, self.step)
+            self.announced_version = version
         for entry in self._trained_since_publish:
             entry.setdefault("version", self.version)  # the first version whose weights include that step
         self.publish_time_s = time.perf_counter() - start
@@ -280,9 +305,10 @@ class Trainer:
 
     def _publish_version(self, version: int | None = None, step: int | None = None) -> None:
         version = self.version if version is None else version
+        files = version_dir(self.weights_root, version)  # none for a version that went by transfer only
         record = WeightVersion(
             event_id=f"{self.settings.run}/{self.config.resource_id}/v{version}", version=version,
-            uri=version_dir(self.weights_root, version).as_uri(), step=self.step if step is None else step,
+            uri=files.as_uri() if files.exists() else "", step=self.step if step is None else step,
             format="hf-safetensors",
             trainer_id=self.config.resource_id, team=self.settings.team, run=self.settings.run,
             created_at_ms=now_ms(),
@@ -306,6 +332,8 @@ class Trainer:
                    "publish_wait_s": float(getattr(self, "publish_wait_s", 0.0)),
                    "checkpoint_time_s": float(getattr(self, "checkpoint_time_s", 0.0)),
                    "busy_s": self.busy_s, "ranks": float(self.ranks.world)}
+        if self.transfer is not None:  # measured per version: the scheduler prices switches with it
+            figures.update({"weight_update_s": self.transfer.update_s, "transfer_engines": float(len(self.transfer.pids))})
         figures.update({f"total_{k}": float(v) for k, v in vars(self.builder.counters).items()})
         if self.last_metrics is not None:
             figures.update(self.last_metrics.figures())

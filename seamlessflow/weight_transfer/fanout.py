@@ -16,7 +16,7 @@ from __future__ import annotations
 import concurrent.futures as cf
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, field
 
 import torch
@@ -72,12 +72,17 @@ class Delivery:
 class PolicyBroadcaster:
     """Engines join once (`join`), then every `send` delivers a version to all of them concurrently."""
 
-    def __init__(self, module: torch.nn.Module, init_info: Callable[[], TrainerInitInfo],
+    def __init__(self, module: torch.nn.Module | None, init_info: Callable[[], TrainerInitInfo],
                  on_failed: Callable[[str, str], None] = lambda url, reason: None,
                  source_for: Callable[[str], WeightSource] | None = None, http_timeout_s: float = 600.0):
         register()
         self.init_info, self.on_failed, self.http_timeout_s = init_info, on_failed, http_timeout_s
-        self.source_for = source_for or (lambda url: ModuleSource(module))
+        if source_for is None:
+            if module is None:
+                raise ValueError("a module or a source_for function is needed")
+            whole = module
+            source_for = lambda url: ModuleSource(whole)  # noqa: E731
+        self.source_for = source_for
         self.links: dict[str, tuple[EngineClient, TrainerWeightTransferEngine]] = {}
 
     def join(self, url: str) -> str | None:
@@ -100,14 +105,16 @@ class PolicyBroadcaster:
         if client is not None:
             client.close()
 
-    def send(self, version: int) -> Delivery:
-        """Deliver `version` to every joined engine; a failed engine is dropped and reported."""
+    def send(self, version: int, only: Collection[str] | None = None) -> Delivery:
+        """Deliver `version` to every joined engine (or those of `only`, URLs: a catch-up); a failed engine
+        is dropped and reported."""
         delivery = Delivery(version)
-        if not self.links:
+        links = {url: link for url, link in self.links.items() if only is None or url in only}
+        if not links:
             return delivery
-        with cf.ThreadPoolExecutor(max_workers=len(self.links)) as pool:
+        with cf.ThreadPoolExecutor(max_workers=len(links)) as pool:
             futures = {pool.submit(self._deliver, client, engine, version): url
-                       for url, (client, engine) in self.links.items()}
+                       for url, (client, engine) in links.items()}
             for future in cf.as_completed(futures):
                 url = futures[future]
                 try:

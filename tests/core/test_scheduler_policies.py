@@ -12,6 +12,7 @@ from seamlessflow.core.policies import (
     SetActive,
     get_policy,
 )
+from seamlessflow.core.policies.base import switch_cost
 from seamlessflow.core.resources import ResourceState, make_resource
 from seamlessflow.core.scheduler import plan
 
@@ -108,6 +109,18 @@ def test_multiplexed_stays_on_train_when_the_next_batch_is_closer_than_a_round_t
     # 2 missing at 0.1/s: 20 s > 10 s, so going back to rollout pays
     assert decide("multiplexed", flex, buffered=2, queued_tasks=3, current_version=1, trajectory_rate=0.1) == [
         SetActive("f", "rollout"), LoadWeights("f", 1)]
+
+
+def test_the_measured_weight_update_prices_the_switch_instead_of_the_constant():
+    slow = PipelineState(weight_update_s=30.0)
+    assert switch_cost(slow, CONFIG) == 30.0 and switch_cost(PipelineState(), CONFIG) == CONFIG.switch_cost_s
+    flex = [res("f", "train", "rollout", "train", last_switch=50.0)]
+    # 2 missing at 0.1/s: 20 s. Two constant switches (10 s) are cheaper than waiting, two measured 30 s
+    # updates (60 s) are not: the same pipeline keeps the resource on train.
+    assert decide("multiplexed", flex, buffered=2, queued_tasks=3, current_version=1, trajectory_rate=0.1,
+                  weight_update_s=30.0) == []
+    assert decide("multiplexed", flex, buffered=2, queued_tasks=3, current_version=1, trajectory_rate=0.1,
+                  weight_update_s=2.0) == [SetActive("f", "rollout"), LoadWeights("f", 1)]
 
 
 def test_multiplexed_stays_on_train_when_rollout_only_resources_take_all_the_work():

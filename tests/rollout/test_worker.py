@@ -1,5 +1,6 @@
 """Command rules of the rollout worker that need no engine (an engine that never runs stands in)."""
 
+import threading
 from pathlib import Path
 
 import pytest
@@ -132,3 +133,62 @@ def test_a_version_streamed_into_the_engine_is_reported_and_never_goes_back(tmp_
     for label in ("2", None, "", "v4"):
         worker.adopt_engine_version(label)
     assert worker.status({}).weight_version == 3
+
+
+class RunningEngine(StoppedEngine):
+    """A fake engine process that is always up (no vLLM); its label lives in `LabelClient`."""
+
+    pid = 4242
+
+    def running(self):
+        return True
+
+    def start(self, model_dir):
+        pass
+
+
+class LabelClient:
+    """A fake engine client that only knows the version label (what a transfer group's delivery sets)."""
+
+    def __init__(self, label=None):
+        self.label = label
+
+    def weight_version(self):
+        return self.label
+
+    def set_weight_version(self, version):
+        self.label = str(version)
+
+    def close(self):
+        pass
+
+
+def transfer_worker(tmp_path: Path, client: LabelClient, wait_s: float = 0.0) -> RolloutWorker:
+    options = RolloutOptions(weight_transfer="gloo", transfer_wait_s=wait_s, workers={"r0": {"capability_tags": ["rollout"]}})
+    return RolloutWorker("r0", options, tmp_path, tmp_path, engine=RunningEngine(), client=client)  # type: ignore[arg-type]
+
+
+def test_load_weights_for_a_version_the_transfer_group_already_put_in_needs_no_files(tmp_path):
+    worker = transfer_worker(tmp_path, LabelClient("3"))
+    ack = worker.handle(command(1, "load_weights", weight_version=3, weight_uri=""))
+    assert ack.outcome == "ok" and "through the transfer group" in ack.reason
+    assert worker.status({}).weight_version == 3
+
+
+def test_a_restarted_engine_catches_up_to_the_newest_version_before_it_reports_serving(tmp_path):
+    client = LabelClient()
+    worker = transfer_worker(tmp_path, client, wait_s=5.0)
+    worker.hear_of(2, "")  # version 2 went by transfer only: no files to fall back on
+    seen = []
+    threading.Timer(0.5, lambda: (seen.append(worker.status({}).state), client.set_weight_version(2))).start()
+    worker.start()
+    assert seen == ["starting"]  # while it waited for the trainer, it was not serving
+    status = worker.status(worker.base_figures())
+    assert (status.state, status.weight_version, status.figures["weight_transfer"]) == ("active", 2, 1.0)
+
+
+def test_a_transfer_only_version_that_never_arrives_is_refused_and_the_engine_keeps_its_label(tmp_path):
+    worker = transfer_worker(tmp_path, LabelClient("1"))
+    ack = worker.handle(command(1, "load_weights", weight_version=2, weight_uri=""))
+    assert ack.outcome == "rejected" and "has no files" in ack.reason
+    assert worker.status({}).weight_version == 1

@@ -56,6 +56,8 @@ class PipelineState:
     `buffered`: finished trajectories the trainer has not consumed. `current_version`: newest weights the
     trainer published; while `training`, it is producing `current_version + 1`. `trajectory_rate`:
     recently measured finished trajectories per second (0 when unknown), used to price a switch.
+    `weight_update_s`: the trainer's recent measured seconds to put one version into the engines (pause,
+    transfer, resume; 0 when not measured yet), which prices a switch instead of the configured constant.
     """
 
     queued_tasks: int = 0
@@ -66,6 +68,7 @@ class PipelineState:
     training: bool = False
     max_staleness: int = 1
     trajectory_rate: float = 0.0
+    weight_update_s: float = 0.0
 
     @property
     def batch_ready(self) -> bool:
@@ -103,6 +106,12 @@ class SchedulerConfig:
 
 
 Policy = Callable[[Sequence[Resource], PipelineState, SchedulerConfig, float], list[Command]]
+
+
+def switch_cost(pipeline: PipelineState, config: SchedulerConfig) -> float:
+    """Seconds one switch is expected to cost: the measured weight update when the trainer reported one
+    (a resource coming back to rollout waits for exactly that), else the configured `switch_cost_s`."""
+    return pipeline.weight_update_s if pipeline.weight_update_s > 0 else config.switch_cost_s
 
 
 def may_switch(resource: Resource, now: float, config: SchedulerConfig) -> bool:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from seamlessflow.core.policies.base import Command, PipelineState, SchedulerConfig, hold_role
+from seamlessflow.core.policies.base import Command, PipelineState, SchedulerConfig, hold_role, switch_cost
 from seamlessflow.core.resources import Resource, Tag
 
 
@@ -48,4 +48,4 @@ def _worth_leaving(pipeline: PipelineState, config: SchedulerConfig) -> bool:
 
 def _next_batch_is_close(pipeline: PipelineState, config: SchedulerConfig) -> bool:
     """Waiting is cheaper than leaving and coming back (two switches)."""
-    return pipeline.seconds_to_batch() <= config.stay_margin * 2 * config.switch_cost_s
+    return pipeline.seconds_to_batch() <= config.stay_margin * 2 * switch_cost(pipeline, config)

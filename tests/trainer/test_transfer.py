@@ -1,0 +1,34 @@
+"""How the trainer reads rollout heartbeats for the delivery rule, and the snapshot it sends."""
+
+import torch
+
+from seamlessflow.core.delivery import EngineSeen
+from seamlessflow.core.resources import ResourceKind, ResourceState
+from seamlessflow.kafka.records import resource_status
+from seamlessflow.trainer.transfer import SnapshotSource, engine_seen
+
+UP = {"engine_up": 1.0, "engine_pid": 77.0, "weight_transfer": 1.0}
+
+
+def beat(state=ResourceState.ACTIVE, role="rollout", figures=UP, kind=ResourceKind.ROLLOUT, url="http://e:1"):
+    return resource_status("r0", kind, state, role, "t", "r", weight_version=3, figures=figures, engine_url=url)
+
+
+def test_a_serving_transfer_engine_and_one_still_catching_up():
+    assert engine_seen(beat()) == EngineSeen("r0", "http://e:1", 3, up=True, serving=True, transfer=True, pid=77)
+    starting = engine_seen(beat(ResourceState.STARTING))
+    assert starting is not None and (starting.up, starting.serving) == (True, False)
+
+
+def test_down_failed_or_not_an_engine():
+    assert engine_seen(beat(figures={**UP, "engine_up": 0.0})).up is False
+    assert engine_seen(beat(ResourceState.FAILED)).up is False
+    assert engine_seen(beat(figures={"engine_up": 1.0})).transfer is False  # fed from files
+    assert engine_seen(beat(kind=ResourceKind.TRAINER)) is None and engine_seen(beat(url=None)) is None
+
+
+def test_the_snapshot_source_declares_what_it_yields_in_order():
+    source = SnapshotSource()
+    source.state = {"b": torch.zeros(2, 3), "a": torch.ones(4, dtype=torch.bfloat16)}
+    assert [(m.name, m.dtype, m.shape) for m in source.metadata()] == [("b", torch.float32, (2, 3)), ("a", torch.bfloat16, (4,))]
+    assert [name for name, _ in source] == ["b", "a"]
