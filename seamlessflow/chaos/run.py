@@ -63,7 +63,9 @@ class ChaosResult:
 
 
 def run_chaos(settings: Settings, options: ChaosOptions, extra: Sequence[ServiceSpec] = (), attach: bool = False,
-              log: Callable[[str], None] = print) -> ChaosResult:
+              log: Callable[[str], None] = print, late: Sequence[ServiceSpec] = ()) -> ChaosResult:
+    """`extra` services start before the stack (stub engines), `late` ones after it (they need the broker
+    and the stack's config file: reward workers)."""
     started = time.monotonic()
     supervisor = None if attach else Supervisor(run_dir(settings), log_dir(settings), settings.stop_grace_s)
     ticking = threading.Event()
@@ -72,6 +74,9 @@ def run_chaos(settings: Settings, options: ChaosOptions, extra: Sequence[Service
             for spec in extra:
                 supervisor.start(spec)
             start_stack(settings, supervisor, log=log)
+            for spec in late:
+                supervisor.start(spec)
+            supervisor.write_state()
             threading.Thread(target=_tick, args=(supervisor, ticking), daemon=True).start()
         log(f"chaos: stack up after {time.monotonic() - started:.0f} s")
         result = _drive(settings, options, supervisor, log)
