@@ -7,7 +7,8 @@ sessions at once for `--seconds` (no faults unless `--faults`), a sampler record
 memory (process and children) every `--every-s`, and the audit then checks every acknowledged call, every
 trajectory bit for bit and the trainer's step log. Writes the curve as CSV and PNG.
 
-    .venv/bin/python benchmarks/bench_soak.py [--sessions 500] [--seconds 600] [--faults 0] [--out benchmarks/figures]
+    .venv/bin/python benchmarks/bench_soak.py [--sessions 500] [--seconds 600] [--faults 0] [--max-sessions N]
+        [--out benchmarks/figures]
 """
 
 from __future__ import annotations
@@ -76,12 +77,14 @@ def main() -> None:
     parser.add_argument("--faults", type=int, default=0)
     parser.add_argument("--engines", type=int, default=2)
     parser.add_argument("--every-s", type=float, default=5.0)
+    parser.add_argument("--max-sessions", type=int, default=None,
+                        help="the proxy's per-session state bound (proxy.max_sessions; default 100 000)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "figures")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="soak-"))
     settings = with_stack_defaults(Settings(
         data_dir=work / "data", broker_port=free_port_block(2), topic_prefix="soak", stop_grace_s=30,
-        proxy={"port": free_port()},
+        proxy={"port": free_port(), **({"max_sessions": args.max_sessions} if args.max_sessions else {})},
         trainer={"batch_threshold": 4, "heartbeat_s": 2.0}))
     settings, engines = stub_engine_stack(settings, args.engines, group_size=2)
     options = ChaosOptions(seed=1, faults=args.faults, every_s=args.seconds / max(args.faults, 1),

@@ -91,7 +91,7 @@ class Enumerated:
 class TokenIO:
     """One engine call's token-level I/O (one record per choice), as inference saw it."""
 
-    event_id: str  # "<call_id>.<choice_index>": stable across proxy retries of the same call
+    event_id: str  # "<call_id>-<tokens digest>.<choice_index>": copies of one record share it; a retry that generated anew does not
     session_id: str
     team: str
     run: str

@@ -192,6 +192,15 @@ class Supervisor:
                 self._spawn(name)
         self.write_state()
 
+    def stop(self, name: str) -> None:
+        """Stops one service for good (it is not restarted): e.g. the load generators before a drain."""
+        proc = self._procs.pop(name, None)
+        if proc is not None:
+            stop_tree(proc.pid, self.grace_s)
+            proc.wait()
+        self.states[name].state, self.states[name].pid = "stopped", None
+        self.write_state()
+
     def stop_all(self) -> None:
         """Stops services in reverse start order (the broker last)."""
         self.stopping = True

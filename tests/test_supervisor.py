@@ -72,3 +72,19 @@ def test_stop_all_leaves_alone_what_its_host_process_started_before_it(tmp_path)
     finally:
         earlier.kill()
         earlier.wait()
+
+
+def test_a_service_stopped_by_name_is_not_restarted(tmp_path):
+    sup = Supervisor(tmp_path / "run", tmp_path / "logs", grace_s=2)
+    try:
+        sup.start(ServiceSpec("load", [sys.executable, "-c", "import time; time.sleep(600)"]))
+        sup.start(ServiceSpec("other", [sys.executable, "-c", "import time; time.sleep(600)"]))
+        pid = sup.states["load"].pid
+        sup.stop("load")
+        sup.check()
+        time.sleep(1.2)
+        sup.check()
+        assert not pid_alive(pid) and sup.states["load"].state == "stopped" and sup.states["load"].pid is None
+        assert sup.states["other"].state == "running"
+    finally:
+        sup.stop_all()

@@ -249,8 +249,7 @@ class AgentWorker:
 
     def _commit(self) -> None:
         moved = self._tracker.moved()
-        if moved:
-            self._consumer.commit(moved)
+        if moved and self._consumer.commit(moved):
             self._tracker.committed(moved)
 
     def _apply_backpressure(self) -> None:

@@ -9,6 +9,8 @@ or trained twice is a violation. Pure: records in, a report out.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import struct
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -17,6 +19,9 @@ from dataclasses import dataclass, field, fields
 from seamlessflow.chaos.oracle import Leaf, OracleCall, derive
 from seamlessflow.kafka.io import Record
 from seamlessflow.messages import DeadLetter, EpisodeEnd, TokenIO, Trajectory, WeightVersion
+from seamlessflow.rewards.request import SCORE_KEY, UNSCORABLE, pending_request
+
+SCORING_DETAILS = ("worker", "attempts", "elapsed_s")  # which worker scored, how often, how long: may differ
 
 
 @dataclass(frozen=True)
@@ -170,6 +175,8 @@ def _stored_trajectories(records: Iterable[Record], report: AuditReport) -> dict
             stored[t.event_id] = t
         elif _bits(stored[t.event_id]) == _bits(t):
             report.counts["trajectories re-published (same id and contents)"] += 1
+        elif _bits(_scoring_blind(stored[t.event_id])) == _bits(_scoring_blind(t)):
+            report.counts["trajectories scored again (same reward and contents)"] += 1
         else:
             report.fail("duplicate trajectory differs", f"{t.event_id}: two records with this id and different contents")
     return stored
@@ -208,9 +215,39 @@ def _differences(leaf: Leaf, end: EpisodeEnd, status: str, calls: int, got: Traj
     want = {"tokens": leaf.tokens, "loss_mask": leaf.mask[n:], "logprobs": leaf.logprobs[n:], "versions": leaf.versions[n:],
             "reward": end.reward, "status": status, "group_id": end.group_id or end.session_id,
             "task_id": end.task_id or "", "team": end.team, "run": end.run, "num_calls": calls}
+    problems = []
+    if pending_request(end.info_json) is not None:  # the session asked a reward worker for its reward
+        del want["reward"]
+        if got.status == UNSCORABLE:
+            del want["status"]
+        if not _was_scored(got):
+            problems.append("published with its reward request unanswered")
     labels = ("loss_mask", "logprobs", "versions")
-    return [f"{name} differs" for name, value in want.items()
-            if _bits(value) != _bits(getattr(got, name)[n:] if name in labels else getattr(got, name))]
+    return problems + [f"{name} differs" for name, value in want.items()
+                       if _bits(value) != _bits(getattr(got, name)[n:] if name in labels else getattr(got, name))]
+
+
+def _was_scored(t: Trajectory) -> bool:
+    """A reward worker answered: the request gave way to what scored it (seamlessflow.rewards.request)."""
+    try:
+        info = json.loads(t.info_json or "{}")
+    except ValueError:
+        return False
+    return isinstance(info, dict) and isinstance(info.get(SCORE_KEY), dict) and pending_request(t.info_json) is None
+
+
+def _scoring_blind(t: Trajectory) -> Trajectory:
+    """The trajectory without which worker scored it, after how many attempts and how long: two workers that
+    scored the same record (one died before committing) agree on everything else, the reward included."""
+    try:
+        info = json.loads(t.info_json or "{}")
+    except ValueError:
+        return t
+    score = info.get(SCORE_KEY) if isinstance(info, dict) else None
+    if not isinstance(score, dict):
+        return t
+    info[SCORE_KEY] = {k: v for k, v in score.items() if k not in SCORING_DETAILS}
+    return dataclasses.replace(t, info_json=json.dumps(info, sort_keys=True))
 
 
 def _check_steps(steps: Sequence[dict], stored: dict[str, Trajectory], report: AuditReport) -> None:

@@ -35,7 +35,8 @@ def render(result: ChaosResult, console: Console) -> None:
         faults.add_column(column)
     for r in result.recoveries:
         f = r.injected.fault
-        recovered = f"{r.seconds:.1f} s" if r.seconds is not None else f"not seen in the {r.waited_s:.0f} s left"
+        recovered = (f"{r.seconds:.1f} s ({r.last} last)" if r.seconds is not None
+                     else f"not seen in the {r.waited_s:.0f} s left (no {r.last})")
         faults.add_row(f"+{f.at_s:.0f}s", f.describe(), str(r.injected.pids), recovered)
     console.print(faults)
     counts = Table(title="audit")

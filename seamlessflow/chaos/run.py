@@ -2,7 +2,8 @@
 
 Phases: start the stack under a supervisor that restarts what dies (or attach to a running one), start
 the driver's agents, wait for the first acknowledged call, deliver the faults, let the loop settle, stop
-the agents, wait until every ended session's trajectories are on the topic (or the drain time runs out:
+the agents (the driver's and the stack's agent pools), wait until every ended session's trajectories are
+on the topic, scored where a session asked a reward worker (or the drain time runs out:
 the audit then names what is missing), stop the services (SIGTERM: the trainer checkpoints and logs its
 steps), and audit the topics with the broker still up. Recovery times come from the same records.
 """
@@ -17,14 +18,14 @@ from pathlib import Path
 
 from seamlessflow.avro import codec_for
 from seamlessflow.chaos.audit import AuditReport
-from seamlessflow.chaos.collect import audit_topics, read_ledger
+from seamlessflow.chaos.collect import audit_topics, read_ledger, rules_for
 from seamlessflow.chaos.driver import Driver, DriverOptions, DriverStats
 from seamlessflow.chaos.inject import Injected, Injector
 from seamlessflow.chaos.recovery import Recovery, recoveries
 from seamlessflow.chaos.schedule import plan
 from seamlessflow.config import Settings
 from seamlessflow.kafka.io import read_topic
-from seamlessflow.messages import Trajectory, WeightVersion
+from seamlessflow.messages import EpisodeEnd, TokenIO, Trajectory, WeightVersion
 from seamlessflow.proxy import ProxyConfig
 from seamlessflow.stack import enabled, log_dir, run_dir, start_stack
 from seamlessflow.supervisor import ServiceSpec, Supervisor, read_state, stop_tree
@@ -63,7 +64,9 @@ class ChaosResult:
 
 
 def run_chaos(settings: Settings, options: ChaosOptions, extra: Sequence[ServiceSpec] = (), attach: bool = False,
-              log: Callable[[str], None] = print) -> ChaosResult:
+              log: Callable[[str], None] = print, late: Sequence[ServiceSpec] = ()) -> ChaosResult:
+    """`extra` services start before the stack (stub engines), `late` ones after it (they need the broker
+    and the stack's config file: reward workers)."""
     started = time.monotonic()
     supervisor = None if attach else Supervisor(run_dir(settings), log_dir(settings), settings.stop_grace_s)
     ticking = threading.Event()
@@ -72,6 +75,9 @@ def run_chaos(settings: Settings, options: ChaosOptions, extra: Sequence[Service
             for spec in extra:
                 supervisor.start(spec)
             start_stack(settings, supervisor, log=log)
+            for spec in late:
+                supervisor.start(spec)
+            supervisor.write_state()
             threading.Thread(target=_tick, args=(supervisor, ticking), daemon=True).start()
         log(f"chaos: stack up after {time.monotonic() - started:.0f} s")
         result = _drive(settings, options, supervisor, log)
@@ -116,8 +122,11 @@ def _drive(settings: Settings, options: ChaosOptions, supervisor: Supervisor | N
     finally:
         driver.stop()
     stopped_ms = int(time.time() * 1000)
+    if supervisor is not None:  # the stack's own agent pools stop too: their last sessions drain with ours
+        for name in [n for n in supervisor.states if n.startswith("agents-")]:
+            supervisor.stop(name)
     log("chaos: agents stopped; waiting for the last trajectories")
-    _drain(settings, path, options.drain_s)
+    _drain(settings, options.drain_s)
     return ChaosResult(injected, [], AuditReport(), driver.stats, 0.0, stopped_ms)
 
 
@@ -153,15 +162,24 @@ def ledger_times(path: Path) -> list[int]:
     return [json.loads(line)["t_ms"] for line in path.read_text().splitlines() if '"prompt"' in line]
 
 
-def _drain(settings: Settings, ledger_path: Path, drain_s: float) -> None:
-    """Waits until every session the driver ended with a call in it has a trajectory on the topic."""
-    ledger = read_ledger(ledger_path)
-    ended = set(ledger.ends) & {call.session_id for call in ledger.calls}  # a session with no call gives nothing
-    codec, topic = codec_for(settings), Topics(settings).trajectories
+def _drain(settings: Settings, drain_s: float) -> None:
+    """Waits until every session ended on the session-events topic with a call in it (the driver's and the
+    stack's agent pools') has a trajectory on the trajectories topic; sessions that asked a reward worker
+    get there once scored, so the reward workers run until this returns."""
+    codec, topics = codec_for(settings), Topics(settings)
+    keep_aborted = rules_for(settings).keep_aborted
     deadline = time.monotonic() + drain_s
     while time.monotonic() < deadline:
-        have = {r.message.session_id for r in read_topic(settings, topic, codec) if isinstance(r.message, Trajectory)}
-        if ended <= have:
+        called, ended = set(), set()
+        for record in read_topic(settings, topics.session_events, codec):
+            m = record.message
+            if isinstance(m, TokenIO):
+                called.add(m.session_id)
+            elif isinstance(m, EpisodeEnd) and (keep_aborted or m.status != "aborted"):
+                ended.add(m.session_id)
+        have = {r.message.session_id for r in read_topic(settings, topics.trajectories, codec)
+                if isinstance(r.message, Trajectory)}
+        if ended & called <= have:
             return
         time.sleep(2.0)
 

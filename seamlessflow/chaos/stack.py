@@ -14,6 +14,7 @@ from pathlib import Path
 
 from seamlessflow.config import Settings
 from seamlessflow.ports import free_port
+from seamlessflow.stack import config_path
 from seamlessflow.supervisor import ServiceSpec
 
 STUB_OFF = {"rollout": False, "scheduler": False, "agents": False}
@@ -51,3 +52,16 @@ def stub_engine_stack(settings: Settings, engines: int, group_size: int) -> tupl
         services=STUB_OFF, proxy={"engines": configs, "discover_engines": False, "listen_control": False},
         trainer={"group_size": group_size})
     return settings, specs
+
+
+def reward_worker_specs(settings: Settings, references: list[str]) -> list[ServiceSpec]:
+    """Supervised reward workers, one per `MODULE:FUNCTION@POOL` (`seamlessflow reward run`): `up` starts
+    none (pools are run where their verifiers live), so a chaos run that kills one starts its own."""
+    specs = []
+    for reference in references:
+        function, _, pool = reference.partition("@")
+        pool = pool or function.rpartition(":")[2]
+        argv = [sys.executable, "-m", "seamlessflow", "--config", str(config_path(settings)), "reward", "run",
+                function, "--pool", pool]
+        specs.append(ServiceSpec(f"reward-{pool}", argv, {"PYTHONUNBUFFERED": "1"}))
+    return specs

@@ -25,18 +25,20 @@ SHORT = {"faults": 4, "every_s": 10.0, "settle_s": 20.0, "concurrency": 4}
 @click.option("--recover-within-s", type=float, default=90.0, show_default=True, help="Slower recovery is a violation.")
 @click.option("--stub-engines", type=int, default=0, help="Run N stub engines (a source checkout's test fake) instead of "
                                                           "rollout workers, scheduler and agent pools.")
+@click.option("--reward", "rewards", multiple=True, metavar="MODULE:FUNCTION@POOL",
+              help="Also run (and hit) a reward worker of POOL scoring with FUNCTION; repeatable.")
 @click.option("--short", is_flag=True, help=f"The CI variant: {SHORT}.")
 @click.option("--attach", is_flag=True, help="Hit the stack `seamlessflow up` runs here instead of starting one.")
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON line (faults_injected, violations, ...).")
 @pass_settings
 def chaos(settings, seed, faults, every_s, targets, freeze_share, concurrency, settle_s, drain_s, recover_within_s,
-          stub_engines, short, attach, as_json):
+          stub_engines, rewards, short, attach, as_json):
     """Kill -9 and freeze services on a seeded schedule while agents run sessions, then audit the topics
     (every acknowledged call recorded once, every ended session's leaves assembled bit-exact, nothing
     trained twice, versions only increasing, poison dead-lettered). Exits 1 on any violation."""
     from seamlessflow.chaos.report import json_line, render
     from seamlessflow.chaos.run import ChaosOptions, run_chaos
-    from seamlessflow.chaos.stack import stub_engine_stack
+    from seamlessflow.chaos.stack import reward_worker_specs, stub_engine_stack
 
     options = ChaosOptions(seed=seed, faults=faults, every_s=every_s, freeze_share=freeze_share,
                            targets=tuple(t.strip() for t in targets.split(",")) if targets else (),
@@ -54,7 +56,10 @@ def chaos(settings, seed, faults, every_s, targets, freeze_share, concurrency, s
     if stub_engines:
         settings, extra = stub_engine_stack(settings, stub_engines, options.group_size)
     console = Console(width=160)
-    result = run_chaos(settings, options, extra, attach=attach, log=console.print)
+    late = reward_worker_specs(settings, list(rewards))
+    if attach and late:
+        raise click.ClickException("--reward starts workers: not with --attach")
+    result = run_chaos(settings, options, extra, attach=attach, log=console.print, late=late)
     render(result, console)
     if as_json:
         click.echo(json_line(result))

@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from confluent_kafka import KafkaError, KafkaException
 
-__all__ = ["KafkaException", "TRANSIENT", "retry_transient", "transient"]
+__all__ = ["KafkaException", "TRANSIENT", "commit_refused", "retry_transient", "transient"]
 
 T = TypeVar("T")
 
@@ -22,6 +22,17 @@ TRANSIENT = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABL
              KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
              KafkaError.REBALANCE_IN_PROGRESS,
              KafkaError._DESTROY_BROKER}  # a request in flight to a broker that just died (seen in chaos runs)
+
+
+# a commit from a member the group no longer knows: the coordinator restarted or moved (a broker died) or the
+# session lapsed; the client rejoins on its next poll, and whatever the commit named is committed later
+MEMBERSHIP_LOST = {KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS}
+
+
+def commit_refused(exc: KafkaException) -> bool:
+    """A commit that failed for a moment or because the group forgot this member, not for a lasting cause."""
+    error = exc.args[0] if exc.args else None
+    return transient(exc) or (isinstance(error, KafkaError) and error.code() in MEMBERSHIP_LOST)
 
 
 def transient(exc: KafkaException) -> bool:

@@ -77,8 +77,7 @@ class GroupMember:
 
     def commit(self) -> None:
         moved = self._tracker.moved()
-        if moved:
-            self._subscriber.commit(moved)
+        if moved and self._subscriber.commit(moved):
             self._tracker.committed(moved)
 
     def set_paused(self, paused: bool) -> None:

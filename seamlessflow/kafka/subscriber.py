@@ -25,6 +25,7 @@ from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.dead_letters import DeadLetters
+from seamlessflow.kafka.errors import commit_refused
 from seamlessflow.kafka.reader import Record, TopicReader, record_of
 
 log = logging.getLogger(__name__)
@@ -92,13 +93,24 @@ class Subscriber:
 
         self._consumer.subscribe(topics, on_assign=assigned, on_revoke=revoked)
 
-    def commit(self, points: dict[int, int], topic: str | None = None) -> None:
-        """Commits partition -> next offset to read, synchronously (after the work is done)."""
+    def commit(self, points: dict[int, int], topic: str | None = None) -> bool:
+        """Commits partition -> next offset to read, synchronously (after the work is done); False when the
+        group refused it for the moment (a broker restart made the coordinator forget this member, a
+        rebalance): the member rejoins on its next poll and a later commit covers these offsets, so the
+        caller keeps them as not yet committed instead of dying. Other errors raise."""
         topic = topic or self._topic
         assert topic is not None, "subscribe() first, or name the topic"
-        if points:
+        if not points:
+            return True
+        try:
             self._consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in points.items()],
                                   asynchronous=False)
+        except KafkaException as exc:
+            if not commit_refused(exc):
+                raise
+            log.warning("%s: commit refused for now (a later one covers it): %s", topic, exc)
+            return False
+        return True
 
     def commit_consumed(self) -> None:
         """Commits everything returned so far (a viewer's position, not work done); a failure is logged:

@@ -255,7 +255,7 @@ class ProxyServer:
         queue_ms, first_ms, total_ms = run.timings_ms()
         events = [
             TokenIO(
-                event_id=f"{call_id}.{choice.index}",
+                event_id=event_id(call_id, choice.index, choice.prompt_ids, choice.completion_ids),
                 session_id=session_id,
                 team=team,
                 run=self.settings.run,
@@ -438,3 +438,13 @@ class _ClientStream:
 
 def _reject_constant(name: str) -> None:
     raise ValueError(f"{name} is not valid JSON")
+
+
+def event_id(call_id: str, choice: int, prompt_ids: list[int], completion_ids: list[int]) -> str:
+    """`<call_id>-<tokens digest>.<choice>`. A client retry under the same Idempotency-Key keeps the call id
+    (recognisable downstream), and a copy of the same record keeps the whole id (de-duplicated). But when the
+    first attempt was recorded and its reply lost (the proxy died between Kafka's acknowledgement and the
+    reply), the retry generates anew: different tokens, so a different id, and both are kept (a fork) instead
+    of the first shadowing the tokens the agent actually received (found by a chaos run)."""
+    digest = hashlib.blake2b(repr((prompt_ids, completion_ids)).encode(), digest_size=4).hexdigest()
+    return f"{call_id}-{digest}.{choice}"

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+import psutil
 
 from seamlessflow.ports import free_port
 from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
@@ -76,15 +77,22 @@ class EngineProcess:
             env["CUDA_VISIBLE_DEVICES"] = self.spec.gpu
         return {**env, **self.options.env}
 
+    @property
+    def pid_path(self) -> Path:
+        """Where the running engine's pid and start time are kept (beside its log)."""
+        return self.log_path.with_suffix(".pid")
+
     def start(self, model_dir: Path) -> None:
         """Launch and block until `/health` answers (or the process dies, or the timeout passes)."""
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        reap_leftover(self.pid_path)
         cpus = parse_cpus(self.spec.cpus) if self.spec.cpus else None
         with open(self.log_path, "ab") as log:
             self.proc = subprocess.Popen(
                 self.argv(model_dir), env=self.environment(), stdout=log, stderr=subprocess.STDOUT,
                 start_new_session=True, preexec_fn=(lambda: os.sched_setaffinity(0, cpus)) if cpus else None,
             )
+        remember(self.pid_path, self.proc.pid)
         self.wait_healthy(self.options.health_timeout_s)
 
     def wait_healthy(self, timeout_s: float) -> None:
@@ -120,6 +128,38 @@ class EngineProcess:
                 self.proc.wait()
         _signal_group(self.proc.pid, signal.SIGKILL)  # leftovers of the group (engine core, workers)
         self.proc = None
+        self.pid_path.unlink(missing_ok=True)
+
+
+def remember(path: Path, pid: int) -> None:
+    """Records an engine's pid with its start time, so that a worker started after this one was killed -9
+    can stop it (the engine runs in its own session and outlives its worker)."""
+    try:
+        path.write_text(json.dumps({"pid": pid, "create_time": psutil.Process(pid).create_time()}))
+    except psutil.NoSuchProcess:
+        pass
+
+
+def reap_leftover(path: Path) -> bool:
+    """Kills the engine a previous worker of this resource left running (its process group), if that very
+    process (same pid and start time) still lives; True when one was killed. A leftover holds gigabytes
+    and a core, and a restarted worker starts its own engine beside it."""
+    try:
+        record = json.loads(path.read_text())
+        proc = psutil.Process(int(record["pid"]))
+        if abs(proc.create_time() - float(record["create_time"])) > 0.01:
+            return False
+    except (OSError, ValueError, KeyError, TypeError, psutil.NoSuchProcess):
+        return False
+    finally:
+        path.unlink(missing_ok=True)
+    _signal_group(proc.pid, signal.SIGKILL)
+    try:
+        proc.kill()
+        proc.wait(10)
+    except psutil.Error:
+        pass
+    return True
 
 
 def _signal_group(pid: int, sig: int) -> None:

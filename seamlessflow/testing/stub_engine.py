@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from collections import deque
 from dataclasses import dataclass, field
 
 from aiohttp import web
@@ -41,7 +42,8 @@ class StubEngine:
     def __init__(self, behaviour: StubBehaviour | None = None, model: str = "stub-model"):
         self.behaviour = behaviour or StubBehaviour()
         self.model = model
-        self.requests: list[tuple[str, dict]] = []
+        # the newest request bodies, for tests to inspect; bounded so a long soak measures the proxy, not this
+        self.requests: deque[tuple[str, dict]] = deque(maxlen=10_000)
         self.tokens_sent = 0
         self._runner: web.AppRunner | None = None
         self.port: int | None = None

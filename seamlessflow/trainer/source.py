@@ -53,10 +53,12 @@ class TrajectorySource:
         return out
 
     def commit(self) -> dict[int, int]:
-        """Commits the tracker's commit points synchronously; returns them."""
+        """Commits the tracker's commit points synchronously; returns them ({} when the group refused the
+        commit for now: the checkpoint saved just before carries the same points, and the next commit covers them)."""
         points = self.tracker.commit_points()
+        if points and not self._subscriber.commit(points):
+            return {}
         if points:
-            self._subscriber.commit(points)
             self.tracker.committed(points)
         return points
 

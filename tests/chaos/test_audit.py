@@ -5,6 +5,7 @@ from the assembler's own code (`replay.check.rebuild`, the SessionBook and core 
 """
 
 import dataclasses
+import json
 
 import pytest
 
@@ -14,6 +15,7 @@ from seamlessflow.kafka.io import Record
 from seamlessflow.messages import DeadLetter, EpisodeEnd, TokenIO, WeightVersion
 from seamlessflow.replay.check import rebuild
 from seamlessflow.replay.select import SessionEvents
+from seamlessflow.rewards.request import REQUEST_KEY, scored, unscorable
 
 TOPIC = "t.session-events"
 
@@ -106,3 +108,28 @@ def test_poison_must_be_dead_lettered(clean, codec):
                         "assembler", "red", "r", 0)
     report = audit(**{**clean, "session_events": events, "dead_letters": records("t.dead-letter", [letter], codec)})
     assert report.ok and report.dead_letters[("assembler", "undecodable")] == 1
+
+
+def test_a_session_scored_by_a_reward_worker_takes_the_verifiers_reward_once_answered(codec):
+    """The session asked a reward worker (its end carries a reward request, reward 0): the trajectory must
+    come back with the request answered; its reward is the verifier's; another worker scoring the same
+    record again must agree on everything but who scored it, how often and how long."""
+    request = json.dumps({REQUEST_KEY: {"verifier": "arithmetic", "submission": "7", "prompt": "", "payload": {}}})
+    events = [token_io("s3", "e", [1, 2], [3, 4]), dataclasses.replace(end("s3", 0.0), info_json=request)]
+    session_events = records(TOPIC, events, codec)
+    [pending] = rebuild([SessionEvents("s3", session_events)], AssemblyConfig(), codec)
+    first = scored(pending, 1.0, {"worker": "reward-a", "attempts": 1, "elapsed_s": 0.01})
+    again = scored(pending, 1.0, {"worker": "reward-b", "attempts": 2, "elapsed_s": 0.5})
+    differs = scored(pending, 0.0, {"worker": "reward-b", "attempts": 1, "elapsed_s": 0.01})
+    given_up = unscorable(pending, "verifier raised", {"worker": "reward-a", "attempts": 2, "elapsed_s": 0.02})
+
+    def check(*published):
+        return audit(session_events, records("t.trajectories", list(published), codec))
+
+    assert check(first).ok and check(given_up).ok
+    report = check(first, again)
+    assert report.ok and report.counts["trajectories scored again (same reward and contents)"] == 1
+    assert kinds(check(first, differs)) == {"duplicate trajectory differs"}
+    [unanswered] = check(pending).violations
+    assert unanswered.kind == "trajectory differs" and "reward request unanswered" in unanswered.detail
+    assert kinds(check(dataclasses.replace(first, tokens=[1, 2, 3, 5]))) == {"trajectory differs"}

@@ -24,5 +24,5 @@ def test_recovery_is_the_slowest_of_calls_trajectories_and_a_new_weight_version(
     freeze = Injected(Fault(5.0, ("proxy",), FREEZE, 4.0), 20_000, {"proxy": 2})
     weights = [(9_000, 3), (12_000, 3), (18_500, 4)]  # at 12 s the restarted trainer re-publishes v3: not progress
     [k, f] = recoveries([kill, freeze], 40_000, acks_ms=[11_000, 25_000], trajectories_ms=[10_500, 30_000], weights=weights)
-    assert k.seconds == 8.5  # v4 at 18.5 s is the last of the three to come back
-    assert f.seconds is None and f.waited_s == 20.0  # no new version after the thaw at 24 s
+    assert (k.seconds, k.last) == (8.5, "weights")  # v4 at 18.5 s is the last of the three to come back
+    assert (f.seconds, f.waited_s, f.last) == (None, 20.0, "weights")  # no new version after the thaw at 24 s

@@ -3,7 +3,11 @@
 import dataclasses
 import time
 
+import pytest
+from confluent_kafka import KafkaError, KafkaException
+
 from seamlessflow.kafka.dead_letters import DeadLetters
+from seamlessflow.kafka.group import GroupMember
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.offsets import OffsetTracker
 from seamlessflow.kafka.subscriber import Subscriber
@@ -168,3 +172,64 @@ def test_a_partition_paused_when_it_moved_away_is_read_when_it_comes_back(settin
         full.close()
         other.close()
     assert sorted(got) == sorted(t.event_id for t in trajectories)
+
+
+class _RefusingConsumer:
+    """The real consumer, but its commits answer what a restarted broker answered a member it forgot (seen
+    in a chaos run: the trainer died on it at its next checkpoint)."""
+
+    def __init__(self, consumer, code):
+        self._consumer, self._code, self.refused = consumer, code, 0
+
+    def commit(self, *args, **kwargs):
+        self.refused += 1
+        raise KafkaException(KafkaError(self._code, "Commit failed: Broker: Unknown member"))
+
+    def __getattr__(self, name):
+        return getattr(self._consumer, name)
+
+
+def test_a_commit_the_group_refuses_for_now_is_reported_not_raised_and_other_errors_raise(settings, codec):
+    subscriber = Subscriber(settings, codec, None, group_id=f"{settings.topic_prefix}.refused")
+    subscriber.subscribe(Topics(settings).trajectories)
+    real = subscriber._consumer
+    try:
+        for code in (KafkaError.UNKNOWN_MEMBER_ID, KafkaError.ILLEGAL_GENERATION, KafkaError.REBALANCE_IN_PROGRESS,
+                     KafkaError._TRANSPORT):
+            subscriber._consumer = _RefusingConsumer(real, code)
+            assert subscriber.commit({0: 3}) is False
+        subscriber._consumer = _RefusingConsumer(real, KafkaError.TOPIC_AUTHORIZATION_FAILED)
+        with pytest.raises(KafkaException):
+            subscriber.commit({0: 3})
+        subscriber._consumer = real
+        assert subscriber.commit({}) is True
+    finally:
+        subscriber._consumer = real
+        subscriber.close()
+
+
+def test_a_group_member_keeps_refused_offsets_and_commits_them_next_time(settings, codec):
+    topic = Topics(settings).trajectories
+    producer = MessageProducer(settings, codec)
+    for i in range(3):
+        producer.send(topic, "one-group", dataclasses.replace(SAMPLES[2], event_id=f"tr-{i}"))
+    producer.flush()
+    member = GroupMember(settings, topic, f"{settings.topic_prefix}.gm", DeadLetters(settings, codec, "test", producer.send))
+    real = member._subscriber._consumer
+    try:
+        deadline, deliveries = time.monotonic() + 20, []
+        while len(deliveries) < 3 and time.monotonic() < deadline:
+            delivery = member.poll(0.2)
+            if delivery is not None:
+                deliveries.append(delivery)
+        for d in deliveries:
+            member.done(d.partition, d.offset)
+        member._subscriber._consumer = _RefusingConsumer(real, KafkaError.UNKNOWN_MEMBER_ID)
+        member.commit()
+        assert member._tracker.moved(), "refused offsets stay to be committed"
+        member._subscriber._consumer = real
+        member.commit()
+        assert not member._tracker.moved()
+    finally:
+        member._subscriber._consumer = real
+        member.close()

@@ -33,7 +33,7 @@ async def test_non_streaming_chat_records_one_event_with_the_engine_tokens(proxy
     assert isinstance(event, TokenIO)
     assert (event.prompt_ids, event.completion_ids) == ([104, 105], expected)
     assert event.logprobs == [LOGPROB] * 3 and event.versions == [0, 0, 0]
-    assert event.team == "alpha" and event.event_id == f"{event.call_id}.0" and event.finish_reason == "length"
+    assert event.team == "alpha" and event.event_id.startswith(f"{event.call_id}-") and event.event_id.endswith(".0") and event.finish_reason == "length"
     assert event.engine_id == "e0"
     sent = stub.requests[-1][1]
     assert sent["stream"] is True and sent["return_token_ids"] is True and sent["logprobs"] is True
@@ -129,3 +129,12 @@ async def test_team_isolation(proxy):
 async def test_models_are_listed(proxy):
     models = await client(proxy, "m1").models.list()
     assert [m.id for m in models.data] == ["stub-model"]
+
+
+def test_event_ids_keep_the_call_id_and_change_only_with_the_tokens():
+    from seamlessflow.proxy.server import event_id
+
+    first = event_id("c1", 0, [1, 2], [3, 4])
+    assert first == event_id("c1", 0, [1, 2], [3, 4]) and first.startswith("c1-") and first.endswith(".0")
+    assert event_id("c1", 0, [1, 2], [3, 5]) != first  # a retry that generated anew is its own record
+    assert event_id("c1", 1, [1, 2], [3, 4]) != first
