@@ -10,6 +10,7 @@ full, or failing at once with `block=False`), `send_and_wait` returns once the b
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -38,6 +39,10 @@ class DeliveryFailed(RuntimeError):
 
 class QueueFull(DeliveryFailed):
     """librdkafka's local queue is full and the caller asked not to wait (`block=False`)."""
+
+
+def _collect_errors(errors: list[KafkaError]) -> OnDelivery:
+    return lambda err, _msg: errors.append(err) if err else None
 
 
 class MessageProducer:
@@ -84,6 +89,29 @@ class MessageProducer:
         self.flush(timeout_s)
         if errors:
             raise DeliveryFailed(str(errors[0]))
+
+    def deliver(self, topic: str, key: Key, message: Any, patience_s: float = 300.0, wait_s: float = 30.0) -> None:
+        """`send_and_wait` for a record that must outlast a broker restart (a weight version's announcement):
+        a flush that runs out is waited again (the record is still queued; the idempotent producer keeps
+        retrying it), and a record whose delivery failed is sent again, until `patience_s` has passed. The
+        message is encoded from the same dataclass each time, so a copy that did land is the same record."""
+        deadline = time.monotonic() + patience_s
+        while True:
+            errors: list[KafkaError] = []
+            try:
+                self.send(topic, key, message, on_delivery=_collect_errors(errors))
+                while self._producer.flush(wait_s) and time.monotonic() < deadline:
+                    log.warning("%s: record not delivered within %.0f s; still waiting for the broker", topic, wait_s)
+                self.flush(0)
+                if not errors:
+                    return
+                problem: Exception = DeliveryFailed(str(errors[0]))
+            except DeliveryFailed as exc:
+                problem = exc
+            if time.monotonic() >= deadline:
+                raise problem
+            log.warning("%s: record not delivered (%s); sending it again", topic, problem)
+            time.sleep(1.0)
 
     def try_send(self, topic: str, key: Key, message: Any) -> bool:
         """Fire and forget, never blocking: False (logged) when the record could not even be queued."""

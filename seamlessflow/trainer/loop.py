@@ -313,7 +313,8 @@ class Trainer:
             trainer_id=self.config.resource_id, team=self.settings.team, run=self.settings.run,
             created_at_ms=now_ms(),
         )
-        self.producer.send_and_wait(self.topics.weights, self.settings.run, record)
+        # patient: a broker that restarts just now must not kill the trainer (seen in a full-stack chaos run)
+        self.producer.deliver(self.topics.weights, self.settings.run, record)
 
     def _apply(self, command) -> None:
         decision = self.control.decide(command)
