@@ -141,10 +141,15 @@ class Subscriber:
         return [r.message for r in self.poll(timeout_s, max_records) if r.message is not None]
 
     def set_paused(self, paused: bool) -> None:
-        """Stops fetching (a group member stays alive through polls); partitions assigned later stay paused."""
-        if paused == self._paused:
+        """Stops fetching (a group member stays alive through polls); partitions assigned later stay paused.
+
+        Callers say their state on every loop pass, and an unpaused state is re-asserted on the whole current
+        assignment each time, not only on a change: a partition whose pause flag librdkafka kept across a
+        rebalance would otherwise wait for the next change (a stall seen once in the two-reward-worker test
+        after the assignment fix, not explained). Resuming a partition that fetches is a no-op."""
+        changed, self._paused = paused != self._paused, paused
+        if paused and not changed:
             return
-        self._paused = paused
         assignment = self._consumer.assignment()
         if assignment:
             (self._consumer.pause if paused else self._consumer.resume)(assignment)
