@@ -34,10 +34,10 @@ up: install
 down: install
 	$(BIN)/seamlessflow down
 
-# The end-to-end loops run each in a pytest process of its own: an in-process loop leaves gigabytes
-# resident in the pytest process (two 2 GiB anonymous mappings after the eval loop alone; cause not found
-# yet), and one process holding them all next to the tests that start two more vLLM engines ran out of
-# memory on a 24 GB machine.
+# The end-to-end loops run each in a pytest process of its own. That began when one process holding them
+# all ran out of memory on 24 GB: the shared "tiny" test model had silently become 272 M parameters (fixed;
+# tests/testing/test_models.py guards it), and every in-process loop's trainer kept its Adam state. The
+# split is kept until a run of the loops in one process has been measured again.
 E2E := $(wildcard tests/e2e/test_*.py)
 test: install lint test-deps
 	$(BIN)/python -m pytest $(PYTEST_ARGS) $(addprefix --ignore=,$(E2E))
