@@ -84,7 +84,7 @@ class MessageProducer:
     def send_and_wait(self, topic: str, key: Key, message: Any, timeout_s: float = 30.0,
                       headers: Headers = None) -> None:
         errors: list[KafkaError] = []
-        self.send(topic, key, message, on_delivery=lambda err, _msg: errors.append(err) if err else None,
+        self.send(topic, key, message, on_delivery=_collect_errors(errors),
                   headers=headers)
         self.flush(timeout_s)
         if errors:
