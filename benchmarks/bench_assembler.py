@@ -8,19 +8,19 @@ end is measured twice: while the benchmark publishes (bounded by the publisher o
 draining a backlog published before the worker started (the worker's own rate). Each wire format
 (`--formats`: packed token arrays, or the Avro arrays written before packing) runs in the same process, one
 after the other, so their ratio is taken side by side. Targets: >= 10k calls/s per worker end to end,
-p99 <= 200 ms. `--profile DIR` also writes a cProfile of one backlog drain per format (worker process);
-`--batch-drain` also drains a backlog through librdkafka batches into the same SessionBook and producer, in
-this process, to show what the worker's own work reaches without Faust's per-record loop. `--baseline TREE`
+p99 <= 200 ms. `--profile DIR` also writes a cProfile of one backlog drain per format (worker process).
+`--baseline TREE`
 also drains every backlog with the worker of another source tree (say `git archive <commit>` unpacked), in
 the same rounds, alternating with this tree's, and prints this tree's rate over that one's. `--backlog-only`
 skips the live rates and latency. `--long` measures long-horizon sessions instead (48 turns, tool outputs
 of 300 ids and completions of 100, growing to ~19k tokens): bytes per call, the worker's own work per call
 in-process (calls/s and CPU µs), the memory an open session holds, and a backlog drain through one worker.
-`--scaling` drains one 8-turn backlog with one worker and with two (one consumer group), alternating.
+`--scaling` runs one consumer group of each size in `--workers` (default 1,2) on the same 8-turn sessions,
+alternating: the workers are started and hold their partitions before the sessions are published.
 
     .venv/bin/python benchmarks/bench_assembler.py [--sessions 300] [--latency-sessions 200] [--backlog-calls 16000]
-        [--rounds 3] [--formats packed,arrays] [--profile DIR] [--batch-drain] [--baseline TREE] [--backlog-only]
-        [--long [--long-sessions 40]] [--scaling]
+        [--rounds 3] [--formats packed,arrays] [--profile DIR] [--baseline TREE] [--backlog-only]
+        [--long [--long-sessions 40]] [--scaling [--workers 1,2,4] [--partitions 8] [--publishers 2]]
 """
 
 from __future__ import annotations
@@ -219,13 +219,11 @@ class TreeAssembler(AssemblerProcess):
 
 
 def bench_backlog(settings, codec, tmp: Path, sessions: dict[str, list[Call]],
-                  profile: Path | None = None, tree: Path | None = None, workers: int = 1) -> tuple[float, float]:
+                  profile: Path | None = None, tree: Path | None = None) -> tuple[float, float]:
     """The worker's own drain rate: every session is on the topic before the worker starts, no publisher beside
     it on the same cores. Calls/s from the first trajectory out to the last (the first session not counted), and
     calls per CPU-second of the worker process over the same stretch (what one dedicated core would drain: far
-    less sensitive to other jobs on a shared machine than wall time). With `workers` > 1, that many workers
-    of one group share the backlog (their first rebalance falls inside the measured stretch) and the CPU
-    figure is per CPU-second of all of them together."""
+    less sensitive to other jobs on a shared machine than wall time)."""
     import psutil
 
     ensure_topics(settings)
@@ -236,7 +234,7 @@ def bench_backlog(settings, codec, tmp: Path, sessions: dict[str, list[Call]],
     elif profile is not None:
         procs = [ProfiledAssembler(settings, tmp, profile)]
     else:
-        procs = [AssemblerProcess(settings, tmp / f"w{i}") for i in range(workers)]
+        procs = [AssemblerProcess(settings, tmp)]
     for worker in procs:
         worker.start()
     processes = [psutil.Process(w.proc.pid) for w in procs]
@@ -253,40 +251,88 @@ def bench_backlog(settings, codec, tmp: Path, sessions: dict[str, list[Call]],
 
 
 def run_scaling(broker, tmp: Path, args) -> None:
-    """One worker vs two on the same 8-turn backlog (four session-events partitions), alternating per round."""
+    """One consumer group of 1, 2, ... workers on the same 8-turn sessions, alternating per round."""
     rng = random.Random(4)
-    backlog = {f"w{i}": make_session(8, rng, f"w{i}") for i in range(args.backlog_calls // 8)}
+    sessions = {f"w{i}": make_session(8, rng, f"w{i}") for i in range(args.backlog_calls // 8)}
     codec, fresh_settings = _codec_and_settings(broker, tmp, "packed")
-    rates: dict[int, list[tuple[float, float]]] = {1: [], 2: []}
+    counts = [int(n) for n in args.workers.split(",")]
+    rates: dict[int, list[tuple[float, float, float]]] = {n: [] for n in counts}
     for r in range(args.rounds):
-        for n in (1, 2):
-            rates[n].append(bench_backlog(fresh_settings(), codec, tmp / f"scale{n}-{r}", backlog, workers=n))
-            print(f"round {r}, {n} worker(s): {rates[n][-1][0]:.0f} calls/s, {rates[n][-1][1]:.0f} calls per "
-                  "CPU-second of the workers", flush=True)
-    wall = statistics.median(r[0] for r in rates[2]) / statistics.median(r[0] for r in rates[1])
-    print(f"8-turn backlog, two workers / one, calls/s: {wall:.2f}x")
+        for n in counts:
+            settings = fresh_settings().with_overrides(partitions={"session-events": args.partitions})
+            rates[n].append(bench_group(settings, codec, tmp / f"scale{n}-{r}", sessions, n, args.publishers))
+            wall, per_cpu, published = rates[n][-1]
+            print(f"round {r}, {n} worker(s): {wall:.0f} calls/s, {per_cpu:.0f} calls per CPU-second of the "
+                  f"workers (published at {published:.0f} calls/s)", flush=True)
+    one = statistics.median(r[0] for r in rates[counts[0]])
+    for n in counts[1:]:
+        print(f"8-turn sessions, {n} workers / {counts[0]}, calls/s: "
+              f"{statistics.median(r[0] for r in rates[n]) / one:.2f}x")
 
 
-def bench_batch_drain(settings, codec, sessions: dict[str, list[Call]]) -> float:
-    """What the same per-record work reaches without Faust: librdkafka batch reads into the same SessionBook and
-    producer, in this process. A measuring loop, not a worker: no offset commits, no published marks."""
+def bench_group(settings, codec, tmp: Path, sessions: dict[str, list[Call]], workers: int,
+                publishers: int = 1) -> tuple[float, float, float]:
+    """`workers` workers of one group, started first and left until each holds its partitions (so no rebalance
+    falls inside the measured stretch); then every session is published, pre-encoded, by `publishers`
+    processes (each a slice of the sessions, so a session's records keep their order). Returns calls/s from the first trajectory to the last, calls per CPU-second of the workers together,
+    and the publishing rate (it must stay above the drain rate for the figure to be the workers')."""
+    import psutil
+
     ensure_topics(settings)
-    topics = Topics(settings)
-    publish_sessions(MessageProducer(settings, codec), topics.session_events, sessions)
-    consumer = Subscriber(settings, None, None, name="bench")  # raw records: the book decodes
-    consumer.follow(topics.session_events)
-    book, producer = SessionBook(AssemblyConfig(), codec, topics.session_events), MessageProducer(settings, codec)
-    calls, published, start = sum(len(c) for c in sessions.values()), 0, None
-    while published < len(sessions):
-        for record in consumer.poll(0.1, 1000):
-            start = start or time.perf_counter()
-            out = book.on_record(record.partition, record.offset, record.key, record.value)
-            for trajectory in out.trajectories:
-                producer.send(topics.trajectories, trajectory.group_id, trajectory)
-            published += len(out.trajectories)
-    producer.flush()
-    consumer.close()
-    return calls / (time.perf_counter() - start)
+    records = encoded_sessions(codec, sessions)
+    output = Output(settings, codec)
+    procs = [AssemblerProcess(settings, _mkdir(tmp / f"w{i}")).start() for i in range(workers)]
+    try:
+        _wait_until_shared(procs, settings.partitions["session-events"], 120)
+        processes = [psutil.Process(w.running.pid) for w in procs]
+        start = time.perf_counter()
+        publish_in_processes(settings, records, publishers)
+        published = sum(len(c) for c in sessions.values()) / (time.perf_counter() - start)
+        marks = output.drain(len(sessions), 600, cpu=lambda: sum(sum(p.cpu_times()[:2]) for p in processes))
+    finally:
+        for worker in procs:
+            worker.stop()
+    arrivals = sorted(output.arrived.values())
+    per_session = len(next(iter(sessions.values())))
+    wall = (sum(len(c) for c in sessions.values()) - per_session) / (arrivals[-1] - arrivals[0])
+    (first, cpu0), (last, cpu1) = marks[0], marks[-1]
+    return wall, (last - first) * per_session / max(cpu1 - cpu0, 1e-9), published
+
+
+def publish_in_processes(settings, records: list[tuple[bytes, bytes]], publishers: int) -> None:
+    """Pre-encoded (key, value) records, split by key over `publishers` forked processes, each flushed."""
+    import multiprocessing
+
+    def publish(part: list[tuple[bytes, bytes]]) -> None:
+        producer, topic = MessageProducer(settings, Codec()), Topics(settings).session_events
+        for key, value in part:
+            producer.send_bytes(topic, key, value)
+        producer.flush()
+
+    parts: list[list[tuple[bytes, bytes]]] = [[] for _ in range(publishers)]
+    for key, value in records:
+        parts[hash(key) % publishers].append((key, value))
+    procs = [multiprocessing.get_context("fork").Process(target=publish, args=(part,)) for part in parts]
+    for proc in procs:
+        proc.start()
+    for proc in procs:
+        proc.join()
+        assert proc.exitcode == 0, f"a publisher exited with {proc.exitcode}"
+
+
+def _wait_until_shared(workers: list[AssemblerProcess], partitions: int, timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        owned = [w.assigned() for w in workers]
+        if all(owned) and len(set().union(*owned)) == partitions and sum(map(len, owned)) == partitions:  # type: ignore[arg-type]
+            return
+        time.sleep(0.2)
+    raise RuntimeError(f"workers did not share the {partitions} partitions: {[w.log() for w in workers]}")
+
+
+def _mkdir(path: Path) -> Path:
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def bench_latency(settings, codec, output: Output, sessions: dict[str, list[Call]]) -> list[float]:
@@ -316,13 +362,15 @@ def main() -> None:
     parser.add_argument("--backlog-calls", type=int, default=16_000)
     parser.add_argument("--rounds", type=int, default=3, help="backlog drains per format, alternating formats")
     parser.add_argument("--formats", default="packed,arrays", help="wire formats to compare: packed, arrays")
-    parser.add_argument("--batch-drain", action="store_true", help="also drain through librdkafka without Faust")
     parser.add_argument("--profile", type=Path, help="also drain each backlog under cProfile, profiles written here")
     parser.add_argument("--baseline", type=Path, help="another source tree whose worker drains the same backlogs")
     parser.add_argument("--backlog-only", action="store_true", help="skip the live rates and the latency")
     parser.add_argument("--long", action="store_true", help="long-horizon sessions only (see the docstring)")
     parser.add_argument("--long-sessions", type=int, default=40)
-    parser.add_argument("--scaling", action="store_true", help="one worker vs two on one backlog, only")
+    parser.add_argument("--scaling", action="store_true", help="groups of --workers workers on one backlog, only")
+    parser.add_argument("--workers", default="1,2", help="with --scaling: the group sizes to compare")
+    parser.add_argument("--partitions", type=int, default=4, help="with --scaling: session-events partitions")
+    parser.add_argument("--publishers", type=int, default=1, help="with --scaling: publishing processes")
     args = parser.parse_args()
     tmp = Path(tempfile.mkdtemp(prefix="bench-assembler-"))
     broker = LocalBroker(tmp / "broker").start()
@@ -347,16 +395,6 @@ def main() -> None:
             print(f"{turns:>5} {fmt:>7} {statistics.median(wall):>8.0f} calls/s (rounds: "
                   f"{', '.join(f'{r:.0f}' for r in wall)}); {statistics.median(cpu):>8.0f} calls per worker "
                   f"CPU-second (rounds: {', '.join(f'{r:.0f}' for r in cpu)})")
-        if args.batch_drain:
-            print("without Faust (librdkafka batches into the same SessionBook and producer, one process):")
-            for turns in (8, 32):
-                for fmt in formats:
-                    codec, fresh_settings = _codec_and_settings(broker, tmp, fmt)
-                    rng = random.Random(2)
-                    backlog = {f"n{turns}s{i}": make_session(turns, rng, f"n{turns}s{i}")
-                               for i in range(args.backlog_calls // turns)}
-                    print(f"{turns:>5} {fmt:>7} {bench_batch_drain(fresh_settings(), codec, backlog):>8.0f} calls/s",
-                          flush=True)
         for turns in (8, 32):
             if {(turns, "packed"), (turns, "arrays")} <= drained.keys():
                 for i, what in enumerate(("calls/s", "calls per CPU-second")):

@@ -124,7 +124,7 @@ def metrics_ports(settings: Settings, specs: list[ServiceSpec]) -> dict[str, str
 
 
 def assembler_services(settings: Settings) -> list[ServiceSpec]:
-    """`assembler.workers` processes of one Faust app: one consumer group sharing the session-events
+    """`assembler.workers` processes in one consumer group sharing the session-events
     partitions (a session's events share a key, so one worker holds the whole session); each is supervised
     on its own, and a dead one's partitions move to the others until it is back."""
     from seamlessflow.assembler.config import AssemblyConfig

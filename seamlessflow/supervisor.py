@@ -1,8 +1,9 @@
 """Runs the stack's processes, restarts crashed ones with backoff, and records their state on disk.
 
 Each child gets its own process group, so stopping a service also stops whatever it started (a vLLM server
-under a rollout worker). Stopping escalates from SIGTERM to SIGKILL after a grace period: a Faust worker
-can ignore SIGTERM. `state.json` lets `seamlessflow status` and `down` work from another process.
+under a rollout worker). Stopping escalates from SIGTERM to SIGKILL after a grace period: a process stuck in a
+C call (a librdkafka flush, an engine) can outlast SIGTERM. `state.json` lets `seamlessflow status` and `down`
+work from another process.
 """
 
 from __future__ import annotations

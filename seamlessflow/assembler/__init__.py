@@ -1,7 +1,7 @@
 """The assembler's adapter layer: session-events records in, Trajectory / DeadLetter records out.
 
 `SessionBook` holds no Kafka client: it turns decoded records into outputs and says which source offsets
-are safe to commit. `services/assembler` wires it to Faust and the producer.
+are safe to commit. `app.Assembler` wires it to the Kafka layer's group member and producer.
 """
 
 from seamlessflow.assembler.book import Output, SessionBook

@@ -14,7 +14,6 @@ from seamlessflow.config import Settings
 
 SESSION_TIMEOUT_MS = 6000
 HEARTBEAT_INTERVAL_MS = 1000
-METADATA_MAX_AGE_MS = 5000
 
 
 def common_config(settings: Settings) -> dict[str, Any]:
@@ -46,28 +45,4 @@ def consumer_config(settings: Settings, group_id: str, **extra: Any) -> dict[str
         "session.timeout.ms": SESSION_TIMEOUT_MS,
         "heartbeat.interval.ms": HEARTBEAT_INTERVAL_MS,
         **extra,
-    }
-
-
-def aiokafka_kwargs(settings: Settings) -> dict[str, Any]:
-    """The same settings for aiokafka (which Faust uses underneath)."""
-    return {
-        "bootstrap_servers": settings.kafka_bootstrap,
-        "session_timeout_ms": SESSION_TIMEOUT_MS,
-        "heartbeat_interval_ms": HEARTBEAT_INTERVAL_MS,
-    }
-
-
-def faust_app_kwargs(settings: Settings) -> dict[str, Any]:
-    """Arguments for `faust.App(...)`. aiokafka learns that a partition's leader moved only from a metadata
-    refresh, and after a broker dies its fetcher can wait for the periodic one (5 min by default) before it
-    reads that partition again; a short period bounds that stall to seconds (librdkafka refreshes on errors)."""
-    return {
-        "broker": f"kafka://{settings.kafka_bootstrap}",
-        "consumer_metadata_max_age_ms": METADATA_MAX_AGE_MS,
-        "producer_metadata_max_age_ms": METADATA_MAX_AGE_MS,
-        "broker_session_timeout": SESSION_TIMEOUT_MS / 1000,
-        "broker_heartbeat_interval": HEARTBEAT_INTERVAL_MS / 1000,
-        **({"topic_replication_factor": settings.replication_factor} if settings.replication_factor else {}),
-        "topic_allow_declare": False,  # topics are created up front (infra/topics.yaml)
     }

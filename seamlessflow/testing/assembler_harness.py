@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -50,6 +51,12 @@ class AssemblerProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace")[-4000:]
+
+    def assigned(self) -> set[int] | None:
+        """The partitions the worker last said it holds (its log line), None before its first assignment."""
+        lines = [line for line in self.log_path.read_text(errors="replace").splitlines()
+                 if "session-events partitions assigned:" in line]
+        return set(json.loads(lines[-1].split("assigned:")[1])) if lines else None
 
 
 def token_io(session_id: str, call: Call) -> TokenIO:

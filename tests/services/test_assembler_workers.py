@@ -1,6 +1,5 @@
 """Two assembler workers in one consumer group share the session-events partitions through the real broker."""
 
-import json
 import random
 import time
 
@@ -12,17 +11,10 @@ from tests.services.test_assembler_stream import as_records, multi_turn_sessions
 pytestmark = pytest.mark.slow
 
 
-def assigned(worker) -> set[int] | None:
-    """The partitions the worker last said it holds (its log line), None before its first assignment."""
-    lines = [line for line in worker.log_path.read_text(errors="replace").splitlines()
-             if "session-events partitions assigned:" in line]
-    return set(json.loads(lines[-1].split("assigned:")[1])) if lines else None
-
-
 def wait_until_shared(workers, timeout_s: float) -> list[set[int] | None]:
     deadline = time.monotonic() + timeout_s
     while True:
-        owned = [assigned(w) for w in workers]
+        owned = [w.assigned() for w in workers]
         if all(owned) and set.union(*owned) == {0, 1, 2, 3} or time.monotonic() > deadline:  # type: ignore[misc]
             return owned
         assert all(w.proc.poll() is None for w in workers), "\n".join(w.log() for w in workers)
