@@ -93,8 +93,6 @@ class Assembler:
             # the group coordinator moved (a broker died): nothing is committed past unsaved marks
             log.warning("published marks not saved (%s); retrying at the next checkpoint", exc.args[0])
             return False
-        for partition in held:
-            self.book.release(partition)
         points = {p: self.book.commit_offset(p) for p in held}
         moved = {p: o for p, o in points.items() if self._committed.get(p) != o}
         if self.source.commit(moved):

@@ -59,7 +59,6 @@ class _Open:
 class _Held:
     offset: int
     session_id: str | None
-    handle: Any
 
 
 class SessionBook:
@@ -76,12 +75,11 @@ class SessionBook:
 
     # -- records in -------------------------------------------------------------------------
 
-    def on_record(self, partition: int, offset: int, key: bytes | None, value: bytes | None,
-                  handle: Any = None) -> Output:
+    def on_record(self, partition: int, offset: int, key: bytes | None, value: bytes | None) -> Output:
         """Apply one session-events record; returns what to publish."""
         out = Output()
         session_id = self._apply(partition, offset, key, value, out)
-        self.held[partition].append(_Held(offset, session_id, handle))
+        self.held[partition].append(_Held(offset, session_id))
         self.processed[partition] = offset + 1
         if offset < self.replay_end.get(partition, 0):
             self.stats["rebuilt_records"] += 1
@@ -177,17 +175,12 @@ class SessionBook:
 
     # -- offsets ----------------------------------------------------------------------------
 
-    def release(self, partition: int) -> list[Any]:
-        """Handles of the oldest records whose sessions are all closed: safe to commit past them."""
-        held = self.held[partition]
-        released = []
-        while held and (held[0].session_id is None or held[0].session_id not in self.open):
-            released.append(held.popleft().handle)
-        return released
-
     def commit_offset(self, partition: int) -> int:
-        """The offset a restart must re-read from: the first record of the oldest open session."""
+        """The offset a restart must re-read from: the first record of the oldest open session (the records
+        before it, whose sessions are all closed, are forgotten here)."""
         held = self.held[partition]
+        while held and (held[0].session_id is None or held[0].session_id not in self.open):
+            held.popleft()
         return held[0].offset if held else self.processed.get(partition, 0)
 
     def forget_partition(self, partition: int) -> None:
