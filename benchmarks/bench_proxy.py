@@ -5,10 +5,11 @@ own process; the proxy runs as its own process (`python -m services.proxy`) publ
 broker (Apache Kafka, one KRaft node). Each level runs N concurrent sessions, each sending non-streaming chat calls
 in a loop for a fixed time (127.0.0.1 only, bounded). Reported: latency p50/p99 direct vs proxied, the
 added latency, the throughput ratio, and the proxy processes' CPU per proxied call. `--proxies 1,2` repeats
-the comparison with that many proxy processes on one port (`proxy.workers`). Targets: added p50 <= 1 ms,
-p99 <= 5 ms, throughput >= 0.95x (>= 0.9x with N proxies).
+the comparison with that many proxy processes on one port (`proxy.workers`); `--baseline TREE` also runs
+another source tree's proxy (say `git archive <commit>` unpacked) at every level, right after this one's.
+Targets: added p50 <= 1 ms, p99 <= 5 ms, throughput >= 0.95x (>= 0.9x with N proxies).
 
-    .venv/bin/python benchmarks/bench_proxy.py [--levels 1,50,200] [--seconds 8] [--tokens 16] [--token-delay-ms 20] [--proxies 1,2]
+    .venv/bin/python benchmarks/bench_proxy.py [--levels 1,50,200] [--seconds 8] [--tokens 16] [--token-delay-ms 20] [--proxies 1,2] [--baseline TREE]
 """
 
 from __future__ import annotations
@@ -48,9 +49,10 @@ def wait_http(url: str, timeout_s: float = 60) -> None:
     raise TimeoutError(url)
 
 
-def start(argv, log: Path, env=None) -> subprocess.Popen:
+def start(argv, log: Path, env=None, cwd: Path = ROOT) -> subprocess.Popen:
     out = open(log, "ab")
-    return subprocess.Popen(argv, stdout=out, stderr=out, env={**os.environ, **(env or {})}, cwd=ROOT)
+    environ = {k: v for k, v in os.environ.items() if cwd == ROOT or k != "PYTHONPATH"}
+    return subprocess.Popen(argv, stdout=out, stderr=out, env={**environ, **(env or {})}, cwd=cwd)
 
 
 async def session_loop(http, url, headers, body, until: float, latencies: list[float]) -> None:
@@ -106,6 +108,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--token-delay-ms", type=float, default=20)
     parser.add_argument("--modes", default="stream,plain", help="stream: SSE calls both ways (same engine work); plain: non-streaming (the proxy still streams from the engine)")
+    parser.add_argument("--baseline", type=Path, help="another source tree whose proxy runs the same levels, after this one's")
     parser.add_argument("--proxies", default="1", help="proxy process counts to compare, e.g. 1,2 (proxy.workers: SO_REUSEPORT on one port)")
     args = parser.parse_args()
 
@@ -121,45 +124,52 @@ def main() -> None:
         wait_http(engine + "/health")
         print(f"StubEngine (fake): {args.tokens} tokens x {args.token_delay_ms} ms per call; {args.seconds:.0f} s per run; chat; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
         for count in (int(x) for x in args.proxies.split(",")):
-            proxies, proxy = start_proxies(client, engine, count, work)
-            procs.extend(proxies)
+            trees = {"this": ROOT, **({"baseline": args.baseline} if args.baseline else {})}
+            started = {name: start_proxies(client, engine, count, work, tree) for name, tree in trees.items()}
+            for proxies, _url in started.values():
+                procs.extend(proxies)
             try:
-                print(f"-- {count} proxy process(es) on one port")
-                compare(args, engine, proxy, proxies, count)
+                print(f"-- {count} proxy process(es) on one port" + (f"; baseline: {args.baseline}" if args.baseline else ""))
+                compare(args, engine, started, count)
             finally:
-                stop(proxies)
-                procs[:] = [p for p in procs if p not in proxies]
+                for proxies, _url in started.values():
+                    stop(proxies)
+                    procs[:] = [p for p in procs if p not in proxies]
         print(f"targets: added p50 <= 1 ms, added p99 <= 5 ms, ratio >= 0.95   (logs in {work})")
     finally:
         broker.stop()
         stop(list(reversed(procs)))
 
 
-def start_proxies(client, engine: str, count: int, work: Path) -> tuple[list[subprocess.Popen], str]:
-    """`count` proxy processes on one port, as `up` starts them for `proxy.workers: count`."""
+def start_proxies(client, engine: str, count: int, work: Path, tree: Path = ROOT) -> tuple[list[subprocess.Popen], str]:
+    """`count` proxy processes on one port, as `up` starts them for `proxy.workers: count` (from `tree`)."""
     port = free_port()
     config = {**client.model_dump(mode="json"), "proxy": {"port": port, "workers": count, "engines": [{"id": "stub", "url": engine}]}}
-    config_path = work / f"config-{count}.yaml"
+    config_path = work / f"config-{count}-{port}.yaml"
     config_path.write_text(yaml.safe_dump(config))
     worker_args = [[]] if count == 1 else [["--worker", str(i)] for i in range(count)]
-    procs = [start([sys.executable, "-m", "services.proxy", "--config", str(config_path), *extra], work / f"proxy-{count}-{i}.log")
+    procs = [start([sys.executable, "-m", "services.proxy", "--config", str(config_path), *extra], work / f"proxy-{port}-{i}.log", cwd=tree)
              for i, extra in enumerate(worker_args)]
     time.sleep(0.5 * count)  # every worker bound before traffic, or the kernel sends it all to the first
     wait_http(f"http://127.0.0.1:{port}/healthz")
     return procs, f"http://127.0.0.1:{port}"
 
 
-def compare(args, engine: str, proxy: str, proxies: list[subprocess.Popen], count: int) -> None:
-    print(f"{'mode':>6} {'sessions':>8} {'direct p50':>11} {'proxy p50':>10} {'added p50':>10} {'direct p99':>11} {'proxy p99':>10} {'added p99':>10} {'direct rps':>11} {'proxy rps':>10} {'ratio':>6} {'proxy CPU/call':>15}")
+def compare(args, engine: str, started: dict[str, tuple[list[subprocess.Popen], str]], count: int) -> None:
+    """Per mode and level: direct, then each tree's proxies (this one first), one after the other."""
+    print(f"{'mode':>6} {'sessions':>8} {'tree':>8} {'direct p50':>11} {'proxy p50':>10} {'added p50':>10} {'direct p99':>11} {'proxy p99':>10} {'added p99':>10} {'direct rps':>11} {'proxy rps':>10} {'ratio':>6} {'proxy CPU/call':>15}")
     for mode in args.modes.split(","):
         for level in (int(x) for x in args.levels.split(",")):
             stream = mode == "stream"
             direct, direct_rps, _ = asyncio.run(run_level(lambda i: engine + "/v1/chat/completions", level, args.seconds, args.tokens, stream))
-            url = lambda i, mode=mode, level=level: f"{proxy}/sessions/bench-{count}-{mode}-{level}-{i}/v1/chat/completions"  # noqa: E731
-            proxied, proxy_rps, cpu = asyncio.run(run_level(url, level, args.seconds, args.tokens, stream, lambda: cpu_seconds(proxies)))
-            d50, p50, d99, p99 = pct(direct, 0.5), pct(proxied, 0.5), pct(direct, 0.99), pct(proxied, 0.99)
-            per_call_us = cpu / max(1, len(proxied)) * 1e6
-            print(f"{mode:>6} {level:>8} {d50:>9.2f}ms {p50:>8.2f}ms {p50 - d50:>8.2f}ms {d99:>9.2f}ms {p99:>8.2f}ms {p99 - d99:>8.2f}ms {direct_rps:>11.1f} {proxy_rps:>10.1f} {proxy_rps / direct_rps:>6.3f} {per_call_us:>12.0f} us")
+            d50, d99 = pct(direct, 0.5), pct(direct, 0.99)
+            for name, (proxies, proxy) in started.items():
+                url = lambda i, mode=mode, level=level, name=name, proxy=proxy: f"{proxy}/sessions/bench-{count}-{name}-{mode}-{level}-{i}/v1/chat/completions"  # noqa: E731
+                proxied, proxy_rps, cpu = asyncio.run(run_level(url, level, args.seconds, args.tokens, stream, lambda proxies=proxies: cpu_seconds(proxies)))
+                p50, p99 = pct(proxied, 0.5), pct(proxied, 0.99)
+                per_call_us = cpu / max(1, len(proxied)) * 1e6
+                print(f"{mode:>6} {level:>8} {name:>8} {d50:>9.2f}ms {p50:>8.2f}ms {p50 - d50:>8.2f}ms {d99:>9.2f}ms {p99:>8.2f}ms {p99 - d99:>8.2f}ms {direct_rps:>11.1f} {proxy_rps:>10.1f} {proxy_rps / direct_rps:>6.3f} {per_call_us:>12.0f} us", flush=True)
+
 
 if __name__ == "__main__":
     main()

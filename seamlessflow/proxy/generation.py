@@ -17,6 +17,7 @@ import time
 from collections.abc import Awaitable, Callable
 
 import aiohttp
+import orjson
 
 from seamlessflow.core.routing import Profile
 from seamlessflow.proxy.capture import CallCapture, ChoiceCapture, UpstreamFormatError, read_chunk
@@ -24,6 +25,7 @@ from seamlessflow.proxy.errors import ProxyError
 from seamlessflow.proxy.requests import CallRequest
 from seamlessflow.proxy.routing import Engine, EngineTable
 from seamlessflow.proxy.shaping import Shaper
+from seamlessflow.proxy.sse import SSESplitter
 
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
 SAMPLING_KEYS = (
@@ -235,34 +237,37 @@ class CallRun:
             self.gate.leave(self)
 
     async def _read_events(self, engine: Engine, kind: str, response: aiohttp.ClientResponse, choice_index: int | None) -> None:
-        async for line in response.content:
-            if self._cut:
-                return
-            if not line.startswith(b"data:"):
-                continue
-            data = line[5:].strip()
-            if data == b"[DONE]":
-                return
-            try:
-                chunk = json.loads(data)
-            except ValueError as exc:
-                raise UpstreamFormatError(f"engine sent a line that is not JSON: {data[:80]!r}") from exc
-            head, pieces = read_chunk(chunk, kind)
-            if choice_index is None:
-                self.capture.absorb_head(head)
-            version = engine.version
-            for piece in pieces:
-                if choice_index is not None:
-                    piece.index, piece.prompt_ids = choice_index, None
-                if piece.token_ids and self.t_first_token is None:
-                    self.t_first_token = time.monotonic()
-                if piece.token_ids and engine.id not in self.engine_ids:
-                    self.engine_ids.append(engine.id)  # engines that generated tokens, in order
-                self.capture.choice(piece.index).absorb(piece, version)
-            if self.emit is not None:
-                shown = self.shaper.chunk(pieces, kind)
-                if shown is not None:
-                    await self.emit(shown)
+        splitter = SSESplitter()
+        async for piece in response.content.iter_any():
+            for data in splitter.feed(piece):
+                if self._cut or data == b"[DONE]":
+                    return
+                await self._on_event(engine, kind, data, choice_index)
+        for data in splitter.close():
+            if not self._cut and data != b"[DONE]":
+                await self._on_event(engine, kind, data, choice_index)
+
+    async def _on_event(self, engine: Engine, kind: str, data: bytes, choice_index: int | None) -> None:
+        try:
+            chunk = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise UpstreamFormatError(f"engine sent a line that is not JSON: {data[:80]!r}") from exc
+        head, pieces = read_chunk(chunk, kind)
+        if choice_index is None:
+            self.capture.absorb_head(head)
+        version = engine.version
+        for piece in pieces:
+            if choice_index is not None:
+                piece.index, piece.prompt_ids = choice_index, None
+            if piece.token_ids and self.t_first_token is None:
+                self.t_first_token = time.monotonic()
+            if piece.token_ids and engine.id not in self.engine_ids:
+                self.engine_ids.append(engine.id)  # engines that generated tokens, in order
+            self.capture.choice(piece.index).absorb(piece, version)
+        if self.emit is not None:
+            shown = self.shaper.chunk(pieces, kind)
+            if shown is not None:
+                await self.emit(shown)
 
     async def _upstream_status(self, engine: Engine, response: aiohttp.ClientResponse) -> str:
         text = await response.text()

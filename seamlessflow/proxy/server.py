@@ -9,6 +9,7 @@ events cannot be confirmed the agent gets a retryable 503 (non-streaming) or an 
 
 from __future__ import annotations
 
+import array
 import asyncio
 import hashlib
 import json
@@ -20,6 +21,7 @@ import uuid
 from typing import Annotated, Any
 
 import aiohttp
+import orjson
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -184,8 +186,8 @@ class ProxyServer:
         except web.HTTPRequestEntityTooLarge:
             raise ProxyError(413, f"request body over {self.config.max_body_bytes} bytes") from None
         try:
-            return json.loads(raw, parse_constant=_reject_constant)
-        except (ValueError, RecursionError) as exc:
+            return orjson.loads(raw)  # strict: NaN, Infinity and integers past 64 bits are not JSON here
+        except orjson.JSONDecodeError as exc:
             raise ProxyError(400, f"request body is not valid JSON: {str(exc)[:200]}") from None
 
     # -- OpenAI routes ----------------------------------------------------------------------------------
@@ -244,7 +246,7 @@ class ProxyServer:
         self.metrics.tokens.labels("prompt").inc(capture.prompt_tokens)
         self.metrics.tokens.labels("completion").inc(capture.completion_tokens)
         if stream is None:
-            return web.json_response(run.shaper.response(), headers=headers)
+            return json_reply(run.shaper.response(), headers)
         if call.include_usage:
             await stream.send(run.shaper.usage_chunk())
         await stream.finish()
@@ -410,7 +412,7 @@ class _ClientStream:
         self.started = False
 
     async def send(self, chunk: dict) -> None:
-        await self._write(b"data: " + json.dumps(chunk, separators=(",", ":")).encode() + b"\n\n")
+        await self._write(b"data: " + orjson.dumps(chunk) + b"\n\n")
 
     async def fail(self, body: dict) -> None:
         await self._write(b"data: " + json.dumps(body).encode() + b"\n\n")
@@ -436,8 +438,9 @@ class _ClientStream:
             pass
 
 
-def _reject_constant(name: str) -> None:
-    raise ValueError(f"{name} is not valid JSON")
+def json_reply(body: Any, headers: dict[str, str]) -> web.Response:
+    """A JSON response serialised by orjson (the call's reply is on every call's path)."""
+    return web.Response(body=orjson.dumps(body), content_type="application/json", headers=headers)
 
 
 def event_id(call_id: str, choice: int, prompt_ids: list[int], completion_ids: list[int]) -> str:
@@ -446,5 +449,6 @@ def event_id(call_id: str, choice: int, prompt_ids: list[int], completion_ids: l
     first attempt was recorded and its reply lost (the proxy died between Kafka's acknowledgement and the
     reply), the retry generates anew: different tokens, so a different id, and both are kept (a fork) instead
     of the first shadowing the tokens the agent actually received (found by a chaos run)."""
-    digest = hashlib.blake2b(repr((prompt_ids, completion_ids)).encode(), digest_size=4).hexdigest()
+    tokens = len(prompt_ids).to_bytes(4, "little") + array.array("i", prompt_ids + completion_ids).tobytes()
+    digest = hashlib.blake2b(tokens, digest_size=4).hexdigest()
     return f"{call_id}-{digest}.{choice}"
