@@ -22,7 +22,7 @@ from seamlessflow.messages import CommandAck, ResourceStatus, Task, TokenIO, Tra
 from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
 from seamlessflow.scheduler.reading import messages_until
 from seamlessflow.scheduler.service import SchedulerService
-from seamlessflow.scheduler.timeline import intervals_from_records
+from seamlessflow.scheduler.timeline import intervals_from_records, kind_of
 from seamlessflow.testing.assembler_harness import AssemblerProcess
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.config import TrainerConfig
@@ -82,9 +82,11 @@ def test_multiplexed_loop_trains_updates_engines_and_loses_no_session(settings, 
         scheduler = RunningService(SchedulerService(settings, options, manager, codec))
         m = scheduler.service.manager
         # tasks keep coming until an engine generated on updated weights (how soon depends on which groups
-        # carry signal), then the run drains: every group published must come back
-        wait(lambda: max(_labels(settings, codec), default=0) >= 1, 900, "tokens from updated weights", procs,
-             every_s=3)
+        # carry signal) and the flexible engine was lent to training once (the policy sees a ready batch only
+        # when a trainer heartbeat catches one buffered, which a fast first step can outrun), then the run
+        # drains: every group published must come back
+        wait(lambda: max(_labels(settings, codec), default=0) >= 1 and _lent_to_training(settings, codec), 900,
+             "tokens from updated weights and rollout-1 on train", procs, every_s=3)
         m.drain()
         wait(lambda: m.finished + m.lost == m.published, 300, "all groups finished", procs)
         wait(lambda: all(_latest(settings, codec).get(rid, 0) >= 1 for rid in ("rollout-0", "rollout-1")), 300,
@@ -136,6 +138,11 @@ def _start_proxy(proxy, settings, tmp_path):
     keys = TeamKeys(tmp_path / "teams.json", {settings.team: "key-default"})
     proxy.service = proxy._run(ProxyService(settings, config=config, team_keys=keys).start())
     proxy._run(proxy.service.wait_listening())
+
+
+def _lent_to_training(settings, codec) -> bool:
+    return any(s.resource_id == "rollout-1" and kind_of(s) == "train"
+               for s in read_messages(settings, Topics(settings).status, codec) if isinstance(s, ResourceStatus))
 
 
 def _latest(settings, codec) -> dict[str, int]:

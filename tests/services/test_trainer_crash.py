@@ -10,6 +10,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 import uuid
 
 import pytest
@@ -75,6 +76,12 @@ def test_kill_9_and_restart_resumes_without_skipping_or_retraining(settings, cod
     first = start(config_path, tmp_path / "run1.log")
     try:
         wait_for(settings, codec, topics.weights, lambda x: isinstance(x, WeightVersion) and x.version == 2)
+        # version 2 is published just before its checkpoint is saved: kill after the save (a kill between
+        # the two replays step 2 under version 3, by design; not the case this test pins down)
+        deadline = time.monotonic() + 60
+        while "checkpoint at step 2 " not in (tmp_path / "run1.log").read_text(errors="replace"):
+            assert time.monotonic() < deadline, "no checkpoint at step 2"
+            time.sleep(0.05)
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=30)
