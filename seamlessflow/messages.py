@@ -107,6 +107,11 @@ class TokenIO:
     first_token_ms: Float64
     total_ms: Float64
     created_at_ms: Int64
+    # a prompt recorded as a delta (`proxy.prompt_deltas`): `prompt_ids` then holds only the ids after the
+    # first `prompt_base_tokens` ids of the sequence (prompt, then completion) of the earlier TokenIO of this
+    # session with event id `prompt_base_id`; readers rebuild the whole prompt (`SessionAssembler.resolve`)
+    prompt_base_id: str | None = None
+    prompt_base_tokens: Int32 = 0
 
 
 @dataclass

@@ -2,12 +2,14 @@
 
 import dataclasses
 import io
+import json
 import struct
 
 import fastavro
 
 from seamlessflow.avro import LocalRegistry
-from seamlessflow.avro.schema import avro_schema_of, previous_schemas
+from seamlessflow.avro.packing import to_wire
+from seamlessflow.avro.schema import avro_schema_of, schema_file_name, schemas_dir
 from seamlessflow.messages import (
     CommandAck,
     ControlCommand,
@@ -40,10 +42,27 @@ SAMPLES = [
 ]
 
 
+def previous_schema(message_type: type, version: int) -> dict | None:
+    """`schemas/previous/<name>.v<version>.avsc`, None when that type has no such version."""
+    path = schemas_dir() / "previous" / f"{schema_file_name(message_type).removesuffix('.avsc')}.v{version}.avsc"
+    return json.loads(path.read_text()) if path.exists() else None
+
+
+def encode_with_schema(schema: dict, record: dict) -> bytes:
+    body = io.BytesIO()
+    fastavro.schemaless_writer(body, fastavro.parse_schema(schema), record)
+    return struct.pack(">bI", 0, LocalRegistry().add(schema)) + body.getvalue()
+
+
 def encode_before_packing(message) -> bytes:
     """A record exactly as the code before packing wrote it: the v1 schema's id, every array as an Avro array
     (messages without token arrays had the schema they have now)."""
-    schema = {s["name"]: s for s in previous_schemas()}.get(type(message).__name__) or avro_schema_of(type(message))
-    body = io.BytesIO()
-    fastavro.schemaless_writer(body, fastavro.parse_schema(schema), dataclasses.asdict(message))
-    return struct.pack(">bI", 0, LocalRegistry().add(schema)) + body.getvalue()
+    schema = previous_schema(type(message), 1) or avro_schema_of(type(message))
+    return encode_with_schema(schema, dataclasses.asdict(message))
+
+
+def encode_before_prompt_deltas(message: TokenIO) -> bytes:
+    """A TokenIO exactly as the code before prompt deltas wrote it: the v2 schema's id, arrays packed."""
+    schema = previous_schema(TokenIO, 2)
+    assert schema is not None
+    return encode_with_schema(schema, to_wire(message))

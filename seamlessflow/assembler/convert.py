@@ -3,16 +3,36 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
+from dataclasses import replace
 
 from seamlessflow.core.assembler import AssembledSequence
 from seamlessflow.core.episodes import TrajectoryStatus
-from seamlessflow.core.prefix_tree import Call
+from seamlessflow.core.prefix_tree import Call, PromptBase
 from seamlessflow.messages import EpisodeEnd, TokenIO, Trajectory
 
 
 def call_from_token_io(record: TokenIO) -> Call:
-    """One choice of one engine call. The event id (call id + choice) is the de-duplication key."""
-    return Call(record.event_id, record.prompt_ids, record.completion_ids, record.logprobs, record.versions)
+    """One choice of one engine call. The event id (call id + choice) is the de-duplication key; a prompt
+    recorded as a delta keeps its base, which the session's assembler resolves."""
+    base = PromptBase(record.prompt_base_id, record.prompt_base_tokens) if record.prompt_base_id is not None else None
+    return Call(record.event_id, record.prompt_ids, record.completion_ids, record.logprobs, record.versions, base)
+
+
+def with_whole_prompts(records: Iterable[TokenIO]) -> list[TokenIO]:
+    """The records, in their order, with every prompt recorded as a delta made whole from the earlier records
+    of its session (a base not among them raises KeyError). For readers that look at calls one by one
+    (tests, tools); the assembler resolves against its sessions' trees instead."""
+    sequences: dict[tuple[str, str], list[int]] = {}
+    out = []
+    for record in records:
+        if record.prompt_base_id is not None:
+            base = sequences[record.session_id, record.prompt_base_id]
+            record = replace(record, prompt_ids=base[: record.prompt_base_tokens] + list(record.prompt_ids),
+                             prompt_base_id=None, prompt_base_tokens=0)
+        sequences.setdefault((record.session_id, record.event_id), list(record.prompt_ids) + list(record.completion_ids))
+        out.append(record)
+    return out
 
 
 def trajectory_id(session_id: str, branch_id: int) -> str:

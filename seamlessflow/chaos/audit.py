@@ -76,6 +76,7 @@ class _Session:
     late_calls: int = 0
     end: EpisodeEnd | None = None
     end_ids: set[str] = field(default_factory=set)
+    sequences: dict[str, list[int]] = field(default_factory=dict)  # event id -> prompt + completion (for deltas)
 
 
 def audit(session_events: Sequence[Record], trajectories: Sequence[Record], dead_letters: Sequence[Record] = (),
@@ -108,6 +109,7 @@ def _dead_letters(records: Iterable[Record], report: AuditReport) -> dict[tuple[
 
 
 def _sessions(records: Iterable[Record], letters: dict, report: AuditReport) -> tuple[dict[str, _Session], dict[str, TokenIO]]:
+    """Sessions from the events, and each distinct TokenIO (first copy) with its prompt made whole."""
     sessions: dict[str, _Session] = {}
     first: dict[str, TokenIO] = {}
     for record in records:
@@ -118,6 +120,7 @@ def _sessions(records: Iterable[Record], letters: dict, report: AuditReport) -> 
             if message.event_id in first:
                 report.counts["token I/O re-sent with the same id (first kept)"] += 1
                 continue
+            message = _whole_prompt(message, session, report)
             first[message.event_id] = message
             if session.end is not None:
                 session.late_calls += 1
@@ -143,6 +146,23 @@ def _sessions(records: Iterable[Record], letters: dict, report: AuditReport) -> 
     report.counts["sessions still open"] = sum(1 for s in sessions.values() if s.end is None)
     report.counts["calls after their session's end"] = sum(s.late_calls for s in sessions.values())
     return sessions, first
+
+
+def _whole_prompt(message: TokenIO, session: _Session, report: AuditReport) -> TokenIO:
+    """A prompt recorded as a delta, rebuilt from the session's earlier records alone (flat lists: not the
+    assembler's code); every record's sequence is kept for the deltas after it."""
+    if message.prompt_base_id is not None:
+        base = session.sequences.get(message.prompt_base_id)
+        if base is None or len(base) < message.prompt_base_tokens:
+            report.fail("unresolvable prompt", f"session {message.session_id}: {message.event_id} starts with "
+                                               f"{message.prompt_base_tokens} ids of {message.prompt_base_id}, "
+                                               "which is not on the topic before it")
+            base = []
+        report.counts["prompts recorded as deltas"] += 1
+        message = dataclasses.replace(message, prompt_ids=base[: message.prompt_base_tokens] + list(message.prompt_ids),
+                                      prompt_base_id=None, prompt_base_tokens=0)
+    session.sequences[message.event_id] = list(message.prompt_ids) + list(message.completion_ids)
+    return message
 
 
 def _check_ledger(ledger: Ledger, token_ids: dict[str, TokenIO], sessions: dict[str, _Session], report: AuditReport) -> None:

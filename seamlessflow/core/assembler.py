@@ -11,9 +11,9 @@ from __future__ import annotations
 import enum
 import json
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from seamlessflow.core.prefix_tree import Call, LineageEntry, Outcome, PrefixTree
+from seamlessflow.core.prefix_tree import Call, InvalidCall, LineageEntry, Outcome, PrefixTree
 
 
 class Selection(enum.Enum):
@@ -64,17 +64,32 @@ class SessionAssembler:
         self.status = SessionStatus.OPEN
 
     def add(self, call: Call) -> Outcome:
-        """Match one call into the session; raises InvalidCall for malformed calls."""
+        """Match one call into the session; raises InvalidCall for malformed calls (a prompt recorded as a
+        delta whose base this session does not hold included)."""
         if call.call_id in self.seen_call_ids:
             return self._count(Outcome.DUPLICATE)
         call.validate()
-        self.seen_call_ids.add(call.call_id)
-        if self.status is SessionStatus.TRUNCATED:
+        if self.status is SessionStatus.TRUNCATED:  # not stored: its base (maybe not stored either) is moot
+            self.seen_call_ids.add(call.call_id)
             return self._count(Outcome.TRUNCATED)
+        call = self.resolve(call)
+        self.seen_call_ids.add(call.call_id)
         outcome = self.tree.insert(call, budget=self.config.max_tokens)
         if outcome is Outcome.TRUNCATED:
             self.status = SessionStatus.TRUNCATED
         return self._count(outcome)
+
+    def resolve(self, call: Call) -> Call:
+        """The call with its whole prompt: a delta's base ids (from the session's stored sequences) then its
+        own; a call without a base is returned as it is."""
+        base = call.prompt_base
+        if base is None:
+            return call
+        head = self.tree.sequence_prefix(base.call_id, base.tokens)
+        if head is None:
+            raise InvalidCall(f"call {call.call_id!r}: its prompt base, {base.tokens} ids of call {base.call_id!r}, "
+                              "is not stored in this session")
+        return replace(call, prompt_ids=head + list(call.prompt_ids), prompt_base=None)
 
     def finish(self) -> list[AssembledSequence]:
         """The session's trajectories (all leaves, or the longest one), in branch id order."""

@@ -26,14 +26,28 @@ class InvalidCall(ValueError):
 
 
 @dataclass(frozen=True)
+class PromptBase:
+    """Where a prompt recorded as a delta starts: the first `tokens` ids of an earlier call's sequence (its
+    prompt, then its completion), with the call's `prompt_ids` holding only the ids after them."""
+
+    call_id: str
+    tokens: int
+
+
+@dataclass(frozen=True)
 class Call:
-    """One LLM call as the engine saw it: prompt ids in, completion ids out (one choice)."""
+    """One LLM call as the engine saw it: prompt ids in, completion ids out (one choice).
+
+    With a `prompt_base`, `prompt_ids` is only the part of the prompt after the base's tokens (a delta, as
+    the proxy may record it); `SessionAssembler.resolve` turns it into the whole prompt.
+    """
 
     call_id: str
     prompt_ids: Sequence[int]
     completion_ids: Sequence[int]
     logprobs: Sequence[float]
     versions: Sequence[int]
+    prompt_base: PromptBase | None = None
 
     def validate(self) -> None:
         n = len(self.completion_ids)
@@ -42,8 +56,10 @@ class Call:
                 f"call {self.call_id!r}: {n} completion ids but {len(self.logprobs)} logprobs "
                 f"and {len(self.versions)} versions"
             )
-        if not self.prompt_ids and not self.completion_ids:
+        if not self.prompt_ids and not self.completion_ids and self.prompt_base is None:
             raise InvalidCall(f"call {self.call_id!r} has no tokens at all")
+        if self.prompt_base is not None and self.prompt_base.tokens < 0:
+            raise InvalidCall(f"call {self.call_id!r}: a prompt base of {self.prompt_base.tokens} tokens")
 
 
 class Outcome(enum.Enum):
@@ -143,6 +159,7 @@ class PrefixTree:
         self.roots: list[int] = []
         self.branches: list[_Branch] = []
         self.total_tokens = 0
+        self.sequence_ends: dict[str, tuple[int, int]] = {}  # call id -> (branch id, end of its sequence there)
 
     # -- matching ---------------------------------------------------------------------------
 
@@ -202,6 +219,7 @@ class PrefixTree:
         node.append(call.prompt_ids[match.length :], call)
         branch.lineage.append(LineageEntry(call.call_id, end, node.start + len(node.tokens)))
         branch.last_call = call
+        self.sequence_ends[call.call_id] = (node.branch, node.start + len(node.tokens))
 
     def _fork(self, match: Match, call: Call) -> None:
         node_id = match.node
@@ -217,6 +235,7 @@ class PrefixTree:
         self.nodes.append(node)
         (self.nodes[parent].children if parent >= 0 else self.roots).append(node_id)
         lineage.append(LineageEntry(call.call_id, start, start + len(node.tokens)))
+        self.sequence_ends[call.call_id] = (len(self.branches), start + len(node.tokens))
         self.branches.append(_Branch(node_id, lineage, call))
 
     def _split(self, node_id: int, at: int) -> int:
@@ -245,19 +264,37 @@ class PrefixTree:
 
     # -- reading ----------------------------------------------------------------------------
 
+    def sequence_prefix(self, call_id: str, n: int) -> list[int] | None:
+        """The first `n` ids of a stored call's sequence (its prompt, then its completion); None when the call
+        is not stored here or its sequence is shorter than `n`. Stored tokens never change, so the ids are the
+        call's whatever was added to the tree since."""
+        found = self.sequence_ends.get(call_id)
+        if found is None or not 0 <= n <= found[1]:
+            return None
+        out: list[int] = []
+        for node in self._path(self.branches[found[0]].leaf):
+            if len(out) + len(node.tokens) >= n:
+                return out + node.tokens[: n - len(out)]
+            out += node.tokens
+        return out
+
+    def _path(self, node_id: int) -> list[_Node]:
+        """The nodes from a root down to `node_id`."""
+        path = []
+        while node_id >= 0:
+            path.append(self.nodes[node_id])
+            node_id = self.nodes[node_id].parent
+        path.reverse()
+        return path
+
     def leaves(self) -> list[Leaf]:
         """Every leaf's full sequence, in branch id order (the order leaves were created)."""
         return [self.leaf(branch_id) for branch_id in range(len(self.branches))]
 
     def leaf(self, branch_id: int) -> Leaf:
         branch = self.branches[branch_id]
-        path = []
-        node_id = branch.leaf
-        while node_id >= 0:
-            path.append(self.nodes[node_id])
-            node_id = self.nodes[node_id].parent
         tokens, mask, logprobs, versions = [], [], [], []
-        for node in reversed(path):
+        for node in self._path(branch.leaf):
             tokens += node.tokens
             mask += node.mask
             logprobs += node.logprobs
@@ -290,6 +327,10 @@ class PrefixTree:
             for leaf, lineage, call in data["branches"]
         ]
         tree.total_tokens = data["total_tokens"]
+        for branch_id, branch in enumerate(tree.branches):  # a call's whole entry is on the branch it wrote
+            for entry in branch.lineage:
+                if entry.end > tree.sequence_ends.get(entry.call_id, (-1, -1))[1]:
+                    tree.sequence_ends[entry.call_id] = (branch_id, entry.end)
         return tree
 
 

@@ -75,6 +75,9 @@ class ProxyConfig(BaseModel):
     health_failures: int = 2  # consecutive failed checks before an engine is taken out
     heartbeat_s: float = 5.0  # the proxy's own ResourceStatus period
     max_sessions: int = 100_000  # LRU bound on per-session state (owner team, call counter)
+    prompt_deltas: bool = True  # record a prompt as a delta of the session's earlier sequences (upgrade readers first)
+    prompt_delta_bases: int = 4  # sequences (recorded choices) kept per session as bases
+    prompt_delta_memory_mb: int = 256  # all sessions' kept sequences together; the least recent go first
     end_wait_s: float = 30.0  # how long /end waits for the session's in-flight calls
     producer: dict = Field(default_factory=lambda: {"linger.ms": 0})  # extra librdkafka producer properties
 

@@ -21,6 +21,7 @@ import uuid
 from typing import Annotated, Any
 
 import aiohttp
+import numpy as np
 import orjson
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -31,6 +32,7 @@ from seamlessflow.core.episodes import EpisodeStatus
 from seamlessflow.core.routing import parse_profile
 from seamlessflow.messages import EpisodeEnd, TokenIO, now_ms
 from seamlessflow.proxy.config import ProxyConfig
+from seamlessflow.proxy.deltas import PromptBases, as_ids
 from seamlessflow.proxy.errors import ProxyError, error_response
 from seamlessflow.proxy.generation import CallRun, ClientGone, PauseGate, UpstreamRejected
 from seamlessflow.proxy.metrics import ProxyMetrics
@@ -80,6 +82,7 @@ class ProxyServer:
             self.engines.add(engine.id, engine.url, engine.weight_version, hardware_tags=frozenset(engine.hardware_tags))
         self.gate = PauseGate()
         self.sessions = SessionTable(self.config.max_sessions, self.config.routing.learner if self.config.routing.learn else None)
+        self.bases = PromptBases(self.config.prompt_delta_bases, self.config.prompt_delta_memory_mb << 20)
         self.publisher = publisher or EventPublisher(settings, self.codec, **self.config.producer)
         self._slots = asyncio.Semaphore(self.config.max_inflight)
         self._waiting = 0
@@ -253,10 +256,14 @@ class ProxyServer:
         return stream.response
 
     async def _record(self, run: CallRun, session_id: str, team: str, call_id: str) -> None:
-        """Publishes one TokenIO per choice and waits for Kafka's acknowledgement (else 503)."""
+        """Publishes one TokenIO per choice and waits for Kafka's acknowledgement (else 503); then the
+        choices' sequences become bases for the session's next prompts (`deltas.py`)."""
         queue_ms, first_ms, total_ms = run.timings_ms()
-        events = [
-            TokenIO(
+        events, sequences = [], []
+        for choice in run.capture.choices:
+            prompt = as_ids(choice.prompt_ids) if self.config.prompt_deltas else None
+            base = self.bases.base_for(session_id, prompt) if prompt is not None else None
+            events.append(TokenIO(
                 event_id=event_id(call_id, choice.index, choice.prompt_ids, choice.completion_ids),
                 session_id=session_id,
                 team=team,
@@ -264,7 +271,7 @@ class ProxyServer:
                 call_id=call_id,
                 engine_id=run.engine_ids[0] if run.engine_ids else "",
                 choice_index=choice.index,
-                prompt_ids=choice.prompt_ids,
+                prompt_ids=choice.prompt_ids[base[1]:] if base else choice.prompt_ids,
                 completion_ids=choice.completion_ids,
                 logprobs=choice.logprobs,
                 versions=choice.versions,
@@ -273,10 +280,15 @@ class ProxyServer:
                 first_token_ms=first_ms,
                 total_ms=total_ms,
                 created_at_ms=now_ms(),
-            )
-            for choice in run.capture.choices
-        ]
+                prompt_base_id=base[0] if base else None,
+                prompt_base_tokens=base[1] if base else 0,
+            ))
+            completion = as_ids(choice.completion_ids) if prompt is not None else None
+            sequences.append(np.concatenate([prompt, completion]) if completion is not None else None)
         await self._publish_all(events, session_id)
+        for event, sequence in zip(events, sequences, strict=True):
+            if sequence is not None:
+                self.bases.remember(session_id, event.event_id, sequence)
         state = self.sessions.get(session_id)
         if state is not None:
             state.events_published += len(events)
@@ -346,6 +358,7 @@ class ProxyServer:
             task_id=end.task_id,
         )
         await self._publish_all([event], session_id)
+        self.bases.forget(session_id)
         body = {"session_id": session_id, "num_calls": num_calls, "recorded": True,
                 "versions": sorted(state.versions)}  # which policy versions generated it (an eval pins on these)
         return web.json_response(body, headers={SESSION_HEADER: session_id})

@@ -56,11 +56,13 @@ def session_turns(session: SessionEvents) -> list[Turn]:
     history: list[list[int]] = []
     turns = []
     for index, call in enumerate(session.calls):
+        core_call = call_from_token_io(call)
         try:
-            outcome = assembler.add(call_from_token_io(call)).value
+            core_call = assembler.resolve(core_call)  # a prompt recorded as a delta, made whole
+            outcome = assembler.add(core_call).value
         except InvalidCall as exc:
             outcome = f"invalid ({exc})"
-        prompt = list(call.prompt_ids)
+        prompt = list(core_call.prompt_ids)
         known = max((common_prefix(prompt, seq) for seq in history), default=0)
         history.append(prompt + list(call.completion_ids))
         turns.append(Turn(index, call.call_id, call.event_id, call.engine_id, outcome, known, prompt[known:],

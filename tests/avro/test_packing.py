@@ -10,12 +10,12 @@ import pytest
 
 from seamlessflow.avro import Codec, CodecError, LocalRegistry
 from seamlessflow.avro.packing import packed_fields
-from seamlessflow.avro.schema import avro_schema_of, previous_schemas
+from seamlessflow.avro.schema import avro_schema_of
 from seamlessflow.messages import TokenIO, Trajectory
-from tests.samples import SAMPLES, encode_before_packing
+from tests.samples import SAMPLES, encode_before_packing, previous_schema
 
 TOKEN_IO, _, TRAJECTORY = SAMPLES[:3]
-V1 = {schema["name"]: schema for schema in previous_schemas()}
+V1 = {cls.__name__: previous_schema(cls, 1) for cls in (TokenIO, Trajectory)}  # before packing
 
 
 @pytest.mark.parametrize("message", [TOKEN_IO, TRAJECTORY], ids=lambda m: type(m).__name__)

@@ -2,9 +2,11 @@
 
 import dataclasses
 
+import pytest
+
 from seamlessflow.core.assembler import AssemblerConfig, Selection, SessionAssembler, SessionStatus
 from seamlessflow.core.assembly_invariants import check_against_calls, check_sequence
-from seamlessflow.core.prefix_tree import Call, Outcome
+from seamlessflow.core.prefix_tree import Call, InvalidCall, Outcome, PromptBase
 
 
 def call(call_id, prompt, completion, version=0):
@@ -101,3 +103,31 @@ def test_check_sequence_catches_a_fed_token_with_a_logprob_or_version_and_a_bad_
         getattr(bad, name)[fed] = value
         assert any(message in p for p in check_sequence(bad)), (name, value)
     assert check_sequence(dataclasses.replace(seq, logprobs=[-0.0 if x == 0.0 else x for x in seq.logprobs])) == []
+
+
+def test_a_prompt_delta_is_the_base_sequences_ids_then_its_own():
+    session = SessionAssembler()
+    session.add(Call("c1", [1, 2, 3], [4, 5], [-0.1, -0.2], [0, 0]))
+    delta = Call("c2", [6], [7], [-0.3], [1], PromptBase("c1", 5))
+    assert session.resolve(delta).prompt_ids == [1, 2, 3, 4, 5, 6]
+    assert session.add(delta) is Outcome.EXTENSION
+    fork = Call("c3", [9], [8], [-0.4], [1], PromptBase("c2", 4))  # cuts inside c1's completion: a fork
+    assert session.add(fork) is Outcome.FORK
+    assert [s.tokens for s in session.finish()] == [[1, 2, 3, 4, 5, 6, 7], [1, 2, 3, 4, 9, 8]]
+
+
+def test_a_delta_whose_base_the_session_does_not_hold_is_invalid():
+    session = SessionAssembler()
+    session.add(Call("c1", [1, 2], [3], [-0.1], [0]))
+    with pytest.raises(InvalidCall, match="not stored"):
+        session.add(Call("c2", [4], [5], [-0.1], [0], PromptBase("nope", 1)))
+    with pytest.raises(InvalidCall, match="not stored"):
+        session.add(Call("c3", [4], [5], [-0.1], [0], PromptBase("c1", 4)))  # longer than c1's 3 ids
+    assert session.add(Call("c2", [4], [5], [-0.1], [0], PromptBase("c1", 3))) is Outcome.EXTENSION  # not seen
+
+
+def test_a_truncated_session_counts_a_delta_without_resolving_it():
+    session = SessionAssembler(AssemblerConfig(max_tokens=4))
+    session.add(Call("c1", [1, 2], [3], [-0.1], [0]))
+    assert session.add(Call("c2", [1, 2, 3, 4], [5], [-0.1], [0])) is Outcome.TRUNCATED
+    assert session.add(Call("c3", [6], [7], [-0.1], [0], PromptBase("c2", 5))) is Outcome.TRUNCATED

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from seamlessflow.core.assembler import AssemblerConfig, Selection, SessionAssembler
 from seamlessflow.core.assembly_invariants import check_against_calls
-from seamlessflow.core.prefix_tree import Call, Outcome
+from seamlessflow.core.prefix_tree import Call, Outcome, PromptBase
 
 TOKENS = st.integers(min_value=0, max_value=4)
 
@@ -115,3 +115,33 @@ def test_very_long_histories(sent):
     calls = {c.call_id: c for c in sent}
     for seq in session.finish():
         assert check_against_calls(seq, calls) == []
+
+
+def as_deltas(sent: list[Call]) -> list[Call]:
+    """The calls as a proxy records them with prompt deltas: against the earlier call (first sending) whose
+    sequence shares the longest prefix with the prompt, when that prefix is not empty."""
+    sequences: dict[str, list[int]] = {}
+    out = []
+    for call in sent:
+        prompt = list(call.prompt_ids)
+        best, length = None, 0
+        for call_id, seq in sequences.items():
+            n = next((i for i, (a, b) in enumerate(zip(seq, prompt, strict=False)) if a != b), min(len(seq), len(prompt)))
+            if n > length:
+                best, length = call_id, n
+        sequences.setdefault(call.call_id, prompt + list(call.completion_ids))
+        if best is None:
+            out.append(call)
+        else:
+            out.append(Call(call.call_id, prompt[length:], call.completion_ids, call.logprobs, call.versions,
+                            PromptBase(best, length)))
+    return out
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sessions())
+def test_a_session_recorded_as_prompt_deltas_assembles_to_the_same_sequences(sent):
+    full, _ = assemble(sent)
+    delta, _ = assemble(as_deltas(sent))
+    assert delta.finish() == full.finish()
+    assert delta.counts == full.counts

@@ -7,13 +7,17 @@ import time
 
 import openai
 
+from seamlessflow.assembler.convert import with_whole_prompts
 from seamlessflow.kafka.io import MessageProducer, read_messages
-from seamlessflow.messages import CommandAck, ControlCommand, new_id, now_ms
+from seamlessflow.messages import CommandAck, ControlCommand, TokenIO, new_id, now_ms
 from seamlessflow.topics import Topics
 
 
 async def session_events(settings, codec, session_id=None):
+    """The session-events messages (of one session), prompts recorded as deltas made whole."""
     messages = await asyncio.to_thread(read_messages, settings, Topics(settings).session_events, codec)
+    calls = iter(with_whole_prompts(m for m in messages if isinstance(m, TokenIO)))
+    messages = [next(calls) if isinstance(m, TokenIO) else m for m in messages]
     return [m for m in messages if session_id is None or m.session_id == session_id]
 
 
