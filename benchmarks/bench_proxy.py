@@ -141,10 +141,13 @@ def main() -> None:
         stop(list(reversed(procs)))
 
 
-def start_proxies(client, engine: str, count: int, work: Path, tree: Path = ROOT) -> tuple[list[subprocess.Popen], str]:
-    """`count` proxy processes on one port, as `up` starts them for `proxy.workers: count` (from `tree`)."""
+def start_proxies(client, engine: str, count: int, work: Path, tree: Path = ROOT,
+                  **options) -> tuple[list[subprocess.Popen], str]:
+    """`count` proxy processes on one port, as `up` starts them for `proxy.workers: count` (from `tree`), with
+    further `proxy` config `options`."""
     port = free_port()
-    config = {**client.model_dump(mode="json"), "proxy": {"port": port, "workers": count, "engines": [{"id": "stub", "url": engine}]}}
+    config = {**client.model_dump(mode="json"),
+              "proxy": {"port": port, "workers": count, "engines": [{"id": "stub", "url": engine}], **options}}
     config_path = work / f"config-{count}-{port}.yaml"
     config_path.write_text(yaml.safe_dump(config))
     worker_args = [[]] if count == 1 else [["--worker", str(i)] for i in range(count)]
