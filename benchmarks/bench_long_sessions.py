@@ -9,13 +9,13 @@ prompt, the engine's completion and a tool output (`--tool-ids` random ids), fro
 is still open (the assembler holds it whole), the assembler's resident memory is sampled, then every
 session ends at once.
 
-Reported per form: calls/s while the sessions run, bytes per call on the session-events topic, proxy and
+Reported per form and round (`--rounds`, forms alternating), with the deltas/whole ratios of the medians: calls/s while the sessions run, bytes per call on the session-events topic, proxy and
 assembler CPU per call, the assembler's resident memory per open session, and the latency from each
 `/end`'s answer to its trajectory on the trajectories topic (p50/p99); then the same for `--short` sessions
 of `--short-turns` turns, all at once (deltas on), with the number of trajectories that came out.
 
     .venv/bin/python benchmarks/bench_long_sessions.py [--sessions 16] [--turns 48] [--tool-ids 300]
-        [--completion 100] [--short 1000] [--short-turns 4] [--forms whole,deltas]
+        [--completion 100] [--short 1000] [--short-turns 4] [--forms whole,deltas] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -186,6 +186,7 @@ def main() -> None:
     parser.add_argument("--short", type=int, default=1000, help="concurrent short sessions (0: skip)")
     parser.add_argument("--short-turns", type=int, default=4)
     parser.add_argument("--forms", default="whole,deltas", help="prompt forms to compare: whole, deltas")
+    parser.add_argument("--rounds", type=int, default=2, help="long-session runs per form, alternating forms")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="bench-long-"))
     broker = LocalBroker(work / "broker").start()
@@ -196,13 +197,17 @@ def main() -> None:
         url = f"http://127.0.0.1:{engine_port}"
         print(f"StubEngine (fake, no delay); one proxy and one assembler process; {psutil.cpu_count()} cores")
         long_shape = Shape(args.turns, args.first_ids, args.tool_ids, args.completion)
-        results = {}
-        for form in args.forms.split(","):
-            results[form] = measure(broker, url, work, f"long-{form}", long_shape, args.sessions, form == "deltas")
-            show(f"long, prompts {form}", results[form])
+        results: dict[str, list[dict]] = {}
+        for r in range(args.rounds):  # forms alternate, so a change in the machine's load hits both
+            for form in args.forms.split(","):
+                results.setdefault(form, []).append(
+                    measure(broker, url, work, f"long-{form}-{r}", long_shape, args.sessions, form == "deltas"))
+                show(f"round {r}, long, prompts {form}", results[form][-1])
         if {"whole", "deltas"} <= results.keys():
             for key in ("bytes/call", "assembler CPU/call", "proxy CPU/call", "MiB/open session", "calls/s"):
-                print(f"long, deltas / whole, {key}: {results['deltas'][key] / results['whole'][key]:.3f}")
+                ratio = (statistics.median(f[key] for f in results["deltas"])
+                         / statistics.median(f[key] for f in results["whole"]))
+                print(f"long, deltas / whole, {key} (medians of {args.rounds} rounds): {ratio:.3f}")
         if args.short:
             short = measure(broker, url, work, "short", Shape(args.short_turns, 64, 16, 16), args.short, True)
             show("short, prompts deltas", short)

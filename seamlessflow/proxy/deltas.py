@@ -14,6 +14,7 @@ served by another proxy worker, evicted under the memory budget) is simply recor
 
 from __future__ import annotations
 
+from array import array
 from collections import OrderedDict, deque
 
 import numpy as np
@@ -66,9 +67,7 @@ def shared_prefix(a: np.ndarray, b: np.ndarray) -> int:
     return int(differ[0]) if differ.size else n
 
 
-def as_ids(values: list[int]) -> np.ndarray | None:
-    """Token ids as int32, None when one does not fit (the codec then refuses the record anyway)."""
-    try:
-        return np.asarray(values, dtype=np.int32)
-    except (OverflowError, ValueError, TypeError):
-        return None
+def token_sequence(prompt_ids: list[int], completion_ids: list[int]) -> np.ndarray:
+    """A choice's prompt, then its completion, as int32, converted once per call (~0.3 ms at 19k ids): the
+    event id's digest runs over its bytes and it is kept as a base. OverflowError for an id beyond int32."""
+    return np.frombuffer(array("i", [*prompt_ids, *completion_ids]), dtype=np.int32)

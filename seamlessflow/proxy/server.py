@@ -9,7 +9,6 @@ events cannot be confirmed the agent gets a retryable 503 (non-streaming) or an 
 
 from __future__ import annotations
 
-import array
 import asyncio
 import hashlib
 import json
@@ -32,7 +31,7 @@ from seamlessflow.core.episodes import EpisodeStatus
 from seamlessflow.core.routing import parse_profile
 from seamlessflow.messages import EpisodeEnd, TokenIO, now_ms
 from seamlessflow.proxy.config import ProxyConfig
-from seamlessflow.proxy.deltas import PromptBases, as_ids
+from seamlessflow.proxy.deltas import PromptBases, token_sequence
 from seamlessflow.proxy.errors import ProxyError, error_response
 from seamlessflow.proxy.generation import CallRun, ClientGone, PauseGate, UpstreamRejected
 from seamlessflow.proxy.metrics import ProxyMetrics
@@ -261,10 +260,10 @@ class ProxyServer:
         queue_ms, first_ms, total_ms = run.timings_ms()
         events, sequences = [], []
         for choice in run.capture.choices:
-            prompt = as_ids(choice.prompt_ids) if self.config.prompt_deltas else None
-            base = self.bases.base_for(session_id, prompt) if prompt is not None else None
+            sequence, n_prompt = token_sequence(choice.prompt_ids, choice.completion_ids), len(choice.prompt_ids)
+            base = self.bases.base_for(session_id, sequence[:n_prompt]) if self.config.prompt_deltas else None
             events.append(TokenIO(
-                event_id=event_id(call_id, choice.index, choice.prompt_ids, choice.completion_ids),
+                event_id=event_id(call_id, choice.index, n_prompt, sequence),
                 session_id=session_id,
                 team=team,
                 run=self.settings.run,
@@ -283,11 +282,10 @@ class ProxyServer:
                 prompt_base_id=base[0] if base else None,
                 prompt_base_tokens=base[1] if base else 0,
             ))
-            completion = as_ids(choice.completion_ids) if prompt is not None else None
-            sequences.append(np.concatenate([prompt, completion]) if completion is not None else None)
+            sequences.append(sequence)
         await self._publish_all(events, session_id)
-        for event, sequence in zip(events, sequences, strict=True):
-            if sequence is not None:
+        if self.config.prompt_deltas:
+            for event, sequence in zip(events, sequences, strict=True):
                 self.bases.remember(session_id, event.event_id, sequence)
         state = self.sessions.get(session_id)
         if state is not None:
@@ -456,12 +454,13 @@ def json_reply(body: Any, headers: dict[str, str]) -> web.Response:
     return web.Response(body=orjson.dumps(body), content_type="application/json", headers=headers)
 
 
-def event_id(call_id: str, choice: int, prompt_ids: list[int], completion_ids: list[int]) -> str:
+def event_id(call_id: str, choice: int, n_prompt: int, sequence: np.ndarray) -> str:
     """`<call_id>-<tokens digest>.<choice>`. A client retry under the same Idempotency-Key keeps the call id
     (recognisable downstream), and a copy of the same record keeps the whole id (de-duplicated). But when the
     first attempt was recorded and its reply lost (the proxy died between Kafka's acknowledgement and the
     reply), the retry generates anew: different tokens, so a different id, and both are kept (a fork) instead
-    of the first shadowing the tokens the agent actually received (found by a chaos run)."""
-    tokens = len(prompt_ids).to_bytes(4, "little") + array.array("i", prompt_ids + completion_ids).tobytes()
+    of the first shadowing the tokens the agent actually received (found by a chaos run). The digest runs
+    over the prompt's length and the choice's int32 sequence (`deltas.token_sequence`)."""
+    tokens = n_prompt.to_bytes(4, "little") + sequence.tobytes()
     digest = hashlib.blake2b(tokens, digest_size=4).hexdigest()
     return f"{call_id}-{digest}.{choice}"

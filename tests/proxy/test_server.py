@@ -132,9 +132,11 @@ async def test_models_are_listed(proxy):
 
 
 def test_event_ids_keep_the_call_id_and_change_only_with_the_tokens():
+    from seamlessflow.proxy.deltas import token_sequence
     from seamlessflow.proxy.server import event_id
 
-    first = event_id("c1", 0, [1, 2], [3, 4])
-    assert first == event_id("c1", 0, [1, 2], [3, 4]) and first.startswith("c1-") and first.endswith(".0")
-    assert event_id("c1", 0, [1, 2], [3, 5]) != first  # a retry that generated anew is its own record
-    assert event_id("c1", 1, [1, 2], [3, 4]) != first
+    first = event_id("c1", 0, 2, token_sequence([1, 2], [3, 4]))
+    assert first == event_id("c1", 0, 2, token_sequence([1, 2], [3, 4])) and first.startswith("c1-") and first.endswith(".0")
+    assert event_id("c1", 0, 2, token_sequence([1, 2], [3, 5])) != first  # a retry that generated anew is its own record
+    assert event_id("c1", 1, 2, token_sequence([1, 2], [3, 4])) != first
+    assert event_id("c1", 0, 3, token_sequence([1, 2, 3], [4])) != first  # where the prompt ends counts too
