@@ -12,6 +12,10 @@ The proxy implements the cut and the labelling (seamlessflow/proxy/control.py: `
 3. once every such load is acknowledged (or its resource failed, or the timeout passed): `resume` every
    proxy with `weight_version = v`.
 
+A scheduler that dies between 1 and 3 leaves the proxies paused, and its successor starts with no update
+in hand: a proxy whose heartbeat says it is paused by the newest command it was ever issued ("stranded")
+is resumed when no update is under way (found by a chaos run: every call queued until its timeout).
+
 Proxies are discovered from the status topic (kind `proxy`); with none, engine commands pass unchanged.
 """
 
@@ -41,11 +45,13 @@ class ProxySync:
     update: ProxyUpdate | None = None
 
     def filter(self, proxies: dict[str, int], stamped: list[tuple[int, Command]], epochs: EpochBook, now: float,
-               gone: set[str]) -> tuple[list[tuple[int, Command]], list[tuple[int, Command]]]:
+               gone: set[str], stranded: frozenset[str] = frozenset(),
+               ) -> tuple[list[tuple[int, Command]], list[tuple[int, Command]]]:
         """Returns (engine commands to publish now, proxy commands to publish before them).
 
         `proxies`: live proxy id -> the version it labels now; `stamped`: the policy's (epoch, command)
-        pairs; `gone`: engine ids that failed (their loads are no longer awaited). Only the commands of
+        pairs; `gone`: engine ids that failed (their loads are no longer awaited); `stranded`: live proxies
+        left paused by an update nobody finishes (resumed when none is under way). Only the commands of
         engines that load weights are held; role switches of other resources always pass."""
         if not proxies:
             return stamped, []
@@ -55,7 +61,7 @@ class ProxySync:
         free = [(e, c) for e, c in stamped if c.resource_id not in loading]
         if self.update is None:
             if wanted <= max(self.labelled_version, min(proxies.values())):
-                return stamped, []
+                return stamped, [(epochs.issue(p), Resume(p)) for p in sorted(stranded & proxies.keys())]
             self.update = ProxyUpdate(wanted, {p: epochs.issue(p) for p in sorted(proxies)}, now)
             _unissue(held, epochs)
             return free, [(e, Pause(p)) for p, e in self.update.pause_epochs.items()]

@@ -155,7 +155,8 @@ class SchedulerService:
         if self.options.coordinate_proxy:
             gone = {rid for rid, t in self.view.tracked.items() if t.reported.state is ResourceState.FAILED}
             proxies = self.view.live_proxies(now, self.options.heartbeat_timeout_s)
-            pairs, proxy_commands = self.proxy_sync.filter(proxies, pairs, self.view.epochs, now, gone)
+            pairs, proxy_commands = self.proxy_sync.filter(proxies, pairs, self.view.epochs, now, gone,
+                                                           self.view.stranded_proxies())
         messages = [self._send(e, c) for e, c in proxy_commands if isinstance(c, Pause)]
         for epoch, command in pairs:
             messages.append(self._send(epoch, command))

@@ -52,6 +52,7 @@ class ClusterView:
     arrivals: deque[float] = field(default_factory=deque)
     last_ack: dict[str, CommandAck] = field(default_factory=dict)
     proxies: dict[str, tuple[int, float]] = field(default_factory=dict)  # live proxy -> (version, heartbeat)
+    paused_proxies: dict[str, int] = field(default_factory=dict)  # proxy whose last heartbeat said paused -> its epoch
 
     def on_status(self, status: ResourceStatus, now: float) -> None:
         if status.kind is ResourceKind.PROXY:
@@ -85,10 +86,20 @@ class ClusterView:
             self.proxies.pop(status.resource_id, None)
         else:
             self.proxies[status.resource_id] = (status.weight_version, now)
+        if state_of(status) is ResourceState.PAUSED:
+            self.paused_proxies[status.resource_id] = status.epoch
+        else:
+            self.paused_proxies.pop(status.resource_id, None)
 
     def live_proxies(self, now: float, timeout_s: float) -> dict[str, int]:
         """Proxies heard from within `timeout_s`, with the version each labels now."""
         return {rid: version for rid, (version, seen) in self.proxies.items() if now - seen <= timeout_s}
+
+    def stranded_proxies(self) -> frozenset[str]:
+        """Proxies whose latest heartbeat says paused, by the newest command ever issued to them (its epoch):
+        nothing since will resume them. A heartbeat from before a newer command does not count, so a resume
+        in flight is not sent again."""
+        return frozenset(p for p, epoch in self.paused_proxies.items() if epoch >= self.epochs.issued.get(p, 0))
 
     def on_ack(self, ack: CommandAck) -> None:
         tracked = self.tracked.get(ack.resource_id)

@@ -43,3 +43,12 @@ def test_without_proxies_or_when_already_labelled_commands_pass():
     update = weight_update(epochs, "r0", 1)
     assert sync.filter({}, update, epochs, 0.0, set()) == (update, [])
     assert sync.filter({"proxy": 1}, update, epochs, 0.0, set()) == (update, [])
+
+
+def test_a_stranded_proxy_is_resumed_when_no_update_is_under_way():
+    epochs, sync = EpochBook(issued={"proxy": 9}), ProxySync(timeout_s=30)  # a successor scheduler
+    out, proxy = sync.filter({"proxy": 4}, [], epochs, 0.0, set(), frozenset({"proxy"}))
+    assert (out, proxy) == ([], [(10, Resume("proxy"))])
+    update = weight_update(epochs, "r0", 5)  # a new version wanted: the usual pause, load, resume instead
+    _, proxy = sync.filter({"proxy": 4}, update, epochs, 1.0, set(), frozenset({"proxy"}))
+    assert [c.kind for _, c in proxy] == ["pause"]

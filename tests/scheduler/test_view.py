@@ -89,3 +89,15 @@ def test_hardware_tags_reach_the_resources_the_scheduler_sees():
     v.on_status(status("r0", 0, "rollout", hardware=("bandwidth", "h20")), now=0.0)
     [seen] = v.resources(now=1.0)
     assert seen.hardware_tags == frozenset({"bandwidth", "h20"}) and seen.tags == frozenset({"rollout"})
+
+
+def test_a_proxy_paused_by_its_newest_command_is_stranded_until_a_newer_one_is_issued():
+    v = view()
+    paused = status("proxy", 0, "proxy", state="paused", kind="proxy")
+    paused.epoch = 9
+    v.on_status(paused, now=0.0)  # a restarted scheduler reads the pause of one that died mid-update
+    assert v.stranded_proxies() == {"proxy"}
+    v.epochs.issue("proxy")  # the resume (epoch 10) is in flight: the old heartbeat no longer counts
+    assert v.stranded_proxies() == frozenset()
+    v.on_status(status("proxy", 1, "proxy", kind="proxy"), now=1.0)
+    assert v.stranded_proxies() == frozenset()
