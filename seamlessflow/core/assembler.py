@@ -13,7 +13,7 @@ import json
 import zlib
 from dataclasses import dataclass, replace
 
-from seamlessflow.core.prefix_tree import Call, InvalidCall, LineageEntry, Outcome, PrefixTree
+from seamlessflow.core.prefix_tree import Call, InvalidCall, LineageEntry, Outcome, PrefixTree, as_ids
 
 
 class Selection(enum.Enum):
@@ -89,7 +89,7 @@ class SessionAssembler:
         if head is None:
             raise InvalidCall(f"call {call.call_id!r}: its prompt base, {base.tokens} ids of call {base.call_id!r}, "
                               "is not stored in this session")
-        return replace(call, prompt_ids=head + list(call.prompt_ids), prompt_base=None)
+        return replace(call, prompt_ids=head + as_ids(call.prompt_ids, call.call_id, "prompt ids"), prompt_base=None)
 
     def finish(self) -> list[AssembledSequence]:
         """The session's trajectories (all leaves, or the longest one), in branch id order."""

@@ -9,13 +9,19 @@ a branch; every leaf of the tree is one training sequence.
 The tree is a radix tree kept in a flat list of nodes, so it serialises to plain data. Stored
 tokens are never changed: a fork may split a node in two, but every leaf's sequence stays the same.
 Each leaf keeps its *lineage*: which call wrote which token range, so invariants can be checked.
+
+Nodes hold typed arrays (int32 ids and versions, a byte mask, float64 logprobs: 17 bytes a token), not
+Python lists (~85 bytes a token: a pointer and an int or float object each): an open agent session of 19k
+tokens is held for its whole episode, and thousands of them share one assembler worker. Same-type arrays
+also compare in C, so matching a prompt against a node is a memcmp, not a walk over int objects.
 """
 
 from __future__ import annotations
 
 import enum
+from array import array
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 NOT_GENERATED_LOGPROB = 0.0
 NOT_GENERATED_VERSION = -1
@@ -62,6 +68,27 @@ class Call:
             raise InvalidCall(f"call {self.call_id!r}: a prompt base of {self.prompt_base.tokens} tokens")
 
 
+def as_ids(values: Sequence[int], call_id: str, what: str = "ids") -> array:
+    """`values` as an int32 array (the wire's id type), or InvalidCall for a value that is not one."""
+    if isinstance(values, array) and values.typecode == "i":
+        return values
+    try:
+        return array("i", values)
+    except (OverflowError, TypeError) as error:
+        raise InvalidCall(f"call {call_id!r}: {what} that are not int32 ({error})") from None
+
+
+def as_stored(call: Call) -> Call:
+    """The call with its fields as the arrays the tree stores (InvalidCall before anything is stored)."""
+    try:
+        logprobs = array("d", call.logprobs)
+    except TypeError as error:
+        raise InvalidCall(f"call {call.call_id!r}: logprobs that are not floats ({error})") from None
+    return replace(call, prompt_ids=as_ids(call.prompt_ids, call.call_id, "prompt ids"),
+                   completion_ids=as_ids(call.completion_ids, call.call_id, "completion ids"),
+                   logprobs=logprobs, versions=as_ids(call.versions, call.call_id, "versions"))
+
+
 class Outcome(enum.Enum):
     """What a call did to the session's tree."""
 
@@ -75,25 +102,36 @@ class Outcome(enum.Enum):
 
 @dataclass
 class _Node:
-    tokens: list[int]
-    mask: list[int]
-    logprobs: list[float]
-    versions: list[int]
+    tokens: array  # int32
+    mask: array  # int8, 0/1
+    logprobs: array  # float64
+    versions: array  # int32
     parent: int  # -1 for a root
     start: int  # absolute position of tokens[0] in any sequence through this node
     children: list[int] = field(default_factory=list)
     branch: int = -1  # branch id when this node is a leaf
 
+    @classmethod
+    def empty(cls, parent: int, start: int, branch: int) -> _Node:
+        return cls(array("i"), array("b"), array("d"), array("i"), parent=parent, start=start, branch=branch)
+
     def append(self, gap: Sequence[int], call: Call) -> None:
-        n_gap = len(gap)
-        self.tokens += gap
-        self.tokens += call.completion_ids
-        self.mask += [0] * n_gap
-        self.mask += [1] * len(call.completion_ids)
-        self.logprobs += [NOT_GENERATED_LOGPROB] * n_gap
-        self.logprobs += call.logprobs
-        self.versions += [NOT_GENERATED_VERSION] * n_gap
-        self.versions += call.versions
+        """The gap (fed ids) then the call's completion; `call` holds arrays (`as_stored`), which extend
+        an array of their own type by one copy."""
+        n_gap, n_out = len(gap), len(call.completion_ids)
+        self.tokens.extend(gap)
+        self.tokens.extend(call.completion_ids)
+        self.mask += _ZERO_MASK * n_gap
+        self.mask += _ONE_MASK * n_out
+        self.logprobs += _NOT_GENERATED_LOGPROBS * n_gap
+        self.logprobs.extend(call.logprobs)
+        self.versions += _NOT_GENERATED_VERSIONS * n_gap
+        self.versions.extend(call.versions)
+
+
+_ZERO_MASK, _ONE_MASK = array("b", [0]), array("b", [1])
+_NOT_GENERATED_LOGPROBS = array("d", [NOT_GENERATED_LOGPROB])
+_NOT_GENERATED_VERSIONS = array("i", [NOT_GENERATED_VERSION])
 
 
 @dataclass(frozen=True)
@@ -134,17 +172,17 @@ class Leaf:
     last_call: Call
 
 
-def common_prefix_len(stored: list[int], prompt: Sequence[int], pos: int) -> int:
-    """Length of the common prefix of ``stored`` and ``prompt[pos:]``."""
+def common_prefix_len(stored: array, prompt: array, pos: int) -> int:
+    """Length of the common prefix of ``stored`` and ``prompt[pos:]`` (int32 arrays: compared in C)."""
     n = min(len(stored), len(prompt) - pos)
     if n <= 0:
         return 0
-    if stored[:n] == list(prompt[pos : pos + n]):
+    if stored[:n] == prompt[pos : pos + n]:
         return n
     lo, hi = 0, n  # invariant: stored[:lo] matches, stored[:hi] does not
     while hi - lo > 1:
         mid = (lo + hi) // 2
-        if stored[:mid] == list(prompt[pos : pos + mid]):
+        if stored[:mid] == prompt[pos : pos + mid]:
             lo = mid
         else:
             hi = mid
@@ -165,6 +203,7 @@ class PrefixTree:
 
     def longest_match(self, prompt: Sequence[int]) -> Match:
         """Deepest place the prompt reaches; ties prefer ending at a leaf, then the newest node."""
+        prompt = as_ids(prompt, "(a prompt)")
         best = Match(-1, 0, 0)
         best_rank = (0, False, -1)
         stack = [(root, 0) for root in self.roots]
@@ -199,6 +238,7 @@ class PrefixTree:
         With a ``budget``, a call that would push the stored token count above it is not stored
         and the outcome is TRUNCATED.
         """
+        call = as_stored(call)
         outcome, match = self.classify(call.prompt_ids)
         added = len(call.prompt_ids) - match.length + len(call.completion_ids)
         if budget is not None and self.total_tokens + added > budget:
@@ -229,7 +269,7 @@ class PrefixTree:
         self._new_leaf(parent=node_id, start=match.length, call=call, lineage=lineage)
 
     def _new_leaf(self, parent: int, start: int, call: Call, lineage: list[LineageEntry]) -> None:
-        node = _Node([], [], [], [], parent=parent, start=start, branch=len(self.branches))
+        node = _Node.empty(parent=parent, start=start, branch=len(self.branches))
         node.append(call.prompt_ids[start:], call)
         node_id = len(self.nodes)
         self.nodes.append(node)
@@ -264,14 +304,14 @@ class PrefixTree:
 
     # -- reading ----------------------------------------------------------------------------
 
-    def sequence_prefix(self, call_id: str, n: int) -> list[int] | None:
+    def sequence_prefix(self, call_id: str, n: int) -> array | None:
         """The first `n` ids of a stored call's sequence (its prompt, then its completion); None when the call
         is not stored here or its sequence is shorter than `n`. Stored tokens never change, so the ids are the
         call's whatever was added to the tree since."""
         found = self.sequence_ends.get(call_id)
         if found is None or not 0 <= n <= found[1]:
             return None
-        out: list[int] = []
+        out = array("i")
         for node in self._path(self.branches[found[0]].leaf):
             if len(out) + len(node.tokens) >= n:
                 return out + node.tokens[: n - len(out)]
@@ -293,20 +333,22 @@ class PrefixTree:
 
     def leaf(self, branch_id: int) -> Leaf:
         branch = self.branches[branch_id]
-        tokens, mask, logprobs, versions = [], [], [], []
+        tokens, mask, logprobs, versions = array("i"), array("b"), array("d"), array("i")
         for node in self._path(branch.leaf):
             tokens += node.tokens
             mask += node.mask
             logprobs += node.logprobs
             versions += node.versions
-        return Leaf(branch_id, tokens, mask, logprobs, versions, tuple(branch.lineage), branch.last_call)
+        return Leaf(branch_id, tokens.tolist(), mask.tolist(), logprobs.tolist(), versions.tolist(),
+                    tuple(branch.lineage), branch.last_call)
 
     # -- plain data -------------------------------------------------------------------------
 
     def to_dict(self) -> dict:
         return {
             "nodes": [
-                [n.tokens, n.mask, n.logprobs, n.versions, n.parent, n.start, n.children, n.branch]
+                [n.tokens.tolist(), n.mask.tolist(), n.logprobs.tolist(), n.versions.tolist(), n.parent, n.start,
+                 list(n.children), n.branch]
                 for n in self.nodes
             ],
             "roots": self.roots,
@@ -320,10 +362,13 @@ class PrefixTree:
     @classmethod
     def from_dict(cls, data: dict) -> PrefixTree:
         tree = cls()
-        tree.nodes = [_Node(*[_copy(x) for x in n]) for n in data["nodes"]]
+        tree.nodes = [
+            _Node(array("i", t), array("b", m), array("d", lp), array("i", v), parent, start, list(children), branch)
+            for t, m, lp, v, parent, start, children, branch in data["nodes"]
+        ]
         tree.roots = list(data["roots"])
         tree.branches = [
-            _Branch(leaf, [LineageEntry(*e) for e in lineage], _call_from_list(call))
+            _Branch(leaf, [LineageEntry(*e) for e in lineage], as_stored(_call_from_list(call)))
             for leaf, lineage, call in data["branches"]
         ]
         tree.total_tokens = data["total_tokens"]
@@ -342,10 +387,6 @@ def _lineage_upto(lineage: list[LineageEntry], length: int) -> list[LineageEntry
             break
         kept.append(LineageEntry(entry.call_id, entry.start, min(entry.end, length)))
     return kept
-
-
-def _copy(value):
-    return list(value) if isinstance(value, list) else value
 
 
 def _call_to_list(call: Call) -> list:

@@ -109,7 +109,7 @@ def test_a_prompt_delta_is_the_base_sequences_ids_then_its_own():
     session = SessionAssembler()
     session.add(Call("c1", [1, 2, 3], [4, 5], [-0.1, -0.2], [0, 0]))
     delta = Call("c2", [6], [7], [-0.3], [1], PromptBase("c1", 5))
-    assert session.resolve(delta).prompt_ids == [1, 2, 3, 4, 5, 6]
+    assert list(session.resolve(delta).prompt_ids) == [1, 2, 3, 4, 5, 6]
     assert session.add(delta) is Outcome.EXTENSION
     fork = Call("c3", [9], [8], [-0.4], [1], PromptBase("c2", 4))  # cuts inside c1's completion: a fork
     assert session.add(fork) is Outcome.FORK

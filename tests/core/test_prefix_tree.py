@@ -1,5 +1,7 @@
 """Readable cases for the prefix tree: small ids so each case is visible at a glance."""
 
+from array import array
+
 import pytest
 
 from seamlessflow.core.prefix_tree import Call, InvalidCall, Outcome, PrefixTree, common_prefix_len
@@ -10,12 +12,16 @@ def call(call_id, prompt, completion, version=0):
                 [version] * len(completion))
 
 
+def ids(*values):
+    return array("i", values)
+
+
 def test_common_prefix_len():
-    assert common_prefix_len([1, 2, 3], [1, 2, 3, 4], 0) == 3
-    assert common_prefix_len([1, 2, 9], [1, 2, 3], 0) == 2
-    assert common_prefix_len([3, 4], [1, 2, 3, 4], 2) == 2
-    assert common_prefix_len([5], [1, 2], 0) == 0
-    assert common_prefix_len([1, 2], [1, 2], 2) == 0
+    assert common_prefix_len(ids(1, 2, 3), ids(1, 2, 3, 4), 0) == 3
+    assert common_prefix_len(ids(1, 2, 9), ids(1, 2, 3), 0) == 2
+    assert common_prefix_len(ids(3, 4), ids(1, 2, 3, 4), 2) == 2
+    assert common_prefix_len(ids(5), ids(1, 2), 0) == 0
+    assert common_prefix_len(ids(1, 2), ids(1, 2), 2) == 0
 
 
 def test_first_call_starts_a_root_with_prompt_masked_out():
@@ -129,3 +135,25 @@ def test_call_validation():
         Call("x", [1], [2, 3], [0.1], [0, 0]).validate()
     with pytest.raises(InvalidCall):
         Call("x", [], [], [], []).validate()
+
+
+def test_an_id_beyond_int32_is_refused_before_anything_is_stored():
+    tree = PrefixTree()
+    tree.insert(call("a", [1, 2], [3]))
+    with pytest.raises(InvalidCall, match="not int32"):
+        tree.insert(call("b", [1, 2, 3, 2**31], [4]))
+    with pytest.raises(InvalidCall, match="not int32"):
+        tree.insert(call("c", [1, 2, 3], [4], version=2**40))
+    assert [leaf.tokens for leaf in tree.leaves()] == [[1, 2, 3]] and tree.total_tokens == 3
+
+
+def test_nodes_hold_typed_arrays_and_leaves_read_out_as_lists():
+    tree = PrefixTree()
+    tree.insert(call("a", [1, 2], [3]))
+    tree.insert(call("b", [1, 2, 3, 4], [5]))
+    node = tree.nodes[0]
+    assert (node.tokens.typecode, node.mask.typecode, node.logprobs.typecode, node.versions.typecode) == \
+        ("i", "b", "d", "i")
+    leaf = tree.leaves()[0]
+    assert leaf.tokens == [1, 2, 3, 4, 5] and leaf.loss_mask == [0, 0, 1, 0, 1]
+    assert leaf.logprobs == [0.0, 0.0, -0.5, 0.0, -0.5] and leaf.versions == [-1, -1, 0, -1, 0]

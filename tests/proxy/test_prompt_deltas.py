@@ -59,7 +59,7 @@ async def test_the_assembler_rebuilds_the_session_bit_for_bit(proxy, settings, c
     generated = {len(prompt) + k for prompt in prompts for k in range(3)}
     assert sequence.tokens == expected
     assert sequence.loss_mask == [int(p in generated) for p in range(len(expected))]
-    assert sequence.last_call.prompt_ids == last and sequence.last_call.prompt_base is None
+    assert list(sequence.last_call.prompt_ids) == last and sequence.last_call.prompt_base is None
 
 
 async def test_a_chat_prompt_shares_only_its_common_prefix(proxy, settings, codec):
