@@ -15,6 +15,15 @@ from seamlessflow.kafka.admin import ensure_topics
 from tests.proxy.vllm_fixture import vllm_engine, vllm_model_dir  # noqa: F401 - fixtures
 
 
+def pytest_itemcollected(item):
+    """Groups for pytest-xdist (`make test` runs two workers with `--dist loadgroup`): a file's tests stay on
+    one worker, in order (several files share a module-scoped service that each test leaves serving), and
+    every test of the one vLLM engine goes to the same worker, so the engine starts once. Marked as each test
+    is collected, before xdist reads the marks into the node ids. Without xdist the marks do nothing."""
+    group = "vllm-engine" if "vllm_engine" in item.fixturenames else item.nodeid.split("::")[0]
+    item.add_marker(pytest.mark.xdist_group(group))
+
+
 @pytest.fixture(scope="session")
 def broker(tmp_path_factory) -> LocalBroker:
     """One single-node Kafka for the whole test session; tests isolate themselves by topic prefix."""

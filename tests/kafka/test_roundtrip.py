@@ -76,18 +76,19 @@ def test_read_topic_returns_on_a_topic_that_is_written_all_the_time(settings, co
 
     topic = Topics(settings).status
     producer = MessageProducer(settings, codec)
-    stop = threading.Event()
+    stop, first_written = threading.Event(), threading.Event()
 
     def heartbeat():
         while not stop.is_set():
             producer.send(topic, "gpu-0", SAMPLES[5])
             producer.flush()
+            first_written.set()
             time.sleep(0.05)
 
     writer = threading.Thread(target=heartbeat, daemon=True)
     writer.start()
     try:
-        time.sleep(0.5)
+        assert first_written.wait(30)  # on a loaded machine the first delivery can take seconds
         records = list(read_topic(settings, topic, codec, timeout_s=20))
         assert records and all(r.message == SAMPLES[5] for r in records)
     finally:
