@@ -70,23 +70,26 @@ class Call:
 
 def as_ids(values: Sequence[int], call_id: str, what: str = "ids") -> array:
     """`values` as an int32 array (the wire's id type), or InvalidCall for a value that is not one."""
-    if isinstance(values, array) and values.typecode == "i":
-        return values
-    try:
-        return array("i", values)
-    except (OverflowError, TypeError) as error:
-        raise InvalidCall(f"call {call_id!r}: {what} that are not int32 ({error})") from None
+    return _typed("i", values, call_id, what)
 
 
 def as_stored(call: Call) -> Call:
     """The call with its fields as the arrays the tree stores (InvalidCall before anything is stored)."""
-    try:
-        logprobs = array("d", call.logprobs)
-    except TypeError as error:
-        raise InvalidCall(f"call {call.call_id!r}: logprobs that are not floats ({error})") from None
     return replace(call, prompt_ids=as_ids(call.prompt_ids, call.call_id, "prompt ids"),
                    completion_ids=as_ids(call.completion_ids, call.call_id, "completion ids"),
-                   logprobs=logprobs, versions=as_ids(call.versions, call.call_id, "versions"))
+                   logprobs=_typed("d", call.logprobs, call.call_id, "logprobs"),
+                   versions=as_ids(call.versions, call.call_id, "versions"))
+
+
+def _typed(typecode: str, values: Sequence, call_id: str, what: str) -> array:
+    """`values` as an array of `typecode`, itself when it already is one (no copy on the hot path)."""
+    if isinstance(values, array) and values.typecode == typecode:
+        return values
+    try:
+        return array(typecode, values)
+    except (OverflowError, TypeError) as error:
+        kind = "int32" if typecode == "i" else "floats"
+        raise InvalidCall(f"call {call_id!r}: {what} that are not {kind} ({error})") from None
 
 
 class Outcome(enum.Enum):

@@ -144,6 +144,8 @@ def test_an_id_beyond_int32_is_refused_before_anything_is_stored():
         tree.insert(call("b", [1, 2, 3, 2**31], [4]))
     with pytest.raises(InvalidCall, match="not int32"):
         tree.insert(call("c", [1, 2, 3], [4], version=2**40))
+    with pytest.raises(InvalidCall, match="logprobs that are not floats"):
+        tree.insert(Call("d", [1, 2, 3], [4], ["x"], [0]))
     assert [leaf.tokens for leaf in tree.leaves()] == [[1, 2, 3]] and tree.total_tokens == 3
 
 
