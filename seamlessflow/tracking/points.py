@@ -6,13 +6,17 @@ Why from heartbeats: the trainer's heartbeat carries its last optimizer step's f
 trainer's `step` figure moves (a heartbeat repeating the same step adds nothing). Throughput is per step
 too: the rollout workers' `tokens_per_s` heartbeats are summed per heartbeat round and averaged over the
 time since the previous step. Evaluation records (topic `eval`) are pinned to a policy version and plotted
-at that version's training step when the weights topic said which step it was (else at the version).
+at that version's training step when the weights topic (or a trainer heartbeat) said which step it was.
+The eval and weights topics are read by one consumer with no order between them, so an eval of a version
+whose step is not known yet waits for it, `eval_wait_s` at most, and is then plotted at the version: a
+TensorBoard point cannot be moved once written.
 """
 
 from __future__ import annotations
 
 import json
 import math
+import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
@@ -73,21 +77,39 @@ class PointMaker:
     _rate_samples: list[float] = field(default_factory=list)
     _last_step_time_s: float | None = None
     _buffered: float | None = None
+    eval_wait_s: float = 10.0  # how long an eval waits for its version's step before it is plotted at the version
+    _waiting_evals: dict[int, list[tuple[EvalFigures, float]]] = field(default_factory=dict)
 
-    def feed(self, message: object) -> list[Point]:
+    def feed(self, message: object, now_s: float | None = None) -> list[Point]:
+        """The points `message` adds, and those of evals that waited too long; `now_s`: monotonic seconds."""
+        now_s = time.monotonic() if now_s is None else now_s
+        return self._points(message, now_s) + self.overdue(now_s)
+
+    def overdue(self, now_s: float) -> list[Point]:
+        """Points of the evals that waited `eval_wait_s` for their version's step, plotted at the version."""
+        late = [v for v, waiting in self._waiting_evals.items() if now_s - waiting[0][1] >= self.eval_wait_s]
+        return [p for version in late for p in self._release(version)]
+
+    def _points(self, message: object, now_s: float) -> list[Point]:
         if not self._ours(message):
             return []
         if isinstance(message, ResourceStatus):
             return self._status(message)
         if isinstance(message, WeightVersion):  # says exactly which step a version holds
             self.version_steps[message.version] = int(message.step)
-            return [Point("train/version", int(message.step), float(message.version), message.created_at_ms / 1000)]
+            return [Point("train/version", int(message.step), float(message.version), message.created_at_ms / 1000),
+                    *self._release(message.version)]
         result = message if isinstance(message, EvalFigures) else eval_result(message)
         if result is None:
             return []
-        step = self.version_steps.get(result.version, result.version)
-        wall = result.created_at_ms / 1000 if result.created_at_ms else 0.0
-        return [Point(f"eval/{name}", step, value, wall) for name, value in sorted(result.figures.items())]
+        if result.version not in self.version_steps:
+            self._waiting_evals.setdefault(result.version, []).append((result, now_s))
+            return []
+        return eval_points(result, self.version_steps[result.version])
+
+    def _release(self, version: int) -> list[Point]:
+        step = self.version_steps.get(version, version)
+        return [p for result, _ in self._waiting_evals.pop(version, []) for p in eval_points(result, step)]
 
     def _ours(self, message: object) -> bool:
         team, run = getattr(message, "team", None), getattr(message, "run", None)
@@ -105,11 +127,13 @@ class PointMaker:
         if status.kind != "trainer" or "step" not in status.figures:
             return []
         step = int(status.figures["step"])
-        if status.weight_version > 0:  # the first step a version was seen at (the weights topic may be compacted)
-            self.version_steps.setdefault(status.weight_version, step)
+        released = []
+        if status.weight_version > 0 and status.weight_version not in self.version_steps:
+            self.version_steps[status.weight_version] = step  # where it began (the weights topic may be compacted)
+            released = self._release(status.weight_version)
         if step <= self.trainer_steps.get(status.resource_id, 0) or "reward_mean" not in status.figures:
             self.trainer_steps.setdefault(status.resource_id, step)
-            return []
+            return released
         self.trainer_steps[status.resource_id] = step
         self.step = max(self.step, step)
         points = [Point(f"train/{name}", step, float(status.figures[name]), wall)
@@ -127,4 +151,9 @@ class PointMaker:
                 points.append(Point("throughput/trained_tokens_per_s", step,
                                     status.figures["tokens_trained"] / (wall - self._last_step_time_s), wall))
         self._last_step_time_s = wall
-        return points
+        return points + released
+
+
+def eval_points(result: EvalFigures, step: int) -> list[Point]:
+    wall = result.created_at_ms / 1000 if result.created_at_ms else 0.0
+    return [Point(f"eval/{name}", step, value, wall) for name, value in sorted(result.figures.items())]

@@ -3,12 +3,14 @@ configured trackers (`seamlessflow.tracking.trackers`).
 
 Why a separate service: the trainer's loop publishes a heartbeat and goes on; a slow, broken or unreachable
 tracker delays only this process. Offsets are committed after the trackers flushed, so a restarted sink
-goes on from there instead of writing every point twice.
+goes on from there instead of writing every point twice. An eval still waiting for its version's step
+(`PointMaker.eval_wait_s`) is written at its version when the sink stops; a crash in that window loses it.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 import threading
 import time
 from pathlib import Path
@@ -50,6 +52,7 @@ class MetricsSink:
     def step(self) -> int:
         """Reads what arrived, writes its points; returns how many points it wrote."""
         points = [p for incoming in self.follower.poll() for p in self.maker.feed(incoming.message)]
+        points += self.maker.overdue(time.monotonic())
         self.trackers.write(points)
         self.written += len(points)
         return len(points)
@@ -69,6 +72,7 @@ class MetricsSink:
                     self.flush()
                     last_flush = time.monotonic()
         finally:
+            self.trackers.write(self.maker.overdue(math.inf))  # evals still waiting: at their version, not lost
             self.flush()
             self.trackers.close()
             self.follower.close()

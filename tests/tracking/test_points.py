@@ -29,12 +29,22 @@ def test_rollout_throughput_is_averaged_over_the_step():
     assert tags(points)[("throughput/rollout_tokens_per_s", 1)] == (10 + 40 + 80) / 3
 
 
-def test_eval_lands_at_the_step_of_its_version_else_at_the_version():
-    maker = PointMaker()
-    maker.feed(weights(version=1, step=4, at_ms=1000))
-    assert tags(maker.feed(eval_result(eval_json(1, 0.25, 0.3, 17.0))))[("eval/accuracy", 4)] == 0.25
-    assert tags(maker.feed(SimpleNamespace(version=7, accuracy=0.5, mean_reward=0.5, mean_length=9,
-                                           team="default", run="default")))[("eval/accuracy", 7)] == 0.5
+def test_eval_lands_at_the_step_of_its_version_else_at_the_version_once_it_waited():
+    maker = PointMaker(eval_wait_s=10.0)
+    maker.feed(weights(version=1, step=4, at_ms=1000), now_s=0.0)
+    assert tags(maker.feed(eval_result(eval_json(1, 0.25, 0.3, 17.0)), now_s=0.0))[("eval/accuracy", 4)] == 0.25
+    assert maker.feed(SimpleNamespace(version=7, accuracy=0.5, mean_reward=0.5, mean_length=9,
+                                      team="default", run="default"), now_s=1.0) == []
+    assert maker.overdue(now_s=10.9) == []
+    assert tags(maker.overdue(now_s=11.0))[("eval/accuracy", 7)] == 0.5
+    assert maker.overdue(now_s=99.0) == []  # written once
+
+
+def test_an_eval_read_before_its_versions_weights_record_waits_for_the_step():
+    maker = PointMaker()  # the eval and weights topics are read with no order between them
+    assert maker.feed(eval_result(eval_json(2, 0.8, 0.4, 16.0)), now_s=0.0) == []
+    points = tags(maker.feed(weights(version=2, step=4, at_ms=1000), now_s=1.0))
+    assert points[("train/version", 4)] == 2.0 and points[("eval/accuracy", 4)] == 0.8
 
 
 def test_other_runs_and_non_eval_records_make_no_points():
@@ -46,10 +56,11 @@ def test_other_runs_and_non_eval_records_make_no_points():
 
 def test_without_the_weights_record_the_trainer_heartbeat_says_where_a_version_began():
     maker = PointMaker()  # e.g. a compacted weights topic kept only the newest version
-    maker.feed(trainer_status(3, 0.1, 1000, version=0))
-    maker.feed(trainer_status(4, 0.2, 2000, version=1))
-    maker.feed(trainer_status(5, 0.3, 3000, version=1))
-    assert tags(maker.feed(eval_result(eval_json(1, 0.5, 0.5, 9.0))))[("eval/accuracy", 4)] == 0.5
+    assert maker.feed(eval_result(eval_json(1, 0.5, 0.5, 9.0)), now_s=0.0) == []  # read before the heartbeats
+    maker.feed(trainer_status(3, 0.1, 1000, version=0), now_s=0.0)
+    assert tags(maker.feed(trainer_status(4, 0.2, 2000, version=1), now_s=0.0))[("eval/accuracy", 4)] == 0.5
+    maker.feed(trainer_status(5, 0.3, 3000, version=1), now_s=0.0)
+    assert tags(maker.feed(eval_result(eval_json(1, 0.6, 0.5, 9.0)), now_s=0.0))[("eval/accuracy", 4)] == 0.6
 
 
 def test_the_pipeline_backlog_is_one_point_per_step():
