@@ -67,6 +67,7 @@ class Dashboard:
                     follower = Follower(self.settings, group, names=("status", "weights", "session-events"))
                 for incoming in follower.poll(max_records=1000, timeout_s=0.5):
                     self.state.feed(incoming)
+                self.state.release_overdue(time.monotonic())
             except Exception as exc:  # the broker may be restarting: the page shows what it has
                 log.warning("dashboard: reading Kafka failed (%s); retrying", exc)
                 follower = None

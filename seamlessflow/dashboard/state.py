@@ -22,7 +22,7 @@ from seamlessflow.replay.turns import session_json
 from seamlessflow.scheduler.timeline import intervals_from_records, role_switches
 from seamlessflow.status_rows import resource_row
 from seamlessflow.tracking.follow import Incoming
-from seamlessflow.tracking.points import EvalFigures, PointMaker
+from seamlessflow.tracking.points import EvalFigures, Point, PointMaker
 
 Decode = Callable[[Sequence[int]], str]
 
@@ -60,8 +60,16 @@ class DashboardState:
                 self._session(message, incoming.timestamp_ms)
             elif isinstance(message, EvalFigures):
                 self.evals[message.version] = dict(message.figures)
-            for point in self.maker.feed(message):
-                self.curves.setdefault(point.tag, {})[point.step] = point.value
+            self._plot(self.maker.feed(message))
+
+    def release_overdue(self, now_s: float) -> None:
+        """Evals that waited too long for their version's step, plotted at the version (once per poll)."""
+        with self._lock:
+            self._plot(self.maker.overdue(now_s))
+
+    def _plot(self, points: list[Point]) -> None:
+        for point in points:
+            self.curves.setdefault(point.tag, {})[point.step] = point.value
 
     def _session(self, message: TokenIO | EpisodeEnd, timestamp_ms: int) -> None:
         session = self.sessions.get(message.session_id)

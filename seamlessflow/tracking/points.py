@@ -81,20 +81,12 @@ class PointMaker:
     _waiting_evals: dict[int, list[tuple[EvalFigures, float]]] = field(default_factory=dict)
 
     def feed(self, message: object, now_s: float | None = None) -> list[Point]:
-        """The points `message` adds, and those of evals that waited too long; `now_s`: monotonic seconds."""
-        now_s = time.monotonic() if now_s is None else now_s
-        return self._points(message, now_s) + self.overdue(now_s)
-
-    def overdue(self, now_s: float) -> list[Point]:
-        """Points of the evals that waited `eval_wait_s` for their version's step, plotted at the version."""
-        late = [v for v, waiting in self._waiting_evals.items() if now_s - waiting[0][1] >= self.eval_wait_s]
-        return [p for version in late for p in self._release(version)]
-
-    def _points(self, message: object, now_s: float) -> list[Point]:
+        """The points `message` adds; `now_s` (monotonic seconds) dates an eval that waits for its step.
+        A reader calls `overdue` once per poll for the evals that waited too long."""
         if not self._ours(message):
             return []
         if isinstance(message, ResourceStatus):
-            return self._status(message)
+            return self._status(message) + self._version_began(message)
         if isinstance(message, WeightVersion):  # says exactly which step a version holds
             self.version_steps[message.version] = int(message.step)
             return [Point("train/version", int(message.step), float(message.version), message.created_at_ms / 1000),
@@ -103,9 +95,24 @@ class PointMaker:
         if result is None:
             return []
         if result.version not in self.version_steps:
-            self._waiting_evals.setdefault(result.version, []).append((result, now_s))
+            waited_from = time.monotonic() if now_s is None else now_s
+            self._waiting_evals.setdefault(result.version, []).append((result, waited_from))
             return []
         return eval_points(result, self.version_steps[result.version])
+
+    def overdue(self, now_s: float) -> list[Point]:
+        """Points of the evals that waited `eval_wait_s` for their version's step, plotted at the version."""
+        late = [v for v, waiting in self._waiting_evals.items() if now_s - waiting[0][1] >= self.eval_wait_s]
+        return [p for version in late for p in self._release(version)]
+
+    def _version_began(self, status: ResourceStatus) -> list[Point]:
+        """A trainer heartbeat's first step on a version (the weights topic may be compacted): the evals
+        waiting for that version's step are released."""
+        version = status.weight_version
+        if status.kind != "trainer" or "step" not in status.figures or version <= 0 or version in self.version_steps:
+            return []
+        self.version_steps[version] = int(status.figures["step"])
+        return self._release(version)
 
     def _release(self, version: int) -> list[Point]:
         step = self.version_steps.get(version, version)
@@ -127,13 +134,9 @@ class PointMaker:
         if status.kind != "trainer" or "step" not in status.figures:
             return []
         step = int(status.figures["step"])
-        released = []
-        if status.weight_version > 0 and status.weight_version not in self.version_steps:
-            self.version_steps[status.weight_version] = step  # where it began (the weights topic may be compacted)
-            released = self._release(status.weight_version)
         if step <= self.trainer_steps.get(status.resource_id, 0) or "reward_mean" not in status.figures:
             self.trainer_steps.setdefault(status.resource_id, step)
-            return released
+            return []
         self.trainer_steps[status.resource_id] = step
         self.step = max(self.step, step)
         points = [Point(f"train/{name}", step, float(status.figures[name]), wall)
@@ -151,7 +154,7 @@ class PointMaker:
                 points.append(Point("throughput/trained_tokens_per_s", step,
                                     status.figures["tokens_trained"] / (wall - self._last_step_time_s), wall))
         self._last_step_time_s = wall
-        return points + released
+        return points
 
 
 def eval_points(result: EvalFigures, step: int) -> list[Point]:

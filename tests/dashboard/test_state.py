@@ -1,5 +1,7 @@
 """What the dashboard's endpoints answer from the records it read (pure: records fed by hand)."""
 
+import time
+
 from seamlessflow.dashboard.state import DashboardState
 from seamlessflow.tracking.follow import Incoming
 from seamlessflow.tracking.points import eval_result
@@ -23,6 +25,14 @@ def test_curves_resources_and_eval():
     overview = state.overview()
     assert [(r["id"], r["capability_tags"], r["weight_version"]) for r in overview["resources"]] == [("trainer-0", ["train"], 1)]
     assert overview["evals"] == {"1": {"accuracy": 0.5, "mean_reward": 0.4, "mean_length": 12.0}}
+
+
+def test_an_eval_waits_for_its_versions_step_then_is_plotted_at_the_version():
+    state = fed([eval_result(eval_json(1, 0.5, 0.4, 12.0)), weights(1, 4, 2100),  # read before its weights record
+                 eval_result(eval_json(7, 0.7, 0.4, 12.0))])  # no weights record for version 7
+    assert state.curves_json()["curves"]["eval/accuracy"] == [(4, 0.5)]
+    state.release_overdue(time.monotonic() + state.maker.eval_wait_s)
+    assert state.curves_json()["curves"]["eval/accuracy"] == [(4, 0.5), (7, 0.7)]
 
 
 def test_timeline_shows_the_role_switches():

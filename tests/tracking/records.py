@@ -51,14 +51,21 @@ def publish_run(settings, codec, steps=4):
     """A trainer stepping with a rising reward, rollouts reporting throughput, a version every 2 steps
     and an eval of each version (JSON on the eval topic)."""
     topics, producer = Topics(settings), MessageProducer(settings, codec)
-    evaluator = Producer(producer_config(settings))  # an external evaluator publishing JSON
     t0 = int(time.time() * 1000) - 60_000
+    evals = []
     for step in range(steps + 1):
         producer.send(topics.status, "rollout-0", rollout_status("rollout-0", 100.0 + step, t0 + 1000 * step))
         producer.send(topics.status, "trainer-0", trainer_status(step, 0.1 * step, t0 + 1000 * step + 500))
         if step and step % 2 == 0:
             producer.send(topics.weights, "default", weights(step // 2, step, t0 + 1000 * step + 600))
-            evaluator.produce(eval_topic(settings), key=b"default",
-                              value=eval_json(step // 2, 0.2 * step, 0.1 * step, 20.0 - step))
+            evals.append(eval_json(step // 2, 0.2 * step, 0.1 * step, 20.0 - step))
     producer.flush()
+    publish_evals(settings, evals)
+
+
+def publish_evals(settings, evals: list[bytes]) -> None:
+    """Eval records as JSON on the eval topic, as an external evaluator publishes them."""
+    evaluator = Producer(producer_config(settings))
+    for value in evals:
+        evaluator.produce(eval_topic(settings), key=b"default", value=value)
     assert evaluator.flush(30) == 0

@@ -8,7 +8,7 @@ from seamlessflow.config import Settings
 from seamlessflow.tracking.sink import MetricsSink, default_logdir, tracking_config
 from seamlessflow.tracking.trackers import Trackers, TrackingConfig
 from tests.tracking.events import scalars
-from tests.tracking.records import create_eval_topic, publish_run
+from tests.tracking.records import create_eval_topic, eval_json, publish_evals, publish_run
 
 
 def run_sink_until(sink, done, timeout_s=30.0):
@@ -67,6 +67,17 @@ def test_a_broken_tracker_is_reported_once_and_never_stops_the_sink(settings, co
     assert "failing" in trackers.problems[-1] and "going on without it" in trackers.problems[-1]
     sink.trackers.close()
     assert [s for s, _ in scalars(default_logdir(settings))["train/reward_mean"]] == [1, 2, 3]
+
+
+def test_an_eval_whose_versions_step_never_came_is_written_at_its_version_when_the_sink_stops(settings, codec):
+    create_eval_topic(settings)
+    publish_run(settings, codec, steps=2)
+    publish_evals(settings, [eval_json(9, 0.9, 0.9, 5.0)])  # version 9: no weights record, no heartbeat
+    sink = MetricsSink(settings)
+    sink.maker.eval_wait_s = 3600.0  # so it is still waiting when the sink stops
+    run_sink_until(sink, lambda: sink.maker.step >= 2 and 9 in sink.maker._waiting_evals)
+    sink.run(_stopped())
+    assert scalars(default_logdir(settings))["eval/accuracy"] == [(2, 0.4000000059604645), (9, 0.8999999761581421)]
 
 
 def _stopped():
