@@ -32,6 +32,7 @@ PROCESS_VARIABLES = {
     "NATIVE_TOOLS": "1: the tool-use example agent sends OpenAI tools",
     "TEST_TIMEOUT_S": "the code-test example agent's time limit per test",
     "METRICS_PORT": "the port of a service's Prometheus /metrics (`up` sets one per service)",
+    "STACK": "the run directory of the stack that started this process (`down` finds every process by it)",
 }
 
 
@@ -63,6 +64,10 @@ class Settings(BaseModel):
     # command line the form "team=key,team2=key2" (SEAMLESSFLOW_TEAM_KEYS=red=k1,blue=k2).
     team_keys: dict[str, str] = Field(default_factory=dict)
     stop_grace_s: float = 10.0
+    # One start of the whole stack: `seamlessflow up` draws a new one (unless given), every service it
+    # starts and restarts runs with it, and the scheduler writes it on every command, so a resource restores
+    # on start only commands of its own start (core/control.py). "": none (a service run by hand).
+    generation: str = ""
 
     @field_validator("team_keys", mode="before")
     @classmethod

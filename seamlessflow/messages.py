@@ -186,6 +186,9 @@ class ControlCommand(Enumerated):
     mode: PauseMode | None = None  # pause
     weight_version: Int32 | None = None  # load_weights
     weight_uri: str | None = None  # load_weights
+    # The stack start (`up`) whose scheduler issued it: a resource restores on start only a command of its
+    # own generation (core/control.py); None in records written before the field.
+    generation: str | None = None
 
 
 @dataclass

@@ -26,6 +26,14 @@ in and publishes the `CommandAck` built from the returned `Reply`. The rules:
   it). So the role, pause or weight version the scheduler last asked for survives the restart, and the
   epoch in the first heartbeat is true. A newest `shutdown` is not restored (its epoch still counts): a
   process started after it was started on purpose.
+- **Only within one generation.** A *generation* is one start of the whole stack (`seamlessflow up` draws
+  a new one; every service it starts, and every restart of one of them, runs with it; the scheduler writes
+  it on every command). The restore rule is right for one crashed service inside a running stack and wrong
+  for a new start: the durable broker keeps each resource's newest command across `down`/`up`, and a
+  worker whose last command was "switch to train" would start in train with no scheduler of its run to send
+  it back. So a command of another generation is never carried out on start; its epoch still counts, so
+  nothing stale is acted on later. Commands without a generation (written before the field, or by a
+  scheduler run by hand without one) restore only into a resource that has none either.
 - **The ack**: one `Reply` (outcome, reason) per delivery, turned into a `CommandAck` by
   `CommandAck.answering`; the scheduler acts on `ok`, and on `rejected`/`failed` for its latest epoch.
 """
@@ -77,6 +85,7 @@ class CommandLike(Protocol):
     event_id: str
     resource_id: str
     epoch: int
+    generation: str | None
     command: CommandKind
     role: Tag | None
     mode: PauseMode | None
@@ -111,12 +120,15 @@ class ControlProtocol:
     """One resource's command state: `admit` a delivery, carry it out if told to, then `settle` it.
 
     `view` is the resource as the commands left it (`Resource`: active role, life-cycle state, weight
-    version); `epoch` the last epoch consumed; `stopping` once a shutdown was applied.
+    version); `epoch` the last epoch consumed; `stopping` once a shutdown was applied; `generation` the
+    stack start this resource belongs to ("" or None: none), which `restore` keeps to.
     """
 
     def __init__(self, resource_id: str, capabilities: Capabilities, role: str,
-                 aliases: Iterable[str] = (BROADCAST,), weight_version: int = 0, memory: int = 4096):
+                 aliases: Iterable[str] = (BROADCAST,), weight_version: int = 0, memory: int = 4096,
+                 generation: str | None = None):
         self.capabilities = capabilities
+        self.generation = generation or None
         self.addresses = frozenset({resource_id, *aliases})
         self.view = Resource(resource_id, frozenset(capabilities.roles), role, ResourceState.ACTIVE, weight_version)
         self.epoch = 0
@@ -152,16 +164,22 @@ class ControlProtocol:
 
     def restore(self, history: Iterable[C]) -> C | None:
         """At start: every epoch read counts as consumed; returns the newest command to carry out (through
-        `admit` like a live one), or None (nothing addressed here, or the newest is a shutdown)."""
+        `admit` like a live one), or None (nothing addressed here, the newest is a shutdown, or it was
+        issued to another generation of the stack)."""
         newest = None
         for command in history:
             if self.addressed(command) and command.epoch > self.epoch and (newest is None or command.epoch > newest.epoch):
                 newest = command
-        if newest is None or newest.command != CommandKind.SHUTDOWN:
+        if newest is None:
+            return None
+        if newest.command != CommandKind.SHUTDOWN and self.same_generation(newest):
             return newest
         self.epoch = newest.epoch
         self._remember(newest.event_id)
         return None
+
+    def same_generation(self, command: CommandLike) -> bool:
+        return (command.generation or None) == self.generation
 
     # -- rules ------------------------------------------------------------------------------------------
 

@@ -29,7 +29,8 @@ class CommandHandler:
     """The proxy's command layer: the core protocol admits each command (in arrival order, on the loop);
     admitted ones are carried out one at a time on the gate and engine table, then settled and acked."""
 
-    def __init__(self, proxy_id: str, gate: PauseGate, engines: EngineTable, publish_ack, team: str, run: str, drain_timeout_s: float):
+    def __init__(self, proxy_id: str, gate: PauseGate, engines: EngineTable, publish_ack, team: str, run: str,
+                 drain_timeout_s: float, generation: str | None = None):
         self.proxy_id = proxy_id
         self.gate = gate
         self.engines = engines
@@ -37,7 +38,8 @@ class CommandHandler:
         self.team = team
         self.run = run
         self.drain_timeout_s = drain_timeout_s
-        self.protocol = ControlProtocol(proxy_id, CAPABILITIES, role=ResourceKind.PROXY, aliases=ALIASES)
+        self.protocol = ControlProtocol(proxy_id, CAPABILITIES, role=ResourceKind.PROXY, aliases=ALIASES,
+                                        generation=generation)
         self._turn = asyncio.Lock()  # FIFO: commands are carried out in the order they were admitted
         self._tasks: set[asyncio.Task] = set()
 

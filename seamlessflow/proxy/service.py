@@ -34,6 +34,7 @@ class ProxyService:
         self.commands = CommandHandler(
             self.config.id, self.server.gate, self.server.engines, self._publish_ack,
             settings.team, settings.run, drain_timeout_s=self.config.pause_timeout_s,
+            generation=settings.generation,
         )
         wanted = ([topics.control] if self.config.listen_control else []) + ([topics.status] if self.config.discover_engines else [])
         self.dead_letters = DeadLetters(settings, self.server.codec, f"proxy:{self.config.id}", self._send_dead_letter)

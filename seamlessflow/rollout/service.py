@@ -43,7 +43,7 @@ class RolloutService:
         self.dead_letters = DeadLetters(settings, self.codec, f"rollout:{resource_id}", self.producer.send)
         log_dir = Path(settings.data_dir) / "logs"
         self.worker = RolloutWorker(resource_id, self.options, self.options.model_dir(settings), log_dir,
-                                    settings.team, settings.run)
+                                    settings.team, settings.run, generation=settings.generation)
         self._rate = TokenRate()
         self._unhealthy = 0
 

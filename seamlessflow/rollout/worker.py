@@ -50,7 +50,7 @@ class RolloutWorker:
 
     def __init__(self, resource_id: str, options: RolloutOptions, model_dir: Path, log_dir: Path,
                  team: str = "default", run: str = "default", engine: EngineProcess | None = None,
-                 client: EngineClient | None = None):
+                 client: EngineClient | None = None, generation: str | None = None):
         self.resource_id, self.options, self.team, self.run = resource_id, options, team, run
         self.spec: WorkerSpec = options.worker(resource_id)
         self.engine = engine or EngineProcess(options, self.spec, log_dir / f"rollout-{resource_id}-engine.log")
@@ -60,7 +60,8 @@ class RolloutWorker:
         self.weight_version = 0
         self.pushed_version = 0  # streamed into the running engine by the trainer's transfer group (no command)
         self.newest: tuple[int, str] = (0, "")  # newest version heard of (weights topic, commands) and its files
-        self.protocol = ControlProtocol(resource_id, capabilities(self.spec), self.spec.active_tag)
+        self.protocol = ControlProtocol(resource_id, capabilities(self.spec), self.spec.active_tag,
+                                        generation=generation)
         self.state = ResourceState.STARTING
         self.restarts = 0
         self.asleep = False

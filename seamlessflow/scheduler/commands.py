@@ -8,8 +8,10 @@ from seamlessflow.core.policies import Command, LoadWeights, Pause, SetActive
 from seamlessflow.messages import ControlCommand, new_id, now_ms
 
 
-def to_message(command: Command, epoch: int, team: str, run: str, weights: dict[int, str]) -> ControlCommand:
-    """`weights` maps version -> uri so a `load_weights` names where the trainer saved that version."""
+def to_message(command: Command, epoch: int, team: str, run: str, weights: dict[int, str],
+               generation: str | None = None) -> ControlCommand:
+    """`weights` maps version -> uri so a `load_weights` names where the trainer saved that version;
+    `generation`: the stack start this scheduler belongs to, which resources restore only within."""
     detail: dict[str, Any] = {}
     if isinstance(command, SetActive):
         detail = {"role": command.role}
@@ -17,7 +19,8 @@ def to_message(command: Command, epoch: int, team: str, run: str, weights: dict[
         detail = {"mode": command.mode}
     elif isinstance(command, LoadWeights):
         detail = {"weight_version": command.version, "weight_uri": weights.get(command.version)}
-    return ControlCommand(new_id(), command.resource_id, epoch, command.kind, team, run, now_ms(), **detail)
+    return ControlCommand(new_id(), command.resource_id, epoch, command.kind, team, run, now_ms(), **detail,
+                          generation=generation)
 
 
 def describe(message: ControlCommand) -> str:

@@ -173,7 +173,8 @@ class SchedulerService:
         return messages
 
     def _send(self, epoch: int, command: Command) -> ControlCommand:
-        message = to_message(command, epoch, self.settings.team, self.settings.run, self.view.weights)
+        message = to_message(command, epoch, self.settings.team, self.settings.run, self.view.weights,
+                             self.settings.generation)
         if isinstance(command, Resume) and command.resource_id in self.view.proxies:
             message.weight_version = self.proxy_sync.labelled_version  # the proxy labels tokens with it
         self.producer.send(self.topics.control, message.resource_id, message)

@@ -35,9 +35,9 @@ class Decision:
 class ControlState:
     """The trainer's command layer: the core protocol, plus what a trainer does (switch role, stop)."""
 
-    def __init__(self, resource_id: str, team: str, run: str, role: str):
+    def __init__(self, resource_id: str, team: str, run: str, role: str, generation: str | None = None):
         self.resource_id, self.team, self.run = resource_id, team, run
-        self.protocol = ControlProtocol(resource_id, CAPABILITIES, role, aliases=())
+        self.protocol = ControlProtocol(resource_id, CAPABILITIES, role, aliases=(), generation=generation)
 
     @property
     def role(self) -> str:

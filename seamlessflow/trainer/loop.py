@@ -72,7 +72,8 @@ class Trainer:
         self.checkpoints = self.work / "checkpoints"
         self.steps_log = self.work / "steps.jsonl"
         self.work.mkdir(parents=True, exist_ok=True)
-        self.control = ControlState(self.config.resource_id, settings.team, settings.run, self.config.initial_role)
+        self.control = ControlState(self.config.resource_id, settings.team, settings.run, self.config.initial_role,
+                                    settings.generation)
         self.engine = PolicyEngine(self.config.model_path, self.config.deepspeed_dict(),
                                    self.config.loss_config(), self.config.scale_by_std, self.config.memory_options())
         self.ranks = self.engine.ranks

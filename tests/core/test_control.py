@@ -79,3 +79,20 @@ def test_broadcast_reaches_every_resource_unless_it_opts_out():
     star = ControlCommand("s", "*", 1, "pause", "t", "r", 0)
     assert ControlProtocol("r0", EVERYTHING, "rollout").addressed(star)
     assert not ControlProtocol("r0", EVERYTHING, "rollout", aliases=()).addressed(star)
+
+
+def test_restore_keeps_to_its_generation_and_still_counts_older_epochs():
+    """A new start of the stack (another generation) must not carry out the previous run's newest command
+    (a worker left in train would wait for a scheduler that never sends it back); a service restarted
+    inside the running stack (same generation) restores as before."""
+    history = [command(3, role="train", generation="g1"), command(1, role="idle", generation="g1")]
+    new_start = ControlProtocol("r0", EVERYTHING, "rollout", generation="g2")
+    assert new_start.restore(history) is None
+    assert new_start.epoch == 3 and new_start.view.active == "rollout"
+    assert run(new_start, command(3, role="train", event_id="late", generation="g2")).outcome is Outcome.IGNORED_STALE
+    assert run(new_start, command(4, role="train", generation="g2")).ok  # its own scheduler's commands apply
+
+    restarted = ControlProtocol("r0", EVERYTHING, "rollout", generation="g1")
+    assert restarted.restore(history).epoch == 3
+    unlabelled = ControlProtocol("r0", EVERYTHING, "rollout")  # run by hand: restores only unlabelled commands
+    assert unlabelled.restore(history) is None and unlabelled.restore([command(5, "pause")]).epoch == 5
