@@ -18,8 +18,8 @@ from seamlessflow.config import Settings, _deep_merge
 from seamlessflow.kafka.admin import cluster_ready, ensure_topics
 from seamlessflow.rollout.launch import ensure_model
 from seamlessflow.service_metrics import PORT_ENV
-from seamlessflow.status_watch import engines_serving
-from seamlessflow.supervisor import ServiceSpec, Supervisor
+from seamlessflow.status_watch import engines_up
+from seamlessflow.supervisor import Awaiting, ServiceSpec, Supervisor
 from seamlessflow.teams import TeamKeys
 from seamlessflow.tracking.sink import default_logdir
 
@@ -45,6 +45,15 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
         return s.connect_ex((host, port)) == 0
 
 
+def listening(host: str, port: int) -> Awaiting:
+    """A readiness check: the service accepts connections on host:port."""
+    return lambda: "" if port_open(port, host) else f"{host}:{port} to accept connections"
+
+
+def brokers_registered(client: Settings, brokers: int) -> Awaiting:
+    return lambda: "" if cluster_ready(client, brokers, 1.0) else f"{brokers} broker(s) to register"
+
+
 def broker_services(settings: Settings) -> list[ServiceSpec]:
     """The embedded Kafka nodes, formatted on first use. All start before any is awaited (a KRaft quorum
     needs its voters), and the last waits until every broker is registered."""
@@ -53,12 +62,12 @@ def broker_services(settings: Settings) -> list[ServiceSpec]:
     prepare(settings)
     client = settings.with_overrides(bootstrap_servers=settings.kafka_bootstrap)
     specs = [ServiceSpec(p.name, p.argv, p.env) for p in node_processes(settings)]
-    specs[-1].ready, specs[-1].ready_timeout_s = (lambda: cluster_ready(client, settings.brokers, 1.0)), 120
+    specs[-1].ready, specs[-1].ready_timeout_s = brokers_registered(client, settings.brokers), 120
     return specs
 
 
-def python_service(settings: Settings, name: str, *args: str, module: str | None = None, ready=None,
-                   timeout_s: float = 120) -> ServiceSpec:
+def python_service(settings: Settings, name: str, *args: str, module: str | None = None,
+                   ready: Awaiting | None = None, timeout_s: float = 120) -> ServiceSpec:
     argv = [sys.executable, "-m", f"services.{module or name}", "--config", str(config_path(settings)), *args]
     return ServiceSpec(name, argv, {"PYTHONUNBUFFERED": "1"}, ready, timeout_s)
 
@@ -80,15 +89,15 @@ def app_services(settings: Settings) -> list[ServiceSpec]:
         specs.append(python_service(settings, "tracking"))
     if enabled(settings, "dashboard"):  # early, so the page shows the engines coming up
         host, port = dashboard_address(settings)
-        specs.append(python_service(settings, "dashboard", ready=lambda: port_open(port, host)))
+        specs.append(python_service(settings, "dashboard", ready=listening(host, port)))
     rollout = RolloutOptions.from_settings(settings)
     if enabled(settings, "rollout"):
         ids = list(rollout.workers) or ["rollout-0"]
         for resource_id in ids:
             name = resource_id if resource_id.startswith("rollout") else f"rollout-{resource_id}"
             specs.append(python_service(settings, name, "--resource-id", resource_id, module="rollout"))
-        # agents start only once the engines serve (vLLM takes ~40 s, minutes on a loaded machine)
-        specs[-1].ready, specs[-1].ready_timeout_s = engines_serving(settings, ids), rollout.health_timeout_s
+        # agents start only once the engines are up (vLLM takes ~40 s, minutes on a loaded machine)
+        specs[-1].ready, specs[-1].ready_timeout_s = engines_up(settings, ids), rollout.health_timeout_s
     if enabled(settings, "proxy"):
         specs += proxy_services(ProxyConfig.model_validate(settings.section("proxy")), settings)
     if enabled(settings, "trainer"):
@@ -140,7 +149,7 @@ def proxy_services(proxy, settings: Settings) -> list[ServiceSpec]:
     Any of them serves any call: engines are picked by hashing the session id over the same engine table
     (config and status topic), so a session keeps its engine whichever worker serves it; each worker is
     its own resource (`<id>-<i>`) on the control and status topics, so the scheduler pauses every one."""
-    ready = lambda: port_open(proxy.port, proxy.host)  # noqa: E731
+    ready = listening(proxy.host, proxy.port)
     if proxy.workers == 1:
         return [python_service(settings, "proxy", ready=ready)]
     return [python_service(settings, f"proxy-{i}", "--worker", str(i), module="proxy", ready=ready)
@@ -195,6 +204,7 @@ def start_stack(settings: Settings, supervisor: Supervisor, log=print) -> None:
     ensure_topics(client)
     supervisor.info["bootstrap_servers"] = settings.kafka_bootstrap
     supervisor.info["topic_prefix"] = settings.topic_prefix
+    supervisor.info["generation"] = settings.generation
     prepare_model(settings, log)
     if enabled(settings, "proxy"):
         from seamlessflow.proxy import ProxyConfig

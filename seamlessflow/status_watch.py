@@ -7,9 +7,9 @@ from collections.abc import Callable
 
 from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
-from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
+from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.kafka.subscriber import Subscriber
-from seamlessflow.messages import ResourceStatus
+from seamlessflow.messages import ResourceStatus, now_ms
 from seamlessflow.status_rows import resource_row
 from seamlessflow.topics import Topics
 
@@ -47,15 +47,27 @@ class ResourceWatcher:
 
 
 
-def engines_serving(settings: Settings, resource_ids: list[str]) -> Callable[[], bool]:
-    """A readiness check: true once every named rollout worker reports its engine up in the rollout role."""
-    watcher = ResourceWatcher(settings)
+def engines_up(settings: Settings, resource_ids: list[str]) -> Callable[[], str]:
+    """A readiness check (`supervisor.Awaiting`): what is missing until every named rollout worker has reported,
+    since this call, its engine up ("" then).
 
-    def ready() -> bool:
-        rows = {row["id"]: row for row in watcher.rows()}
-        return all(
-            rid in rows and rows[rid]["state"] == ResourceState.ACTIVE and rows[rid]["active_tag"] == Tag.ROLLOUT
-            and rows[rid]["figures"].get("engine_up", 1.0) >= 1
-            for rid in resource_ids
-        )
-    return ready
+    Not "serving in the rollout role": a role is the scheduler's to change, and the scheduler starts after
+    the engines, so a wait for a role could never end. Heartbeats older than the call are a previous run's
+    (the status topic keeps each resource's newest across `down`/`up`) and say nothing of this one."""
+    watcher, since_ms = ResourceWatcher(settings), now_ms()
+
+    def awaiting() -> str:
+        watcher.rows()  # drains the topic into `watcher.latest`
+        missing = [_engine_awaited(rid, watcher.latest.get(rid), since_ms) for rid in resource_ids]
+        return "; ".join(m for m in missing if m)
+    return awaiting
+
+
+def _engine_awaited(resource_id: str, status: ResourceStatus | None, since_ms: int) -> str:
+    if status is None or status.created_at_ms < since_ms:
+        return f"{resource_id} to send a heartbeat"
+    if status.state not in (ResourceState.ACTIVE, ResourceState.PAUSED):
+        return f"{resource_id}'s engine to start (worker {status.state})"
+    if status.figures.get("engine_up", 1.0) < 1:
+        return f"{resource_id}'s engine to answer"
+    return ""

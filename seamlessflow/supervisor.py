@@ -3,7 +3,9 @@
 Each child gets its own process group, so stopping a service also stops whatever it started (a vLLM server
 under a rollout worker). Stopping escalates from SIGTERM to SIGKILL after a grace period: a process stuck in a
 C call (a librdkafka flush, an engine) can outlast SIGTERM. `state.json` lets `seamlessflow status` and `down`
-work from another process.
+work from another process; a child is listed there before anything waits on it, and every process of the stack
+carries `SEAMLESSFLOW_STACK=<run dir>` in its environment, so `down` finds what a killed supervisor never
+listed (an engine re-parented to init, say) and stops it too.
 """
 
 from __future__ import annotations
@@ -23,6 +25,12 @@ import psutil
 PR_SET_CHILD_SUBREAPER = 36
 MAX_BACKOFF_S = 30.0
 HEALTHY_AFTER_S = 60.0  # a process that ran this long has its backoff reset
+STACK_ENV = "SEAMLESSFLOW_STACK"  # every process of a stack carries its run directory (see `stack_processes`)
+SAY_WAITING_EVERY_S = 30.0
+
+# A readiness check: what the service is still waiting for, in words ("" once it is ready). A real check (a
+# client call), polled after start; the words go to the status and the log, so a wait that cannot end says why.
+Awaiting = Callable[[], str]
 
 
 @dataclass
@@ -30,7 +38,7 @@ class ServiceSpec:
     name: str
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
-    ready: Callable[[], bool] | None = None  # a real check (a client call), polled after start
+    ready: Awaiting | None = None
     ready_timeout_s: float = 120.0
 
 
@@ -43,6 +51,7 @@ class ServiceState:
     started_at: float | None = None
     exit_code: int | None = None
     log: str = ""
+    waiting_for: str = ""  # while starting: what its readiness check still waits for
 
 
 class StartupFailed(RuntimeError):
@@ -112,6 +121,20 @@ def stop_descendants(grace_s: float, spare: frozenset[tuple[int, float]] = froze
             pass
 
 
+def stack_processes(run_dir: Path) -> list[psutil.Process]:
+    """Every process started for the stack of `run_dir` (by its supervisor or below it), wherever it was
+    re-parented: they all inherit `SEAMLESSFLOW_STACK`."""
+    marker = str(run_dir.resolve())
+    found = []
+    for proc in psutil.process_iter():
+        try:
+            if proc.pid != os.getpid() and proc.environ().get(STACK_ENV) == marker:
+                found.append(proc)
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
+            pass
+    return found
+
+
 def current_children() -> frozenset[tuple[int, float]]:
     found = set()
     for child in psutil.Process().children():
@@ -123,8 +146,8 @@ def current_children() -> frozenset[tuple[int, float]]:
 
 
 class Supervisor:
-    def __init__(self, run_dir: Path, log_dir: Path, grace_s: float = 10.0):
-        self.run_dir, self.log_dir, self.grace_s = run_dir, log_dir, grace_s
+    def __init__(self, run_dir: Path, log_dir: Path, grace_s: float = 10.0, say: Callable[[str], None] = print):
+        self.run_dir, self.log_dir, self.grace_s, self.say = run_dir, log_dir, grace_s, say
         self.specs: dict[str, ServiceSpec] = {}
         self.states: dict[str, ServiceState] = {}
         self._procs: dict[str, subprocess.Popen] = {}
@@ -136,6 +159,7 @@ class Supervisor:
         run_dir.mkdir(parents=True, exist_ok=True)
         log_dir.mkdir(parents=True, exist_ok=True)
         become_subreaper()
+        self.write_state()  # `down` can find this supervisor from its first moment
 
     @property
     def state_path(self) -> Path:
@@ -146,6 +170,7 @@ class Supervisor:
         self.specs[spec.name] = spec
         self.states[spec.name] = ServiceState(spec.name, log=str(self.log_dir / f"{spec.name}.log"))
         self._spawn(spec.name)
+        self.write_state()  # listed before any wait: a `down` during the start stops it too
         if spec.ready:
             self._wait_ready(spec)
         self.write_state()
@@ -155,7 +180,8 @@ class Supervisor:
         log = open(state.log, "ab", buffering=0)
         log.write(f"\n--- start {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(spec.argv)}\n".encode())
         proc = subprocess.Popen(
-            spec.argv, env={**os.environ, **spec.env}, stdout=log, stderr=subprocess.STDOUT,
+            spec.argv, env={**os.environ, **spec.env, STACK_ENV: str(self.run_dir.resolve())}, stdout=log,
+            stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL, start_new_session=True,
         )
         log.close()
@@ -163,18 +189,29 @@ class Supervisor:
         state.pid, state.state, state.started_at, state.exit_code = proc.pid, "running", time.time(), None
 
     def _wait_ready(self, spec: ServiceSpec) -> None:
+        """Polls the readiness check; what it still waits for goes to the state file when it changes and to
+        the log every `SAY_WAITING_EVERY_S`, so a start that cannot finish says what it is waiting for."""
         state = self.states[spec.name]
         state.state = "starting"
-        deadline = time.monotonic() + spec.ready_timeout_s
-        ready = spec.ready
-        assert ready is not None  # only called for a spec with a ready check
-        while not ready():
+        started = time.monotonic()
+        deadline, said = started + spec.ready_timeout_s, started
+        awaiting = spec.ready
+        assert awaiting is not None  # only called for a spec with a ready check
+        while waiting_for := awaiting():
+            if waiting_for != state.waiting_for:
+                state.waiting_for = waiting_for
+                self.write_state()
             if self._procs[spec.name].poll() is not None:
                 raise StartupFailed(f"{spec.name} exited with {self._procs[spec.name].returncode}; see {state.log}")
-            if time.monotonic() > deadline:
-                raise StartupFailed(f"{spec.name} not ready after {spec.ready_timeout_s:.0f} s; see {state.log}")
+            now = time.monotonic()
+            if now > deadline:
+                raise StartupFailed(f"{spec.name} not ready after {spec.ready_timeout_s:.0f} s, still waiting for "
+                                    f"{waiting_for}; see {state.log}")
+            if now - said >= SAY_WAITING_EVERY_S:
+                self.say(f"{spec.name}: waiting {now - started:.0f} s for {waiting_for}")
+                said = now
             time.sleep(0.25)
-        state.state = "running"
+        state.state, state.waiting_for = "running", ""
 
     def check(self) -> None:
         """Restarts exited services, with exponential backoff; call this periodically."""

@@ -30,3 +30,19 @@ def test_newest_heartbeat_per_resource_of_this_run_and_poison_skipped(settings, 
         time.sleep(0.1)
     assert [(row["id"], row["state"]) for row in rows] == [("gpu-0", "active")]
     assert letters(settings, codec, "reader") == []
+
+
+def test_engine_readiness_takes_any_role_but_only_this_starts_heartbeats():
+    """`up` waits for engines, never for a role: the scheduler that sets roles starts after them. A
+    heartbeat older than the wait is a previous run's (the topic keeps it across `down`/`up`)."""
+    from seamlessflow.status_watch import _engine_awaited
+
+    since = 1_000
+    in_train = dataclasses.replace(STATUS, resource_id="rollout-1", active_tag="train", state="paused",
+                                   created_at_ms=since + 5, figures={"engine_up": 1.0})
+    assert _engine_awaited("rollout-1", in_train, since) == ""
+    assert "heartbeat" in _engine_awaited("rollout-1", dataclasses.replace(in_train, created_at_ms=since - 1), since)
+    assert "heartbeat" in _engine_awaited("rollout-1", None, since)
+    assert "to start" in _engine_awaited("rollout-1", dataclasses.replace(in_train, state="starting"), since)
+    down = dataclasses.replace(in_train, state="active", figures={"engine_up": 0.0})
+    assert "to answer" in _engine_awaited("rollout-1", down, since)

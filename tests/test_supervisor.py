@@ -5,7 +5,16 @@ import signal
 import sys
 import time
 
-from seamlessflow.supervisor import ServiceSpec, Supervisor, pid_alive
+import pytest
+
+from seamlessflow.supervisor import (
+    ServiceSpec,
+    StartupFailed,
+    Supervisor,
+    pid_alive,
+    read_state,
+    stack_processes,
+)
 
 # A service that starts a helper in its own session (as a rollout worker starts vLLM) and records its pid.
 SPAWNER = """
@@ -86,5 +95,41 @@ def test_a_service_stopped_by_name_is_not_restarted(tmp_path):
         sup.check()
         assert not pid_alive(pid) and sup.states["load"].state == "stopped" and sup.states["load"].pid is None
         assert sup.states["other"].state == "running"
+    finally:
+        sup.stop_all()
+
+
+def test_a_service_is_listed_before_its_wait_and_the_wait_says_what_it_waits_for(tmp_path):
+    """`down` during a start must find the service being waited on, and a wait that cannot end says why
+    (in the state file, which `status` shows, and in the log) instead of sitting silent."""
+    said = []
+    sup = Supervisor(tmp_path / "run", tmp_path / "logs", grace_s=2, say=said.append)
+    assert read_state(tmp_path / "run")["supervisor_pid"] == os.getpid()  # findable from its first moment
+    seen_while_waiting = {}
+
+    def awaiting():
+        state = read_state(tmp_path / "run")["services"].get("slow", {})
+        seen_while_waiting.update(pid=state.get("pid"), waiting_for=state.get("waiting_for"))
+        return "the moon to rise"
+    spec = ServiceSpec("slow", [sys.executable, "-c", "import time; time.sleep(600)"], ready=awaiting,
+                       ready_timeout_s=1.5)
+    try:
+        with pytest.raises(StartupFailed, match="still waiting for the moon to rise"):
+            sup.start(spec)
+        assert seen_while_waiting["pid"] == sup.states["slow"].pid and pid_alive(seen_while_waiting["pid"])
+        assert read_state(tmp_path / "run")["services"]["slow"]["waiting_for"] == "the moon to rise"
+    finally:
+        sup.stop_all()
+
+
+def test_stack_processes_finds_every_process_of_the_stack_wherever_it_was_reparented(tmp_path):
+    sup = Supervisor(tmp_path / "run", tmp_path / "logs", grace_s=2)
+    pid_file = tmp_path / "child.pid"
+    sup.start(ServiceSpec("spawner", [sys.executable, "-c", SPAWNER, str(pid_file)]))
+    try:
+        assert _wait(lambda: pid_file.exists() and pid_file.read_text())
+        found = {p.pid for p in stack_processes(tmp_path / "run")}
+        assert found == {sup.states["spawner"].pid, int(pid_file.read_text())}
+        assert stack_processes(tmp_path / "elsewhere") == []
     finally:
         sup.stop_all()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import secrets
 import signal
 import subprocess
 import sys
@@ -17,7 +18,15 @@ from seamlessflow.cli.context import pass_settings
 from seamlessflow.cli.status_view import render_status, stack_status
 from seamlessflow.stack import SERVICES, config_path, log_dir, run_dir, start_stack, with_stack_defaults
 from seamlessflow.status_watch import ResourceWatcher
-from seamlessflow.supervisor import StartupFailed, Supervisor, pid_alive, read_state, stop_tree
+from seamlessflow.supervisor import (
+    STACK_ENV,
+    StartupFailed,
+    Supervisor,
+    pid_alive,
+    read_state,
+    stack_processes,
+    stop_tree,
+)
 
 
 class _Stop(Exception):
@@ -34,13 +43,18 @@ def _raise_stop(*_):
 @click.option("--policy", type=click.Choice(["colocated", "disaggregated", "multiplexed"]),
               help="Placement policy of the tag scheduler (default: multiplexed).")
 @click.option("--only-broker", is_flag=True, help="Start just the broker and topics (no model, no services).")
+@click.option("--brokers", type=click.IntRange(1, 9),
+              help="Embedded KRaft nodes (3: replication factor 3, min.insync.replicas 2); default 1.")
+@click.option("--generation", help="Join this start of the stack instead of drawing a new one (with --only on "
+                                   "another node: the generation `status` shows on the first).")
 @click.option("--only", "only", multiple=True, type=click.Choice(SERVICES),
               help="Start just these services (repeatable), e.g. `--only trainer` on another node of a "
                    "multi-node trainer, with --bootstrap-servers pointing at the cluster.")
 @pass_settings
-def up(settings, detach, wait_s, policy, only_broker, only):
+def up(settings, detach, wait_s, policy, only_broker, brokers, generation, only):
     """Start the stack: embedded broker (unless --bootstrap-servers), topics, and the RL loop's services."""
-    settings = with_stack_defaults(settings)
+    settings = with_stack_defaults(settings).with_overrides(brokers=brokers,
+                                                            generation=generation or new_generation())
     if policy:
         settings = settings.with_overrides(scheduler={"policy": policy})
     if only_broker or only:
@@ -54,10 +68,15 @@ def up(settings, detach, wait_s, policy, only_broker, only):
         _up_foreground(settings)
 
 
+def new_generation() -> str:
+    """A new start of the stack: readable (when) and unique (a random tail), see `Settings.generation`."""
+    return f"{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(3)}"
+
+
 def _up_foreground(settings) -> None:
-    supervisor = Supervisor(run_dir(settings), log_dir(settings), settings.stop_grace_s)
-    signal.signal(signal.SIGTERM, _raise_stop)
     console = Console() if sys.stdout.isatty() else Console(width=160)  # logs: no wrapping at 80 columns
+    supervisor = Supervisor(run_dir(settings), log_dir(settings), settings.stop_grace_s, say=console.print)
+    signal.signal(signal.SIGTERM, _raise_stop)  # from here on, a stop always ends in `stop_all`
     try:
         start_stack(settings, supervisor, log=console.print)
         _print_ready(console, supervisor.info, settings)
@@ -87,8 +106,9 @@ def _up_detached(settings, wait_s: float) -> None:
     logs = log_dir(settings)
     logs.mkdir(parents=True, exist_ok=True)
     out = open(logs / "supervisor.log", "ab")
-    proc = subprocess.Popen([sys.executable, "-m", "seamlessflow", "--config", str(path), "up"], stdout=out,
-                            stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, start_new_session=True)
+    argv = [sys.executable, "-m", "seamlessflow", "--config", str(path), "up", "--generation", settings.generation]
+    proc = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                            start_new_session=True, env={**os.environ, STACK_ENV: str(run_dir(settings).resolve())})
     deadline = time.monotonic() + wait_s
     while time.monotonic() < deadline:
         state = read_state(run_dir(settings)) or {}
@@ -99,7 +119,14 @@ def _up_detached(settings, wait_s: float) -> None:
         if proc.poll() is not None:
             raise click.ClickException(f"the stack did not start; see {logs / 'supervisor.log'}")
         time.sleep(0.5)
-    raise click.ClickException(f"the stack was not ready within {wait_s:.0f} s; see {logs}")
+    raise click.ClickException(f"the stack was not ready within {wait_s:.0f} s{_awaited(state)}; it is still "
+                               f"starting (see {logs}); `seamlessflow down` stops it")
+
+
+def _awaited(state: dict) -> str:
+    waits = [f"{name}: {svc['waiting_for']}" for name, svc in (state.get("services") or {}).items()
+             if svc.get("waiting_for")]
+    return f" (waiting for {'; '.join(waits)})" if waits else ""
 
 
 def _print_ready(console: Console, info: dict, settings) -> None:
@@ -113,13 +140,15 @@ def _print_ready(console: Console, info: dict, settings) -> None:
 @click.command()
 @pass_settings
 def down(settings):
-    """Stop the stack: SIGTERM, then SIGKILL after the grace period; no process is left behind."""
+    """Stop the stack: SIGTERM, then SIGKILL after the grace period; no process is left behind, whatever
+    state `up` reached (every process of the stack carries its run directory: see `supervisor.stack_processes`)."""
     state = read_state(run_dir(settings))
-    if not state:
+    leftovers = stack_processes(run_dir(settings))
+    if not state and not leftovers:
         click.echo("nothing is running here")
         return
-    sup = state.get("supervisor_pid")
-    services = state.get("services", {})
+    sup = (state or {}).get("supervisor_pid")
+    services = (state or {}).get("services", {})
     if pid_alive(sup):
         os.kill(sup, signal.SIGTERM)
         deadline = time.monotonic() + settings.stop_grace_s * (len(services) + 1) + 5
@@ -130,6 +159,8 @@ def down(settings):
     for svc in services.values():  # anything the supervisor could not stop (it was killed, say)
         if pid_alive(svc.get("pid")):
             stop_tree(svc["pid"], settings.stop_grace_s)
+    for proc in stack_processes(run_dir(settings)):  # started but never listed, or re-parented to init
+        stop_tree(proc.pid, settings.stop_grace_s)
     click.echo("stopped")
 
 

@@ -28,6 +28,7 @@ def stack_status(settings: Settings, resources: list[dict] | None = None) -> dic
             "restarts": svc.get("restarts", 0),
             "uptime_s": round(time.time() - svc["started_at"], 1) if alive and svc.get("started_at") else None,
             "log": svc.get("log"),
+            "waiting_for": svc.get("waiting_for", "") if alive else "",
         })
     client = settings.with_overrides(bootstrap_servers=settings.kafka_bootstrap)
     cluster = brokers(client, 1.0)
@@ -76,7 +77,8 @@ def render_status(data: dict, rewards: dict[int, float] | None = None) -> Group:
     services = Table("service", "state", "pid", "restarts", "uptime", title=head, title_justify="left")
     for svc in data["services"]:
         uptime = f"{svc['uptime_s']:.0f}s" if svc["uptime_s"] is not None else "-"
-        services.add_row(svc["name"], svc["state"], str(svc["pid"] or "-"), str(svc["restarts"]), uptime)
+        state = f"{svc['state']}: waiting for {svc['waiting_for']}" if svc.get("waiting_for") else svc["state"]
+        services.add_row(svc["name"], state, str(svc["pid"] or "-"), str(svc["restarts"]), uptime)
     resources = Table("resource", "kind", "tags", "active", "state", "version", "tokens/s", "queue", "age")
     for row in data.get("resources", []):
         figures = row["figures"]

@@ -60,3 +60,36 @@ def test_up_status_restart_down_leaves_no_process(tmp_path):
 def test_down_with_nothing_running_is_harmless(tmp_path):
     port = free_port_block(2)
     assert "nothing is running" in sf(tmp_path, port, "down").stdout
+
+
+@pytest.mark.slow
+def test_down_in_the_middle_of_the_start_stops_every_process_engines_included(tmp_path, vllm_model_dir):
+    """`down` while `up` still waits for the engines: nothing of the stack is left, not even a vLLM engine
+    that its worker started a moment ago (it was once left running, re-parented to init)."""
+    from seamlessflow.supervisor import read_state, stack_processes
+    from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
+
+    port, config = free_port_block(2), tmp_path / "config.yaml"
+    config.write_text(json.dumps({"rollout": {"model": str(vllm_model_dir), "max_model_len": 256,
+                                              "extra_args": LEAN_ENGINE_ARGS, "env": LEAN_ENGINE_ENV}}))
+    starting = subprocess.Popen(
+        [sys.executable, "-m", "seamlessflow", "--config", str(config), "--data-dir", str(tmp_path), "--broker-port",
+         str(port), "up", "--only", "rollout"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run = tmp_path / "run"
+
+    def engine_starting():
+        listed = (read_state(run) or {}).get("services", {})
+        engines = [p for p in stack_processes(run) if "vllm.entrypoints" in " ".join(p.cmdline())]
+        return "rollout-1" in listed and engines
+    try:
+        assert wait_for(engine_starting, 180), "no engine started"
+        assert (read_state(run) or {})["ready"] is False  # still starting
+        seen = {p.pid for p in stack_processes(run)}
+        stopped = sf(tmp_path, port, "down", timeout=180)
+        assert stopped.returncode == 0, stopped.stdout + stopped.stderr
+        assert starting.wait(30) is not None
+        assert not [pid for pid in seen if pid_alive(pid)] and stack_processes(run) == []
+    finally:
+        starting.kill()
+        for proc in stack_processes(run):
+            proc.kill()
