@@ -34,7 +34,7 @@ from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.kafka.dead_letters import DeadLetters, letter_for
-from seamlessflow.kafka.group import Delivery, GroupMember
+from seamlessflow.kafka.group import Delivery, GroupMember, Settling
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.records import resource_status
 from seamlessflow.messages import Trajectory
@@ -101,7 +101,8 @@ class RewardWorker:
         start_forkserver(self.reference)  # imports paid once, before any call is timed
         self._producer = MessageProducer(self.settings, self.codec)
         letters = DeadLetters(self.settings, self.codec, f"reward:{self.group}", self._producer.send)
-        self._member = GroupMember(self.settings, self.topics.to_score, self.group, letters, settle=self._settle)
+        settling = Settling(self._publish_finished, self.opts.revoke_grace_s)
+        self._member = GroupMember(self.settings, self.topics.to_score, self.group, letters, settling)
         pool = ThreadPoolExecutor(self.opts.concurrency, thread_name_prefix=f"reward-{self.opts.pool}")
         try:
             while not self._stop.is_set():
@@ -114,7 +115,9 @@ class RewardWorker:
                     self._on_delivery(delivery, pool)
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
+            self._member.settle()  # publish what is being scored (bounded) before leaving the group
             self._member.close()  # unfinished records stay uncommitted: the group gives them to another worker
+            self.stats.settled = self._member.settled
             self._heartbeat("stopped", force=True)
             self._producer.flush(10)
         return self.stats
@@ -136,14 +139,6 @@ class RewardWorker:
             if verdict.outcome in (OK, TIMED_OUT):
                 break
         self._results.put((delivery, verdicts))
-
-    def _settle(self, partitions: set[int]) -> None:
-        """Before partitions move to another worker: publish what is being scored on them (bounded), so the
-        next owner does not score and publish it again."""
-        deadline, running = time.monotonic() + self.opts.revoke_grace_s, self._member.in_flight(partitions)
-        while self._member.in_flight(partitions) and time.monotonic() < deadline:
-            self._publish_finished(wait_s=0.1)
-        self.stats.settled += running - self._member.in_flight(partitions)
 
     def _publish_finished(self, wait_s: float = 0.0) -> None:
         """Outputs are durable before their offsets are marked done (the loop's thread owns both clients)."""

@@ -175,11 +175,11 @@ class Trainer:
         now = time.time()
         for item in records:
             if is_eval_group(item.trajectory.group_id):  # an evaluation pass's session: measured, never trained
-                self.source.tracker.finish(item.partition, item.offset)
+                self.source.done(item.partition, item.offset)
             elif self.builder.add(sample_from_record(item.trajectory), now):
                 self._offsets_by_id[item.trajectory.event_id] = (item.partition, item.offset)
             else:
-                self.source.tracker.finish(item.partition, item.offset)
+                self.source.done(item.partition, item.offset)
 
     def _rebuild_after_revoke(self) -> None:
         """Partitions moved: held samples are dropped and read again from the committed offsets."""
@@ -191,7 +191,7 @@ class Trainer:
         for tid in trajectory_ids:
             where = self._offsets_by_id.pop(tid, None)
             if where is not None:
-                self.source.tracker.finish(*where)
+                self.source.done(*where)
 
     def _train_if_ready(self) -> bool:
         result = self.builder.poll(self.version, time.time())
@@ -267,11 +267,10 @@ class Trainer:
         log.info("checkpoint at step %d (version %d) in %.2f s", self.step, self.version, self.checkpoint_time_s)
 
     def _checkpoint(self) -> None:
-        tracker = self.source.tracker
         state = {
             "sf_step": self.step, "sf_version": self.version,
-            "sf_offsets": {str(p): o for p, o in tracker.commit_points().items()},
-            "sf_finished_ids": tracker.finished_above_commit(),
+            "sf_offsets": {str(p): o for p, o in self.source.commit_points().items()},
+            "sf_finished_ids": self.source.finished_above_commit(),
             "sf_too_easy": sorted(self.builder.too_easy_tasks),
         }
         self._log_steps()
