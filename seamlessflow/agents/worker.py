@@ -28,17 +28,17 @@ import httpx
 
 from seamlessflow.agents.deliveries import DeliveryJournal
 from seamlessflow.agents.episode import ABORTED, FAILED, SessionOutcome, end_session, run_session
-from seamlessflow.agents.heartbeat import agent_resource_id, agent_status
 from seamlessflow.agents.proxy import EndRejected, ProxyClient
 from seamlessflow.agents.settings import AgentSettings, consumer_group
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
-from seamlessflow.core.resources import ResourceState
+from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.group import Delivery, GroupMember, Settling
+from seamlessflow.kafka.heartbeat import Heartbeat, worker_resource_id
 from seamlessflow.kafka.io import DeliveryFailed, KafkaException, MessageProducer
-from seamlessflow.messages import DeadLetter, Task, new_id, now_ms
-from seamlessflow.service_metrics import observe
+from seamlessflow.kafka.records import resource_status
+from seamlessflow.messages import DeadLetter, ResourceStatus, Task, new_id, now_ms
 from seamlessflow.topics import Topics
 
 log = logging.getLogger(__name__)
@@ -86,10 +86,9 @@ class AgentWorker:
         self._sessions_in_flight = 0
         self._fatal: BaseException | None = None
         self._settling_failed = False
-        self.resource_id = agent_resource_id(self.group)
+        self.resource_id = worker_resource_id(ResourceKind.AGENT, self.group)
         self._journal = DeliveryJournal(settings.data_dir / "agents" / f"{self.group}.deliveries.sqlite")
         self._held: dict[str, TaskRun] = {}  # by task event id: noted in the journal, not finished
-        self._last_heartbeat = float("-inf")
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -104,12 +103,18 @@ class AgentWorker:
         assert self._member is not None  # set before `_joined`
         return self._member.wait_assigned(max(0.0, deadline - time.monotonic()))
 
-    def run(self) -> WorkerStats:
+    def run(self, stop: threading.Event | None = None) -> WorkerStats:
+        """Until `stop()` (or `stop` is set: a service's signal), or the proxy refuses session ends."""
+        if stop is not None:
+            self._stop = stop
         self._producer = MessageProducer(self.settings, self.codec)
         self._dead_letters = DeadLetters(self.settings, self.codec, f"agent:{self.group}", self._produce_letter)
         self._proxy = ProxyClient(self.opts.proxy_url, self.key)
         self._http = httpx.Client(limits=httpx.Limits(max_connections=self.opts.concurrency * 2))
         self._pool = ThreadPoolExecutor(self.opts.concurrency, thread_name_prefix=f"agent-{self.group}")
+        # fire and forget (try_send: never blocks), never on the task-commit path
+        heartbeat = Heartbeat(self._producer.try_send, self.topics.status, self.opts.heartbeat_s,
+                              lambda: self._status(ResourceState.ACTIVE))
         settling = Settling(self._drain_while_settling, self.opts.revoke_grace_s, self._settling_hopeless)
         member = self._member = GroupMember(self.settings, self.topics.tasks, self.group, self._dead_letters,
                                             settling, on_revoke=self._hand_back)
@@ -119,7 +124,7 @@ class AgentWorker:
                 self._drain(0)
                 member.commit()
                 member.set_paused(self._sessions_in_flight >= self.opts.concurrency)
-                self._heartbeat(ResourceState.ACTIVE)
+                heartbeat.beat()
                 delivery = member.poll(0.05 if self._sessions_in_flight else self.opts.poll_s)
                 if delivery is not None:
                     self._on_delivery(delivery)
@@ -127,7 +132,7 @@ class AgentWorker:
         finally:
             self._pool.shutdown(wait=False, cancel_futures=True)
             member.close()
-            self._heartbeat(ResourceState.FAILED if self._fatal is not None else ResourceState.STOPPED, force=True)
+            heartbeat.publish(self._status(ResourceState.FAILED if self._fatal is not None else ResourceState.STOPPED))
             self._producer.close(10)
             self._journal.forget(*self._held)  # handed back in order: not the tasks' fault
             self._journal.close()
@@ -232,20 +237,16 @@ class AgentWorker:
         self._producer.send_and_wait(topic, key, letter)  # durable before the task's offset may be committed
         self.stats.dead_letters += 1
 
-    def _heartbeat(self, state: ResourceState, force: bool = False) -> None:
-        """Fire and forget (a lost heartbeat only delays the table); never on the task-commit path."""
-        now = time.monotonic()
-        if not force and now - self._last_heartbeat < self.opts.heartbeat_s:
-            return
-        self._last_heartbeat = now
+    def _status(self, state: ResourceState) -> ResourceStatus:
+        """For operators (is the pool alive, how many sessions run, how many ended failed): agent workers hold
+        no engine and take no commands, so the scheduler does not track them."""
         figures = {"concurrency": self.opts.concurrency, "sessions_in_flight": self._sessions_in_flight,
                    "tasks_done": self.stats.tasks_done, "tasks_skipped": self.stats.tasks_skipped,
                    "retries_published": self.stats.retries_published, "dead_letters": self.stats.dead_letters,
                    "worker_deaths_seen": self.stats.worker_deaths_seen,
                    **{f"sessions_{status}": n for status, n in self.stats.sessions.items()}}
-        status = agent_status(self.resource_id, self.opts.pool, self.team, self.settings.run, state, figures)
-        observe(status)
-        self._producer.try_send(self.topics.status, self.resource_id, status)
+        return resource_status(self.resource_id, ResourceKind.AGENT, state, self.opts.pool, self.team, self.settings.run,
+                               capability_tags=[ResourceKind.AGENT], figures=figures)
 
     # -- offsets and group membership -----------------------------------------------------------
 

@@ -20,11 +20,8 @@ the same guarantee), so it is trained at most once.
 from __future__ import annotations
 
 import logging
-import os
 import queue
-import socket
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -35,9 +32,10 @@ from seamlessflow.config import Settings
 from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.kafka.dead_letters import DeadLetters, letter_for
 from seamlessflow.kafka.group import Delivery, GroupMember, Settling
+from seamlessflow.kafka.heartbeat import Heartbeat, worker_resource_id
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.records import resource_status
-from seamlessflow.messages import Trajectory
+from seamlessflow.messages import ResourceStatus, Trajectory
 from seamlessflow.rewards.request import ScoreRequest, request_of, scored, unscorable
 from seamlessflow.rewards.sandbox import OK, TIMED_OUT, Limits, Verdict, run_verifier, start_forkserver
 from seamlessflow.topics import Topics
@@ -85,14 +83,13 @@ class RewardWorker:
         self.settings, self.codec, self.reference, self.team = settings, codec, reference, team
         self.opts = opts or RewardSettings.from_settings(settings)
         self.group = reward_group(team, self.opts.pool)
-        self.resource_id = f"reward.{self.group}.{socket.gethostname()}-{os.getpid()}"
+        self.resource_id = worker_resource_id(ResourceKind.REWARD, self.group)
         self.topics = Topics(settings)
         self.stats = RewardStats()
         self._limits = Limits(self.opts.timeout_s, self.opts.memory_mb)
         self._stop = threading.Event()
         self._results: queue.Queue[tuple[Delivery, list[Verdict]]] = queue.Queue()
         self._running = 0
-        self._last_heartbeat = float("-inf")
 
     def stop(self) -> None:
         self._stop.set()
@@ -100,6 +97,8 @@ class RewardWorker:
     def run(self) -> RewardStats:
         start_forkserver(self.reference)  # imports paid once, before any call is timed
         self._producer = MessageProducer(self.settings, self.codec)
+        heartbeat = Heartbeat(self._producer.send, self.topics.status, self.opts.heartbeat_s,
+                              lambda: self._status(ResourceState.ACTIVE))
         letters = DeadLetters(self.settings, self.codec, f"reward:{self.group}", self._producer.send)
         settling = Settling(self._publish_finished, self.opts.revoke_grace_s)
         self._member = GroupMember(self.settings, self.topics.to_score, self.group, letters, settling)
@@ -109,7 +108,7 @@ class RewardWorker:
                 self._publish_finished()
                 self._member.commit()
                 self._member.set_paused(self._running >= self.opts.concurrency)
-                self._heartbeat("active")
+                heartbeat.beat()
                 delivery = self._member.poll(0.05 if self._running else self.opts.poll_s)
                 if delivery is not None:
                     self._on_delivery(delivery, pool)
@@ -118,7 +117,7 @@ class RewardWorker:
             self._member.settle()  # publish what is being scored (bounded) before leaving the group
             self._member.close()  # unfinished records stay uncommitted: the group gives them to another worker
             self.stats.settled = self._member.settled
-            self._heartbeat("stopped", force=True)
+            heartbeat.publish(self._status(ResourceState.STOPPED))
             self._producer.flush(10)
         return self.stats
 
@@ -173,18 +172,10 @@ class RewardWorker:
         self._producer.send(self.topics.trajectories, out.group_id, out)
         self._producer.flush()
 
-    def _heartbeat(self, state: str, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._last_heartbeat < self.opts.heartbeat_s:
-            return
-        self._last_heartbeat = now
+    def _status(self, state: ResourceState) -> ResourceStatus:
         figures = {"concurrency": float(self.opts.concurrency), "running": float(self._running),
                    "scored": float(self.stats.scored), "unscorable": float(self.stats.unscorable),
                    "skipped": float(self.stats.skipped),
                    **{f"calls_{k}": float(v) for k, v in self.stats.calls.items()}}
-        status = resource_status(self.resource_id, ResourceKind.REWARD, ResourceState(state), self.opts.pool, self.team,
-                                 self.settings.run, capability_tags=["reward"], figures=figures)
-        try:
-            self._producer.send(self.topics.status, self.resource_id, status)
-        except Exception as exc:  # a lost heartbeat only delays the table
-            log.warning("reward heartbeat not queued: %s", exc)
+        return resource_status(self.resource_id, ResourceKind.REWARD, state, self.opts.pool, self.team,
+                               self.settings.run, capability_tags=["reward"], figures=figures)

@@ -36,13 +36,14 @@ from seamlessflow.core.batching import BatchBuilder, Counters
 from seamlessflow.core.evaluation import is_eval_group
 from seamlessflow.core.mixing import source_figures
 from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
+from seamlessflow.kafka.command_feed import CommandFeed
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.records import resource_status
 from seamlessflow.messages import WeightVersion, now_ms
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.config import TrainerConfig
-from seamlessflow.trainer.control import ControlListener, ControlState
+from seamlessflow.trainer.control import ControlState
 from seamlessflow.trainer.engine import PolicyEngine, StepMetrics
 from seamlessflow.trainer.follower import follow
 from seamlessflow.trainer.samples import sample_from_record
@@ -119,9 +120,9 @@ class Trainer:
     def run(self) -> int:
         if not self.ranks.leader:
             return follow(self.ranks, self.engine, self.checkpoints)
-        listener = ControlListener(self.settings, self.codec, self.topics.control, self.config.resource_id,
-                                   self.dead_letters)
-        restored = self.control.restore(listener.catch_up())
+        listener = CommandFeed(self.settings, self.codec, self.dead_letters, self.topics.control,
+                               self.control.protocol.addressed)
+        restored = self.control.restore(listener.history())
         if restored is not None:
             self._apply(restored)
         if self.version > 0:
@@ -129,7 +130,7 @@ class Trainer:
         next_beat = 0.0
         try:
             while not self.stopping:
-                for command in listener.poll():
+                for command in listener.commands():
                     self._apply(command)
                 if time.monotonic() >= next_beat:
                     self._heartbeat(ResourceState.ACTIVE)
