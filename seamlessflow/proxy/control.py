@@ -19,9 +19,10 @@ Contract (tell the scheduler): the proxy acts on `ControlCommand`s on the contro
 their `state` is `active`, raise its known `weight_version`, and set its `hardware_tags` (what sessions of
 each profile are routed by: `seamlessflow.core.routing`).
 
-The consumer is assigned (no group, no commits) and reads both compacted topics from the beginning, so a
-restarted proxy learns the engines at once; the control records already there are handed over first, as
-history, and the proxy restores its newest command from them (`core.control`), then takes new ones live.
+The reader (the Kafka layer's `CommandFeed`) is assigned (no group, no commits) and reads both compacted
+topics from the beginning, so a restarted proxy learns the engines at once; the proxy's commands already on
+the control topic are handed over first, as history, and the proxy restores its newest command from them
+(`core.control`), then takes new ones live.
 """
 
 from __future__ import annotations

@@ -26,7 +26,6 @@ import json
 import logging
 import os
 import shutil
-import signal
 import time
 from typing import TYPE_CHECKING
 
@@ -345,9 +344,3 @@ class Trainer:
 
 def _fmt(values: dict) -> str:
     return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
-
-
-def run(settings: Settings) -> int:
-    trainer = Trainer(settings)
-    signal.signal(signal.SIGTERM, lambda *_: setattr(trainer, "stopping", True))
-    return trainer.run()
