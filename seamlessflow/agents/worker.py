@@ -268,6 +268,7 @@ class AgentWorker:
 
     def _hand_back(self, partitions: set[int]) -> None:
         """The partitions moved to another worker: their held tasks are its now, and no one died."""
+        self._settling_failed = False  # that settle is over: the next one waits again
         handed_back = [e for e, run in self._held.items() if run.partition in partitions]
         for event_id in handed_back:
             del self._held[event_id]
