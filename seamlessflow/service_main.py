@@ -1,9 +1,9 @@
-"""One entry shape for the services that run until a signal: `python -m services.<role> --config PATH`.
+"""One entry shape for every service: `python -m services.<role> --config PATH [role options]`.
 
-Every such service parses the same `--config`, logs the same way, serves Prometheus `/metrics` (on
+Every service parses the same `--config`, logs the same way, serves Prometheus `/metrics` (on
 `$SEAMLESSFLOW_METRICS_PORT`, which `up` gives each one) and stops on SIGTERM/SIGINT by setting an event
 its loop watches, so it finishes the turn in progress and flushes what it produced. Written once here, so a
-new service cannot forget the metrics or the clean stop.
+new service cannot forget the metrics or the clean stop. A run that returns an int exits with it.
 """
 
 from __future__ import annotations
@@ -20,21 +20,37 @@ from seamlessflow.service_metrics import serve_metrics
 LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
 
 Run = Callable[[Settings, threading.Event, argparse.Namespace], object]
+Prepare = Callable[[Settings, argparse.Namespace], object]
 
 
 def run_until_signal(module: str, run: Run, *, add_arguments: Callable[[argparse.ArgumentParser], object] | None = None,
-                     quiet_loggers: Iterable[str] = ()) -> None:
-    """Parses `--config` (and what `add_arguments` adds), then runs `run(settings, stop, args)` until a signal."""
+                     quiet_loggers: Iterable[str] = (), prepare: Prepare | None = None,
+                     log_format: str = LOG_FORMAT, metrics: bool = True) -> None:
+    """Parses `--config` (and what `add_arguments` adds), then runs `run(settings, stop, args)` until a signal.
+
+    `prepare(settings, args)` runs before anything else is set up (the trainer replaces its process with
+    torch's launcher there); `metrics=False` for a process whose sibling serves the service's /metrics."""
     parser = argparse.ArgumentParser(prog=f"python -m {module}")
     parser.add_argument("--config", help="settings YAML (default: SEAMLESSFLOW_CONFIG or built-in defaults)")
     if add_arguments is not None:
         add_arguments(parser)
     args = parser.parse_args()
-    logging.basicConfig(level=logging.INFO, format=LOG_FORMAT)
+    settings = Settings.load(args.config)
+    if prepare is not None:
+        prepare(settings, args)
+    logging.basicConfig(level=logging.INFO, format=log_format)
     for name in quiet_loggers:
         logging.getLogger(name).setLevel(logging.WARNING)
-    serve_metrics()
+    if metrics:
+        serve_metrics()
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    run(Settings.load(args.config), stop, args)
+    result = run(settings, stop, args)
+    if isinstance(result, int) and not isinstance(result, bool):
+        raise SystemExit(result)
+
+
+def when_stopped(stop: threading.Event, then: Callable[[], object]) -> None:
+    """Calls `then` (on a daemon thread) once `stop` is set: for a loop that has its own way to be stopped."""
+    threading.Thread(target=lambda: (stop.wait(), then()), name="stop-watch", daemon=True).start()

@@ -34,3 +34,16 @@ def test_a_service_serves_metrics_and_stops_on_sigterm():
         assert proc.wait(30) == 0
     finally:
         proc.kill()
+
+
+EXITING = """
+from seamlessflow.service_main import run_until_signal
+def prepare(settings, args):
+    print("prepared", args.config is None, flush=True)
+run_until_signal("services.demo", lambda settings, stop, args: 3, prepare=prepare, metrics=False)
+"""
+
+
+def test_the_prepare_hook_runs_first_and_an_int_result_is_the_exit_code():
+    done = subprocess.run([sys.executable, "-c", EXITING], capture_output=True, text=True, timeout=120)
+    assert (done.returncode, done.stdout.split()) == (3, ["prepared", "True"])

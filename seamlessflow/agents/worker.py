@@ -28,18 +28,17 @@ import httpx
 
 from seamlessflow.agents.deliveries import DeliveryJournal
 from seamlessflow.agents.episode import ABORTED, FAILED, SessionOutcome, end_session, run_session
-from seamlessflow.agents.heartbeat import agent_resource_id, agent_status
 from seamlessflow.agents.proxy import EndRejected, ProxyClient
 from seamlessflow.agents.settings import AgentSettings, consumer_group
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
-from seamlessflow.core.resources import ResourceState
+from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.kafka.dead_letters import DeadLetters
-from seamlessflow.kafka.io import DeliveryFailed, KafkaException, MessageProducer, Record
-from seamlessflow.kafka.offsets import OffsetTracker
-from seamlessflow.kafka.subscriber import Subscriber
-from seamlessflow.messages import DeadLetter, Task, new_id, now_ms
-from seamlessflow.service_metrics import observe
+from seamlessflow.kafka.group import Delivery, GroupMember, Settling
+from seamlessflow.kafka.heartbeat import Heartbeat, worker_resource_id
+from seamlessflow.kafka.io import DeliveryFailed, KafkaException, MessageProducer
+from seamlessflow.kafka.records import resource_status
+from seamlessflow.messages import DeadLetter, ResourceStatus, Task, new_id, now_ms
 from seamlessflow.topics import Topics
 
 log = logging.getLogger(__name__)
@@ -81,16 +80,15 @@ class AgentWorker:
         self.topics = Topics(settings)
         self.stats = WorkerStats()
         self._stop = threading.Event()
-        self._assigned = threading.Event()
-        self._tracker = OffsetTracker()
+        self._member: GroupMember | None = None  # joins the group in `run`
+        self._joined = threading.Event()
         self._done: queue.Queue[tuple[TaskRun, SessionOutcome]] = queue.Queue()
         self._sessions_in_flight = 0
         self._fatal: BaseException | None = None
-        self._closing = False
-        self.resource_id = agent_resource_id(self.group)
+        self._settling_failed = False
+        self.resource_id = worker_resource_id(ResourceKind.AGENT, self.group)
         self._journal = DeliveryJournal(settings.data_dir / "agents" / f"{self.group}.deliveries.sqlite")
         self._held: dict[str, TaskRun] = {}  # by task event id: noted in the journal, not finished
-        self._last_heartbeat = float("-inf")
 
     # -- lifecycle ---------------------------------------------------------------------------
 
@@ -99,30 +97,42 @@ class AgentWorker:
 
     def wait_assigned(self, timeout_s: float) -> bool:
         """True once the group gave this worker its partitions (tests wait for it before producing)."""
-        return self._assigned.wait(timeout_s)
+        deadline = time.monotonic() + timeout_s
+        if not self._joined.wait(timeout_s):
+            return False
+        assert self._member is not None  # set before `_joined`
+        return self._member.wait_assigned(max(0.0, deadline - time.monotonic()))
 
-    def run(self) -> WorkerStats:
+    def run(self, stop: threading.Event | None = None) -> WorkerStats:
+        """Until `stop()` (or `stop` is set: a service's signal), or the proxy refuses session ends."""
+        if stop is not None:
+            self._stop = stop
         self._producer = MessageProducer(self.settings, self.codec)
         self._dead_letters = DeadLetters(self.settings, self.codec, f"agent:{self.group}", self._produce_letter)
-        self._consumer = Subscriber(self.settings, self.codec, self._dead_letters, group_id=self.group)
         self._proxy = ProxyClient(self.opts.proxy_url, self.key)
         self._http = httpx.Client(limits=httpx.Limits(max_connections=self.opts.concurrency * 2))
         self._pool = ThreadPoolExecutor(self.opts.concurrency, thread_name_prefix=f"agent-{self.group}")
-        self._consumer.subscribe(self.topics.tasks, on_assign=self._on_assign, on_revoke=self._on_revoke)
+        # fire and forget (try_send: never blocks), never on the task-commit path
+        heartbeat = Heartbeat(self._producer.try_send, self.topics.status, self.opts.heartbeat_s,
+                              lambda: self._status(ResourceState.ACTIVE))
+        settling = Settling(self._drain_while_settling, self.opts.revoke_grace_s, self._settling_hopeless)
+        member = self._member = GroupMember(self.settings, self.topics.tasks, self.group, self._dead_letters,
+                                            settling, on_revoke=self._hand_back)
+        self._joined.set()
         try:
             while not self._stop.is_set() and self._fatal is None:
                 self._drain(0)
-                self._commit()
-                self._apply_backpressure()
-                self._heartbeat(ResourceState.ACTIVE)
-                for record in self._consumer.poll(0.05 if self._sessions_in_flight else self.opts.poll_s, 1):
-                    self._on_record(record)
-            self._settle(None, self.opts.revoke_grace_s)
+                member.commit()
+                member.set_paused(self._sessions_in_flight >= self.opts.concurrency)
+                heartbeat.beat()
+                delivery = member.poll(0.05 if self._sessions_in_flight else self.opts.poll_s)
+                if delivery is not None:
+                    self._on_delivery(delivery)
+            member.settle()
         finally:
-            self._closing = True
             self._pool.shutdown(wait=False, cancel_futures=True)
-            self._consumer.close()
-            self._heartbeat(ResourceState.FAILED if self._fatal is not None else ResourceState.STOPPED, force=True)
+            member.close()
+            heartbeat.publish(self._status(ResourceState.FAILED if self._fatal is not None else ResourceState.STOPPED))
             self._producer.close(10)
             self._journal.forget(*self._held)  # handed back in order: not the tasks' fault
             self._journal.close()
@@ -134,21 +144,17 @@ class AgentWorker:
 
     # -- tasks in ------------------------------------------------------------------------------
 
-    def _on_record(self, record: Record) -> None:
-        self._tracker.seen(record.partition, record.offset)
-        task = record.message  # poison: already dead-lettered (durably) before it counts as done
-        if task is None:
-            self._tracker.finish(record.partition, record.offset)
-            return
-        if not self._wanted(task, record.headers or {}):
+    def _on_delivery(self, delivery: Delivery) -> None:
+        task = delivery.message
+        if not self._wanted(task, delivery.headers):
             self.stats.tasks_skipped += 1
-            self._tracker.finish(record.partition, record.offset)
+            self._member_done(delivery.partition, delivery.offset)
             return
         deaths = self._journal.deliver(task.event_id)
         if deaths:
             self.stats.worker_deaths_seen += 1
             task = dataclasses.replace(task, attempt=task.attempt + deaths)
-        run = TaskRun(task, record.partition, record.offset)
+        run = TaskRun(task, delivery.partition, delivery.offset)
         self._held[task.event_id] = run
         job = self._session_job if task.attempt < self.opts.max_attempts else self._give_up_job
         for index in range(task.group_size):
@@ -196,16 +202,17 @@ class AgentWorker:
         self._sessions_in_flight -= 1
         run.outcomes.append(outcome)
         self.stats.sessions[outcome.status] = self.stats.sessions.get(outcome.status, 0) + 1
-        if run.finished:
-            self._task_finished(run)
+        if run.finished and self._task_finished(run):
+            self._member_done(run.partition, run.offset)
 
-    def _task_finished(self, run: TaskRun) -> None:
+    def _task_finished(self, run: TaskRun) -> bool:
+        """Ends a task's bookkeeping; True when its offset may be committed."""
         if self._held.pop(run.task.event_id, None) is not None:  # else handed back: the entry is the new holder's
             self._journal.forget(run.task.event_id)
         unreachable = [o for o in run.outcomes if o.end_error and not isinstance(o.end_error, EndRejected)]
         if unreachable:  # not accepted: leave the offset uncommitted and stop; another worker redoes it
             self._fatal = unreachable[0].end_error
-            return
+            return False
         for rejected in (o for o in run.outcomes if o.end_error):
             self._dead_letter_task(run, f"proxy rejected the end of session {rejected.session_id}: {rejected.end_error}",
                                    rejected.session_id)
@@ -213,7 +220,7 @@ class AgentWorker:
         if owed:
             self._republish(run.task, owed)
         self.stats.tasks_done += 1
-        self._tracker.finish(run.partition, run.offset)
+        return True
 
     def _republish(self, task: Task, owed: int) -> None:
         retry = dataclasses.replace(task, event_id=new_id(), attempt=task.attempt + 1, group_size=owed,
@@ -230,54 +237,39 @@ class AgentWorker:
         self._producer.send_and_wait(topic, key, letter)  # durable before the task's offset may be committed
         self.stats.dead_letters += 1
 
-    def _heartbeat(self, state: ResourceState, force: bool = False) -> None:
-        """Fire and forget (a lost heartbeat only delays the table); never on the task-commit path."""
-        now = time.monotonic()
-        if not force and now - self._last_heartbeat < self.opts.heartbeat_s:
-            return
-        self._last_heartbeat = now
+    def _status(self, state: ResourceState) -> ResourceStatus:
+        """For operators (is the pool alive, how many sessions run, how many ended failed): agent workers hold
+        no engine and take no commands, so the scheduler does not track them."""
         figures = {"concurrency": self.opts.concurrency, "sessions_in_flight": self._sessions_in_flight,
                    "tasks_done": self.stats.tasks_done, "tasks_skipped": self.stats.tasks_skipped,
                    "retries_published": self.stats.retries_published, "dead_letters": self.stats.dead_letters,
                    "worker_deaths_seen": self.stats.worker_deaths_seen,
                    **{f"sessions_{status}": n for status, n in self.stats.sessions.items()}}
-        status = agent_status(self.resource_id, self.opts.pool, self.team, self.settings.run, state, figures)
-        observe(status)
-        self._producer.try_send(self.topics.status, self.resource_id, status)
+        return resource_status(self.resource_id, ResourceKind.AGENT, state, self.opts.pool, self.team, self.settings.run,
+                               capability_tags=[ResourceKind.AGENT], figures=figures)
 
     # -- offsets and group membership -----------------------------------------------------------
 
-    def _commit(self) -> None:
-        moved = self._tracker.moved()
-        if moved and self._consumer.commit(moved):
-            self._tracker.committed(moved)
+    def _member_done(self, partition: int, offset: int) -> None:
+        assert self._member is not None  # records come from the member
+        self._member.done(partition, offset)
 
-    def _apply_backpressure(self) -> None:
-        self._consumer.set_paused(self._sessions_in_flight >= self.opts.concurrency)
+    def _drain_while_settling(self, wait_s: float) -> None:
+        """`_drain` while partitions are about to move: a record that cannot be published ends the wait (what
+        finished is still committed, the rest goes to the next owner)."""
+        try:
+            self._drain(wait_s)
+        except (KafkaException, DeliveryFailed) as exc:
+            log.warning("publishing while settling: %s", exc)
+            self._settling_failed = True
 
-    def _on_assign(self, partitions: list[int]) -> None:
-        self._assigned.set()
+    def _settling_hopeless(self) -> bool:
+        return self._fatal is not None or self._settling_failed
 
-    def _on_revoke(self, partitions: list[int]) -> None:
-        revoked = set(partitions)
-        if not self._closing:
-            self._settle(revoked, self.opts.revoke_grace_s)
-        self._tracker.drop(revoked)
-        handed_back = [e for e, run in self._held.items() if run.partition in revoked]
+    def _hand_back(self, partitions: set[int]) -> None:
+        """The partitions moved to another worker: their held tasks are its now, and no one died."""
+        self._settling_failed = False  # that settle is over: the next one waits again
+        handed_back = [e for e, run in self._held.items() if run.partition in partitions]
         for event_id in handed_back:
             del self._held[event_id]
-        self._journal.forget(*handed_back)  # another worker takes them over; no one died
-
-    def _settle(self, partitions: set[int] | None, grace_s: float) -> None:
-        """Waits (bounded) for running tasks of these partitions, then commits what finished."""
-        deadline = threading.Event()
-        timer = threading.Timer(grace_s, deadline.set)
-        timer.start()
-        try:
-            while self._tracker.in_flight(partitions) and not deadline.is_set() and self._fatal is None:
-                self._drain(0.1)
-            self._commit()
-        except (KafkaException, DeliveryFailed) as exc:
-            log.warning("commit while settling: %s", exc)
-        finally:
-            timer.cancel()
+        self._journal.forget(*handed_back)

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import logging
 import signal
-from pathlib import Path
 
 import click
 
-from seamlessflow.agents import AgentSettings, AgentWorker, WorkerFailed, load_agent
-from seamlessflow.avro import codec_for
+from seamlessflow.agents import WorkerFailed
+from seamlessflow.agents.start import NoTeamKey, agent_worker
 from seamlessflow.cli.context import pass_settings
 
 
@@ -35,26 +34,18 @@ def agent_run(settings, reference, team, pool, concurrency, key, proxy_url, max_
     `openai.OpenAI` client; an `async def` receives an `openai.AsyncOpenAI` one.
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    team = team or settings.team
-    opts = AgentSettings.from_settings(settings, pool=pool, concurrency=concurrency, proxy_url=proxy_url,
-                                       max_attempts=max_attempts, kinds=list(kinds) or None)
-    worker = AgentWorker(settings, codec_for(settings), load_agent(reference), team, _key(settings, team, key), opts)
+    try:
+        worker = agent_worker(settings, reference, team, key, pool=pool, concurrency=concurrency, proxy_url=proxy_url,
+                              max_attempts=max_attempts, kinds=list(kinds) or None)
+    except NoTeamKey as exc:
+        raise click.UsageError(str(exc)) from exc
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: worker.stop())
-    click.echo(f"agent {reference} in pool {worker.group}, {opts.concurrency} at a time, proxy {opts.proxy_url}",
-               err=True)
+    click.echo(f"agent {reference} in pool {worker.group}, {worker.opts.concurrency} at a time, "
+               f"proxy {worker.opts.proxy_url}", err=True)
     try:
         stats = worker.run()
     except WorkerFailed as exc:
         raise click.ClickException(f"stopped, uncommitted tasks left for other workers: {exc}") from exc
     click.echo(f"tasks done {stats.tasks_done}, skipped {stats.tasks_skipped}, sessions {stats.sessions}, "
                f"retries {stats.retries_published}, dead letters {stats.dead_letters}", err=True)
-
-
-def _key(settings, team: str, key: str | None) -> str:
-    if key:
-        return key
-    key_file = Path(settings.data_dir) / f"{team}.key"
-    if key_file.exists():
-        return key_file.read_text().strip()
-    raise click.UsageError(f"no --key given and no {key_file}; issue one with `seamlessflow team add {team}`")

@@ -19,9 +19,10 @@ Contract (tell the scheduler): the proxy acts on `ControlCommand`s on the contro
 their `state` is `active`, raise its known `weight_version`, and set its `hardware_tags` (what sessions of
 each profile are routed by: `seamlessflow.core.routing`).
 
-The consumer is assigned (no group, no commits) and reads both compacted topics from the beginning, so a
-restarted proxy learns the engines at once; the control records already there are handed over first, as
-history, and the proxy restores its newest command from them (`core.control`), then takes new ones live.
+The reader (the Kafka layer's `CommandFeed`) is assigned (no group, no commits) and reads both compacted
+topics from the beginning, so a restarted proxy learns the engines at once; the proxy's commands already on
+the control topic are handed over first, as history, and the proxy restores its newest command from them
+(`core.control`), then takes new ones live.
 """
 
 from __future__ import annotations
@@ -34,9 +35,9 @@ from typing import Any
 
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
-from seamlessflow.core.control import BROADCAST
+from seamlessflow.core.control import BROADCAST, CommandLike
+from seamlessflow.kafka.command_feed import CommandFeed
 from seamlessflow.kafka.dead_letters import DeadLetters
-from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.messages import ControlCommand, ResourceStatus
 
 log = logging.getLogger(__name__)
@@ -45,20 +46,21 @@ ALIASES = ("proxy", BROADCAST)  # besides its own id, the proxy answers to these
 
 
 class ControlListener:
-    """Reads control and status topics in a thread; hands decoded messages to `on_message` on the loop.
+    """Reads control and status topics in a thread (the layer's `CommandFeed`); hands decoded messages to
+    `on_message` on the loop: commands `addressed` to the proxy, and statuses.
 
-    With `control` (the control topic, one of `topics`), the records already on it at start are handed to
-    `on_history` in one list first, and live reading of that topic continues after them. Poison on either
-    topic is dead-lettered and skipped."""
+    With `control` (the control topic, one of `topics`), the commands for the proxy already on it at start
+    are handed to `on_history` in one list first, and live reading of that topic continues after them. Poison
+    on either topic is dead-lettered and skipped."""
 
     def __init__(self, settings: Settings, codec: Codec, topics: list[str], on_message: Callable[[Any], None],
-                 dead_letters: DeadLetters, control: str | None = None,
-                 on_history: Callable[[list[ControlCommand]], None] | None = None):
+                 dead_letters: DeadLetters, addressed: Callable[[CommandLike], bool], control: str,
+                 on_history: Callable[[list[ControlCommand]], None]):
         self.settings = settings
         self.codec = codec
         self.dead_letters = dead_letters
         self.topics = topics
-        self.on_message = on_message
+        self.on_message, self.addressed = on_message, addressed
         self.control, self.on_history = control, on_history
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="proxy-control", daemon=True)
@@ -75,26 +77,27 @@ class ControlListener:
             self._thread.join(timeout=5)
 
     def _run(self) -> None:
-        consumer = Subscriber(self.settings, self.codec, self.dead_letters, name="proxy-reader")
+        feed = CommandFeed(self.settings, self.codec, self.dead_letters, self.control, self.addressed,
+                           name="proxy-reader")
         try:
             for topic in self.topics:
-                if topic == self.control and self.on_history is not None:
-                    self._hand_over_history(consumer.catch_up(topic))
+                if topic == self.control:
+                    self._hand_over_history(feed.history())
                 else:
-                    consumer.follow(topic)
+                    feed.follow(topic)
             self.ready.set()
             while not self._stop.is_set():
-                for message in consumer.messages(0.1, 100):
+                for message in feed.poll(0.1, 100):
                     self._deliver(message)
         except Exception:  # noqa: BLE001 - a dead listener must be visible, not silent
             log.exception("control listener stopped")
         finally:
-            consumer.close()
+            feed.close()
 
-    def _hand_over_history(self, messages: list[Any]) -> None:
-        """Hands the control topic's records so far to `on_history` (live reading continues after them)."""
-        history = [m for m in messages if isinstance(m, ControlCommand)]
-        assert self._loop is not None and self.on_history is not None  # set by start(), before the thread runs
+    def _hand_over_history(self, history: list[ControlCommand]) -> None:
+        """Hands the proxy's commands on the control topic so far to `on_history` (live reading continues
+        after them)."""
+        assert self._loop is not None  # set by start(), before the thread runs
         self._loop.call_soon_threadsafe(self.on_history, history)
 
     def _deliver(self, message: Any) -> None:

@@ -13,6 +13,7 @@ import aiohttp
 
 from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.kafka.dead_letters import DeadLetters
+from seamlessflow.kafka.heartbeat import Heartbeat
 from seamlessflow.kafka.records import resource_status
 from seamlessflow.messages import CommandAck, DeadLetter, ResourceStatus
 from seamlessflow.proxy.commands import CommandHandler
@@ -38,9 +39,11 @@ class ProxyService:
         )
         wanted = ([topics.control] if self.config.listen_control else []) + ([topics.status] if self.config.discover_engines else [])
         self.dead_letters = DeadLetters(settings, self.server.codec, f"proxy:{self.config.id}", self._send_dead_letter)
-        control = topics.control if self.config.listen_control else None
         self.listener = ControlListener(settings, self.server.codec, wanted, self.commands.on_message,
-                                        self.dead_letters, control, self.commands.on_history) if wanted else None
+                                        self.dead_letters, self.commands.protocol.addressed, topics.control,
+                                        self.commands.on_history) if wanted else None
+        self.heartbeat = Heartbeat(self.server.publisher.publish, self.status_topic, self.config.heartbeat_s,
+                                   self._status)
         self._tasks: list[asyncio.Task] = []
         self._loop: asyncio.AbstractEventLoop | None = None
 
@@ -58,7 +61,7 @@ class ProxyService:
             self.listener.start()
         await self.server.start_http()
         loop = asyncio.get_running_loop()
-        self._tasks = [loop.create_task(self._health_loop()), loop.create_task(self._heartbeat_loop())]
+        self._tasks = [loop.create_task(self._health_loop()), loop.create_task(self.heartbeat.run_async())]
         return self
 
     async def wait_listening(self, timeout_s: float = 30.0) -> None:
@@ -116,15 +119,6 @@ class ProxyService:
                 return response.status == 200
         except (TimeoutError, aiohttp.ClientError, ConnectionError):
             return False
-
-    async def _heartbeat_loop(self) -> None:
-        while True:
-            try:
-                async with asyncio.timeout(10):
-                    await self.server.publisher.publish(self.status_topic, self.config.id, self._status())
-            except Exception as exc:  # noqa: BLE001 - a missed heartbeat is logged; the next one retries
-                log.warning("proxy heartbeat not published: %s", exc)
-            await asyncio.sleep(self.config.heartbeat_s)
 
     def _status(self) -> ResourceStatus:
         server = self.server

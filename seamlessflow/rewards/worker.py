@@ -20,11 +20,8 @@ the same guarantee), so it is trained at most once.
 from __future__ import annotations
 
 import logging
-import os
 import queue
-import socket
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -34,10 +31,11 @@ from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.kafka.dead_letters import DeadLetters, letter_for
-from seamlessflow.kafka.group import Delivery, GroupMember
+from seamlessflow.kafka.group import Delivery, GroupMember, Settling
+from seamlessflow.kafka.heartbeat import Heartbeat, worker_resource_id
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.records import resource_status
-from seamlessflow.messages import Trajectory
+from seamlessflow.messages import ResourceStatus, Trajectory
 from seamlessflow.rewards.request import ScoreRequest, request_of, scored, unscorable
 from seamlessflow.rewards.sandbox import OK, TIMED_OUT, Limits, Verdict, run_verifier, start_forkserver
 from seamlessflow.topics import Topics
@@ -85,14 +83,13 @@ class RewardWorker:
         self.settings, self.codec, self.reference, self.team = settings, codec, reference, team
         self.opts = opts or RewardSettings.from_settings(settings)
         self.group = reward_group(team, self.opts.pool)
-        self.resource_id = f"reward.{self.group}.{socket.gethostname()}-{os.getpid()}"
+        self.resource_id = worker_resource_id(ResourceKind.REWARD, self.group)
         self.topics = Topics(settings)
         self.stats = RewardStats()
         self._limits = Limits(self.opts.timeout_s, self.opts.memory_mb)
         self._stop = threading.Event()
         self._results: queue.Queue[tuple[Delivery, list[Verdict]]] = queue.Queue()
         self._running = 0
-        self._last_heartbeat = float("-inf")
 
     def stop(self) -> None:
         self._stop.set()
@@ -100,22 +97,27 @@ class RewardWorker:
     def run(self) -> RewardStats:
         start_forkserver(self.reference)  # imports paid once, before any call is timed
         self._producer = MessageProducer(self.settings, self.codec)
+        heartbeat = Heartbeat(self._producer.send, self.topics.status, self.opts.heartbeat_s,
+                              lambda: self._status(ResourceState.ACTIVE))
         letters = DeadLetters(self.settings, self.codec, f"reward:{self.group}", self._producer.send)
-        self._member = GroupMember(self.settings, self.topics.to_score, self.group, letters, settle=self._settle)
+        settling = Settling(self._publish_finished, self.opts.revoke_grace_s)
+        self._member = GroupMember(self.settings, self.topics.to_score, self.group, letters, settling)
         pool = ThreadPoolExecutor(self.opts.concurrency, thread_name_prefix=f"reward-{self.opts.pool}")
         try:
             while not self._stop.is_set():
                 self._publish_finished()
                 self._member.commit()
                 self._member.set_paused(self._running >= self.opts.concurrency)
-                self._heartbeat("active")
+                heartbeat.beat()
                 delivery = self._member.poll(0.05 if self._running else self.opts.poll_s)
                 if delivery is not None:
                     self._on_delivery(delivery, pool)
         finally:
             pool.shutdown(wait=False, cancel_futures=True)
+            self._member.settle()  # publish what is being scored (bounded) before leaving the group
             self._member.close()  # unfinished records stay uncommitted: the group gives them to another worker
-            self._heartbeat("stopped", force=True)
+            self.stats.settled = self._member.settled
+            heartbeat.publish(self._status(ResourceState.STOPPED))
             self._producer.flush(10)
         return self.stats
 
@@ -136,14 +138,6 @@ class RewardWorker:
             if verdict.outcome in (OK, TIMED_OUT):
                 break
         self._results.put((delivery, verdicts))
-
-    def _settle(self, partitions: set[int]) -> None:
-        """Before partitions move to another worker: publish what is being scored on them (bounded), so the
-        next owner does not score and publish it again."""
-        deadline, running = time.monotonic() + self.opts.revoke_grace_s, self._member.in_flight(partitions)
-        while self._member.in_flight(partitions) and time.monotonic() < deadline:
-            self._publish_finished(wait_s=0.1)
-        self.stats.settled += running - self._member.in_flight(partitions)
 
     def _publish_finished(self, wait_s: float = 0.0) -> None:
         """Outputs are durable before their offsets are marked done (the loop's thread owns both clients)."""
@@ -178,18 +172,10 @@ class RewardWorker:
         self._producer.send(self.topics.trajectories, out.group_id, out)
         self._producer.flush()
 
-    def _heartbeat(self, state: str, force: bool = False) -> None:
-        now = time.monotonic()
-        if not force and now - self._last_heartbeat < self.opts.heartbeat_s:
-            return
-        self._last_heartbeat = now
+    def _status(self, state: ResourceState) -> ResourceStatus:
         figures = {"concurrency": float(self.opts.concurrency), "running": float(self._running),
                    "scored": float(self.stats.scored), "unscorable": float(self.stats.unscorable),
                    "skipped": float(self.stats.skipped),
                    **{f"calls_{k}": float(v) for k, v in self.stats.calls.items()}}
-        status = resource_status(self.resource_id, ResourceKind.REWARD, ResourceState(state), self.opts.pool, self.team,
-                                 self.settings.run, capability_tags=["reward"], figures=figures)
-        try:
-            self._producer.send(self.topics.status, self.resource_id, status)
-        except Exception as exc:  # a lost heartbeat only delays the table
-            log.warning("reward heartbeat not queued: %s", exc)
+        return resource_status(self.resource_id, ResourceKind.REWARD, state, self.opts.pool, self.team,
+                               self.settings.run, capability_tags=["reward"], figures=figures)

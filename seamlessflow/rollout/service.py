@@ -1,10 +1,10 @@
 """The rollout worker's Kafka loop: control topic in, status topic out, heartbeats on a thread.
 
-The control topic is read without a consumer group (assigned, from the beginning) so the worker
-sees the commands for its key in order. The records up to the partitions' ends when the process started
-are history: read before the engine starts, the worker restores from them once it runs, as
-`seamlessflow.core.control` says (every epoch counts, the newest command is carried out); records after
-them are handled as they come, after the restore.
+The control topic is read by the layer's `CommandFeed` (assigned, no group: the worker sees the commands
+for its key in order). The records up to the partitions' ends when the process started are history: read
+before the engine starts, the worker restores from them once it runs, as `seamlessflow.core.control` says
+(every epoch counts, the newest command is carried out); records after them are handled as they come, after
+the restore. The weights topic rides on the same reader.
 """
 
 from __future__ import annotations
@@ -17,9 +17,10 @@ from pathlib import Path
 from seamlessflow.avro import Codec, codec_for
 from seamlessflow.config import Settings
 from seamlessflow.core.resources import ResourceState
+from seamlessflow.kafka.command_feed import CommandFeed
 from seamlessflow.kafka.dead_letters import DeadLetters
+from seamlessflow.kafka.heartbeat import Heartbeat
 from seamlessflow.kafka.io import MessageProducer
-from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus, WeightVersion
 from seamlessflow.rollout.client import EngineClient, EngineError
 from seamlessflow.rollout.launch import ensure_model
@@ -46,13 +47,16 @@ class RolloutService:
                                     settings.team, settings.run, generation=settings.generation)
         self._rate = TokenRate()
         self._unhealthy = 0
+        self.heartbeat = Heartbeat(self.producer.send, self.topics.status, self.options.heartbeat_s,
+                                   lambda: self.worker.status(self._figures()))  # on a thread of its own
 
     def run(self, stop: threading.Event) -> None:
         """Until `stop` is set or a shutdown command arrives; the engine is stopped on the way out."""
-        control = self._control_subscriber()
-        history = [c for c in control.catch_up(self.topics.control) if self._mine(c)]
-        self._hear_of_versions(control)
-        beats = threading.Thread(target=self._heartbeats, args=(stop,), name="rollout-heartbeat", daemon=True)
+        control = self._command_feed()
+        history = control.history()
+        for message in control.catch_up(self.topics.weights):  # a starting engine catches up to the newest
+            self._hear_of(message)
+        beats = threading.Thread(target=self.heartbeat.run, args=(stop,), name="rollout-heartbeat", daemon=True)
         beats.start()
         try:
             if not (self.worker.weights_dir / "config.json").exists():
@@ -61,8 +65,7 @@ class RolloutService:
             self.publish_status()
             self._restore(history)
             while not stop.is_set() and not self.worker.stopped:
-                for command in self._commands(control, 0.2):
-                    self._handle(command)
+                self._on_messages(control.poll(0.2))
                 if self.worker.check_engine():
                     self.publish_status()
         finally:
@@ -74,35 +77,35 @@ class RolloutService:
             stop.set()
             beats.join(timeout=5)
 
-    def _hear_of_versions(self, reader: Subscriber) -> None:
-        """The newest announced version (the weights topic, compacted per run): a starting engine catches up
-        to it before the worker reports it serving (`RolloutWorker.catch_up`)."""
-        for message in reader.catch_up(self.topics.weights):
-            if isinstance(message, WeightVersion) and (message.team, message.run) == (self.settings.team,
-                                                                                      self.settings.run):
-                self.worker.hear_of(message.version, message.uri)  # later ones: `_commands`
+    def _command_feed(self) -> CommandFeed:
+        return CommandFeed(self.settings, self.codec, self.dead_letters, self.topics.control,
+                           self.worker.addressed_to_me, name=f"rollout-{self.worker.resource_id}-reader")
+
+    def _hear_of(self, message: object) -> None:
+        """A version announced for this run (the weights topic, compacted per run): a starting engine catches
+        up to the newest before the worker reports it serving (`RolloutWorker.catch_up`)."""
+        if isinstance(message, WeightVersion) and (message.team, message.run) == (self.settings.team,
+                                                                                  self.settings.run):
+            self.worker.hear_of(message.version, message.uri)
+
+    def _on_messages(self, messages: list[object]) -> None:
+        """Live commands for this worker, after the versions announced meanwhile (remembered for the next
+        catch-up)."""
+        for message in messages:
+            self._hear_of(message)
+        for message in messages:
+            if isinstance(message, ControlCommand):
+                self._handle(message)
 
     def publish_status(self, figures: dict[str, float] | None = None) -> ResourceStatus:
+        """The worker's status now (after a command, a start or a stop), besides the periodic heartbeat."""
         status = self.worker.status(figures if figures is not None else self.worker.base_figures())
-        self.producer.send(self.topics.status, self.worker.resource_id, status)
+        self.heartbeat.publish(status)
         return status
 
     def publish_ack(self, ack: CommandAck) -> None:
         self.producer.send(self.topics.status, f"{self.worker.resource_id}/ack", ack)
         self.producer.poll(0)
-
-    def _mine(self, message) -> bool:
-        return isinstance(message, ControlCommand) and self.worker.addressed_to_me(message)
-
-    def _commands(self, control: Subscriber, timeout_s: float) -> list[ControlCommand]:
-        """The live commands for this worker (poison is dead-lettered by the subscriber); versions announced
-        meanwhile are remembered for the next catch-up."""
-        messages = control.messages(timeout_s, 64)
-        for message in messages:
-            if isinstance(message, WeightVersion) and (message.team, message.run) == (self.settings.team,
-                                                                                      self.settings.run):
-                self.worker.hear_of(message.version, message.uri)
-        return [m for m in messages if self._mine(m)]
 
     def _restore(self, history: list[ControlCommand]) -> None:
         restored = self.worker.restore(history)
@@ -115,16 +118,6 @@ class RolloutService:
         log.info("%s: %s -> %s %s", self.worker.resource_id, command.command, ack.outcome, ack.reason)
         self.publish_ack(ack)
         self.publish_status()
-
-    def _control_subscriber(self) -> Subscriber:
-        return Subscriber(self.settings, self.codec, self.dead_letters, name=f"rollout-{self.worker.resource_id}-reader")
-
-    def _heartbeats(self, stop: threading.Event) -> None:
-        while not stop.wait(self.options.heartbeat_s):
-            try:
-                self.publish_status(self._figures())
-            except Exception:  # a heartbeat must never take the worker down
-                log.exception("heartbeat failed")
 
     def _figures(self) -> dict[str, float]:
         figures = self.worker.base_figures()

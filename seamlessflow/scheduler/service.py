@@ -31,6 +31,7 @@ from seamlessflow.core.policies import Command, Pause, PipelineState, Resume, ge
 from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.core.scheduler import Scheduler
 from seamlessflow.kafka.dead_letters import DeadLetters
+from seamlessflow.kafka.heartbeat import Heartbeat
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.records import resource_status
 from seamlessflow.kafka.subscriber import Subscriber
@@ -74,6 +75,7 @@ class SchedulerService:
         self.proxy_sync = ProxySync(self.options.command_timeout_s)
         self.producer = MessageProducer(settings, self.codec)
         self.dead_letters = DeadLetters(settings, self.codec, "scheduler", self.producer.send)
+        self.heartbeat = Heartbeat(self.producer.send, self.topics.status, 0.0, self._status)  # one per tick
         self.published: list[ControlCommand] = []  # this process's commands, newest last (for tests/logs)
         self._offsets: dict[tuple[str, int], int] = {}
 
@@ -167,7 +169,7 @@ class SchedulerService:
             for task in self.manager.next_tasks(self.view.current_version):
                 self.producer.send(self.topics.tasks, task.group_id, task)
                 self.manager.on_task(task)
-        self._heartbeat()
+        self.heartbeat.beat()
         self.producer.flush()
         self.published += messages
         return messages
@@ -193,15 +195,15 @@ class SchedulerService:
         self.producer.send(self.topics.status, resource_id, record)
         log.warning("resource %s stopped heartbeating: marked failed", resource_id)
 
-    def _heartbeat(self) -> None:
+    def _status(self) -> ResourceStatus:
         pipeline = self.pipeline()
         figures = {"buffered": float(pipeline.buffered), "batch_threshold": float(pipeline.batch_threshold),
                    "trajectory_rate": pipeline.trajectory_rate, "commands": float(len(self.published))}
         if self.manager:
             figures.update({k: float(v) for k, v in self.manager.figures().items()})
-        status = resource_status(self.options.resource_id, ResourceKind.SCHEDULER, ResourceState.ACTIVE, self.options.policy, self.settings.team,
-                                 self.settings.run, weight_version=self.view.current_version, figures=figures)
-        self.producer.send(self.topics.status, self.options.resource_id, status)
+        return resource_status(self.options.resource_id, ResourceKind.SCHEDULER, ResourceState.ACTIVE, self.options.policy,
+                               self.settings.team, self.settings.run, weight_version=self.view.current_version,
+                               figures=figures)
 
     # -- the loop -----------------------------------------------------------------------------------------
 

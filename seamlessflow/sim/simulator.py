@@ -28,6 +28,7 @@ from seamlessflow.core.scheduler import Scheduler
 from seamlessflow.core.staleness import RolloutLedger
 from seamlessflow.core.timeline import Interval
 from seamlessflow.sim.cluster import Pool, build_engines
+from seamlessflow.sim.commanding import admitted, carried_out, engine_protocol
 from seamlessflow.sim.dispatch import make_dispatch
 from seamlessflow.sim.engine import Rollout, SimEngine
 from seamlessflow.sim.hardware import ModelShape
@@ -72,6 +73,7 @@ class Simulator:
             raise ValueError(f"mix {mix} leaves {self.train_capable} of {gpus} GPUs able to train")
         self.routing, self.dispatch = routing, make_dispatch(routing)
         self.by_id = {e.id: e for e in self.engines}
+        self.protocols = {e.id: engine_protocol(e.id, e.tags, e.role) for e in self.engines}
         self.now = 0.0
         self.scheduler = Scheduler(policy, clock=lambda: self.now, config=self.config)
         self.batch_size = w.batch_size(gpus)
@@ -260,12 +262,13 @@ class Simulator:
         for resource_id in failed:
             self.by_id[resource_id].state = ResourceState.FAILED
         for item in stamped:
-            self._execute(item.command)
+            engine = self.by_id[item.command.resource_id]
+            delivered = admitted(self.protocols[engine.id], item) if engine.alive else None
+            if delivered is not None:  # a dead engine hears nothing; a stale or refused command changes nothing
+                self._execute(engine, item.command)
+                carried_out(self.protocols[engine.id], delivered)
 
-    def _execute(self, command: SetActive | Pause | Resume | LoadWeights) -> None:
-        engine = self.by_id[command.resource_id]
-        if not engine.alive:
-            return
+    def _execute(self, engine: SimEngine, command: SetActive | Pause | Resume | LoadWeights) -> None:
         engine.advance(self.now)
         engine.token += 1
         self._touched.add(engine)

@@ -1,8 +1,9 @@
 """The trainer's side of the control topic: `set_active(train|idle)` and `shutdown`, acks on the status topic.
 
 The rules (epochs, duplicates, restart) are `seamlessflow.core.control`'s; this module only says what a
-trainer does. At start the commands already on the (compacted) topic are read back and the protocol
-restores the newest one, so the role survives a restart; after that, new commands apply as they arrive.
+trainer does. The commands come from the layer's `CommandFeed`: at start the ones already on the (compacted)
+topic, from which the protocol restores the newest, so the role survives a restart; after that, new ones as
+they arrive.
 """
 
 from __future__ import annotations
@@ -11,12 +12,8 @@ import time
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from seamlessflow.avro import Codec
-from seamlessflow.config import Settings
 from seamlessflow.core.control import Capabilities, CommandKind, ControlProtocol, Outcome, Reply
 from seamlessflow.core.resources import Tag
-from seamlessflow.kafka.dead_letters import DeadLetters
-from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.messages import CommandAck, ControlCommand
 
 ROLES = (Tag.TRAIN, Tag.IDLE)
@@ -66,29 +63,3 @@ class ControlState:
 
 def _describe(command: ControlCommand) -> str:
     return f"role {command.role}" if command.command == CommandKind.SET_ACTIVE else "stopping"
-
-
-class ControlListener:
-    """Reads this resource's commands: those already on the topic at start, then new ones as they come."""
-
-    def __init__(self, settings: Settings, codec: Codec, topic: str, resource_id: str, dead_letters: DeadLetters):
-        self.codec, self.topic, self.resource_id = codec, topic, resource_id
-        self.dead_letters = dead_letters
-        self._subscriber = Subscriber(settings, codec, dead_letters, name="control")
-        self._caught_up = False
-
-    def catch_up(self) -> list[ControlCommand]:
-        """The commands for this resource already on the topic (history); starts live reading after them."""
-        history = [m for m in self._subscriber.catch_up(self.topic) if self._mine(m)]
-        self._caught_up = True
-        return history
-
-    def poll(self) -> list[ControlCommand]:
-        assert self._caught_up, "catch_up() first: it starts live reading"
-        return [m for m in self._subscriber.messages(0, 64) if self._mine(m)]
-
-    def _mine(self, message) -> bool:
-        return isinstance(message, ControlCommand) and message.resource_id == self.resource_id
-
-    def close(self) -> None:
-        self._subscriber.close()

@@ -26,7 +26,6 @@ import json
 import logging
 import os
 import shutil
-import signal
 import time
 from typing import TYPE_CHECKING
 
@@ -36,13 +35,14 @@ from seamlessflow.core.batching import BatchBuilder, Counters
 from seamlessflow.core.evaluation import is_eval_group
 from seamlessflow.core.mixing import source_figures
 from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
+from seamlessflow.kafka.command_feed import CommandFeed
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.records import resource_status
 from seamlessflow.messages import WeightVersion, now_ms
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.config import TrainerConfig
-from seamlessflow.trainer.control import ControlListener, ControlState
+from seamlessflow.trainer.control import ControlState
 from seamlessflow.trainer.engine import PolicyEngine, StepMetrics
 from seamlessflow.trainer.follower import follow
 from seamlessflow.trainer.samples import sample_from_record
@@ -120,9 +120,9 @@ class Trainer:
     def run(self) -> int:
         if not self.ranks.leader:
             return follow(self.ranks, self.engine, self.checkpoints)
-        listener = ControlListener(self.settings, self.codec, self.topics.control, self.config.resource_id,
-                                   self.dead_letters)
-        restored = self.control.restore(listener.catch_up())
+        listener = CommandFeed(self.settings, self.codec, self.dead_letters, self.topics.control,
+                               self.control.protocol.addressed)
+        restored = self.control.restore(listener.history())
         if restored is not None:
             self._apply(restored)
         if self.version > 0:
@@ -130,7 +130,7 @@ class Trainer:
         next_beat = 0.0
         try:
             while not self.stopping:
-                for command in listener.poll():
+                for command in listener.commands():
                     self._apply(command)
                 if time.monotonic() >= next_beat:
                     self._heartbeat(ResourceState.ACTIVE)
@@ -176,11 +176,11 @@ class Trainer:
         now = time.time()
         for item in records:
             if is_eval_group(item.trajectory.group_id):  # an evaluation pass's session: measured, never trained
-                self.source.tracker.finish(item.partition, item.offset)
+                self.source.done(item.partition, item.offset)
             elif self.builder.add(sample_from_record(item.trajectory), now):
                 self._offsets_by_id[item.trajectory.event_id] = (item.partition, item.offset)
             else:
-                self.source.tracker.finish(item.partition, item.offset)
+                self.source.done(item.partition, item.offset)
 
     def _rebuild_after_revoke(self) -> None:
         """Partitions moved: held samples are dropped and read again from the committed offsets."""
@@ -192,7 +192,7 @@ class Trainer:
         for tid in trajectory_ids:
             where = self._offsets_by_id.pop(tid, None)
             if where is not None:
-                self.source.tracker.finish(*where)
+                self.source.done(*where)
 
     def _train_if_ready(self) -> bool:
         result = self.builder.poll(self.version, time.time())
@@ -268,11 +268,10 @@ class Trainer:
         log.info("checkpoint at step %d (version %d) in %.2f s", self.step, self.version, self.checkpoint_time_s)
 
     def _checkpoint(self) -> None:
-        tracker = self.source.tracker
         state = {
             "sf_step": self.step, "sf_version": self.version,
-            "sf_offsets": {str(p): o for p, o in tracker.commit_points().items()},
-            "sf_finished_ids": tracker.finished_above_commit(),
+            "sf_offsets": {str(p): o for p, o in self.source.commit_points().items()},
+            "sf_finished_ids": self.source.finished_above_commit(),
             "sf_too_easy": sorted(self.builder.too_easy_tasks),
         }
         self._log_steps()
@@ -346,9 +345,3 @@ class Trainer:
 
 def _fmt(values: dict) -> str:
     return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
-
-
-def run(settings: Settings) -> int:
-    trainer = Trainer(settings)
-    signal.signal(signal.SIGTERM, lambda *_: setattr(trainer, "stopping", True))
-    return trainer.run()

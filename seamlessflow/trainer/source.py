@@ -1,8 +1,10 @@
-"""The trajectories topic as a consumer group whose commits follow training, never precede it.
+"""The trajectories topic as the trainer reads it: the layer's group member under its checkpoint rule.
 
-At-least-once by construction: offsets are committed only to the tracker's commit points, which stop
-below any record not yet trained or discarded. The checkpoint carries the same points, and on the first
-assignment the consumer seeks there (the checkpoint is saved before the commit, so it may be ahead).
+At-least-once by construction: offsets are committed only to the commit points, which stop below any record
+not yet trained or discarded, and only next to a checkpoint (`GroupMember`'s "with checkpoint" rule). The
+checkpoint carries the same points, and on the first assignment the member seeks there (the checkpoint is
+saved before the commit, so it may be ahead). What this adds: trajectories typed as such, and a flag the
+loop reads to rebuild its buffers after partitions moved.
 """
 
 from __future__ import annotations
@@ -12,8 +14,7 @@ from dataclasses import dataclass
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.kafka.dead_letters import DeadLetters
-from seamlessflow.kafka.offsets import OffsetTracker
-from seamlessflow.kafka.subscriber import Subscriber
+from seamlessflow.kafka.group import GroupMember
 from seamlessflow.messages import Trajectory
 
 
@@ -32,39 +33,34 @@ class TrajectorySource:
         self.topic = topic
         self.codec = codec
         self.dead_letters = dead_letters  # poison is filed there and finished at once: never trained, never blocking
-        self.tracker = OffsetTracker()
         self.revoked = False  # set when partitions were taken away: the caller rebuilds its buffers
-        self._subscriber = Subscriber(settings, codec, dead_letters, group_id=group_id, errors="raise")
-        self._subscriber.subscribe(topic, start_offsets, on_revoke=self._on_revoke)
+        self._member = GroupMember(settings, topic, group_id, dead_letters, on_revoke=self._on_revoke,
+                                   with_checkpoint=True, start_offsets=start_offsets, errors="raise")
 
-    def _on_revoke(self, partitions: list[int]) -> None:
-        self.tracker.drop(partitions)
+    def _on_revoke(self, _partitions: set[int]) -> None:
         self.revoked = True
 
     def poll(self, timeout_s: float, max_records: int = 256) -> list[Incoming]:
-        out = []
-        for record in self._subscriber.poll(timeout_s, max_records):
-            trajectory = record.message
-            self.tracker.seen(record.partition, record.offset, trajectory.event_id if trajectory else "")
-            if trajectory is None:
-                self.tracker.finish(record.partition, record.offset)
-            else:
-                out.append(Incoming(record.partition, record.offset, trajectory))
-        return out
+        return [Incoming(d.partition, d.offset, d.message) for d in self._member.poll_many(timeout_s, max_records)]
+
+    def done(self, partition: int, offset: int) -> None:
+        """Trained or discarded: the offset may be committed with the next checkpoint."""
+        self._member.done(partition, offset)
+
+    def commit_points(self) -> dict[int, int]:
+        return self._member.commit_points()
+
+    def finished_above_commit(self) -> list[str]:
+        return self._member.finished_above_commit()
 
     def commit(self) -> dict[int, int]:
-        """Commits the tracker's commit points synchronously; returns them ({} when the group refused the
-        commit for now: the checkpoint saved just before carries the same points, and the next commit covers them)."""
-        points = self.tracker.commit_points()
-        if points and not self._subscriber.commit(points):
-            return {}
-        if points:
-            self.tracker.committed(points)
-        return points
+        """Commits the commit points synchronously; returns them ({} when the group refused the commit for
+        now: the checkpoint saved just before carries the same points, and the next commit covers them)."""
+        return self._member.commit()
 
     def set_paused(self, paused: bool) -> None:
         """Stops fetching while idle (the group membership stays alive through polls)."""
-        self._subscriber.set_paused(paused)
+        self._member.set_paused(paused)
 
     def close(self) -> None:
-        self._subscriber.close()
+        self._member.close()

@@ -6,40 +6,40 @@ Prints one line `proxy listening on http://HOST:PORT/v1` once it accepts request
 
 from __future__ import annotations
 
+import argparse
 import asyncio
-import logging
-import signal
-
-import click
+import threading
 
 from seamlessflow.config import Settings
 from seamlessflow.proxy import ProxyConfig, ProxyService
+from seamlessflow.service_main import run_until_signal
 
 
-async def serve(settings: Settings, config: ProxyConfig) -> None:
+async def serve(settings: Settings, config: ProxyConfig, stop: threading.Event) -> None:
     service = await ProxyService(settings, config=config).start()
     print(f"proxy listening on {service.base_url}", flush=True)
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGTERM, signal.SIGINT):
-        loop.add_signal_handler(sig, stop.set)
-    await stop.wait()
+    while not stop.is_set():  # the signal handler sets it between two turns of the loop
+        await asyncio.sleep(0.2)
     await service.stop()
 
 
-@click.command()
-@click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), default=None)
-@click.option("--host", default=None, help="overrides proxy.host")
-@click.option("--port", type=int, default=None, help="overrides proxy.port")
-@click.option("--worker", type=int, default=None, help="this process is worker INDEX of proxy.workers (resource <id>-INDEX)")
-def main(config_path: str | None, host: str | None, port: int | None, worker: int | None) -> None:
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s proxy %(levelname)s %(name)s: %(message)s")
-    settings = Settings.load(config_path)
+def proxy_config(settings: Settings, args: argparse.Namespace) -> ProxyConfig:
     section = settings.section("proxy")
-    section.update({k: v for k, v in {"host": host, "port": port}.items() if v is not None})
-    if worker is not None:
-        section["id"] = f"{section.get('id', 'proxy')}-{worker}"
-    asyncio.run(serve(settings, ProxyConfig.model_validate(section)))
+    section.update({k: v for k, v in {"host": args.host, "port": args.port}.items() if v is not None})
+    if args.worker is not None:
+        section["id"] = f"{section.get('id', 'proxy')}-{args.worker}"
+    return ProxyConfig.model_validate(section)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", help="overrides proxy.host")
+    parser.add_argument("--port", type=int, help="overrides proxy.port")
+    parser.add_argument("--worker", type=int, help="this process is worker INDEX of proxy.workers (resource <id>-INDEX)")
+
+
+def main() -> None:
+    run_until_signal("services.proxy", lambda settings, stop, args: asyncio.run(
+        serve(settings, proxy_config(settings, args), stop)), add_arguments=add_arguments)
 
 
 if __name__ == "__main__":

@@ -1,33 +1,41 @@
 """Runs the trainer: `python -m services.trainer --config PATH` (settings section `trainer:`).
 
 With `trainer.ranks` > 1 (or `nnodes` > 1) the process replaces itself with torch's launcher, which
-starts the ranks, each running this module again (`seamlessflow.trainer.launch`).
+starts the ranks, each running this module again (`seamlessflow.trainer.launch`); rank 0 serves /metrics
+(it publishes the heartbeats). Stops cleanly on SIGTERM/SIGINT (a checkpoint of what was trained since the
+last one).
 """
 
 import argparse
-import logging
 import os
+import threading
 
 from seamlessflow.config import Settings
-from seamlessflow.service_metrics import serve_metrics
+from seamlessflow.service_main import run_until_signal, when_stopped
 from seamlessflow.trainer.config import TrainerConfig
 from seamlessflow.trainer.launch import launcher_argv, under_launcher
-from seamlessflow.trainer.loop import run
+
+
+def start_ranks(settings: Settings, args: argparse.Namespace) -> None:
+    """Several ranks: this process becomes torch's launcher (the ranks read the same file or inherit
+    SEAMLESSFLOW_CONFIG)."""
+    argv = None if under_launcher() else launcher_argv(TrainerConfig.from_settings(settings), args.config)
+    if argv is not None:
+        os.execv(argv[0], argv)
+
+
+def run(settings: Settings, stop: threading.Event, _args: argparse.Namespace) -> int:
+    from seamlessflow.trainer.loop import Trainer  # imports DeepSpeed: after the launcher took over, if it does
+
+    trainer = Trainer(settings)
+    when_stopped(stop, lambda: setattr(trainer, "stopping", True))
+    return trainer.run()
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m services.trainer")
-    parser.add_argument("--config", help="settings YAML (default: SEAMLESSFLOW_CONFIG or built-in defaults)")
-    args = parser.parse_args()
-    settings = Settings.load(args.config)
-    argv = None if under_launcher() else launcher_argv(TrainerConfig.from_settings(settings), args.config)
-    if argv is not None:  # the ranks read the same file (or inherit SEAMLESSFLOW_CONFIG)
-        os.execv(argv[0], argv)
     rank = os.environ.get("RANK", "0")
-    logging.basicConfig(level=logging.INFO, format=f"%(asctime)s %(name)s[rank {rank}] %(levelname)s %(message)s")
-    if rank == "0":  # the rank that publishes the heartbeats
-        serve_metrics()
-    raise SystemExit(run(settings))
+    run_until_signal("services.trainer", run, prepare=start_ranks, metrics=rank == "0",
+                     log_format=f"%(asctime)s %(name)s[rank {rank}] %(levelname)s %(message)s")
 
 
 if __name__ == "__main__":

@@ -50,8 +50,7 @@ def test_a_task_handed_back_and_finished_later_leaves_the_new_holders_journal_en
     task = make_task("demo", "q", {"reward": 1.0}, task_id="t1")
     assert old._journal.deliver(task.event_id) == 0
     run = old._held[task.event_id] = TaskRun(task, 0, 7)
-    old._closing = True  # no grace wait for running tasks: this one is still running when the partition goes
-    old._on_revoke([0])
+    old._hand_back({0})  # the partition went while the task was still running (the member gave up waiting)
     new_holder = DeliveryJournal(old._journal.path)
     assert new_holder.deliver(task.event_id) == 0  # handed back in order: nobody died
     old._task_finished(run)

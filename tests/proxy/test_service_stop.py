@@ -24,8 +24,9 @@ class HeldPublisher:
 
 async def test_heartbeat_loop_stops_when_cancelled_as_its_delivery_lands(settings):
     service = ProxyService(settings, config=ProxyConfig.model_validate({"port": 0, "engines": [], "heartbeat_s": 1}))
-    publisher = service.server.publisher = HeldPublisher()
-    task = asyncio.create_task(service._heartbeat_loop())
+    publisher = HeldPublisher()
+    service.heartbeat.send = publisher.publish
+    task = asyncio.create_task(service.heartbeat.run_async())
     while not publisher.futures:
         await asyncio.sleep(0.01)
     publisher.futures[0].set_result(None)

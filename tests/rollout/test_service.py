@@ -22,14 +22,13 @@ def test_poison_commands_are_dead_lettered_and_the_next_one_is_acknowledged(sett
     values = produce_poison(settings, codec, topic, command(1, "set_active", role="train"), key="r0")
     good = command(1, "set_active", role="train")
     MessageProducer(settings, codec).send_and_wait(topic, "r0", good)
-    control = service._control_subscriber()
+    control = service._command_feed()
     control.follow(topic)  # no history: every record is live
     try:
         commands, deadline = [], time.monotonic() + 30
         while not commands and time.monotonic() < deadline:
-            commands = service._commands(control, 0.2)  # the poison before it is dead-lettered on the way
-        for c in commands:
-            service._handle(c)
+            commands = control.commands(0.2)  # the poison before it is dead-lettered on the way
+        service._on_messages(list(commands))
     finally:
         control.close()
     service.producer.flush()

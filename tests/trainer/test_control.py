@@ -1,11 +1,5 @@
-import time
-
-from seamlessflow.kafka.dead_letters import DeadLetters
-from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import ControlCommand
-from seamlessflow.topics import Topics
-from seamlessflow.trainer.control import ControlListener, ControlState
-from tests.poison import assert_dead_lettered, letters, produce_poison
+from seamlessflow.trainer.control import ControlState
 
 
 def command(epoch, name="set_active", role=None):
@@ -35,26 +29,3 @@ def test_rollout_role_and_pause_are_rejected_shutdown_accepted():
     assert state.role == "train"
     decision = state.decide(command(3, name="shutdown"))
     assert decision.shutdown and decision.ack.outcome == "ok"
-
-
-def test_listener_dead_letters_poison_at_catch_up_and_live_and_still_gets_commands(settings, codec):
-    topic = Topics(settings).control
-    producer = MessageProducer(settings, codec)
-    before = produce_poison(settings, codec, topic, command(1), key="trainer-0")
-    producer.send_and_wait(topic, "trainer-0", command(1, role="idle"))
-    listener = ControlListener(settings, codec, topic, "trainer-0", DeadLetters(settings, codec, "trainer", producer.send))
-    try:
-        assert [c.epoch for c in listener.catch_up()] == [1]  # the history, poison left out
-        after = produce_poison(settings, codec, topic, command(2), key="trainer-0")
-        producer.send_and_wait(topic, "trainer-0", command(2, role="train"))
-        got, deadline = [], time.monotonic() + 30
-        while not got and time.monotonic() < deadline:
-            got = listener.poll()
-            time.sleep(0.05)
-        assert [c.epoch for c in got] == [2]
-    finally:
-        listener.close()
-    producer.flush()
-    found = letters(settings, codec, "trainer")
-    assert_dead_lettered(found, before, topic)
-    assert_dead_lettered(found, after, topic)

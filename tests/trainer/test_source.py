@@ -30,7 +30,7 @@ def test_poison_trajectories_are_dead_lettered_and_the_next_one_is_read(settings
             got = source.poll(0.5)
         assert [item.trajectory for item in got] == [TRAJECTORY]
         partition, offset = got[0].partition, got[0].offset
-        assert source.tracker.commit_points() == {partition: offset}  # the three poison records are finished
+        assert source.commit_points() == {partition: offset}  # the three poison records are finished
     finally:
         source.close()
     producer.flush()

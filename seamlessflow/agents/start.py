@@ -1,0 +1,35 @@
+"""An agent worker from what a person types: `MODULE:FUNCTION`, team, pool, options; shared by
+`seamlessflow agent run` and `python -m services.agents`, so the two cannot drift apart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from seamlessflow.agents.loader import load_agent
+from seamlessflow.agents.settings import AgentSettings
+from seamlessflow.agents.worker import AgentWorker
+from seamlessflow.avro import codec_for
+from seamlessflow.config import Settings
+
+
+class NoTeamKey(LookupError):
+    """No key given and none stored for the team."""
+
+
+def team_key(settings: Settings, team: str, key: str | None) -> str:
+    """The key given, else the one `seamlessflow team add` stored in `<data-dir>/<team>.key`."""
+    if key:
+        return key
+    key_file = Path(settings.data_dir) / f"{team}.key"
+    if key_file.exists():
+        return key_file.read_text().strip()
+    raise NoTeamKey(f"no --key given and no {key_file}; issue one with `seamlessflow team add {team}`")
+
+
+def agent_worker(settings: Settings, reference: str, team: str | None, key: str | None,
+                 **options: Any) -> AgentWorker:
+    """`options`: AgentSettings fields over the `agents` section (None: the section's value)."""
+    team = team or settings.team
+    opts = AgentSettings.from_settings(settings, **options)
+    return AgentWorker(settings, codec_for(settings), load_agent(reference), team, team_key(settings, team, key), opts)
