@@ -101,6 +101,20 @@ def newest_is_train(stack: Stack) -> bool:
     return bool(commands) and commands[-1].command == "set_active" and commands[-1].role == "train"
 
 
+def freeze_scheduler_with_flexible_in_train(stack: Stack, timeout_s: float) -> None:
+    """SIGSTOP the scheduler at a moment its newest command for the flexible worker is "switch to train"; it
+    may have sent another in between, then it runs on and the next switch is tried."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        wait(lambda: newest_is_train(stack), deadline - time.monotonic(), f"{FLEXIBLE} switched to train", 0.5)
+        scheduler = stack.pid_of("scheduler")
+        os.kill(scheduler, signal.SIGSTOP)
+        time.sleep(1.0)  # what it had sent reaches the topic
+        if newest_is_train(stack):
+            return
+        os.kill(scheduler, signal.SIGCONT)
+
+
 def trains_past(stack: Stack, version: int, timeout_s: float) -> list[int]:
     return wait(lambda: (v := stack.versions()) and v[-1] > version and v, timeout_s,
                 f"a weight version above {version}")
@@ -112,9 +126,7 @@ def test_up_again_after_down_in_train_and_after_kill_9_of_everything(tmp_path, v
         first_up = stack.up(wait_s=900)
         trains_past(stack, 0, 600)
         # train until the flexible worker is lent to training, then freeze the scheduler so it stays there
-        wait(lambda: newest_is_train(stack), 600, f"{FLEXIBLE} switched to train")
-        os.kill(stack.pid_of("scheduler"), signal.SIGSTOP)
-        assert newest_is_train(stack)
+        freeze_scheduler_with_flexible_in_train(stack, 600)
         generation_1 = stack.commands_for(FLEXIBLE)[-1].generation
         before_down = stack.versions()[-1]
         assert stack.sf("down", timeout=300).returncode == 0
