@@ -28,6 +28,7 @@ class Delivery:
     role: Tag | None = None
     mode: PauseMode | None = None
     weight_version: int | None = None
+    generation: str | None = None  # one simulated run: one generation
 
 
 def delivery(item: StampedCommand) -> Delivery:
