@@ -34,5 +34,5 @@ def load_tasks(path: str | Path) -> list[ArithmeticTask]:
             if missing:
                 raise ValueError(f"{path}:{number}: missing field(s) {', '.join(missing)}")
             extra = tuple(sorted((k, v) for k, v in record.items() if k not in _FIELDS))
-            tasks.append(ArithmeticTask(*(str(record[name]) for name in _FIELDS), extra=extra))
+            tasks.append(ArithmeticTask(str(record["task_id"]), str(record["prompt"]), str(record["answer"]), extra))
     return tasks
