@@ -45,18 +45,29 @@ def token_logprobs(
     """
     batch, length = tokens.shape
     flat = states[:, :-1].reshape(-1, states.shape[-1])
-    targets = tokens[:, 1:].reshape(-1)
+    picked = pair_logprobs(flat, tokens[:, 1:].reshape(-1), head, chunk_tokens)
+    return F.pad(picked.view(batch, length - 1), (1, 0))
+
+
+def pair_logprobs(
+    states: torch.Tensor,
+    targets: torch.Tensor,
+    head: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    chunk_tokens: int | None = None,
+) -> torch.Tensor:
+    """Logprobs [E] of ``targets`` [E] under the next-token distribution of each of ``states`` [E, V or H]
+    (see `token_logprobs` for ``head`` and the chunks): the consecutive pairs of a sequence, or the
+    (parent, child) pairs of a token tree (`core.token_tree.edges`)."""
     step = chunk_tokens or max(len(targets), 1)
-    keep_graph = torch.is_grad_enabled() and (flat.requires_grad or _has_trainable_parameters(head))
+    keep_graph = torch.is_grad_enabled() and (states.requires_grad or _has_trainable_parameters(head))
     pieces = []
     for begin in range(0, len(targets), step):
-        args = (flat[begin:begin + step], targets[begin:begin + step], head)
+        args = (states[begin:begin + step], targets[begin:begin + step], head)
         if keep_graph and chunk_tokens is not None:
             pieces.append(checkpoint(_picked_logprobs, *args, use_reentrant=False))
         else:
             pieces.append(_picked_logprobs(*args))
-    picked = torch.cat(pieces) if pieces else flat.new_zeros(0, dtype=torch.float32)
-    return F.pad(picked.view(batch, length - 1), (1, 0))
+    return torch.cat(pieces) if pieces else states.new_zeros(0, dtype=torch.float32)
 
 
 def _picked_logprobs(states: torch.Tensor, targets: torch.Tensor, head) -> torch.Tensor:

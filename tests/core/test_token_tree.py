@@ -1,0 +1,35 @@
+import torch
+
+from seamlessflow.core.token_tree import ancestor_mask, build_tree, edges, gather_sequences
+
+
+def test_shared_prefixes_are_packed_once_depth_first_with_each_branchs_positions():
+    tree = build_tree([[1, 2, 3, 4], [1, 2, 5], [1, 2, 3, 6], [7]])
+    assert tree.tokens == [1, 2, 3, 4, 6, 5, 7]
+    assert tree.position_ids == [0, 1, 2, 3, 3, 2, 0]
+    assert tree.parent == [-1, 0, 1, 2, 2, 1, -1]
+    assert tree.paths == [[0, 1, 2, 3], [0, 1, 5], [0, 1, 2, 4], [6]]
+    assert (tree.size, tree.flat_size) == (7, 12) and tree.sharing() == 7 / 12
+
+
+def test_a_token_sees_exactly_its_ancestors_and_itself():
+    tree = build_tree([[1, 2, 3, 4], [1, 2, 5], [1, 2, 3, 6], [7]])
+    mask = ancestor_mask(tree)
+    assert mask[4].nonzero().flatten().tolist() == [0, 1, 2, 4]  # 6 sees 1 2 3, not its sibling 4
+    assert mask[5].nonzero().flatten().tolist() == [0, 1, 5]
+    assert mask[6].nonzero().flatten().tolist() == [6]  # another root sees nothing before it
+    assert not mask.triu(1).any()  # never a later token
+
+
+def test_edges_and_gather_give_back_each_sequence_in_order():
+    seqs = [[1, 2, 3, 4], [1, 2, 5], [7]]
+    tree = build_tree(seqs)
+    parents, children = edges(tree)
+    assert all(tree.parent[c] == p for p, c in zip(parents.tolist(), children.tolist(), strict=True))
+    flat = gather_sequences(torch.tensor(tree.tokens, dtype=torch.float32), tree, pad=-1.0)
+    assert flat.tolist() == [[1, 2, 3, 4], [1, 2, 5, -1], [7, -1, -1, -1]]
+
+
+def test_nothing_shared_is_the_flat_batch():
+    tree = build_tree([[1, 2], [3, 4, 5]])
+    assert tree.sharing() == 1.0 and tree.tokens == [1, 2, 3, 4, 5] and tree.position_ids == [0, 1, 0, 1, 2]
