@@ -37,9 +37,9 @@ class TreeBatch:
     flat: MicroBatch
 
     def to(self, device) -> TreeBatch:
-        moved = {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in vars(self).items()}
-        moved["flat"] = self.flat.to(device)
-        return TreeBatch(**moved)
+        return TreeBatch(self.tree, self.tokens.to(device), self.position_ids.to(device),
+                         self.attention_mask.to(device), self.parents.to(device), self.children.to(device),
+                         self.flat.to(device))
 
 
 def tree_batch(samples: list[TrajectorySample], pad_id: int = 0) -> TreeBatch:
