@@ -120,3 +120,19 @@ def gather_sequences(node_values: torch.Tensor, tree: PackedTree, pad: float = 0
         index[row, : len(path)] = torch.tensor(path, dtype=torch.long)
     padded = torch.cat([node_values, node_values.new_full((1,), pad)])
     return padded[index]  # -1 picks the pad value
+
+
+def tree_pays(tree: PackedTree, matmul_params: int, layers: int, attention_width: int) -> bool:
+    """Whether the tree costs fewer FLOPs than the padded flat batch (why automatic: a batch with little
+    sharing is cheaper flat, because the tree's dense mask makes attention quadratic in the whole tree).
+
+    Per token the matmuls cost ~`matmul_params` multiply-adds in both layouts; attention costs ~2 * layers *
+    width per (query, key) pair it computes: N^2 for the tree (a dense mask skips nothing), rows * T_max^2
+    for the padded flat batch. Forward and backward scale both the same, so they cancel."""
+    lengths = [len(path) for path in tree.paths]
+    if not lengths:
+        return False
+    pair_cost = 2 * layers * attention_width
+    tree_cost = matmul_params * tree.size + pair_cost * tree.size ** 2
+    flat_cost = matmul_params * sum(lengths) + pair_cost * len(lengths) * max(lengths) ** 2
+    return tree_cost < flat_cost

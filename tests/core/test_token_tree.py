@@ -33,3 +33,16 @@ def test_edges_and_gather_give_back_each_sequence_in_order():
 def test_nothing_shared_is_the_flat_batch():
     tree = build_tree([[1, 2], [3, 4, 5]])
     assert tree.sharing() == 1.0 and tree.tokens == [1, 2, 3, 4, 5] and tree.position_ids == [0, 1, 0, 1, 2]
+
+
+def test_the_tree_is_chosen_only_where_it_pays():
+    from seamlessflow.core.token_tree import tree_pays
+
+    prompt = list(range(1, 2049))
+    group = build_tree([prompt + [5000 + i] * 256 for i in range(8)])  # G=8, P=2048, C=256
+    assert tree_pays(group, matmul_params=4_000_000, layers=4, attention_width=256)
+    unshared = build_tree([[1, 2, 3], [4, 5, 6]])
+    assert not tree_pays(unshared, matmul_params=4_000_000, layers=4, attention_width=256)
+    # little sharing and long sequences: the dense tree attention costs more than it saves
+    fork = build_tree([list(range(1, 1001)), list(range(1, 101)) + list(range(2000, 2900))])
+    assert not tree_pays(fork, matmul_params=1_000, layers=4, attention_width=256)
