@@ -24,6 +24,8 @@ Usage: python benchmarks/bench_trainer.py [--model HF_DIR | --shape tiny|qwen2.5
        [--group-size 4] [--prompt 64] [--generated 192] [--spread 0.75] [--max-tokens N]
        [--activation-checkpointing] [--attn sdpa|flash_attention_2] [--deepspeed CONFIG.json] [--rounds 3]
        [--peak-tflops X] [--ranks N] [--checkpoint-every K]
+       python benchmarks/bench_trainer.py --tree [--rounds 3] [--tree-group 8 --tree-prompt 2048 ...]
+       (tree vs flat steps: benchmarks/tree_vs_flat.py)
 """
 
 from __future__ import annotations
@@ -50,6 +52,9 @@ from seamlessflow.trainer.model import TokenLogprobModel, training_dtype
 from seamlessflow.trainer.samples import collate
 from seamlessflow.trainer.weights import save_weights
 from seamlessflow.trainer.writer import WeightWriter, host_snapshot
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import tree_vs_flat  # noqa: E402  (beside this script)
 
 SHAPES = {
     "tiny": dict(vocab_size=512, hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=2,
@@ -183,7 +188,10 @@ def main() -> None:
     parser.add_argument("--peak-tflops", type=float)
     parser.add_argument("--ranks", type=int, default=1, help="data-parallel ranks (torch's launcher)")
     parser.add_argument("--checkpoint-every", type=int, default=1, help="versions per checkpoint (amortised)")
+    tree_vs_flat.add_arguments(parser)
     args = parser.parse_args()
+    if args.tree:
+        return tree_vs_flat.main(args)
     if args.ranks > 1 and not under_launcher():
         os.execv(sys.executable, [sys.executable, "-m", "torch.distributed.run", "--standalone",
                                   f"--nproc-per-node={args.ranks}", *sys.argv])

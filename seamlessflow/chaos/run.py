@@ -27,8 +27,8 @@ from seamlessflow.config import Settings
 from seamlessflow.kafka.io import read_topic
 from seamlessflow.messages import EpisodeEnd, TokenIO, Trajectory, WeightVersion
 from seamlessflow.proxy import ProxyConfig
-from seamlessflow.stack import enabled, log_dir, run_dir, start_stack
-from seamlessflow.supervisor import ServiceSpec, Supervisor, read_state, stop_tree
+from seamlessflow.stack.services import enabled, log_dir, run_dir, start_stack
+from seamlessflow.stack.supervisor import ServiceSpec, Supervisor, read_state, stop_tree
 from seamlessflow.teams import TeamKeys
 from seamlessflow.topics import Topics
 

@@ -14,8 +14,8 @@ from pathlib import Path
 
 from seamlessflow.config import Settings
 from seamlessflow.ports import free_port
-from seamlessflow.stack import config_path
-from seamlessflow.supervisor import ServiceSpec
+from seamlessflow.stack.services import config_path
+from seamlessflow.stack.supervisor import ServiceSpec
 
 STUB_OFF = {"rollout": False, "scheduler": False, "agents": False}
 

@@ -6,8 +6,8 @@ import click
 from rich.console import Console
 
 from seamlessflow.cli.context import pass_settings
-from seamlessflow.stack import run_dir, with_stack_defaults
-from seamlessflow.supervisor import pid_alive, read_state
+from seamlessflow.stack.services import run_dir, with_stack_defaults
+from seamlessflow.stack.supervisor import pid_alive, read_state
 
 SHORT = {"faults": 4, "every_s": 10.0, "settle_s": 20.0, "concurrency": 4}
 

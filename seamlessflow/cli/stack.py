@@ -15,10 +15,10 @@ from rich.console import Console
 from rich.live import Live
 
 from seamlessflow.cli.context import pass_settings
-from seamlessflow.cli.status_view import render_status, stack_status
-from seamlessflow.stack import SERVICES, config_path, log_dir, run_dir, start_stack, with_stack_defaults
-from seamlessflow.status_watch import ResourceWatcher
-from seamlessflow.supervisor import (
+from seamlessflow.cli.status_view import render_status
+from seamlessflow.stack.services import SERVICES, config_path, log_dir, run_dir, start_stack, with_stack_defaults
+from seamlessflow.stack.status import stack_status
+from seamlessflow.stack.supervisor import (
     STACK_ENV,
     StartupFailed,
     Supervisor,
@@ -27,6 +27,7 @@ from seamlessflow.supervisor import (
     stack_processes,
     stop_tree,
 )
+from seamlessflow.stack.watch import ResourceWatcher
 
 
 class _Stop(Exception):

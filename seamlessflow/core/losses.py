@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Literal
 
 import torch
 import torch.nn.functional as F
@@ -44,18 +45,29 @@ def token_logprobs(
     """
     batch, length = tokens.shape
     flat = states[:, :-1].reshape(-1, states.shape[-1])
-    targets = tokens[:, 1:].reshape(-1)
+    picked = pair_logprobs(flat, tokens[:, 1:].reshape(-1), head, chunk_tokens)
+    return F.pad(picked.view(batch, length - 1), (1, 0))
+
+
+def pair_logprobs(
+    states: torch.Tensor,
+    targets: torch.Tensor,
+    head: Callable[[torch.Tensor], torch.Tensor] | None = None,
+    chunk_tokens: int | None = None,
+) -> torch.Tensor:
+    """Logprobs [E] of ``targets`` [E] under the next-token distribution of each of ``states`` [E, V or H]
+    (see `token_logprobs` for ``head`` and the chunks): the consecutive pairs of a sequence, or the
+    (parent, child) pairs of a token tree (`core.token_tree.edges`)."""
     step = chunk_tokens or max(len(targets), 1)
-    keep_graph = torch.is_grad_enabled() and (flat.requires_grad or _has_trainable_parameters(head))
+    keep_graph = torch.is_grad_enabled() and (states.requires_grad or _has_trainable_parameters(head))
     pieces = []
     for begin in range(0, len(targets), step):
-        args = (flat[begin:begin + step], targets[begin:begin + step], head)
+        args = (states[begin:begin + step], targets[begin:begin + step], head)
         if keep_graph and chunk_tokens is not None:
             pieces.append(checkpoint(_picked_logprobs, *args, use_reentrant=False))
         else:
             pieces.append(_picked_logprobs(*args))
-    picked = torch.cat(pieces) if pieces else flat.new_zeros(0, dtype=torch.float32)
-    return F.pad(picked.view(batch, length - 1), (1, 0))
+    return torch.cat(pieces) if pieces else states.new_zeros(0, dtype=torch.float32)
 
 
 def _picked_logprobs(states: torch.Tensor, targets: torch.Tensor, head) -> torch.Tensor:
@@ -118,12 +130,18 @@ class PolicyLossConfig:
     is taken against the trainer's own detached logprobs, and each token is weighted by
     min(pi_train / pi_rollout, tis_cap), which corrects for the train/inference mismatch instead of
     letting the clip silence those tokens.
+
+    ``ratio`` "sequence" is GSPO (Zheng et al. 2025): one importance ratio per sequence, the geometric mean
+    of its tokens' ratios s_i = exp(mean_t(log pi - log pi_old)), clipped as a whole, each sequence's
+    tokens weighted 1/|y_i| so a sequence counts once whatever its length (pass the step's sequence count
+    as ``normaliser``). GSPO clips far tighter than PPO (the paper: 3e-4 / 4e-4).
     """
 
     clip_low: float = 0.2
     clip_high: float = 0.2
     kl_coef: float = 0.0
     tis_cap: float | None = None
+    ratio: Literal["token", "sequence"] = "token"
 
 
 @dataclass
@@ -147,22 +165,26 @@ def ppo_clip_loss(
     ref_logprobs: torch.Tensor | None = None,
     sample_weights: torch.Tensor | None = None,
     normaliser: float | None = None,
+    sequence_index: torch.Tensor | None = None,
 ) -> PolicyLoss:
     """Token-level PPO-clip loss: sum over masked tokens divided by ``normaliser``.
 
     ``normaliser`` defaults to the number of masked tokens here; pass the count of the whole optimizer
     step when a step is split into micro-batches, so every token weighs the same (DAPO's token-level
     aggregation). ``sample_weights`` [B] scale whole sequences (down-weighted stale trajectories); [B, T]
-    gives each position its sequence's weight when sequences are packed into one row.
+    gives each position its sequence's weight when sequences are packed into one row. With
+    ``config.ratio`` "sequence" (GSPO), ``sequence_index`` [B, T] names each position's sequence (-1 on
+    padding; default: one sequence per row) and ``normaliser`` defaults to the number of sequences.
     """
     mask = loss_mask.to(logprobs.dtype)
     adv = advantages[:, None] if advantages.dim() == 1 else advantages
-    if config.tis_cap is None:
-        ratio = torch.exp(logprobs - behaviour_logprobs)
-        is_weight = torch.ones_like(ratio)
+    if config.ratio == "sequence":
+        ratio, is_weight, token_weight, sequences = _sequence_ratio(logprobs, behaviour_logprobs, mask, config,
+                                                                    sequence_index)
+        normaliser = sequences if normaliser is None else normaliser
     else:
-        ratio = torch.exp(logprobs - logprobs.detach())
-        is_weight = torch.exp(logprobs.detach() - behaviour_logprobs).clamp(max=config.tis_cap)
+        ratio, is_weight = _token_ratio(logprobs, behaviour_logprobs, config)
+        token_weight = torch.ones_like(mask)
     unclipped = -adv * ratio
     clipped = -adv * ratio.clamp(1 - config.clip_low, 1 + config.clip_high)
     per_token = torch.maximum(unclipped, clipped) * is_weight
@@ -172,6 +194,7 @@ def ppo_clip_loss(
         per_token = per_token + config.kl_coef * kl
     if sample_weights is not None:
         per_token = per_token * (sample_weights[:, None] if sample_weights.dim() == 1 else sample_weights)
+    per_token = per_token * token_weight
     tokens = int(mask.sum())
     denominator = normaliser if normaliser is not None else max(tokens, 1)
     return PolicyLoss(
@@ -182,6 +205,44 @@ def ppo_clip_loss(
         kl_mean=float(masked_mean(kl.detach(), mask)),
         is_weight_mean=float(masked_mean(is_weight, mask)),
     )
+
+
+def _token_ratio(logprobs: torch.Tensor, behaviour: torch.Tensor,
+                 config: PolicyLossConfig) -> tuple[torch.Tensor, torch.Tensor]:
+    """(ratio, importance weight) per token: against the behaviour policy, or with TIS against the trainer's
+    own detached logprobs and the behaviour correction as a capped weight."""
+    if config.tis_cap is None:
+        ratio = torch.exp(logprobs - behaviour)
+        return ratio, torch.ones_like(ratio)
+    return torch.exp(logprobs - logprobs.detach()), torch.exp(logprobs.detach() - behaviour).clamp(max=config.tis_cap)
+
+
+def _sequence_ratio(logprobs: torch.Tensor, behaviour: torch.Tensor, mask: torch.Tensor, config: PolicyLossConfig,
+                    sequence_index: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
+    """GSPO's per-sequence ratio spread over its tokens, in the paper's GSPO-token form: the value is
+    s_i = exp(mean over the sequence's trained tokens of (log pi - log pi_old)), and the gradient of a token's
+    term is s_i * grad log pi(y_t), so with 1/|y_i| per token a sequence's terms add up to exactly GSPO's
+    sequence term (and per-token advantages, as per-turn rewards give, are well defined). With TIS the ratio is
+    taken against the trainer's own detached logprobs and the train/inference mismatch becomes a capped
+    per-sequence weight. Returns (ratio, importance weight, per-token weight 1/|y_i|, sequence count)."""
+    if sequence_index is None:  # one sequence per row
+        sequence_index = torch.arange(logprobs.shape[0], device=logprobs.device)[:, None].expand_as(logprobs)
+    ids = sequence_index.clamp(min=0).reshape(-1)
+    count = int(ids.max()) + 1 if ids.numel() else 0
+    lengths = mask.new_zeros(count).index_add_(0, ids, mask.reshape(-1))
+    reference = logprobs.detach() if config.tis_cap is not None else behaviour
+
+    def sequence_mean(values: torch.Tensor) -> torch.Tensor:
+        sums = values.new_zeros(count).index_add_(0, ids, (values * mask).reshape(-1))
+        return (sums / lengths.clamp(min=1))[ids].view_as(values)
+
+    log_s = sequence_mean(logprobs.detach() - reference)
+    ratio = torch.exp(log_s + logprobs - logprobs.detach())
+    is_weight = torch.ones_like(ratio)
+    if config.tis_cap is not None:
+        is_weight = torch.exp(sequence_mean(logprobs.detach() - behaviour)).clamp(max=config.tis_cap)
+    token_weight = 1.0 / lengths.clamp(min=1)[ids].view_as(logprobs)
+    return ratio, is_weight, token_weight, int((lengths > 0).sum())
 
 
 def reward_stats(rewards: list[float]) -> tuple[float, float]:

@@ -25,7 +25,7 @@ from pydantic import BaseModel
 
 from seamlessflow.config import Settings
 from seamlessflow.dashboard.state import DashboardState, Decode
-from seamlessflow.supervisor import read_state
+from seamlessflow.stack.supervisor import read_state
 from seamlessflow.tracking.follow import Follower
 
 STATIC = Path(__file__).parent / "static"

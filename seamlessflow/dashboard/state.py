@@ -20,7 +20,7 @@ from seamlessflow.messages import CommandAck, EpisodeEnd, ResourceStatus, TokenI
 from seamlessflow.replay.select import SessionEvents
 from seamlessflow.replay.turns import session_json
 from seamlessflow.scheduler.timeline import intervals_from_records, role_switches
-from seamlessflow.status_rows import resource_row
+from seamlessflow.stack.rows import resource_row
 from seamlessflow.tracking.follow import Incoming
 from seamlessflow.tracking.points import EvalFigures, Point, PointMaker
 

@@ -23,6 +23,10 @@ behind its share (`core.mixing.next_source`), each source cycling over its own t
 published, finished and mean reward per source. A session still waiting for a reward worker (its end
 carries a reward request) counts when its scored or `unscorable` trajectory arrives, not at its end.
 
+Stages (`manager.stages`, `scheduler/stages.py`): the sources and weights can change with the run (SRPO's
+math first, then math and code), each stage ending at a step, a version or a metric threshold; the shares
+are counted within the current stage and each task's payload names its stage.
+
 The weight-update sequence (pause -> load vN -> resume) is not run here: the core policies already emit
 it for every rollout resource whose weights are older than the trainer's (core.policies.base.keep_generating).
 """
@@ -43,6 +47,7 @@ from seamlessflow.messages import EpisodeEnd, Task, Trajectory, new_id, now_ms
 from seamlessflow.rewards.request import pending_request
 from seamlessflow.scheduler.options import ManagerOptions
 from seamlessflow.scheduler.sources import DEFAULT, TaskSource, load_task_set, named
+from seamlessflow.scheduler.stages import StagePlan
 from seamlessflow.tasks import ArithmeticTask
 from seamlessflow.tasks.arithmetic import expression_of
 
@@ -92,6 +97,8 @@ class RolloutManager:
         self.sources = [named(o) for o in self.options.sources] or [TaskSource(DEFAULT, self.tasks, self.options.kind)]
         self._source_named = {s.name: s for s in self.sources}
         self._teams = {self.team} | {s.team for s in self.sources if s.team}
+        self.stages = StagePlan(self.options.stages, [s.name for s in self.sources], self.options.stage_window) \
+            if self.options.stages else None
 
     @property
     def outstanding(self) -> int:
@@ -108,6 +115,8 @@ class RolloutManager:
                                            source=source.name)
         self.published += 1
         source.published += 1
+        if self.stages is not None:
+            self.stages.on_task(int(payload.get("stage", 0)), source.name)
         self.ledger.on_submitted()
         position = self._position(source, source_task_id, task.task_id)
         if position is not None:  # a restarted scheduler continues the cycle after the last task published
@@ -116,6 +125,9 @@ class RolloutManager:
     def on_trajectory(self, trajectory: Trajectory, version: int = 0) -> bool:
         """Count one trajectory, which arrived while `version` was the newest weights; True when it completes
         its group."""
+        group = self.groups.get(trajectory.group_id)
+        if self.stages is not None and group is not None and trajectory.status in TRAINABLE_STATUSES:
+            self.stages.on_trajectory(group.source, trajectory.reward, sum(trajectory.loss_mask))
         return self._session_finished(trajectory.group_id, trajectory.session_id, trajectory.status,
                                       trajectory.reward, arrived_at=version)
 
@@ -191,13 +203,25 @@ class RolloutManager:
         room = self.ledger.capacity(current_version)
         if self.options.max_tasks is not None:
             room = min(room, self.options.max_tasks - self.published)
-        weights, counts, out = [s.weight for s in self.sources], [s.published for s in self.sources], []
+        sources, weights, counts = self._shares()
+        out = []
         for _ in range(max(0, room)):
             index = next_source(weights, counts)  # each source's share of every batch (core.mixing)
             counts[index] += 1
-            source = self.sources[index]
+            source = sources[index]
             out.append(self._task(source, self._next_position(source)))
         return out
+
+    def _shares(self) -> tuple[list[TaskSource], list[float], list[int]]:
+        """The sources feeding the run now, their weights and the groups each got (within the stage)."""
+        if self.stages is None:
+            return self.sources, [s.weight for s in self.sources], [s.published for s in self.sources]
+        names, weights, counts = self.stages.shares()
+        return [self._source_named[n] for n in names], weights, counts
+
+    def advance_stage(self, step: float, version: int) -> bool:
+        """Moves to the next stage when the current one's end holds (True when it did)."""
+        return self.stages is not None and self.stages.advance(step, version)
 
     def _next_position(self, source: TaskSource) -> int:
         tasks = source.tasks
@@ -221,11 +245,14 @@ class RolloutManager:
     def _task(self, source: TaskSource, index: int) -> Task:
         chosen = source.tasks[index % len(source.tasks)]
         task_id = f"{chosen.task_id}.r{index // len(source.tasks)}"
-        payload = {"answer": chosen.answer, "expression": _expression(chosen.prompt), "source_task_id": chosen.task_id}
+        payload: dict[str, object] = {**dict(chosen.extra), "answer": chosen.answer,
+                                      "expression": _expression(chosen.prompt), "source_task_id": chosen.task_id}
         if source.name != DEFAULT:
             payload["task_source"] = source.name
         if source.verifier:
             payload["verifier"] = source.verifier  # the reward pool that scores an agent's Unscored result
+        if self.stages is not None:
+            payload["stage"] = self.stages.current
         return Task(new_id(), task_id, f"{self.run}.{task_id}", source.team or self.team, self.run, source.kind,
                     chosen.prompt, json.dumps(payload), self.options.group_size, 0, now_ms())
 
@@ -237,6 +264,8 @@ class RolloutManager:
         if len(self.sources) > 1 or self.sources[0].name != DEFAULT:
             for source in self.sources:
                 figures.update(source.figures())
+        if self.stages is not None:
+            figures.update(self.stages.figures())
         return figures
 
 

@@ -10,6 +10,7 @@ from seamlessflow.config import Settings
 from seamlessflow.core.policies import SchedulerConfig
 from seamlessflow.core.resources import ResourceKind
 from seamlessflow.scheduler.sources import SourceOptions
+from seamlessflow.scheduler.stages import StageOptions
 
 
 class SchedulerOptions(BaseModel):
@@ -60,6 +61,8 @@ class ManagerOptions(BaseModel):
     resample_too_easy: bool = True  # skip source tasks a whole group solved (SRPO history resampling)
     success_reward: float = 1.0  # default: the trainer's
     sources: list[SourceOptions] = Field(default_factory=list)  # several task sources mixed by weight (sources.py)
+    stages: list[StageOptions] = Field(default_factory=list)  # the mix changing with the run (stages.py)
+    stage_window: int = Field(32, ge=1)  # recent trajectories per source that a stage's metric is taken over
 
 
 def scheduler_options(settings: Settings) -> SchedulerOptions:

@@ -166,6 +166,7 @@ class SchedulerService:
         messages += [self._send(e, c) for e, c in proxy_commands if isinstance(c, Resume)]
         if self.manager:
             self.manager.expire()
+            self.manager.advance_stage(self.view.trainer_figure("step") or 0.0, self.view.current_version)
             for task in self.manager.next_tasks(self.view.current_version):
                 self.producer.send(self.topics.tasks, task.group_id, task)
                 self.manager.on_task(task)

@@ -26,6 +26,7 @@ class ArithmeticTask:
     task_id: str
     prompt: str
     answer: str
+    extra: tuple[tuple[str, object], ...] = ()  # a task file's other fields, handed to the agent in the payload
 
 
 def make_prompt(left: int, op: str, right: int) -> str:

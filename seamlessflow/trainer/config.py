@@ -52,6 +52,7 @@ class TrainerConfig(BaseModel):
     clip_high: float = 0.2
     kl_coef: float = 0.0
     tis_cap: float | None = None
+    ratio: Literal["token", "sequence"] = "token"  # sequence: GSPO's sequence-level ratio (clip ~3e-4/4e-4)
     # memory (seamlessflow.trainer.engine.MemoryOptions says what each does)
     max_tokens_per_micro_batch: int | None = None
     packing: bool | None = None  # None: only with varlen attention (flash_attention_2/3)
@@ -105,7 +106,7 @@ class TrainerConfig(BaseModel):
         )
 
     def loss_config(self) -> PolicyLossConfig:
-        return PolicyLossConfig(self.clip_low, self.clip_high, self.kl_coef, self.tis_cap)
+        return PolicyLossConfig(self.clip_low, self.clip_high, self.kl_coef, self.tis_cap, self.ratio)
 
     def memory_options(self) -> MemoryOptions:
         from seamlessflow.trainer.engine import MemoryOptions  # imports DeepSpeed: only when a trainer starts

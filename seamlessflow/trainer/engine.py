@@ -97,13 +97,14 @@ class StepMetrics:
 @dataclass
 class StepShare:
     """One rank's part of an optimizer step. Advantages are relative to each group and the normaliser is
-    the whole step's token count, so both are computed by the leader over the whole batch and travel
-    with the sequences; the batch figures (groups, rewards) travel so every rank reports the same step."""
+    the whole step's trained-token count (its sequence count with GSPO's sequence ratio), so both are
+    computed by the leader over the whole batch and travel with the sequences; the batch figures (groups,
+    rewards) travel so every rank reports the same step."""
 
     samples: list[TrajectorySample]
     advantages: list[float]
     weights: list[float]
-    total_tokens: int
+    normaliser: int
     groups: int
     sequences: int
     reward_mean: float
@@ -132,7 +133,7 @@ def forward_logprobs(model, batch: MicroBatch) -> torch.Tensor:
     return model(input_ids=batch.tokens, attention_mask=batch.attention_mask, position_ids=batch.position_ids)
 
 
-def micro_batch_loss(model, batch: MicroBatch, advantages: torch.Tensor, weights: torch.Tensor, total_tokens: int,
+def micro_batch_loss(model, batch: MicroBatch, advantages: torch.Tensor, weights: torch.Tensor, normaliser: int,
                      config: PolicyLossConfig, reference=None, ranks: int = 1) -> tuple[PolicyLoss, torch.Tensor]:
     """The step's loss share of one micro-batch (padded or packed: the same numbers) and its logprobs;
     ``ranks`` data-parallel ranks whose gradients DeepSpeed averages (so each share counts ``ranks`` times)."""
@@ -143,7 +144,8 @@ def micro_batch_loss(model, batch: MicroBatch, advantages: torch.Tensor, weights
             ref = forward_logprobs(reference, batch)
     out = ppo_clip_loss(
         logprobs, batch.logprobs, batch.per_token(advantages), batch.loss_mask, config, ref_logprobs=ref,
-        sample_weights=batch.per_token(weights), normaliser=max(total_tokens, 1) / ranks,
+        sample_weights=batch.per_token(weights), normaliser=max(normaliser, 1) / ranks,
+        sequence_index=batch.sequence_index,
     )
     return out, logprobs
 
@@ -242,10 +244,11 @@ class PolicyEngine:
         index = torch.tensor([i for i, g in enumerate(groups) for _ in g.samples])
         rewards = torch.tensor([s.reward for s in samples])
         advantages = group_relative_advantages(rewards, index, self.scale_by_std).tolist()
-        total_tokens = sum(max(s.trained_tokens - s.loss_mask[0], 0) for s in samples)
+        normaliser = len(samples) if self.loss_config.ratio == "sequence" else \
+            sum(max(s.trained_tokens - s.loss_mask[0], 0) for s in samples)
         reward_mean, reward_std = reward_stats(rewards.tolist())
         return [StepShare([samples[i] for i in chosen], [advantages[i] for i in chosen], [weights[i] for i in chosen],
-                          total_tokens, len(groups), len(samples), reward_mean, reward_std)
+                          normaliser, len(groups), len(samples), reward_mean, reward_std)
                 for chosen in split_across_ranks([len(s.tokens) for s in samples], ranks)]
 
     def train_share(self, share: StepShare) -> StepMetrics:
@@ -261,9 +264,9 @@ class PolicyEngine:
             if n < len(plan):
                 chosen = plan[n]
                 part = self._micro_step([samples[i] for i in chosen], advantages[chosen], weights[chosen],
-                                        share.total_tokens)
+                                        share.normaliser)
             else:
-                part = self._micro_step([self._idle_sample()], torch.zeros(1), torch.zeros(1), share.total_tokens)
+                part = self._micro_step([self._idle_sample()], torch.zeros(1), torch.zeros(1), share.normaliser)
             totals = [t + x * (part[1] if k > 1 else 1) for k, (t, x) in enumerate(zip(totals, part, strict=True))]
         self.engine.step()
         loss, tokens, *weighted = self.ranks.sum(totals)
@@ -284,9 +287,9 @@ class PolicyEngine:
         per_gpu = None if budget is not None else self.engine.train_micro_batch_size_per_gpu()
         return plan_micro_batches([len(s.tokens) for s in samples], budget, per_gpu, self.packing)
 
-    def _micro_step(self, samples, advantages, weights, total_tokens) -> tuple[float, int, float, float, float]:
+    def _micro_step(self, samples, advantages, weights, normaliser) -> tuple[float, int, float, float, float]:
         batch = collate(samples, self.pad_id, packed=self.packing).to(self.engine.device)
-        out, logprobs = micro_batch_loss(self.engine, batch, advantages, weights, total_tokens, self.loss_config,
+        out, logprobs = micro_batch_loss(self.engine, batch, advantages, weights, normaliser, self.loss_config,
                                          self.reference, self.ranks.world)
         self.engine.backward(out.loss, scale_wrt_gas=False)
         diff = logprob_abs_diff(logprobs, batch.logprobs, batch.loss_mask)

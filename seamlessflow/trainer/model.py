@@ -25,7 +25,7 @@ from typing import Any
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
-from seamlessflow.core.losses import token_logprobs
+from seamlessflow.core.losses import pair_logprobs, token_logprobs
 
 log = logging.getLogger("seamlessflow.trainer.model")
 
@@ -111,9 +111,16 @@ class TokenLogprobModel(torch.nn.Module):
         self.__dict__["causal_lm"] = causal_lm  # not a submodule: its parameters are already ours
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                position_ids: torch.Tensor | None = None) -> torch.Tensor:
-        """Logprobs [rows, T] of ``input_ids`` (0 at each row's first position)."""
+                position_ids: torch.Tensor | None = None,
+                edges: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
+        """Logprobs [rows, T] of ``input_ids`` (0 at each row's first position); with ``edges`` (a token tree
+        packed in one row, `core.token_tree`: ``attention_mask`` its [1, 1, N, N] additive tree mask) the
+        logprob [N] of each node's token read from its parent's output (0 at roots)."""
         base = getattr(self, self._prefix)
         hidden = base(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                       use_cache=False).last_hidden_state
-        return token_logprobs(hidden, input_ids, head=self.lm_head, chunk_tokens=self.chunk_tokens)
+        if edges is None:
+            return token_logprobs(hidden, input_ids, head=self.lm_head, chunk_tokens=self.chunk_tokens)
+        parents, children = edges
+        picked = pair_logprobs(hidden[0, parents], input_ids[0, children], self.lm_head, self.chunk_tokens)
+        return hidden.new_zeros(input_ids.shape[1], dtype=torch.float32).index_put((children,), picked)

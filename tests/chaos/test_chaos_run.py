@@ -12,7 +12,7 @@ import pytest
 from seamlessflow.chaos.run import ChaosOptions, run_chaos
 from seamlessflow.chaos.stack import stub_engine_stack
 from seamlessflow.ports import free_port
-from seamlessflow.stack import with_stack_defaults
+from seamlessflow.stack.services import with_stack_defaults
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 TARGETS = ("proxy", "assembler", "trainer", "engine-0")

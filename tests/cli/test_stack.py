@@ -10,7 +10,7 @@ import time
 import pytest
 
 from seamlessflow.ports import free_port_block
-from seamlessflow.supervisor import pid_alive
+from seamlessflow.stack.supervisor import pid_alive
 
 
 def sf(data_dir, port, *args, timeout=120):
@@ -66,7 +66,7 @@ def test_down_with_nothing_running_is_harmless(tmp_path):
 def test_down_in_the_middle_of_the_start_stops_every_process_engines_included(tmp_path, vllm_model_dir):
     """`down` while `up` still waits for the engines: nothing of the stack is left, not even a vLLM engine
     that its worker started a moment ago (it was once left running, re-parented to init)."""
-    from seamlessflow.supervisor import read_state, stack_processes
+    from seamlessflow.stack.supervisor import read_state, stack_processes
     from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 
     port, config = free_port_block(2), tmp_path / "config.yaml"

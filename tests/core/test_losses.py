@@ -187,3 +187,55 @@ def test_logprob_abs_diff_only_on_generated_tokens():
 def test_reward_stats():
     assert reward_stats([1.0, 3.0]) == (2.0, 1.0)
     assert reward_stats([]) == (0.0, 0.0)
+
+
+def _gspo_by_the_paper(logprobs, old, advantages, lengths, eps_low, eps_high):
+    """GSPO (Zheng et al. 2025, eq. 5-7) written directly: per sequence i, s_i = (pi(y_i)/pi_old(y_i))^(1/|y_i|),
+    J = mean_i min(s_i A_i, clip(s_i, 1 - eps_low, 1 + eps_high) A_i); the loss is -J."""
+    terms, begin = [], 0
+    for length, advantage in zip(lengths, advantages, strict=True):
+        s = torch.exp((logprobs[begin:begin + length] - old[begin:begin + length]).sum() / length)
+        terms.append(torch.minimum(s * advantage, s.clamp(1 - eps_low, 1 + eps_high) * advantage))
+        begin += length
+    return -torch.stack(terms).mean()
+
+
+def test_gspo_equals_the_papers_formula_on_packed_sequences_value_and_gradient():
+    lengths = [2, 3, 1]
+    raw = torch.tensor([-1.0, -0.5, -2.0, -0.2, -0.9, -1.3], requires_grad=True)
+    old = torch.tensor([-1.1, -0.4, -1.5, -0.3, -1.0, -1.0])
+    advantages = torch.tensor([1.0, -0.5, 2.0])
+    config = PolicyLossConfig(clip_low=0.05, clip_high=0.08, ratio="sequence")
+    sequence_index = torch.tensor([[0, 0, 1, 1, 1, 2]])
+    ours = ppo_clip_loss(raw[None], old[None], advantages[sequence_index.clamp(min=0)], torch.ones(1, 6), config,
+                         sequence_index=sequence_index)
+    (grad_ours,) = torch.autograd.grad(ours.loss, raw)
+    paper = _gspo_by_the_paper(raw, old, advantages, lengths, 0.05, 0.08)
+    (grad_paper,) = torch.autograd.grad(paper, raw)
+    assert torch.allclose(ours.loss, paper, atol=1e-6)
+    assert torch.allclose(grad_ours, grad_paper, atol=1e-6)
+    assert ours.clip_fraction > 0  # the example exercises the clip (sequence 1's ratio is e^(-0.133))
+
+
+def test_gspo_ignores_padding_and_untrained_positions():
+    logprobs = torch.tensor([[-1.0, -0.5, 0.0], [-2.0, -0.2, -0.9]], requires_grad=True)
+    old = torch.tensor([[-1.1, -0.4, 0.0], [-1.5, -0.3, -1.0]])
+    mask = torch.tensor([[0.0, 1.0, 0.0], [0.0, 1.0, 1.0]])  # first tokens untrained, row 0 padded
+    config = PolicyLossConfig(ratio="sequence")
+    out = ppo_clip_loss(logprobs, old, torch.tensor([1.0, 1.0]), mask, config,
+                        sequence_index=torch.tensor([[0, 0, -1], [1, 1, 1]]))
+    expected = -(torch.exp(torch.tensor(-0.1)) + torch.exp(torch.tensor((0.1 + 0.1) / 2))) / 2
+    assert torch.allclose(out.loss, expected, atol=1e-6)
+
+
+def test_token_and_sequence_ratios_agree_when_every_sequence_has_one_token():
+    logprobs = torch.tensor([[-1.0], [-0.3], [-2.2]], requires_grad=True)
+    old = torch.tensor([[-0.9], [-0.5], [-2.0]])
+    advantages, mask = torch.tensor([0.7, -1.2, 0.4]), torch.ones(3, 1)
+    for tis_cap in (None, 1.5):
+        token = ppo_clip_loss(logprobs, old, advantages, mask, PolicyLossConfig(tis_cap=tis_cap))
+        sequence = ppo_clip_loss(logprobs, old, advantages, mask, PolicyLossConfig(tis_cap=tis_cap, ratio="sequence"))
+        (g_token,) = torch.autograd.grad(token.loss, logprobs)
+        (g_sequence,) = torch.autograd.grad(sequence.loss, logprobs)
+        assert torch.allclose(token.loss, sequence.loss) and torch.allclose(g_token, g_sequence)
+        assert token.is_weight_mean == pytest.approx(sequence.is_weight_mean)

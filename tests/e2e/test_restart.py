@@ -27,7 +27,7 @@ from seamlessflow.config import Settings
 from seamlessflow.messages import ControlCommand, WeightVersion
 from seamlessflow.ports import free_port, free_port_block
 from seamlessflow.scheduler.reading import messages_until
-from seamlessflow.supervisor import stack_processes
+from seamlessflow.stack.supervisor import stack_processes
 from seamlessflow.topics import Topics
 from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 

@@ -9,7 +9,7 @@ import time
 import pytest
 
 from seamlessflow.scheduler.health import scheduler_ready
-from seamlessflow.status_rows import resource_rows
+from seamlessflow.stack.rows import resource_rows
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -22,3 +22,12 @@ def test_missing_field_names_the_line(tmp_path):
     path.write_text('{"task_id": "a", "prompt": "What is 1+1?", "answer": "2"}\n{"task_id": "b"}\n')
     with pytest.raises(ValueError, match=r"tasks.jsonl:2: missing field\(s\) prompt, answer"):
         load_tasks(path)
+
+
+def test_a_task_files_other_fields_travel_with_the_task(tmp_path):
+    path = tmp_path / "code.jsonl"
+    path.write_text('{"task_id": "c1", "prompt": "Write add", "answer": "", "function": "add", "tests": [[[1, 2], 3]]}\n')
+    [task] = load_tasks(path)
+    assert dict(task.extra) == {"function": "add", "tests": [[[1, 2], 3]]}
+    write_tasks(tmp_path / "again.jsonl", [task])
+    assert load_tasks(tmp_path / "again.jsonl") == [task]

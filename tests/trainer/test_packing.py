@@ -31,7 +31,8 @@ def random_samples(n: int, seed: int = 0) -> list[TrajectorySample]:
 
 def loss_and_grads(model, samples, plan, packed, advantages, weights, config):
     model.zero_grad()
-    total = sum(max(s.trained_tokens - s.loss_mask[0], 0) for s in samples)
+    total = len(samples) if config.ratio == "sequence" else sum(max(s.trained_tokens - s.loss_mask[0], 0)
+                                                                for s in samples)
     loss = 0.0
     for chosen in plan:
         batch = collate([samples[i] for i in chosen], packed=packed)
@@ -41,12 +42,14 @@ def loss_and_grads(model, samples, plan, packed, advantages, weights, config):
     return loss, {n: p.grad.clone() for n, p in model.named_parameters()}
 
 
-def test_packed_and_padded_micro_batches_give_the_same_loss_and_gradients(tiny_model_dir):
+@pytest.mark.parametrize("ratio", ["token", "sequence"])  # sequence: GSPO's per-sequence means survive packing
+def test_packed_and_padded_micro_batches_give_the_same_loss_and_gradients(tiny_model_dir, ratio):
     hf = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32)
     model = TokenLogprobModel(hf, chunk_tokens=7)
     samples = random_samples(7)
     advantages, weights = torch.randn(7), torch.tensor([1.0, 0.5, 1.0, 1.0, 0.25, 1.0, 1.0])
-    config = PolicyLossConfig(kl_coef=0.1)  # the reference (the same model, no grad) goes through packing too
+    # the reference (the same model, no grad) goes through packing too
+    config = PolicyLossConfig(kl_coef=0.1, ratio=ratio)
     # different splits on purpose: one padded row per sequence vs two packed rows
     padded = loss_and_grads(model, samples, [[i] for i in range(7)], False, advantages, weights, config)
     packed = loss_and_grads(model, samples, [[0, 1, 2], [3, 4, 5, 6]], True, advantages, weights, config)

@@ -4,7 +4,7 @@ from seamlessflow.config import Settings
 from seamlessflow.proxy import ProxyConfig
 from seamlessflow.rollout.options import RolloutOptions
 from seamlessflow.service_metrics import PORT_ENV
-from seamlessflow.stack import app_services, metrics_ports, with_stack_defaults
+from seamlessflow.stack.services import app_services, metrics_ports, with_stack_defaults
 
 
 def test_the_default_stack_runs_the_whole_loop_in_order(tmp_path):

@@ -18,13 +18,13 @@ from seamlessflow.config import Settings, _deep_merge
 from seamlessflow.kafka.admin import cluster_ready, ensure_topics
 from seamlessflow.rollout.launch import ensure_model
 from seamlessflow.service_metrics import PORT_ENV
-from seamlessflow.status_watch import engines_up
-from seamlessflow.supervisor import Awaiting, ServiceSpec, Supervisor
+from seamlessflow.stack.supervisor import Awaiting, ServiceSpec, Supervisor
+from seamlessflow.stack.watch import engines_up
 from seamlessflow.teams import TeamKeys
 from seamlessflow.tracking.sink import default_logdir
 
 SERVICES = ("assembler", "tracking", "dashboard", "rollout", "proxy", "trainer", "scheduler", "agents", "eval")
-STACK_DEFAULTS = Path(__file__).resolve().parents[1] / "infra" / "stack-defaults.yaml"
+STACK_DEFAULTS = Path(__file__).resolve().parents[2] / "infra" / "stack-defaults.yaml"
 
 
 def run_dir(settings: Settings) -> Path:

@@ -10,7 +10,7 @@ from seamlessflow.config import Settings
 from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.messages import ResourceStatus, now_ms
-from seamlessflow.status_rows import resource_row
+from seamlessflow.stack.rows import resource_row
 from seamlessflow.topics import Topics
 
 

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from seamlessflow.supervisor import (
+from seamlessflow.stack.supervisor import (
     ServiceSpec,
     StartupFailed,
     Supervisor,

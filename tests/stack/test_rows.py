@@ -1,7 +1,7 @@
 """`resource_rows` (for `seamlessflow status --json`) through the real broker."""
 
 from seamlessflow.kafka.io import MessageProducer
-from seamlessflow.status_rows import resource_rows, trainer_version
+from seamlessflow.stack.rows import resource_rows, trainer_version
 from seamlessflow.topics import Topics
 from tests.scheduler.records import status
 

@@ -5,7 +5,7 @@ import dataclasses
 import time
 
 from seamlessflow.kafka.io import MessageProducer
-from seamlessflow.status_watch import ResourceWatcher
+from seamlessflow.stack.watch import ResourceWatcher
 from seamlessflow.topics import Topics
 from tests.poison import letters, produce_raw
 from tests.samples import SAMPLES
@@ -35,7 +35,7 @@ def test_newest_heartbeat_per_resource_of_this_run_and_poison_skipped(settings, 
 def test_engine_readiness_takes_any_role_but_only_this_starts_heartbeats():
     """`up` waits for engines, never for a role: the scheduler that sets roles starts after them. A
     heartbeat older than the wait is a previous run's (the topic keeps it across `down`/`up`)."""
-    from seamlessflow.status_watch import _engine_awaited
+    from seamlessflow.stack.watch import _engine_awaited
 
     since = 1_000
     in_train = dataclasses.replace(STATUS, resource_id="rollout-1", active_tag="train", state="paused",

@@ -1,0 +1,126 @@
+"""Tree vs flat training steps, side by side in one process (`bench_trainer.py --tree`).
+
+Two batches, each trained as a token tree (`seamlessflow.trainer.tree`: every shared prefix once, the dense
+tree mask) and flat (one padded row per sequence), alternating round by round, plain torch AdamW (the
+model-side tree path; the DeepSpeed engine is not wired to it yet):
+- (a) a GRPO group: G completions of C tokens on one P-token prompt (default G=8, P=2048, C=256);
+- (b) multi-turn sessions of 16 turns (a tool output and a generation each) with one rewrite each, which
+  forks the session: two trajectories per session sharing the history before the rewrite.
+Printed per case: step time, trained tokens/s and peak RSS of each, the measured tree/flat step-time ratio,
+and the ideal ratio from the token arithmetic (tree positions / flat positions). The model is the tiny
+shape scaled to a few million parameters (`--tree-hidden`, `--tree-layers`).
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import torch
+from transformers import Qwen2Config, Qwen2ForCausalLM
+
+from seamlessflow.core.batching import TrajectorySample
+from seamlessflow.core.losses import PolicyLossConfig
+from seamlessflow.core.token_tree import build_tree, tree_pays
+from seamlessflow.trainer.engine import micro_batch_loss
+from seamlessflow.trainer.model import TokenLogprobModel
+from seamlessflow.trainer.samples import collate
+from seamlessflow.trainer.tree import tree_batch, tree_batch_loss
+
+
+def sample(name: str, tokens: list[int], mask: list[int]) -> TrajectorySample:
+    return TrajectorySample(name, "g", "t", tuple(tokens), tuple(mask), tuple(-2.0 * m for m in mask),
+                            tuple(0 if m else -1 for m in mask), 0.0)
+
+
+def grpo_group(gen: torch.Generator, vocab: int, group: int, prompt: int, completion: int) -> list[TrajectorySample]:
+    shared = torch.randint(1, vocab, (prompt,), generator=gen).tolist()
+    return [sample(f"c{i}", shared + torch.randint(1, vocab, (completion,), generator=gen).tolist(),
+                   [0] * prompt + [1] * completion) for i in range(group)]
+
+
+def rewritten_sessions(gen: torch.Generator, vocab: int, sessions: int, turns: int = 16, tool: int = 64,
+                       generated: int = 32) -> list[TrajectorySample]:
+    """Each session forks once, at a random turn: the branch before the rewrite and the one after it."""
+    out = []
+    for s in range(sessions):
+        tokens, mask = [], []
+        for _ in range(turns):
+            tokens += torch.randint(1, vocab, (tool + generated,), generator=gen).tolist()
+            mask += [0] * tool + [1] * generated
+        fork = int(torch.randint(turns // 4, 3 * turns // 4, (1,), generator=gen)) * (tool + generated)
+        rewrite = torch.randint(1, vocab, (len(tokens) - fork,), generator=gen).tolist()
+        out += [sample(f"s{s}a", tokens, mask), sample(f"s{s}b", tokens[:fork] + rewrite, mask)]
+    return out
+
+
+def step(model, optimizer, samples: list[TrajectorySample], tree: bool) -> None:
+    advantages, weights = torch.linspace(-1, 1, len(samples)), torch.ones(len(samples))
+    total = sum(max(s.trained_tokens - s.loss_mask[0], 0) for s in samples)
+    if tree:
+        out, _ = tree_batch_loss(model, tree_batch(samples), advantages, weights, total, PolicyLossConfig())
+    else:
+        out, _ = micro_batch_loss(model, collate(samples), advantages, weights, total, PolicyLossConfig())
+    out.loss.backward()
+    optimizer.step()
+    optimizer.zero_grad()
+
+
+def peak_rss_mib() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def run_case(name: str, samples: list[TrajectorySample], model, optimizer, rounds: int) -> None:
+    tree = build_tree([s.tokens for s in samples])
+    trained = sum(max(s.trained_tokens - s.loss_mask[0], 0) for s in samples)
+    times: dict[bool, list[float]] = {False: [], True: []}
+    peaks: dict[bool, float] = {}
+    step(model, optimizer, samples, True)  # warm-up (allocator, kernels)
+    for _ in range(rounds):
+        for as_tree in (False, True):  # RSS peaks only grow: the flat (larger) one runs first each round
+            start = time.perf_counter()
+            step(model, optimizer, samples, as_tree)
+            times[as_tree].append(time.perf_counter() - start)
+            peaks[as_tree] = peak_rss_mib()
+    flat_s, tree_s = statistics.median(times[False]), statistics.median(times[True])
+    config = model.causal_lm.config
+    matmul = sum(p.numel() for p in model.parameters())  # the tied head does the embedding's multiply-adds
+    pays = tree_pays(tree, matmul, config.num_hidden_layers, config.num_attention_heads * config.head_dim)
+    print(f"{name}: {len(samples)} sequences, {tree.flat_size} flat positions, {tree.size} tree positions; "
+          f"the FLOP rule (core.token_tree.tree_pays) picks {'tree' if pays else 'flat'}")
+    for label, seconds, peak in (("flat", flat_s, peaks[False]), ("tree", tree_s, peaks[True])):
+        print(f"  {label}: step {seconds:.2f} s, {trained / seconds:.0f} trained tokens/s, peak RSS {peak:.0f} MiB")
+    print(f"  tree/flat step time {tree_s / flat_s:.3f} (per round: "
+          f"{', '.join(f'{t / f:.3f}' for t, f in zip(times[True], times[False], strict=True))}); "
+          f"ideal (token arithmetic) {tree.size / tree.flat_size:.3f}")
+
+
+def main(args) -> None:
+    torch.manual_seed(0)
+    config = Qwen2Config(vocab_size=512, hidden_size=args.tree_hidden, intermediate_size=4 * args.tree_hidden,
+                         num_hidden_layers=args.tree_layers, num_attention_heads=args.tree_hidden // 64, num_key_value_heads=1,
+                         head_dim=64, max_position_embeddings=32768, tie_word_embeddings=True, pad_token_id=0,
+                         attn_implementation="sdpa")
+    hf = Qwen2ForCausalLM(config)
+    params = sum(p.numel() for p in hf.parameters())
+    print(f"model: hidden {args.tree_hidden}, {args.tree_layers} layers, {params / 1e6:.1f} M parameters; "
+          f"torch threads {torch.get_num_threads()}; plain torch AdamW, one micro-batch per step")
+    model = TokenLogprobModel(hf)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    gen = torch.Generator().manual_seed(1)
+    run_case(f"(a) GRPO group G={args.tree_group} P={args.tree_prompt} C={args.tree_completion}",
+             grpo_group(gen, 512, args.tree_group, args.tree_prompt, args.tree_completion), model, optimizer, args.rounds)
+    run_case(f"(b) {args.tree_sessions} sessions x 16 turns, one rewrite each", rewritten_sessions(gen, 512, args.tree_sessions),
+             model, optimizer, args.rounds)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--tree", action="store_true", help="tree vs flat steps (benchmarks/tree_vs_flat.py)")
+    parser.add_argument("--tree-hidden", type=int, default=256)
+    parser.add_argument("--tree-layers", type=int, default=4)
+    parser.add_argument("--tree-group", type=int, default=8)
+    parser.add_argument("--tree-prompt", type=int, default=2048)
+    parser.add_argument("--tree-completion", type=int, default=256)
+    parser.add_argument("--tree-sessions", type=int, default=2)
