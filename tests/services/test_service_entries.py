@@ -11,7 +11,7 @@ import time
 import pytest
 
 from seamlessflow.ports import free_port
-from seamlessflow.status_rows import resource_rows
+from seamlessflow.stack.rows import resource_rows
 
 pytestmark = pytest.mark.timeout(180)
 
