@@ -48,8 +48,8 @@ from seamlessflow.trainer.engine import MemoryOptions, PolicyEngine, micro_batch
 from seamlessflow.trainer.launch import under_launcher
 from seamlessflow.trainer.model import TokenLogprobModel, training_dtype
 from seamlessflow.trainer.samples import collate
-from seamlessflow.trainer.weights import save_weights
-from seamlessflow.trainer.writer import WeightWriter, host_snapshot
+from seamlessflow.weights.files import WeightWriter, save_weights
+from seamlessflow.weights.snapshot import host_snapshot
 
 SHAPES = {
     "tiny": dict(vocab_size=512, hidden_size=128, intermediate_size=384, num_hidden_layers=2, num_attention_heads=2,

@@ -136,7 +136,7 @@ class SchedulerService:
         buffered = self.view.trainer_figure("buffered")
         training = self.view.trainer_figure("training")
         outstanding = self.manager.outstanding if self.manager else 0
-        update_s = self.view.trainer_figure("weight_update_s")  # measured per version (trainer/transfer.py)
+        update_s = self.view.trainer_figure("weight_update_s")  # measured per version (weights/transfer.py)
         return PipelineState(
             queued_tasks=outstanding, in_flight=outstanding,
             buffered=int(buffered if buffered is not None else self.view.trajectories_since_version),

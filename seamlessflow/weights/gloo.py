@@ -37,8 +37,8 @@ from vllm.distributed.weight_transfer.base import (
 from vllm.distributed.weight_transfer.packed_tensor import unpack_tensor
 
 from seamlessflow.core.buckets import plan_buckets
+from seamlessflow.weights.plugin import BACKEND
 
-BACKEND = "gloo"
 DEFAULT_BUCKET_BYTES = 64 << 20
 DEFAULT_TIMEOUT_S = 120.0
 
