@@ -8,9 +8,10 @@ from pathlib import Path
 
 import click
 
-from seamlessflow.agents import AgentSettings, AgentWorker, WorkerFailed, load_agent
+from seamlessflow.agents import AgentSettings, AgentWorker, WorkerFailed
 from seamlessflow.avro import codec_for
 from seamlessflow.cli.context import pass_settings
+from seamlessflow.user_code import load_function
 
 
 @click.group()
@@ -38,7 +39,7 @@ def agent_run(settings, reference, team, pool, concurrency, key, proxy_url, max_
     team = team or settings.team
     opts = AgentSettings.from_settings(settings, pool=pool, concurrency=concurrency, proxy_url=proxy_url,
                                        max_attempts=max_attempts, kinds=list(kinds) or None)
-    worker = AgentWorker(settings, codec_for(settings), load_agent(reference), team, _key(settings, team, key), opts)
+    worker = AgentWorker(settings, codec_for(settings), load_function(reference), team, _key(settings, team, key), opts)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: worker.stop())
     click.echo(f"agent {reference} in pool {worker.group}, {opts.concurrency} at a time, proxy {opts.proxy_url}",
