@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import time
 
-from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
 from seamlessflow.core.resources import ResourceKind
+from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.messages import ResourceStatus
 from seamlessflow.scheduler.reading import messages_until
 from seamlessflow.topics import Topics

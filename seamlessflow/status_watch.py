@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
 from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
+from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.messages import ResourceStatus
 from seamlessflow.status_rows import resource_row

@@ -9,8 +9,8 @@ from pathlib import Path
 import click
 
 from seamlessflow.agents import AgentSettings, AgentWorker, WorkerFailed
-from seamlessflow.avro import codec_for
 from seamlessflow.cli.context import pass_settings
+from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.user_code import load_function
 
 

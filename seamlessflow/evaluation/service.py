@@ -19,11 +19,12 @@ import time
 import httpx
 
 from seamlessflow.agents.proxy import ProxyClient
-from seamlessflow.avro import Codec, codec_for
+from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.core.evaluation import is_due, pin, served_version, summarize
 from seamlessflow.evaluation.options import EvalOptions
 from seamlessflow.evaluation.runner import eval_task, run_pass
+from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import EvalResult, new_id, now_ms
 from seamlessflow.scheduler.options import manager_options

@@ -24,12 +24,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from seamlessflow.avro import Codec, codec_for
+from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.core.evaluation import is_eval_group
 from seamlessflow.core.policies import Command, Pause, PipelineState, Resume, get_policy
 from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.core.scheduler import Scheduler
+from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.records import resource_status

@@ -30,12 +30,12 @@ import signal
 import time
 from typing import TYPE_CHECKING
 
-from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
 from seamlessflow.core.batching import BatchBuilder, Counters
 from seamlessflow.core.evaluation import is_eval_group
 from seamlessflow.core.mixing import source_figures
 from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
+from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.records import resource_status
