@@ -10,8 +10,8 @@ resume carry the new version; agents see only a pause.
 The backend is whatever vLLM's trainer factory knows: `gloo` (this package, CPU) or `nccl` (GPU engines
 started with `--weight-transfer-config '{"backend": "nccl"}'`); `init_info` builds the trainer-side info.
 
-The engine's HTTP client is passed in (`connect`, an `EngineLink`: the rollout package's `transfer_client`), so
-this package needs nothing of the rollout package, which loads versions through it.
+The engine's HTTP client is passed in (`connect`, an `EngineLink`: the rollout package's
+`transfer_client`), so this package needs nothing of the rollout package, which depends on it.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ from seamlessflow.weights.gloo import DEFAULT_BUCKET_BYTES, DEFAULT_TIMEOUT_S, G
 from seamlessflow.weights.plugin import register
 
 log = logging.getLogger(__name__)
+
 
 class EngineLink(VLLMWeightSyncClient, Protocol):
     """What the broadcaster asks of an engine's HTTP API besides vLLM's transfer routes."""

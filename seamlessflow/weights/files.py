@@ -47,7 +47,8 @@ def save_weights(
     final = version_dir(root, version)
     staging = final.with_name(final.name + ".tmp")
     shutil.rmtree(staging, ignore_errors=True)
-    module.save_pretrained(staging, state_dict=state_dict, safe_serialization=True)  # type: ignore[operator]  # a PreTrainedModel
+    save_pretrained = module.save_pretrained  # a PreTrainedModel's
+    save_pretrained(staging, state_dict=state_dict, safe_serialization=True)  # type: ignore[operator]
     for name in COMPANION_FILES:
         source = Path(base_model_path) / name
         if source.exists() and not (staging / name).exists():

@@ -4,7 +4,8 @@ The trainer's host serves its weights root (`WeightsServer`): `GET /v000002/` an
 file names as JSON, `GET /v000002/model.safetensors` the file. A rollout worker that has no transfer
 group, or must catch up after a restart, fetches the version named by an `http://.../v000002/` URI into
 a local cache (`fetch_version`; `local_weights` takes any version URI), written under a temporary name and
-renamed, then loads it as before. Files remain the archive and the fallback; live engines normally get versions through the transfer group.
+renamed, then loads it as before. Files remain the archive and the fallback; live engines normally get
+versions through the transfer group.
 """
 
 from __future__ import annotations
