@@ -27,9 +27,9 @@ from pathlib import Path
 
 import yaml
 
-from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
 from seamlessflow.core.timeline import bubble_ratio
+from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.scheduler.reading import messages_until
 from seamlessflow.scheduler.timeline import clip, intervals_from_records, role_switches
 from seamlessflow.sim.timeline import draw_timeline

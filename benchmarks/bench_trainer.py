@@ -50,8 +50,8 @@ from seamlessflow.trainer.engine import MemoryOptions, PolicyEngine, micro_batch
 from seamlessflow.trainer.launch import under_launcher
 from seamlessflow.trainer.model import TokenLogprobModel, training_dtype
 from seamlessflow.trainer.samples import collate
-from seamlessflow.trainer.weights import save_weights
-from seamlessflow.trainer.writer import WeightWriter, host_snapshot
+from seamlessflow.weights.files import WeightWriter, save_weights
+from seamlessflow.weights.snapshot import host_snapshot
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import tree_vs_flat  # noqa: E402  (beside this script)

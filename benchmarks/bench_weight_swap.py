@@ -32,13 +32,14 @@ import torch
 from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from seamlessflow.messages import ControlCommand, new_id, now_ms
+from seamlessflow.rollout.client import transfer_client
 from seamlessflow.rollout.engine import EngineProcess
 from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
 from seamlessflow.rollout.worker import RolloutWorker
 from seamlessflow.testing.models import build_random_tiny_model
 from seamlessflow.testing.plugin import plugin_env
-from seamlessflow.trainer.weights import save_weights
-from seamlessflow.weight_transfer.fanout import PolicyBroadcaster, gloo_init_info
+from seamlessflow.weights.broadcast import PolicyBroadcaster, gloo_init_info
+from seamlessflow.weights.files import save_weights
 
 FILE_METHODS = {"reload": (["reload"], "recompute"), "reload+keep-kv": (["reload"], "keep"),
                 "restart": (["restart"], "recompute")}
@@ -102,7 +103,8 @@ def bench_transfer(module: torch.nn.Module, model_dir: Path, root: Path, repeats
     started = time.monotonic()
     engine.start(model_dir)
     print(f"  [transfer] engine up in {time.monotonic() - started:.1f} s", flush=True)
-    broadcaster = PolicyBroadcaster(module, gloo_init_info("127.0.0.1", bucket_bytes=bucket_bytes, timeout_s=300))
+    broadcaster = PolicyBroadcaster(module, gloo_init_info("127.0.0.1", bucket_bytes=bucket_bytes, timeout_s=300),
+                                    transfer_client)
     try:
         if reason := broadcaster.join(engine.url):
             raise RuntimeError(f"the engine could not join: {reason}")

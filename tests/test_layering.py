@@ -10,13 +10,15 @@ The rules:
 - nothing in `seamlessflow/`, `services/` or `benchmarks/` imports `tests` (shared fakes live in
   `seamlessflow/testing`), nor starts one of its modules with `python -m tests...`;
 - the running system (`seamlessflow/` and `services/`) never imports those fakes;
-- only `seamlessflow/kafka/` imports the Kafka client libraries.
+- only `seamlessflow/kafka/` imports the Kafka client libraries;
+- no two parts of `seamlessflow` (a package or a top-level module) import each other, however indirectly.
 """
 
 from __future__ import annotations
 
 import ast
 import functools
+import graphlib
 import re
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -116,6 +118,36 @@ def test_only_the_kafka_layer_imports_a_kafka_client():
     assert violations(files, lambda name: within(name, *KAFKA_CLIENTS)) == []
 
 
+def part_of_seamlessflow(name: str) -> str | None:
+    """`seamlessflow.weights.files` -> `weights`; the top-level package itself -> None."""
+    parts = name.split(".")
+    return parts[1] if parts[0] == "seamlessflow" and len(parts) > 1 else None
+
+
+def import_cycle(files: Iterable[Path], root: Path = ROOT) -> list[str]:
+    """One cycle between the parts of `seamlessflow` (empty: none), as the parts in import order."""
+    graph: dict[str, set[str]] = {}
+    for path in files:
+        here = part_of_seamlessflow(module_name(path, root))
+        if here is None:
+            continue
+        graph.setdefault(here, set())
+        for _, name in imported_names(path, root):
+            there = part_of_seamlessflow(name)
+            if there is not None and there != here:
+                graph[here].add(there)
+    try:
+        graphlib.TopologicalSorter(graph).prepare()
+    except graphlib.CycleError as error:
+        return list(error.args[1])
+    return []
+
+
+def test_no_part_of_seamlessflow_depends_on_itself_through_another():
+    """A cycle (say `rollout` <-> `weights`) means neither side can be read, tested or moved alone."""
+    assert import_cycle(python_files("seamlessflow")) == []
+
+
 def test_the_rules_see_every_form_of_import(tmp_path):
     """The checker itself: plain, from, relative, nested and `-m` forms are all found."""
     pkg = tmp_path / "seamlessflow" / "core"
@@ -131,3 +163,15 @@ def test_the_rules_see_every_form_of_import(tmp_path):
     assert violations([bad], lambda n: within(n, "seamlessflow") and not within(n, "seamlessflow.core"),
                       tmp_path) == ["seamlessflow/core/bad.py:2 imports seamlessflow.cli"]
     assert [name for _, name in names_of_test_modules(bad, tmp_path)] == ["tests.proxy.helpers"]
+
+
+def test_a_cycle_through_a_third_part_is_found(tmp_path):
+    def parts(root: Path, imports: dict[str, str]) -> list[Path]:
+        for part, imported in imports.items():
+            (root / "seamlessflow" / part).mkdir(parents=True)
+            (root / "seamlessflow" / part / "__init__.py").write_text(f"from seamlessflow.{imported} import x\n")
+        return python_files("seamlessflow", root=root)
+
+    found = import_cycle(parts(tmp_path / "loop", {"a": "b", "b": "c", "c": "a"}), tmp_path / "loop")
+    assert set(found) == {"a", "b", "c"}
+    assert import_cycle(parts(tmp_path / "line", {"a": "b", "b": "c", "c": "core"}), tmp_path / "line") == []

@@ -2,11 +2,11 @@
 
 An agent is a function `agent(task, client) -> reward | (reward, info)`; `client` is an `openai.OpenAI`
 (or `openai.AsyncOpenAI` for an `async def`) already bound to a fresh proxy session with the team's key.
-Agent code imports nothing from the trainer.
+Agent code imports nothing from the trainer. Agents are found and their rewards read by
+`seamlessflow.user_code`, which reward workers and the evaluation share.
 """
 
-from seamlessflow.agents.episode import SessionOutcome, parse_result
-from seamlessflow.agents.loader import load_agent
+from seamlessflow.agents.episode import SessionOutcome
 from seamlessflow.agents.proxy import EndRejected, ProxyClient, ProxyUnavailable, SessionEnd, session_base_url
 from seamlessflow.agents.settings import AgentSettings, consumer_group
 from seamlessflow.agents.tasks import make_task, publish_tasks
@@ -14,6 +14,6 @@ from seamlessflow.agents.worker import POOL_HEADER, AgentWorker, WorkerFailed, W
 
 __all__ = [
     "AgentSettings", "AgentWorker", "EndRejected", "POOL_HEADER", "ProxyClient", "ProxyUnavailable",
-    "SessionEnd", "SessionOutcome", "WorkerFailed", "WorkerStats", "consumer_group", "load_agent",
-    "make_task", "parse_result", "publish_tasks", "session_base_url",
+    "SessionEnd", "SessionOutcome", "WorkerFailed", "WorkerStats", "consumer_group",
+    "make_task", "publish_tasks", "session_base_url",
 ]

@@ -15,7 +15,6 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
-import math
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +28,7 @@ from seamlessflow.agents.settings import AgentSettings
 from seamlessflow.core.episodes import EpisodeStatus
 from seamlessflow.messages import Task
 from seamlessflow.rewards.request import REQUEST_KEY, Unscored, request_for
+from seamlessflow.user_code import parse_result
 
 DONE, FAILED, ABORTED = EpisodeStatus.DONE, EpisodeStatus.FAILED, EpisodeStatus.ABORTED
 
@@ -43,21 +43,6 @@ class SessionOutcome:
     reward: float
     info: dict[str, Any] = field(default_factory=dict)
     end_error: BaseException | None = None
-
-
-def parse_result(value: Any) -> tuple[float, dict]:
-    """An agent's return value -> (reward, info); raises TypeError/ValueError on anything else."""
-    info: dict = {}
-    if isinstance(value, tuple):
-        if len(value) != 2 or not isinstance(value[1], dict):
-            raise TypeError(f"an agent returns a reward or (reward, info_dict), got {value!r}")
-        value, info = value
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        raise TypeError(f"an agent returns a numeric reward, got {type(value).__name__}")
-    reward = float(value)
-    if not math.isfinite(reward):
-        raise ValueError(f"reward must be finite, got {reward}")
-    return reward, info
 
 
 def failure_status(attempt: int, max_attempts: int) -> EpisodeStatus:

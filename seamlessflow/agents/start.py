@@ -6,11 +6,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from seamlessflow.agents.loader import load_agent
 from seamlessflow.agents.settings import AgentSettings
 from seamlessflow.agents.worker import AgentWorker
-from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
+from seamlessflow.kafka.codecs import codec_for
+from seamlessflow.user_code import load_function
 
 
 class NoTeamKey(LookupError):
@@ -32,4 +32,4 @@ def agent_worker(settings: Settings, reference: str, team: str | None, key: str 
     """`options`: AgentSettings fields over the `agents` section (None: the section's value)."""
     team = team or settings.team
     opts = AgentSettings.from_settings(settings, **options)
-    return AgentWorker(settings, codec_for(settings), load_agent(reference), team, team_key(settings, team, key), opts)
+    return AgentWorker(settings, codec_for(settings), load_function(reference), team, team_key(settings, team, key), opts)

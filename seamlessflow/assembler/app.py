@@ -25,9 +25,9 @@ import time
 from seamlessflow.assembler.book import SessionBook
 from seamlessflow.assembler.config import AssemblyConfig
 from seamlessflow.assembler.progress import PublishedMarks
-from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
 from seamlessflow.kafka.admin import ensure_topics
+from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.io import KafkaException, MessageProducer, Record, transient
 from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.rewards.request import pending_request

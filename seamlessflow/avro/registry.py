@@ -3,7 +3,8 @@
 Without a registry every process derives the same id from a schema's canonical form, so any process of the
 project decodes any record; old schema versions stay decodable as long as their writer schema is known
 (`LocalRegistry.add`). With `schema_registry_url` set, ids come from a Confluent Schema Registry
-(`seamlessflow.kafka.schema_registry.ConfluentRegistry`, beside the other Kafka clients).
+(`seamlessflow.kafka.schema_registry.ConfluentRegistry`, beside the other Kafka clients, picked by
+`seamlessflow.kafka.codecs.codec_for`).
 """
 
 from __future__ import annotations

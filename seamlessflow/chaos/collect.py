@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 
 from seamlessflow.assembler import AssemblyConfig
-from seamlessflow.avro import codec_for
 from seamlessflow.chaos.audit import AckedCall, AuditReport, Ledger, Rules, audit
 from seamlessflow.config import Settings
 from seamlessflow.core.assembler import Selection
+from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.io import read_topic
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.config import TrainerConfig

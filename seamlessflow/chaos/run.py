@@ -16,7 +16,6 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from seamlessflow.avro import codec_for
 from seamlessflow.chaos.audit import AuditReport
 from seamlessflow.chaos.collect import audit_topics, read_ledger, rules_for
 from seamlessflow.chaos.driver import Driver, DriverOptions, DriverStats
@@ -24,6 +23,7 @@ from seamlessflow.chaos.inject import Injected, Injector
 from seamlessflow.chaos.recovery import Recovery, recoveries
 from seamlessflow.chaos.schedule import plan
 from seamlessflow.config import Settings
+from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.io import read_topic
 from seamlessflow.messages import EpisodeEnd, TokenIO, Trajectory, WeightVersion
 from seamlessflow.proxy import ProxyConfig

@@ -15,9 +15,9 @@ from pathlib import Path
 
 import click
 
-from seamlessflow.avro import codec_for
 from seamlessflow.cli.context import pass_settings
 from seamlessflow.core.evaluation import EvalOutcome, is_eval_group, pin, summarize
+from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.messages import EpisodeEnd, EvalResult, TokenIO
 from seamlessflow.scheduler.reading import messages_until
 from seamlessflow.topics import Topics

@@ -22,8 +22,8 @@ from rich.console import Console
 from rich.table import Table
 
 from seamlessflow.assembler import AssemblyConfig
-from seamlessflow.avro import codec_for
 from seamlessflow.cli.context import pass_settings
+from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.io import DeliveryFailed, MessageProducer, Record
 from seamlessflow.messages import EpisodeEnd, TokenIO
 from seamlessflow.replay import (

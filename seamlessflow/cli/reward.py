@@ -7,8 +7,8 @@ import signal
 
 import click
 
-from seamlessflow.avro import codec_for
 from seamlessflow.cli.context import pass_settings
+from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.rewards.worker import RewardSettings, RewardWorker
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import click
 
-from seamlessflow.avro import codec_for
 from seamlessflow.cli.context import pass_settings
 from seamlessflow.core.timeline import bubble_ratio, time_by_kind
+from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.scheduler.reading import messages_until
 from seamlessflow.scheduler.timeline import intervals_from_records, role_switches
 from seamlessflow.sim.timeline import draw_timeline

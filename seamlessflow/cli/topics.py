@@ -9,9 +9,9 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from seamlessflow.avro import codec_for
 from seamlessflow.cli.context import pass_settings
 from seamlessflow.kafka.admin import ensure_topics, list_topics
+from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.io import read_topic
 from seamlessflow.topics import Topics, topic_specs
 

@@ -7,7 +7,7 @@ announced only once every engine that serves the policy through a transfer group
 taken out of routing (it failed; it catches up from files or the next join). Engines without a transfer
 backend are fed from files after the announcement, as before (the announcement is what starts their load).
 
-Pure: the trainer's adapter (seamlessflow/trainer/transfer.py) reads heartbeats into `EngineSeen`.
+Pure: the trainer's adapter (seamlessflow/weights/transfer.py) reads heartbeats into `EngineSeen`.
 """
 
 from __future__ import annotations

@@ -16,12 +16,12 @@ from typing import Any
 
 import openai
 
-from seamlessflow.agents.episode import parse_result
 from seamlessflow.agents.proxy import ProxyClient, SessionEnd, session_base_url
 from seamlessflow.core.episodes import EpisodeStatus
 from seamlessflow.core.evaluation import EvalOutcome, eval_group_id
 from seamlessflow.messages import Task, new_id, now_ms
 from seamlessflow.tasks.arithmetic import ArithmeticTask, expression_of
+from seamlessflow.user_code import parse_result
 
 log = logging.getLogger("seamlessflow.evaluation")
 

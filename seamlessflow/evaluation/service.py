@@ -18,18 +18,19 @@ import time
 
 import httpx
 
-from seamlessflow.agents.loader import load_agent
 from seamlessflow.agents.proxy import ProxyClient
-from seamlessflow.avro import Codec, codec_for
+from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.core.evaluation import is_due, pin, served_version, summarize
 from seamlessflow.evaluation.options import EvalOptions
 from seamlessflow.evaluation.runner import eval_task, run_pass
+from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import EvalResult, new_id, now_ms
 from seamlessflow.scheduler.options import manager_options
 from seamlessflow.tasks.eval_sets import eval_set
 from seamlessflow.topics import Topics
+from seamlessflow.user_code import load_function
 
 log = logging.getLogger("seamlessflow.evaluation")
 
@@ -55,7 +56,7 @@ class EvalService:
         self.task_source = self.options.eval_file or manager.source
         self.tasks = eval_set(manager.source, self.options.count, manager.demo_seed, manager.demo_max_operand,
                               self.options.eval_file)
-        self.agent = load_agent(self.options.agent)
+        self.agent = load_function(self.options.agent)
         self.team = self.options.team or settings.team
         self.key = key or (settings.data_dir / f"{self.team}.key").read_text().strip()
         self.topic = Topics(settings).eval

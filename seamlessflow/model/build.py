@@ -129,7 +129,7 @@ def qwen2_config(spec: TinyModelSpec, tokenizer) -> Qwen2Config:
         num_key_value_heads=spec.num_kv_heads,
         head_dim=spec.head_dim,
         max_position_embeddings=spec.max_position_embeddings,
-        tie_word_embeddings=False,  # vLLM 0.32's in-place reload leaves a tied lm_head stale (see rollout/weights.py)
+        tie_word_embeddings=False,  # vLLM 0.32's in-place reload leaves a tied lm_head stale (see rollout/loading.py)
         bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,

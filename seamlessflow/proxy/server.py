@@ -25,10 +25,11 @@ import orjson
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from seamlessflow.avro import Codec, CodecError, codec_for
+from seamlessflow.avro import Codec, CodecError
 from seamlessflow.config import Settings
 from seamlessflow.core.episodes import EpisodeStatus
 from seamlessflow.core.routing import parse_profile
+from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.messages import EpisodeEnd, TokenIO, now_ms
 from seamlessflow.proxy.config import ProxyConfig
 from seamlessflow.proxy.deltas import PromptBases, token_sequence

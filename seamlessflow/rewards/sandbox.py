@@ -6,10 +6,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from seamlessflow import sandbox
-from seamlessflow.agents.episode import parse_result
-from seamlessflow.agents.loader import load_agent
 from seamlessflow.rewards.request import ScoreRequest
 from seamlessflow.sandbox import CRASHED, OK, RAISED, TIMED_OUT, Limits
+from seamlessflow.user_code import load_function, parse_result
 
 __all__ = ["CRASHED", "OK", "RAISED", "TIMED_OUT", "Limits", "Verdict", "run_verifier", "start_forkserver"]
 
@@ -26,7 +25,7 @@ class Verdict:
 
 
 def _verify(reference: str, request: ScoreRequest) -> tuple[float, dict]:
-    return parse_result(load_agent(reference)(request))
+    return parse_result(load_function(reference)(request))
 
 
 def start_forkserver(reference: str) -> None:

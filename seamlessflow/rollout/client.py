@@ -22,6 +22,9 @@ METRICS = {
 }
 
 
+TRANSFER_TIMEOUT_S = 600.0  # an engine's `/update_weights` answers only once a whole version has arrived
+
+
 class EngineError(RuntimeError):
     pass
 
@@ -108,3 +111,9 @@ class EngineClient:
         if response.status_code >= 300:
             raise EngineError(f"{path}: HTTP {response.status_code} {response.text[:300]}")
         return response
+
+
+def transfer_client(url: str) -> EngineClient:
+    """The client the trainer's transfer group drives an engine with (`seamlessflow.weights.broadcast`'s
+    `connect`): its calls wait as long as a whole version takes to arrive."""
+    return EngineClient(url, timeout_s=TRANSFER_TIMEOUT_S)

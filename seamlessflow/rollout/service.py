@@ -14,9 +14,10 @@ import threading
 import time
 from pathlib import Path
 
-from seamlessflow.avro import Codec, codec_for
+from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.core.resources import ResourceState
+from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.command_feed import CommandFeed
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.heartbeat import Heartbeat

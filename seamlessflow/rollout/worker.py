@@ -21,8 +21,9 @@ from seamlessflow.kafka.records import resource_status
 from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus
 from seamlessflow.rollout.client import EngineClient, EngineError
 from seamlessflow.rollout.engine import EngineProcess, EngineStartFailed
+from seamlessflow.rollout.loading import reload_unsafe_reason, wait_for_label
 from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
-from seamlessflow.rollout.weights import reload_unsafe_reason, wait_for_label, weights_path
+from seamlessflow.weights.http_files import local_weights
 
 log = logging.getLogger(__name__)
 
@@ -228,7 +229,7 @@ class RolloutWorker:
         if not uri:
             raise CommandRejected("load_weights needs weight_version and weight_uri")
         try:
-            path = weights_path(uri, self.weights_cache)
+            path = local_weights(uri, self.weights_cache)
         except ValueError as exc:
             raise CommandRejected(str(exc)) from exc
         except httpx.HTTPError as exc:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
+from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.messages import ResourceStatus, now_ms
 from seamlessflow.scheduler.options import scheduler_options
 from seamlessflow.scheduler.reading import records_until

@@ -24,12 +24,13 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from seamlessflow.avro import Codec, codec_for
+from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.core.evaluation import is_eval_group
 from seamlessflow.core.policies import Command, Pause, PipelineState, Resume, get_policy
 from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.core.scheduler import Scheduler
+from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.heartbeat import Heartbeat
 from seamlessflow.kafka.io import MessageProducer
@@ -138,7 +139,7 @@ class SchedulerService:
         buffered = self.view.trainer_figure("buffered")
         training = self.view.trainer_figure("training")
         outstanding = self.manager.outstanding if self.manager else 0
-        update_s = self.view.trainer_figure("weight_update_s")  # measured per version (trainer/transfer.py)
+        update_s = self.view.trainer_figure("weight_update_s")  # measured per version (weights/transfer.py)
         return PipelineState(
             queued_tasks=outstanding, in_flight=outstanding,
             buffered=int(buffered if buffered is not None else self.view.trajectories_since_version),

@@ -1,6 +1,6 @@
 """Per-resource rows: latest heartbeat per resource, for `seamlessflow status --json` and the live table.
 
-Why here and not in the CLI: the stack's status watcher (`status_watch`, used by `up`'s readiness checks)
+Why here and not in the CLI: the stack's status watcher (`watch`, used by `up`'s readiness checks)
 builds the same rows, and the stack machinery sits below the CLI.
 """
 
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import time
 
-from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
 from seamlessflow.core.resources import ResourceKind
+from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.messages import ResourceStatus
 from seamlessflow.scheduler.reading import messages_until
 from seamlessflow.topics import Topics

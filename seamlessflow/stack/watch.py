@@ -5,9 +5,9 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
-from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
 from seamlessflow.core.resources import ResourceKind, ResourceState
+from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.messages import ResourceStatus, now_ms
 from seamlessflow.stack.rows import resource_row

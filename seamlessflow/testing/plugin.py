@@ -6,13 +6,14 @@ import os
 from importlib.metadata import entry_points
 from pathlib import Path
 
-PLUGIN = "seamlessflow.weight_transfer:register"
+PLUGIN = "seamlessflow.weights.plugin:register"
 
 
 def plugin_env(where: Path) -> dict[str, str]:
     """Environment that lets vLLM processes find the plugin. The entry point lives in pyproject.toml; an
-    editable install made before it was added has no such entry, so a minimal package record with it is
-    put on PYTHONPATH instead (importlib.metadata reads `*.dist-info` from every path entry)."""
+    editable install made before it was added (or before it moved to `seamlessflow.weights`) has no such
+    entry, so a minimal package record with it is put on PYTHONPATH instead (importlib.metadata reads
+    `*.dist-info` from every path entry; vLLM logs the stale entry's import error and goes on)."""
     if any(ep.value == PLUGIN for ep in entry_points(group="vllm.general_plugins")):
         return {}
     record = where / "seamlessflow_weight_transfer_plugin-0.dist-info"

@@ -38,7 +38,7 @@ class Follower:
 
     def __init__(self, settings: Settings, group_id: str, names: Iterable[str] = ("status", "weights"),
                  codec: Codec | None = None):
-        from seamlessflow.avro import codec_for
+        from seamlessflow.kafka.codecs import codec_for
 
         topics = Topics(settings)
         self.topics = [topics.specs[name].full_name for name in names] + [eval_topic(settings)]

@@ -68,7 +68,7 @@ class TrainerConfig(BaseModel):
     master_port: int = 29500
     # weights, checkpoints, status
     publish_every: int = 1  # steps per weight version (what engines load: the weights only, written once)
-    # live transfer (seamlessflow/trainer/transfer.py): each version straight into the engines that serve the
+    # live transfer (seamlessflow/weights/transfer.py): each version straight into the engines that serve the
     # policy; `none` keeps versions as files only. Engines must start with the same backend
     # (`rollout.weight_transfer`); `transfer_host` is the address they reach this trainer at.
     weight_transfer: Literal["none", "gloo", "nccl"] = "none"

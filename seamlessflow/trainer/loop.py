@@ -4,8 +4,8 @@ Per step, in this order, so a crash at any point replays and never skips:
 1. train on a batch (optimizer step);
 2. every `publish_every` steps: snapshot the weights as version N+1 (once, in the training dtype: what the
    engines load); with `weight_transfer` the snapshot goes straight into every serving engine
-   (trainer/transfer.py); every `files_every` versions (every version without a transfer) a background
-   writer saves it (trainer/writer.py). The WeightVersion record is published once the version is
+   (seamlessflow/weights/transfer.py); every `files_every` versions (every version without a transfer) a
+   background writer saves it (seamlessflow/weights/files.py). The WeightVersion record is published once the version is
    delivered (or its failed engines routed out) and, if it has files, once they are on disk;
 3. every `checkpoint_every` versions or `checkpoint_minutes` (whichever comes first): save a checkpoint
    (after the pending weight writes finish; model, optimizer, step, version, offsets to commit, ids
@@ -29,12 +29,12 @@ import shutil
 import time
 from typing import TYPE_CHECKING
 
-from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
 from seamlessflow.core.batching import BatchBuilder, Counters
 from seamlessflow.core.evaluation import is_eval_group
 from seamlessflow.core.mixing import source_figures
 from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
+from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.command_feed import CommandFeed
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.io import MessageProducer
@@ -47,16 +47,18 @@ from seamlessflow.trainer.engine import PolicyEngine, StepMetrics
 from seamlessflow.trainer.follower import follow
 from seamlessflow.trainer.samples import sample_from_record
 from seamlessflow.trainer.source import Incoming, TrajectorySource
-from seamlessflow.trainer.weights import (
+from seamlessflow.weights.files import (
+    PendingVersion,
+    WeightWriter,
     latest_version,
     prune_versions,
     save_weights,
     version_dir,
 )
-from seamlessflow.trainer.writer import PendingVersion, WeightWriter, host_snapshot
+from seamlessflow.weights.snapshot import host_snapshot
 
 if TYPE_CHECKING:
-    from seamlessflow.trainer.transfer import EngineTransfer
+    from seamlessflow.weights.transfer import EngineTransfer
 
 log = logging.getLogger("seamlessflow.trainer")
 
@@ -82,11 +84,12 @@ class Trainer:
             self.dead_letters = DeadLetters(settings, self.codec, "trainer", self.producer.send)
         self.transfer: EngineTransfer | None = None
         if self.ranks.leader and self.config.weight_transfer != "none":
-            from seamlessflow.trainer.transfer import EngineTransfer  # imports vLLM: only when configured
+            from seamlessflow.rollout.client import transfer_client
+            from seamlessflow.weights.transfer import EngineTransfer  # imports vLLM: only when configured
 
             self.transfer = EngineTransfer(settings, self.codec, self.producer, self.config.weight_transfer,
                                            self.config.transfer_host, self.config.transfer_bucket_mb << 20,
-                                           self.config.resource_id)
+                                           self.config.resource_id, transfer_client)
         self.step, self.version = 0, 0
         self.last_metrics: StepMetrics | None = None
         self.busy_s = 0.0  # seconds in optimizer steps and publishing (heartbeat figure; timeline's train time)

@@ -1,26 +1,13 @@
 import asyncio
-import math
 from dataclasses import replace
 
 import pytest
 
-from seamlessflow.agents.episode import ABORTED, FAILED, call_agent, failure_status, parse_result
-from seamlessflow.agents.loader import load_agent
+from seamlessflow.agents.episode import ABORTED, FAILED, call_agent, failure_status
 from seamlessflow.agents.proxy import session_base_url
 from seamlessflow.agents.settings import AgentSettings
 from seamlessflow.messages import Task
 from tests.samples import SAMPLES
-
-
-def test_reward_or_reward_and_info():
-    assert parse_result(1) == (1.0, {})
-    assert parse_result((0.25, {"turns": 3})) == (0.25, {"turns": 3})
-
-
-@pytest.mark.parametrize("value", ["1.0", True, None, (1.0, "info"), math.nan, math.inf])
-def test_anything_else_is_an_agent_error(value):
-    with pytest.raises((TypeError, ValueError)):
-        parse_result(value)
 
 
 def test_failed_sessions_are_retried_until_the_last_attempt():
@@ -32,15 +19,6 @@ def test_failed_sessions_are_retried_until_the_last_attempt():
 
 def test_session_base_url():
     assert session_base_url("http://h:1/", "s1") == "http://h:1/sessions/s1/v1"
-
-
-def test_load_agent_by_module_and_by_file(tmp_path):
-    assert load_agent("tests.agents.agent_fns:always_raises").__name__ == "always_raises"
-    path = tmp_path / "my_agent.py"
-    path.write_text("def agent(task, client):\n    return 1.0\n")
-    assert load_agent(f"{path}:agent")(None, None) == 1.0
-    with pytest.raises(ValueError):
-        load_agent("no_colon_here")
 
 
 def test_an_async_agent_over_its_episode_timeout_raises_timeout_and_none_means_no_limit():

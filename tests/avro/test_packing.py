@@ -98,8 +98,8 @@ def test_token_io_decodes_to_plain_lists(codec):
 
 
 def test_settings_choose_the_wire_form_and_default_to_packed():
-    from seamlessflow.avro import codec_for
     from seamlessflow.config import Settings
+    from seamlessflow.kafka.codecs import codec_for
 
     def wire_prompt(codec):
         data = codec.encode(TOKEN_IO, "t")

@@ -22,8 +22,8 @@ import time
 
 import pytest
 
-from seamlessflow.avro import codec_for
 from seamlessflow.config import Settings
+from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.messages import ControlCommand, WeightVersion
 from seamlessflow.ports import free_port, free_port_block
 from seamlessflow.scheduler.reading import messages_until

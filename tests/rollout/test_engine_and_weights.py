@@ -1,21 +1,12 @@
-import pytest
 
 from seamlessflow.rollout.engine import EngineProcess, parse_cpus
 from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
 from seamlessflow.rollout.service import TokenRate
-from seamlessflow.rollout.weights import weights_path
 
 
 def test_parse_cpus():
     assert parse_cpus("0-1,4") == {0, 1, 4}
     assert parse_cpus("3") == {3}
-
-
-def test_weights_path_accepts_file_uris_and_paths(tmp_path):
-    assert weights_path((tmp_path / "v 2").as_uri()) == tmp_path / "v 2"
-    assert weights_path("/a/b") == __import__("pathlib").Path("/a/b")
-    with pytest.raises(ValueError):
-        weights_path("http://host/v2")
 
 
 def test_engine_is_bound_to_its_cpus_or_gpu_and_serves_the_rl_endpoints(tmp_path):
@@ -55,7 +46,7 @@ def test_ensure_model_uses_a_configured_directory_as_is(tmp_path):
 def test_reload_is_refused_for_tied_embeddings(tmp_path):
     import json
 
-    from seamlessflow.rollout.weights import reload_unsafe_reason
+    from seamlessflow.rollout.loading import reload_unsafe_reason
 
     (tmp_path / "config.json").write_text(json.dumps({"tie_word_embeddings": True}))
     assert "tied word embeddings" in reload_unsafe_reason(tmp_path)

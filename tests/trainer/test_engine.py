@@ -11,7 +11,7 @@ from seamlessflow.core.batching import KeptGroup, TrajectorySample
 from seamlessflow.core.losses import token_logprobs
 from seamlessflow.trainer.config import DEEPSPEED_CONFIGS
 from seamlessflow.trainer.engine import PolicyEngine
-from seamlessflow.trainer.weights import latest_version, prune_versions, save_weights, version_dir
+from seamlessflow.weights.files import save_weights, version_dir
 
 GARBAGE = -9.0  # behaviour logprob on untrained positions: must not matter
 
@@ -57,21 +57,6 @@ def test_loss_is_taken_on_exactly_the_masked_tokens(engine, tiny_model_dir, tmp_
     loaded = AutoModelForCausalLM.from_pretrained(saved, dtype=torch.float32)
     for (name, p), q in zip(engine.module.named_parameters(), loaded.parameters(), strict=True):
         assert torch.equal(p.detach(), q), name
-
-
-def test_prune_keeps_newest_versions(tmp_path):
-    for v in (1, 2, 3, 4):
-        version_dir(tmp_path, v).mkdir()
-    prune_versions(tmp_path, keep=2, protect=4)
-    assert sorted(p.name for p in Path(tmp_path).iterdir()) == ["v000003", "v000004"]
-
-
-def test_latest_version_is_the_newest_complete_directory(tmp_path):
-    assert latest_version(tmp_path / "none") == 0
-    for v in (2, 11):
-        version_dir(tmp_path, v).mkdir()
-    (tmp_path / "v000012.tmp").mkdir()  # a save cut short: not a version
-    assert latest_version(tmp_path) == 11
 
 
 def test_saved_version_carries_the_base_tokenizer_files(engine, tiny_model_dir, tmp_path):

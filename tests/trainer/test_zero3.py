@@ -9,7 +9,7 @@ from transformers import AutoModelForCausalLM
 from seamlessflow.core.batching import KeptGroup
 from seamlessflow.trainer.config import DEEPSPEED_CONFIGS
 from seamlessflow.trainer.engine import MemoryOptions, PolicyEngine
-from seamlessflow.trainer.weights import save_weights
+from seamlessflow.weights.files import save_weights
 from tests.trainer.test_packing import random_samples
 
 

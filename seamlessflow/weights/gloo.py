@@ -37,8 +37,8 @@ from vllm.distributed.weight_transfer.base import (
 from vllm.distributed.weight_transfer.packed_tensor import unpack_tensor
 
 from seamlessflow.core.buckets import plan_buckets
+from seamlessflow.weights.plugin import BACKEND
 
-BACKEND = "gloo"
 DEFAULT_BUCKET_BYTES = 64 << 20
 DEFAULT_TIMEOUT_S = 120.0
 
@@ -81,7 +81,8 @@ class GlooWeightTransferUpdateInfo(WeightTransferUpdateInfo):
             raise ValueError("names, dtype_names and shapes must have the same length")
 
     def metas(self) -> list[ParamMeta]:
-        return [ParamMeta(n, getattr(torch, d), tuple(s)) for n, d, s in zip(self.names, self.dtype_names, self.shapes, strict=True)]
+        described = zip(self.names, self.dtype_names, self.shapes, strict=True)
+        return [ParamMeta(name, getattr(torch, dtype), tuple(shape)) for name, dtype, shape in described]
 
 
 class GlooGroup:

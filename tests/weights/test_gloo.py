@@ -13,7 +13,7 @@ import torch
 from vllm.distributed.weight_transfer.base import ModuleSource
 
 from seamlessflow.ports import free_port
-from seamlessflow.weight_transfer.gloo import (
+from seamlessflow.weights.gloo import (
     GlooTrainerInitInfo,
     GlooTrainerWeightTransferEngine,
     GlooWeightTransferEngine,
@@ -118,7 +118,7 @@ def test_metadata_and_iteration_must_agree():
 def test_the_trainer_side_is_chosen_by_backend_name():
     from vllm.distributed.weight_transfer.nccl_engine import NCCLTrainerInitInfo
 
-    from seamlessflow.weight_transfer.fanout import init_info_for
+    from seamlessflow.weights.broadcast import init_info_for
 
     gloo, nccl = init_info_for("gloo", "10.0.0.1")(), init_info_for("nccl", "10.0.0.1", bucket_bytes=1 << 20)()
     assert isinstance(gloo, GlooTrainerInitInfo) and gloo.master_address == "10.0.0.1" and gloo.world_size == 2

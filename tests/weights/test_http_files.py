@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import httpx
 import pytest
 
-from seamlessflow.rollout.weights import weights_path
-from seamlessflow.weight_transfer.files import WeightsServer, fetch_version
+from seamlessflow.weights.http_files import WeightsServer, fetch_version, local_weights
 
 
 @pytest.fixture
@@ -23,7 +24,7 @@ def served(tmp_path):
 def test_a_worker_fetches_a_version_byte_for_byte_into_its_own_cache(served, tmp_path):
     server, version = served
     uri = server.uri_for(version)
-    local = weights_path(uri, cache=tmp_path / "worker-cache")
+    local = local_weights(uri, cache=tmp_path / "worker-cache")
     assert local.parent == tmp_path / "worker-cache" and local.name == "v000002"
     for name in ("config.json", "model.safetensors"):
         assert (local / name).read_bytes() == (version / name).read_bytes()
@@ -46,6 +47,13 @@ def test_a_missing_version_fails_and_leaves_no_partial_directory(served, tmp_pat
 
 def test_http_uris_need_a_cache_and_other_schemes_are_refused(tmp_path):
     with pytest.raises(ValueError):
-        weights_path("http://host:1/v000002/")
+        local_weights("http://host:1/v000002/")
     with pytest.raises(ValueError):
-        weights_path("s3://bucket/v000002", cache=tmp_path)
+        local_weights("s3://bucket/v000002", cache=tmp_path)
+
+
+def test_file_uris_and_paths_are_local_as_they_are(tmp_path):
+    assert local_weights((tmp_path / "v 2").as_uri()) == tmp_path / "v 2"
+    assert local_weights("/a/b") == Path("/a/b")
+    with pytest.raises(ValueError):
+        local_weights("http://host/v2")

@@ -1,4 +1,4 @@
-"""New policy versions straight into live vLLM engines through vLLM's own weight-transfer engines.
+"""The gloo weight-transfer backend as a vLLM general plugin.
 
 `register` is a vLLM general plugin (entry point `vllm.general_plugins` in pyproject.toml): vLLM calls it
 in every process it starts, so an engine launched with `--weight-transfer-config '{"backend": "gloo"}'`
@@ -9,7 +9,7 @@ lazy (a module path), so engines that never transfer never import the backend.
 from __future__ import annotations
 
 BACKEND = "gloo"
-MODULE = "seamlessflow.weight_transfer.gloo"
+MODULE = "seamlessflow.weights.gloo"
 
 
 def register() -> None:

@@ -1,13 +1,14 @@
-"""Ways to put new weights into a running engine, fastest first.
+"""The engine side of a new version: ways to put it into a running engine, fastest first.
 
 `reload`: pause (keep in-flight requests), `collective_rpc reload_weights` from the new directory's
 safetensors, label the version, resume: ~0.1-0.2 s for the tiny model on CPU, KV cache and in-flight
 requests kept. The prefix cache is then reset (running requests are re-prefilled with the new weights):
 otherwise a repeated prompt would reuse KV computed by the old weights. Not used for models with tied
-embeddings (see `reload_unsafe_reason`). `restart`: stop the engine and start it on the new directory: always works (also for
-a changed architecture), costs a full engine start. Without files at all, the trainer streams a
-version into the engine through vLLM's `/update_weights` family (`seamlessflow.weight_transfer`: gloo on
-CPU, NCCL on GPUs); these two methods are the fallback and the catch-up path.
+embeddings (see `reload_unsafe_reason`). `restart`: stop the engine and start it on the new directory:
+always works (also for a changed architecture), costs a full engine start. Without files at all, the trainer streams a
+version into the engine through vLLM's `/update_weights` family (`seamlessflow.weights`: gloo on
+CPU, NCCL on GPUs; `wait_for_label` sees it arrive); these two methods are the fallback and the catch-up
+path, on a directory that `seamlessflow.weights.http_files.local_weights` finds or fetches.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ import json
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING
-from urllib.parse import unquote, urlparse
 
 if TYPE_CHECKING:
     from seamlessflow.rollout.client import EngineClient
@@ -34,19 +34,6 @@ def reload_unsafe_reason(model_dir: Path) -> str | None:
     if text_config.get("tie_word_embeddings", config.get("tie_word_embeddings", False)):
         return "tied word embeddings are not reloaded in place correctly (vLLM 0.32); use restart"
     return None
-
-
-def weights_path(uri: str, cache: Path | None = None) -> Path:
-    """`file:///a/b` or a plain path -> Path; `http(s)://host/v000002/` (the trainer host's weights server,
-    no shared file system) -> a local copy fetched into `cache`; other schemes are not loadable."""
-    parsed = urlparse(uri)
-    if parsed.scheme in ("", "file"):
-        return Path(unquote(parsed.path) if parsed.scheme else uri)
-    if parsed.scheme in ("http", "https") and cache is not None:
-        from seamlessflow.weight_transfer.files import fetch_version
-
-        return fetch_version(uri, cache)
-    raise ValueError(f"cannot load weights from {uri!r}: only file:// URIs and paths, or http(s):// from a weights server, are supported")
 
 
 def wait_for_label(client: EngineClient, version: int, timeout_s: float, every_s: float = 0.25) -> str | None:

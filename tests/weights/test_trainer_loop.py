@@ -26,7 +26,7 @@ from seamlessflow.trainer.loop import Trainer
 from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 from tests.rollout.helpers import StatusWatcher
 from tests.trainer.helpers import trajectory, wait_for
-from tests.weight_transfer.helpers import engine_logprobs, model_logprobs, plugin_env
+from tests.weights.helpers import engine_logprobs, model_logprobs, plugin_env
 
 pytestmark = pytest.mark.slow
 

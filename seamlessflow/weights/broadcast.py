@@ -9,6 +9,9 @@ resume carry the new version; agents see only a pause.
 
 The backend is whatever vLLM's trainer factory knows: `gloo` (this package, CPU) or `nccl` (GPU engines
 started with `--weight-transfer-config '{"backend": "nccl"}'`); `init_info` builds the trainer-side info.
+
+The engine's HTTP client is passed in (`connect`, an `EngineLink`: the rollout package's
+`transfer_client`), so this package needs nothing of the rollout package, which depends on it.
 """
 
 from __future__ import annotations
@@ -16,25 +19,54 @@ from __future__ import annotations
 import concurrent.futures as cf
 import logging
 import time
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import torch
 from vllm.distributed.weight_transfer.base import (
     ModuleSource,
+    ParamMeta,
     TrainerInitInfo,
     TrainerWeightTransferEngine,
+    VLLMWeightSyncClient,
     WeightSource,
 )
 from vllm.distributed.weight_transfer.factory import WeightTransferTrainerFactory
 
 from seamlessflow.core.control import PauseMode
 from seamlessflow.ports import free_port
-from seamlessflow.rollout.client import EngineClient
-from seamlessflow.weight_transfer import register
-from seamlessflow.weight_transfer.gloo import DEFAULT_BUCKET_BYTES, DEFAULT_TIMEOUT_S, GlooTrainerInitInfo
+from seamlessflow.weights.gloo import DEFAULT_BUCKET_BYTES, DEFAULT_TIMEOUT_S, GlooTrainerInitInfo
+from seamlessflow.weights.plugin import register
 
 log = logging.getLogger(__name__)
+
+
+class EngineLink(VLLMWeightSyncClient, Protocol):
+    """What the broadcaster asks of an engine's HTTP API besides vLLM's transfer routes."""
+
+    def pause(self, mode: PauseMode) -> None: ...
+
+    def resume(self) -> None: ...
+
+    def reset_prefix_cache(self, reset_running: bool) -> bool: ...
+
+    def set_weight_version(self, version: int) -> None: ...
+
+    def close(self) -> None: ...
+
+
+class SnapshotSource(WeightSource):
+    """A version's host snapshot as vLLM's `WeightSource`: every tensor once, in the snapshot's order."""
+
+    def __init__(self) -> None:
+        self.state: dict[str, torch.Tensor] = {}
+
+    def metadata(self) -> list[ParamMeta]:
+        return [ParamMeta(name, t.dtype, tuple(t.shape)) for name, t in self.state.items()]
+
+    def __iter__(self) -> Iterator[tuple[str, torch.Tensor]]:
+        yield from self.state.items()
 
 
 def gloo_init_info(host: str, bucket_bytes: int = DEFAULT_BUCKET_BYTES,
@@ -70,24 +102,27 @@ class Delivery:
 
 
 class PolicyBroadcaster:
-    """Engines join once (`join`), then every `send` delivers a version to all of them concurrently."""
+    """Engines join once (`join`), then every `send` delivers a version to all of them concurrently.
+    `connect(url)` opens an engine's HTTP client (`seamlessflow.rollout.client.transfer_client`), whose calls
+    must wait as long as a whole version takes to arrive."""
 
     def __init__(self, module: torch.nn.Module | None, init_info: Callable[[], TrainerInitInfo],
+                 connect: Callable[[str], EngineLink],
                  on_failed: Callable[[str, str], None] = lambda url, reason: None,
-                 source_for: Callable[[str], WeightSource] | None = None, http_timeout_s: float = 600.0):
+                 source_for: Callable[[str], WeightSource] | None = None):
         register()
-        self.init_info, self.on_failed, self.http_timeout_s = init_info, on_failed, http_timeout_s
+        self.init_info, self.connect, self.on_failed = init_info, connect, on_failed
         if source_for is None:
             if module is None:
                 raise ValueError("a module or a source_for function is needed")
             whole = module
             source_for = lambda url: ModuleSource(whole)  # noqa: E731
         self.source_for = source_for
-        self.links: dict[str, tuple[EngineClient, TrainerWeightTransferEngine]] = {}
+        self.links: dict[str, tuple[EngineLink, TrainerWeightTransferEngine]] = {}
 
     def join(self, url: str) -> str | None:
         """Open a transfer group with the engine at `url`: None when joined, else why not (use files)."""
-        client = EngineClient(url, timeout_s=self.http_timeout_s)
+        client = self.connect(url)
         try:
             engine = WeightTransferTrainerFactory.trainer_init(self.init_info(), client=client,
                                                                source=self.source_for(url))
@@ -128,7 +163,7 @@ class PolicyBroadcaster:
         return delivery
 
     @staticmethod
-    def _deliver(client: EngineClient, engine: TrainerWeightTransferEngine, version: int) -> float:
+    def _deliver(client: EngineLink, engine: TrainerWeightTransferEngine, version: int) -> float:
         began = time.monotonic()
         client.pause(PauseMode.KEEP)
         engine.send_weights()

@@ -12,10 +12,10 @@ import torch
 from vllm.distributed.weight_transfer.base import ModuleSource
 
 from seamlessflow.proxy.routing import EngineTable
-from seamlessflow.rollout.client import EngineClient
+from seamlessflow.rollout.client import EngineClient, transfer_client
 from seamlessflow.testing.models import build_random_tiny_model
-from seamlessflow.weight_transfer.fanout import PolicyBroadcaster, gloo_init_info
-from tests.weight_transfer.helpers import engine_logprobs, model_logprobs, start_engine
+from seamlessflow.weights.broadcast import PolicyBroadcaster, gloo_init_info
+from tests.weights.helpers import engine_logprobs, model_logprobs, start_engine
 
 pytestmark = pytest.mark.slow
 
@@ -53,7 +53,7 @@ def test_engines_take_versions_through_the_transfer_engine_and_a_failing_one_lea
         table.add(engine.url, engine.url)
     dying = DiesMidway(model, engines[1].pid or 0, after=5)
     broadcaster = PolicyBroadcaster(
-        model, gloo_init_info("127.0.0.1", bucket_bytes=64 << 10, timeout_s=60),
+        model, gloo_init_info("127.0.0.1", bucket_bytes=64 << 10, timeout_s=60), transfer_client,
         on_failed=lambda url, reason: table.mark_down(table.add(url, url)),
         source_for=lambda url: dying if url == b else ModuleSource(model))
     try:

@@ -1,23 +1,12 @@
-"""The background weight writer: a snapshot later steps cannot change, tied tensors kept tied, one write in
+"""Version directories (the newest complete one, pruning) and the background weight writer: one write in
 flight, versions handed back in order, and a failed write surfacing on the loop's thread."""
 
 import threading
 from pathlib import Path
 
 import pytest
-import torch
 
-from seamlessflow.trainer.writer import WeightWriter, host_snapshot
-
-
-def test_snapshot_is_a_copy_that_keeps_tied_tensors_tied():
-    shared = torch.arange(6, dtype=torch.float32).reshape(2, 3)
-    state = {"embed.weight": shared, "lm_head.weight": shared, "bias": torch.ones(3)}
-    snapshot = host_snapshot(state)
-    shared.add_(100.0)  # the next optimizer step, in place
-    assert snapshot["embed.weight"].tolist() == [[0.0, 1.0, 2.0], [3.0, 4.0, 5.0]]
-    assert snapshot["embed.weight"].data_ptr() == snapshot["lm_head.weight"].data_ptr()
-    assert snapshot["bias"].data_ptr() != state["bias"].data_ptr()
+from seamlessflow.weights.files import WeightWriter, latest_version, prune_versions, version_dir
 
 
 def test_a_new_version_waits_for_the_previous_write_and_versions_come_back_in_order(tmp_path):
@@ -47,3 +36,18 @@ def test_a_failed_write_raises_where_the_loop_collects_it():
     with pytest.raises(OSError, match="disk full"):
         writer.drain()
     writer.close()
+
+
+def test_prune_keeps_newest_versions(tmp_path):
+    for v in (1, 2, 3, 4):
+        version_dir(tmp_path, v).mkdir()
+    prune_versions(tmp_path, keep=2, protect=4)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["v000003", "v000004"]
+
+
+def test_latest_version_is_the_newest_complete_directory(tmp_path):
+    assert latest_version(tmp_path / "none") == 0
+    for v in (2, 11):
+        version_dir(tmp_path, v).mkdir()
+    (tmp_path / "v000012.tmp").mkdir()  # a save cut short: not a version
+    assert latest_version(tmp_path) == 11

@@ -7,7 +7,7 @@ host's address, gloo transfer backend bound to this host's interface), prints on
 shared), then applies the control commands it reads as JSON lines on stdin (the test's stand-in for the
 Kafka control topic) and answers each with its `CommandAck` as a JSON line. Stops at end of input.
 
-    python -m tests.weight_transfer.remote_worker --base-uri http://A/v000001/ --data-dir D --host B
+    python -m tests.weights.remote_worker --base-uri http://A/v000001/ --data-dir D --host B
         --ifname sfbXXXX [--must-not-see PATH ...]
 """
 
@@ -23,7 +23,7 @@ from seamlessflow.messages import ControlCommand, new_id, now_ms
 from seamlessflow.rollout.options import RolloutOptions
 from seamlessflow.rollout.worker import RolloutWorker
 from seamlessflow.testing.plugin import plugin_env
-from seamlessflow.weight_transfer.files import fetch_version
+from seamlessflow.weights.http_files import fetch_version
 from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 
 

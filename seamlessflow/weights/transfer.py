@@ -7,7 +7,7 @@ engine seen for the first time, or restarted (another pid), joins a transfer gro
 is behind, gets the current version at once (`catch_up`): that is how a worker that starts, restarts after
 a crash or comes back from `train` is brought up to date before it reports itself serving again.
 
-`deliver` sends version N to every joined engine (seamlessflow/weight_transfer/fanout.py does pause(keep),
+`deliver` sends version N to every joined engine (`seamlessflow.weights.broadcast` does pause(keep),
 transfer, prefix-cache reset, label, resume per engine). An engine that fails is taken out of routing the
 way the scheduler does it for a silent resource (a `failed` ResourceStatus on its key) and catches up when
 it comes back. `deliver` returns only when `core.delivery.may_announce` holds, so the loop announces
@@ -22,10 +22,9 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import torch
-from vllm.distributed.weight_transfer.base import ParamMeta, WeightSource
 
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
@@ -36,24 +35,11 @@ from seamlessflow.kafka.records import resource_status
 from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.messages import ResourceStatus, now_ms
 from seamlessflow.topics import Topics
-from seamlessflow.weight_transfer.fanout import PolicyBroadcaster, init_info_for
+from seamlessflow.weights.broadcast import EngineLink, PolicyBroadcaster, SnapshotSource, init_info_for
 
-log = logging.getLogger("seamlessflow.trainer.transfer")
+log = logging.getLogger(__name__)
 
 REJOIN_AFTER_S = 30.0  # an engine that could not join is tried again after this long (files feed it meanwhile)
-
-
-class SnapshotSource(WeightSource):
-    """A version's host snapshot as vLLM's `WeightSource`: every tensor once, in the snapshot's order."""
-
-    def __init__(self) -> None:
-        self.state: dict[str, torch.Tensor] = {}
-
-    def metadata(self) -> list[ParamMeta]:
-        return [ParamMeta(name, t.dtype, tuple(t.shape)) for name, t in self.state.items()]
-
-    def __iter__(self) -> Iterator[tuple[str, torch.Tensor]]:
-        yield from self.state.items()
 
 
 def engine_seen(status: ResourceStatus) -> EngineSeen | None:
@@ -69,12 +55,14 @@ def engine_seen(status: ResourceStatus) -> EngineSeen | None:
 
 
 class EngineTransfer:
+    """The publishing rank's view of the serving engines and its transfer group with each of them."""
+
     def __init__(self, settings: Settings, codec: Codec, producer: MessageProducer, backend: str, host: str,
-                 bucket_bytes: int, trainer_id: str):
+                 bucket_bytes: int, trainer_id: str, connect: Callable[[str], EngineLink]):
         self.settings, self.producer, self.trainer_id = settings, producer, trainer_id
         self.topics = Topics(settings)
         self.source = SnapshotSource()
-        self.broadcaster = PolicyBroadcaster(None, init_info_for(backend, host, bucket_bytes),
+        self.broadcaster = PolicyBroadcaster(None, init_info_for(backend, host, bucket_bytes), connect,
                                              on_failed=self._route_out, source_for=lambda url: self.source)
         self.engines: dict[str, EngineSeen] = {}  # resource id -> latest heartbeat
         self.statuses: dict[str, ResourceStatus] = {}  # resource id -> that heartbeat as it came

@@ -1,11 +1,9 @@
-"""How the trainer reads rollout heartbeats for the delivery rule, and the snapshot it sends."""
-
-import torch
+"""How the trainer reads rollout heartbeats for the delivery rule."""
 
 from seamlessflow.core.delivery import EngineSeen
 from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.kafka.records import resource_status
-from seamlessflow.trainer.transfer import SnapshotSource, engine_seen
+from seamlessflow.weights.transfer import engine_seen
 
 UP = {"engine_up": 1.0, "engine_pid": 77.0, "weight_transfer": 1.0}
 
@@ -25,10 +23,3 @@ def test_down_failed_or_not_an_engine():
     assert engine_seen(beat(ResourceState.FAILED)).up is False
     assert engine_seen(beat(figures={"engine_up": 1.0})).transfer is False  # fed from files
     assert engine_seen(beat(kind=ResourceKind.TRAINER)) is None and engine_seen(beat(url=None)) is None
-
-
-def test_the_snapshot_source_declares_what_it_yields_in_order():
-    source = SnapshotSource()
-    source.state = {"b": torch.zeros(2, 3), "a": torch.ones(4, dtype=torch.bfloat16)}
-    assert [(m.name, m.dtype, m.shape) for m in source.metadata()] == [("b", torch.float32, (2, 3)), ("a", torch.bfloat16, (4,))]
-    assert [name for name, _ in source] == ["b", "a"]

@@ -23,14 +23,14 @@ from pathlib import Path
 import pytest
 import torch
 
-from seamlessflow.rollout.client import EngineClient
+from seamlessflow.rollout.client import EngineClient, transfer_client
 from seamlessflow.testing.models import build_random_tiny_model
-from seamlessflow.trainer.weights import save_weights
-from seamlessflow.weight_transfer.fanout import PolicyBroadcaster, gloo_init_info
-from seamlessflow.weight_transfer.files import WeightsServer
-from tests.weight_transfer.helpers import engine_logprobs, model_logprobs
-from tests.weight_transfer.second_host import NamespaceUnavailable, SecondHost
-from tests.weight_transfer.test_live_engines import next_version
+from seamlessflow.weights.broadcast import PolicyBroadcaster, gloo_init_info
+from seamlessflow.weights.files import save_weights
+from seamlessflow.weights.http_files import WeightsServer
+from tests.weights.helpers import engine_logprobs, model_logprobs
+from tests.weights.second_host import NamespaceUnavailable, SecondHost
+from tests.weights.test_live_engines import next_version
 
 pytestmark = pytest.mark.slow
 
@@ -91,7 +91,7 @@ def test_a_worker_on_another_host_takes_versions_over_http_and_the_transfer_grou
     save_weights(model, versions, 1, model_dir)
     server = WeightsServer(versions, host=second_host.here_ip).start()
     remote = RemoteWorker(second_host.command(
-        [sys.executable, "-m", "tests.weight_transfer.remote_worker", "--base-uri", server.uri_for(versions / "v000001"),
+        [sys.executable, "-m", "tests.weights.remote_worker", "--base-uri", server.uri_for(versions / "v000001"),
          "--data-dir", str(host_b), "--host", second_host.there_ip, "--ifname", second_host.there_if,
          "--must-not-see", str(host_a)], hidden=[host_a]), tmp_path / "remote-worker.log")
     broadcaster = None
@@ -113,7 +113,8 @@ def test_a_worker_on_another_host_takes_versions_over_http_and_the_transfer_grou
 
         next_version(model, seed=3)  # version 3: no files, through the gloo transfer group across the veth
         monkeypatch.setenv("GLOO_SOCKET_IFNAME", second_host.here_if)
-        broadcaster = PolicyBroadcaster(model, gloo_init_info(second_host.here_ip, bucket_bytes=64 << 10, timeout_s=60))
+        broadcaster = PolicyBroadcaster(model, gloo_init_info(second_host.here_ip, bucket_bytes=64 << 10, timeout_s=60),
+                                        transfer_client)
         assert broadcaster.join(url) is None
         delivery = broadcaster.send(3)
         assert delivery.failed == {} and set(delivery.seconds) == {url}

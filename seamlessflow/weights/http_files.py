@@ -3,8 +3,9 @@
 The trainer's host serves its weights root (`WeightsServer`): `GET /v000002/` answers the directory's
 file names as JSON, `GET /v000002/model.safetensors` the file. A rollout worker that has no transfer
 group, or must catch up after a restart, fetches the version named by an `http://.../v000002/` URI into
-a local cache (`fetch_version`), written under a temporary name and renamed, then loads it as before.
-Files remain the archive and the fallback; live engines normally get versions through the transfer group.
+a local cache (`fetch_version`; `local_weights` takes any version URI), written under a temporary name and
+renamed, then loads it as before. Files remain the archive and the fallback; live engines normally get
+versions through the transfer group.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import threading
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
-from urllib.parse import urljoin, urlparse
+from urllib.parse import unquote, urljoin, urlparse
 
 import httpx
 
@@ -82,3 +83,15 @@ def fetch_version(uri: str, cache: Path, timeout_s: float = 600.0) -> Path:
     shutil.rmtree(final, ignore_errors=True)
     staging.rename(final)
     return final
+
+
+def local_weights(uri: str, cache: Path | None = None) -> Path:
+    """`file:///a/b` or a plain path -> Path; `http(s)://host/v000002/` (the trainer host's weights server,
+    no shared file system) -> a local copy fetched into `cache`; other schemes are not loadable."""
+    parsed = urlparse(uri)
+    if parsed.scheme in ("", "file"):
+        return Path(unquote(parsed.path) if parsed.scheme else uri)
+    if parsed.scheme in ("http", "https") and cache is not None:
+        return fetch_version(uri, cache)
+    raise ValueError(f"cannot load weights from {uri!r}: only file:// URIs and paths, or http(s):// from a weights "
+                     "server, are supported")
