@@ -20,23 +20,24 @@ import uuid
 from typing import Annotated, Any
 
 import aiohttp
-import numpy as np
 import orjson
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from seamlessflow.avro import Codec, CodecError, codec_for
+from seamlessflow.avro import Codec, codec_for
 from seamlessflow.config import Settings
 from seamlessflow.core.episodes import EpisodeStatus
 from seamlessflow.core.routing import parse_profile
-from seamlessflow.messages import EpisodeEnd, TokenIO, now_ms
+from seamlessflow.messages import EpisodeEnd, now_ms
+from seamlessflow.proxy.admission import Admission
 from seamlessflow.proxy.config import ProxyConfig
-from seamlessflow.proxy.deltas import PromptBases, token_sequence
+from seamlessflow.proxy.deltas import PromptBases
 from seamlessflow.proxy.errors import ProxyError, error_response
 from seamlessflow.proxy.generation import CallRun, ClientGone, PauseGate, UpstreamRejected
 from seamlessflow.proxy.metrics import ProxyMetrics
 from seamlessflow.proxy.openapi import openapi_document
-from seamlessflow.proxy.publisher import EventPublisher, PublishFailed
+from seamlessflow.proxy.publisher import EventPublisher
+from seamlessflow.proxy.recording import CallResult, Recorder
 from seamlessflow.proxy.requests import CallRequest, parse_call
 from seamlessflow.proxy.routing import EngineTable
 from seamlessflow.proxy.sessions import SessionOwnedByOtherTeam, SessionTable
@@ -83,9 +84,10 @@ class ProxyServer:
         self.sessions = SessionTable(self.config.max_sessions, self.config.routing.learner if self.config.routing.learn else None)
         self.bases = PromptBases(self.config.prompt_delta_bases, self.config.prompt_delta_memory_mb << 20)
         self.publisher = publisher or EventPublisher(settings, self.codec, **self.config.producer)
-        self._slots = asyncio.Semaphore(self.config.max_inflight)
-        self._waiting = 0
-        self._running = 0
+        c = self.config
+        self.recorder = Recorder(self.publisher, self.topic, settings.run, self.sessions, self.bases, self.metrics,
+                                 c.delivery_timeout_s, c.retry_after_s, c.prompt_deltas)
+        self.admission = Admission(c.max_inflight, c.max_queued, c.pause_timeout_s, c.retry_after_s)
         self.http: aiohttp.ClientSession | None = None
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
@@ -217,7 +219,7 @@ class ProxyServer:
         call_id = self._call_id(request, team, session_id)
         session.call_started()
         try:
-            async with self._admitted():
+            async with self.admission.slot():
                 return await self._serve(request, call, session_id, team, call_id, headers)
         finally:
             session.call_finished()
@@ -234,7 +236,7 @@ class ProxyServer:
         )
         try:
             capture = await run.run()
-            await self._record(run, session_id, team, call_id)
+            await self.recorder.record(CallResult(session_id, team, call_id, capture, tuple(run.engine_ids), run.timings_ms()))
         except ClientGone:
             assert stream is not None  # only a streaming reply's writes raise it
             return stream.response
@@ -253,59 +255,6 @@ class ProxyServer:
             await stream.send(run.shaper.usage_chunk())
         await stream.finish()
         return stream.response
-
-    async def _record(self, run: CallRun, session_id: str, team: str, call_id: str) -> None:
-        """Publishes one TokenIO per choice and waits for Kafka's acknowledgement (else 503); then the
-        choices' sequences become bases for the session's next prompts (`deltas.py`)."""
-        queue_ms, first_ms, total_ms = run.timings_ms()
-        events, sequences = [], []
-        for choice in run.capture.choices:
-            sequence, n_prompt = token_sequence(choice.prompt_ids, choice.completion_ids), len(choice.prompt_ids)
-            base = self.bases.base_for(session_id, sequence[:n_prompt]) if self.config.prompt_deltas else None
-            events.append(TokenIO(
-                event_id=event_id(call_id, choice.index, n_prompt, sequence),
-                session_id=session_id,
-                team=team,
-                run=self.settings.run,
-                call_id=call_id,
-                engine_id=run.engine_ids[0] if run.engine_ids else "",
-                choice_index=choice.index,
-                prompt_ids=choice.prompt_ids[base[1]:] if base else choice.prompt_ids,
-                completion_ids=choice.completion_ids,
-                logprobs=choice.logprobs,
-                versions=choice.versions,
-                finish_reason=choice.finish_reason or "unknown",
-                queue_ms=queue_ms,
-                first_token_ms=first_ms,
-                total_ms=total_ms,
-                created_at_ms=now_ms(),
-                prompt_base_id=base[0] if base else None,
-                prompt_base_tokens=base[1] if base else 0,
-            ))
-            sequences.append(sequence)
-        await self._publish_all(events, session_id)
-        if self.config.prompt_deltas:
-            for event, sequence in zip(events, sequences, strict=True):
-                self.bases.remember(session_id, event.event_id, sequence)
-        state = self.sessions.get(session_id)
-        if state is not None:
-            state.events_published += len(events)
-            state.observe(run.capture.prompt_tokens, run.capture.completion_tokens)
-            state.versions.update(v for choice in run.capture.choices for v in choice.versions)
-
-    async def _publish_all(self, events: list, key: str) -> None:
-        try:
-            futures = [self.publisher.publish(self.topic, key, event) for event in events]
-            async with asyncio.timeout(self.config.delivery_timeout_s):
-                await asyncio.gather(*futures)
-        except (TimeoutError, PublishFailed, CodecError) as exc:
-            self.metrics.events.labels("failed").inc(len(events))
-            log.error("events for session %s not recorded: %s", key, exc)
-            raise ProxyError(503, "the call's token events could not be recorded; retry", retry_after=self.config.retry_after_s) from None
-        self.metrics.events.labels("produced").inc(len(events))
-
-    def _admitted(self):
-        return _Admission(self)
 
     async def _models(self, request: web.Request) -> web.Response:
         self._team(request)
@@ -355,7 +304,7 @@ class ProxyServer:
             group_id=end.group_id,
             task_id=end.task_id,
         )
-        await self._publish_all([event], session_id)
+        await self.recorder.publish([event], session_id)
         self.bases.forget(session_id)
         body = {"session_id": session_id, "num_calls": num_calls, "recorded": True,
                 "versions": sorted(state.versions)}  # which policy versions generated it (an eval pins on these)
@@ -369,8 +318,8 @@ class ProxyServer:
             {
                 "status": "ok" if self.engines.routable_count else "no_engines",
                 "paused": self.gate.paused,
-                "inflight": self._running,
-                "queued": self._waiting,
+                "inflight": self.admission.running,
+                "queued": self.admission.waiting,
                 "sessions": len(self.sessions),
                 "engines": engines,
             }
@@ -379,37 +328,12 @@ class ProxyServer:
     async def _metrics(self, request: web.Request) -> web.Response:
         self.metrics.paused.set(1 if self.gate.paused else 0)
         self.metrics.engines_routable.set(self.engines.routable_count)
-        self.metrics.queue_depth.set(self._waiting)
-        self.metrics.inflight.set(self._running)
+        self.metrics.queue_depth.set(self.admission.waiting)
+        self.metrics.inflight.set(self.admission.running)
         return web.Response(body=self.metrics.exposition(), content_type="text/plain", charset="utf-8")
 
     async def _openapi(self, request: web.Request) -> web.Response:
         return web.json_response(openapi_document(self.config))
-
-
-class _Admission:
-    """A generation slot, or 429 when slots and queue are full; waiting counts as queue depth."""
-
-    def __init__(self, server: ProxyServer):
-        self.server = server
-
-    async def __aenter__(self) -> None:
-        s = self.server
-        if s._waiting + s._running >= s.config.max_inflight + s.config.max_queued:
-            raise ProxyError(429, "the proxy is at capacity; retry shortly", retry_after=s.config.retry_after_s)
-        s._waiting += 1
-        try:
-            async with asyncio.timeout(s.config.pause_timeout_s):
-                await s._slots.acquire()
-        except TimeoutError:
-            raise ProxyError(503, "no generation slot became free in time; retry", retry_after=s.config.retry_after_s) from None
-        finally:
-            s._waiting -= 1
-        s._running += 1
-
-    async def __aexit__(self, *exc) -> None:
-        self.server._running -= 1
-        self.server._slots.release()
 
 
 class _ClientStream:
@@ -452,15 +376,3 @@ class _ClientStream:
 def json_reply(body: Any, headers: dict[str, str]) -> web.Response:
     """A JSON response serialised by orjson (the call's reply is on every call's path)."""
     return web.Response(body=orjson.dumps(body), content_type="application/json", headers=headers)
-
-
-def event_id(call_id: str, choice: int, n_prompt: int, sequence: np.ndarray) -> str:
-    """`<call_id>-<tokens digest>.<choice>`. A client retry under the same Idempotency-Key keeps the call id
-    (recognisable downstream), and a copy of the same record keeps the whole id (de-duplicated). But when the
-    first attempt was recorded and its reply lost (the proxy died between Kafka's acknowledgement and the
-    reply), the retry generates anew: different tokens, so a different id, and both are kept (a fork) instead
-    of the first shadowing the tokens the agent actually received (found by a chaos run). The digest runs
-    over the prompt's length and the choice's int32 sequence (`deltas.token_sequence`)."""
-    tokens = n_prompt.to_bytes(4, "little") + sequence.tobytes()
-    digest = hashlib.blake2b(tokens, digest_size=4).hexdigest()
-    return f"{call_id}-{digest}.{choice}"
