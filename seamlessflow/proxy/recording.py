@@ -28,12 +28,19 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class CallResult:
-    """One finished call: who made it, the tokens per choice, which engines generated them and how long it took."""
+class CallIdentity:
+    """Whose call it is: the session it belongs to, the team that owns the session, and the call's own id."""
 
     session_id: str
     team: str
     call_id: str
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """One finished call: who made it, the tokens per choice, which engines generated them and how long it took."""
+
+    who: CallIdentity
     capture: CallCapture
     engine_ids: tuple[str, ...]
     timings_ms: tuple[float, float, float]  # queued, first token, total
@@ -54,25 +61,26 @@ class Recorder:
         choices' sequences become bases for the session's next prompts."""
         pairs = [self._event(result, choice) for choice in result.capture.choices]
         events = [event for event, _ in pairs]
-        await self.publish(events, result.session_id)
+        await self.publish(events, result.who.session_id)
         if self.prompt_deltas:
             for event, sequence in pairs:
-                self.bases.remember(result.session_id, event.event_id, sequence)
-        state = self.sessions.get(result.session_id)
+                self.bases.remember(result.who.session_id, event.event_id, sequence)
+        state = self.sessions.get(result.who.session_id)
         if state is not None:
             state.recorded(len(events), result.capture)
         return events
 
     def _event(self, result: CallResult, choice: ChoiceCapture) -> tuple[TokenIO, np.ndarray]:
         sequence, n_prompt = token_sequence(choice.prompt_ids, choice.completion_ids), len(choice.prompt_ids)
-        base = self.bases.base_for(result.session_id, sequence[:n_prompt]) if self.prompt_deltas else None
+        who = result.who
+        base = self.bases.base_for(who.session_id, sequence[:n_prompt]) if self.prompt_deltas else None
         queue_ms, first_ms, total_ms = result.timings_ms
         event = TokenIO(
-            event_id=event_id(result.call_id, choice.index, n_prompt, sequence),
-            session_id=result.session_id,
-            team=result.team,
+            event_id=event_id(who.call_id, choice.index, n_prompt, sequence),
+            session_id=who.session_id,
+            team=who.team,
             run=self.run,
-            call_id=result.call_id,
+            call_id=who.call_id,
             engine_id=result.engine_ids[0] if result.engine_ids else "",
             choice_index=choice.index,
             prompt_ids=choice.prompt_ids[base[1]:] if base else choice.prompt_ids,

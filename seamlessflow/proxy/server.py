@@ -10,6 +10,7 @@ events cannot be confirmed the agent gets a retryable 503 (non-streaming) or an 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
@@ -32,13 +33,14 @@ from seamlessflow.messages import EpisodeEnd, now_ms
 from seamlessflow.proxy.admission import Admission
 from seamlessflow.proxy.config import ProxyConfig
 from seamlessflow.proxy.deltas import PromptBases
-from seamlessflow.proxy.errors import ProxyError, error_response
+from seamlessflow.proxy.doors import ClientStream, FrontDoor, OpenAIDoor, json_reply
+from seamlessflow.proxy.errors import ProxyError
 from seamlessflow.proxy.generation import CallRun, ClientGone, PauseGate, UpstreamRejected
 from seamlessflow.proxy.metrics import ProxyMetrics
 from seamlessflow.proxy.openapi import openapi_document
 from seamlessflow.proxy.publisher import EventPublisher
-from seamlessflow.proxy.recording import CallResult, Recorder
-from seamlessflow.proxy.requests import CallRequest, parse_call
+from seamlessflow.proxy.recording import CallIdentity, CallResult, Recorder
+from seamlessflow.proxy.requests import CallRequest
 from seamlessflow.proxy.routing import EngineTable
 from seamlessflow.proxy.sessions import SessionOwnedByOtherTeam, SessionTable
 from seamlessflow.teams import TeamKeys
@@ -50,6 +52,9 @@ SESSION_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 SESSION_HEADER = "X-Session-Id"
 PROFILE_HEADER = "X-Session-Profile"  # prefill | decode | auto: declares the session's routing profile
 CALL_KEY_HEADERS = ("Idempotency-Key", "X-Request-Id")
+DOOR = web.RequestKey("door", FrontDoor)  # the request's front door: errors answer in its API's shape
+CHAT_DOOR = OpenAIDoor("chat")
+DOORS: dict[str, FrontDoor] = {"/v1/chat/completions": CHAT_DOOR, "/v1/completions": OpenAIDoor("completions")}
 
 
 class EndRequest(BaseModel):
@@ -96,8 +101,8 @@ class ProxyServer:
     def app(self) -> web.Application:
         app = web.Application(client_max_size=self.config.max_body_bytes, middlewares=[self._errors])
         for prefix in ("", "/sessions/{session_id}"):
-            app.router.add_post(prefix + "/v1/chat/completions", self._chat)
-            app.router.add_post(prefix + "/v1/completions", self._completions)
+            for path, door in DOORS.items():
+                app.router.add_post(prefix + path, functools.partial(self._call, door=door))
             app.router.add_get(prefix + "/v1/models", self._models)
         app.router.add_post("/sessions/{session_id}/end", self._end)
         app.router.add_get("/healthz", self._healthz)
@@ -140,25 +145,24 @@ class ProxyServer:
         except ProxyError as exc:
             if exc.status == 429:
                 self.metrics.rejected.labels("backpressure").inc()
-            response = error_response(exc, headers)
+            response = request.get(DOOR, CHAT_DOOR).error(exc, headers)
         except UpstreamRejected as exc:
-            response = web.json_response(exc.body, status=exc.status)
+            response = request.get(DOOR, CHAT_DOOR).rejected(exc.status, exc.body, headers)
         except web.HTTPException as exc:
             exc_status = exc.status if exc.status < 500 else 502
-            response = error_response(ProxyError(exc_status, exc.reason or "error"))
+            response = request.get(DOOR, CHAT_DOOR).error(ProxyError(exc_status, exc.reason or "error"))
         except (ClientGone, asyncio.CancelledError):
             raise
         except Exception:  # noqa: BLE001 - an unexpected bug must still answer in OpenAI's shape
             log.exception("unexpected error on %s", request.path)
-            response = error_response(ProxyError(500, "internal proxy error"))
+            response = request.get(DOOR, CHAT_DOOR).error(ProxyError(500, "internal proxy error"))
         self.metrics.requests.labels(route, str(response.status)).inc()
         self.metrics.latency.labels(route).observe(time.monotonic() - started)
         return response
 
     # -- identity ---------------------------------------------------------------------------------------
     def _team(self, request: web.Request) -> str:
-        auth = request.headers.get("Authorization", "")
-        key = auth[7:].strip() if auth[:7].lower() == "bearer " else None
+        key = request.get(DOOR, CHAT_DOOR).api_key(request)
         if not key:
             raise ProxyError(401, "missing API key: send 'Authorization: Bearer <team key>'")
         team = self.team_keys.team_for(key)
@@ -194,17 +198,12 @@ class ProxyServer:
         except orjson.JSONDecodeError as exc:
             raise ProxyError(400, f"request body is not valid JSON: {str(exc)[:200]}") from None
 
-    # -- OpenAI routes ----------------------------------------------------------------------------------
-    async def _chat(self, request: web.Request) -> web.StreamResponse:
-        return await self._call(request, "chat")
-
-    async def _completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._call(request, "completions")
-
-    async def _call(self, request: web.Request, kind) -> web.StreamResponse:
+    # -- the calls, whichever front door they came through ------------------------------------------------
+    async def _call(self, request: web.Request, door: FrontDoor) -> web.StreamResponse:
+        request[DOOR] = door  # errors answer in the door's API shape
         team = self._team(request)
         session_id, generated = self._session_id(request)
-        call = parse_call(kind, await self._json(request), self.config.max_n)
+        call = door.parse(await self._json(request), self.config.max_n)
         try:
             session = self.sessions.claim(session_id, team)
         except SessionOwnedByOtherTeam:
@@ -220,40 +219,41 @@ class ProxyServer:
         session.call_started()
         try:
             async with self.admission.slot():
-                return await self._serve(request, call, session_id, team, call_id, headers)
+                return await self._serve(request, door, call, CallIdentity(session_id, team, call_id), headers)
         finally:
             session.call_finished()
 
-    async def _serve(self, request, call: CallRequest, session_id, team, call_id, headers) -> web.StreamResponse:
-        stream = _ClientStream(request, headers) if call.stream else None
-        state = self.sessions.get(session_id)
+    async def _serve(self, request, door: FrontDoor, call: CallRequest, who: CallIdentity, headers) -> web.StreamResponse:
+        state = self.sessions.get(who.session_id)
         assert self.http is not None  # start_http() runs before the app serves
+        stream = ClientStream(request, headers) if call.stream else None
         run = CallRun(
-            call, session_id, self.http, self.engines, self.gate, self.config, profile=state.profile if state else None,
-            shaper_id=f"{'chatcmpl' if call.kind == 'chat' else 'cmpl'}-{call_id}",
-            emit=stream.send if stream else None,
+            call, who.session_id, self.http, self.engines, self.gate, self.config, profile=state.profile if state else None,
+            shaper_id=f"{'chatcmpl' if call.kind == 'chat' else 'cmpl'}-{who.call_id}",
             on_continuation=self.metrics.continuations.inc,
         )
+        events = door.events(run.shaper, who.call_id) if stream else None
+        if stream is not None and events is not None:
+            run.emit = lambda chunk: stream.write(events.chunk(chunk))
         try:
             capture = await run.run()
-            await self.recorder.record(CallResult(session_id, team, call_id, capture, tuple(run.engine_ids), run.timings_ms()))
+            await self.recorder.record(CallResult(who, capture, tuple(run.engine_ids), run.timings_ms()))
         except ClientGone:
             assert stream is not None  # only a streaming reply's writes raise it
             return stream.response
         except (ProxyError, UpstreamRejected) as exc:
+            status, body = (exc.status, exc.body()) if isinstance(exc, ProxyError) else (exc.status, exc.body)
             if stream is None or not stream.started:
                 if isinstance(exc, ProxyError):
-                    return error_response(exc, headers)
-                return web.json_response(exc.body, status=exc.status, headers=headers)
-            await stream.fail(exc.body() if isinstance(exc, ProxyError) else exc.body)
+                    return door.error(exc, headers)
+                return door.rejected(status, body, headers)
+            await stream.close(events.fail(status, body) if events else b"")
             return stream.response
         self.metrics.tokens.labels("prompt").inc(capture.prompt_tokens)
         self.metrics.tokens.labels("completion").inc(capture.completion_tokens)
-        if stream is None:
-            return json_reply(run.shaper.response(), headers)
-        if call.include_usage:
-            await stream.send(run.shaper.usage_chunk())
-        await stream.finish()
+        if stream is None or events is None:
+            return json_reply(door.reply(run.shaper, who.call_id), headers)
+        await stream.close(events.finish())
         return stream.response
 
     async def _models(self, request: web.Request) -> web.Response:
@@ -334,45 +334,3 @@ class ProxyServer:
 
     async def _openapi(self, request: web.Request) -> web.Response:
         return web.json_response(openapi_document(self.config))
-
-
-class _ClientStream:
-    """The agent's SSE response, opened at the first chunk so earlier errors can still be plain HTTP errors."""
-
-    def __init__(self, request: web.Request, headers: dict):
-        self.request = request
-        self.response = web.StreamResponse(
-            headers={**headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        )
-        self.started = False
-
-    async def send(self, chunk: dict) -> None:
-        await self._write(b"data: " + orjson.dumps(chunk) + b"\n\n")
-
-    async def fail(self, body: dict) -> None:
-        await self._write(b"data: " + json.dumps(body).encode() + b"\n\n")
-        await self._eof()
-
-    async def finish(self) -> None:
-        await self._write(b"data: [DONE]\n\n")
-        await self._eof()
-
-    async def _write(self, data: bytes) -> None:
-        try:
-            if not self.started:
-                self.started = True
-                await self.response.prepare(self.request)
-            await self.response.write(data)
-        except (ConnectionError, aiohttp.ClientConnectionResetError) as exc:
-            raise ClientGone() from exc
-
-    async def _eof(self) -> None:
-        try:
-            await self.response.write_eof()
-        except (ConnectionError, aiohttp.ClientConnectionResetError):
-            pass
-
-
-def json_reply(body: Any, headers: dict[str, str]) -> web.Response:
-    """A JSON response serialised by orjson (the call's reply is on every call's path)."""
-    return web.Response(body=orjson.dumps(body), content_type="application/json", headers=headers)
