@@ -36,11 +36,13 @@ from seamlessflow.proxy.deltas import PromptBases
 from seamlessflow.proxy.doors import ClientStream, FrontDoor, OpenAIDoor, json_reply
 from seamlessflow.proxy.errors import ProxyError
 from seamlessflow.proxy.generation import CallRun, ClientGone, PauseGate, UpstreamRejected
+from seamlessflow.proxy.messages_api import MessagesDoor
 from seamlessflow.proxy.metrics import ProxyMetrics
 from seamlessflow.proxy.openapi import openapi_document
 from seamlessflow.proxy.publisher import EventPublisher
 from seamlessflow.proxy.recording import CallIdentity, CallResult, Recorder
 from seamlessflow.proxy.requests import CallRequest
+from seamlessflow.proxy.responses_api import ResponsesDoor
 from seamlessflow.proxy.routing import EngineTable
 from seamlessflow.proxy.sessions import SessionOwnedByOtherTeam, SessionTable
 from seamlessflow.teams import TeamKeys
@@ -54,7 +56,8 @@ PROFILE_HEADER = "X-Session-Profile"  # prefill | decode | auto: declares the se
 CALL_KEY_HEADERS = ("Idempotency-Key", "X-Request-Id")
 DOOR = web.RequestKey("door", FrontDoor)  # the request's front door: errors answer in its API's shape
 CHAT_DOOR = OpenAIDoor("chat")
-DOORS: dict[str, FrontDoor] = {"/v1/chat/completions": CHAT_DOOR, "/v1/completions": OpenAIDoor("completions")}
+DOORS: dict[str, FrontDoor] = {"/v1/chat/completions": CHAT_DOOR, "/v1/completions": OpenAIDoor("completions"),
+                               "/v1/responses": ResponsesDoor(), "/v1/messages": MessagesDoor()}
 
 
 class EndRequest(BaseModel):
