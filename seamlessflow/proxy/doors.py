@@ -31,6 +31,7 @@ class EventShape(Protocol):
 
 class FrontDoor(Protocol):
     name: str
+    key_header: str  # how the API sends its key, for the 401 that asks for it
 
     def api_key(self, request: web.Request) -> str | None: ...
     def parse(self, body: Any, max_n: int) -> CallRequest: ...
@@ -47,6 +48,8 @@ def bearer_key(request: web.Request) -> str | None:
 
 class OpenAIDoor:
     """`/v1/chat/completions` and `/v1/completions`: the engine's own API, shown as the engine shaped it."""
+
+    key_header = "Authorization: Bearer <team key>"
 
     def __init__(self, kind: Kind):
         self.kind = kind

@@ -30,6 +30,7 @@ REFUSED_FIELDS = ("mcp_servers", "container")
 
 class MessagesDoor:
     name = "messages"
+    key_header = "x-api-key: <team key>"
 
     def api_key(self, request: web.Request) -> str | None:
         return request.headers.get("x-api-key") or bearer_key(request)

@@ -56,8 +56,9 @@ PROFILE_HEADER = "X-Session-Profile"  # prefill | decode | auto: declares the se
 CALL_KEY_HEADERS = ("Idempotency-Key", "X-Request-Id")
 DOOR = web.RequestKey("door", FrontDoor)  # the request's front door: errors answer in its API's shape
 CHAT_DOOR = OpenAIDoor("chat")
+MESSAGES_DOOR = MessagesDoor()
 DOORS: dict[str, FrontDoor] = {"/v1/chat/completions": CHAT_DOOR, "/v1/completions": OpenAIDoor("completions"),
-                               "/v1/responses": ResponsesDoor(), "/v1/messages": MessagesDoor()}
+                               "/v1/responses": ResponsesDoor(), "/v1/messages": MESSAGES_DOOR}
 
 
 class EndRequest(BaseModel):
@@ -141,6 +142,7 @@ class ProxyServer:
     @web.middleware
     async def _errors(self, request: web.Request, handler) -> web.StreamResponse:
         route = request.match_info.route.resource.canonical if request.match_info.route.resource else "unmatched"
+        door = MESSAGES_DOOR if request.path.endswith("/v1/messages") else CHAT_DOOR  # before a route sets it
         started = time.monotonic()
         headers: dict[str, str] = {}
         try:
@@ -148,26 +150,27 @@ class ProxyServer:
         except ProxyError as exc:
             if exc.status == 429:
                 self.metrics.rejected.labels("backpressure").inc()
-            response = request.get(DOOR, CHAT_DOOR).error(exc, headers)
+            response = request.get(DOOR, door).error(exc, headers)
         except UpstreamRejected as exc:
-            response = request.get(DOOR, CHAT_DOOR).rejected(exc.status, exc.body, headers)
+            response = request.get(DOOR, door).rejected(exc.status, exc.body, headers)
         except web.HTTPException as exc:
             exc_status = exc.status if exc.status < 500 else 502
-            response = request.get(DOOR, CHAT_DOOR).error(ProxyError(exc_status, exc.reason or "error"))
+            response = request.get(DOOR, door).error(ProxyError(exc_status, exc.reason or "error"))
         except (ClientGone, asyncio.CancelledError):
             raise
         except Exception:  # noqa: BLE001 - an unexpected bug must still answer in OpenAI's shape
             log.exception("unexpected error on %s", request.path)
-            response = request.get(DOOR, CHAT_DOOR).error(ProxyError(500, "internal proxy error"))
+            response = request.get(DOOR, door).error(ProxyError(500, "internal proxy error"))
         self.metrics.requests.labels(route, str(response.status)).inc()
         self.metrics.latency.labels(route).observe(time.monotonic() - started)
         return response
 
     # -- identity ---------------------------------------------------------------------------------------
     def _team(self, request: web.Request) -> str:
-        key = request.get(DOOR, CHAT_DOOR).api_key(request)
+        door = request.get(DOOR, CHAT_DOOR)
+        key = door.api_key(request)
         if not key:
-            raise ProxyError(401, "missing API key: send 'Authorization: Bearer <team key>'")
+            raise ProxyError(401, f"missing API key: send '{door.key_header}'")
         team = self.team_keys.team_for(key)
         if team is None:
             raise ProxyError(401, "unknown API key")
