@@ -55,7 +55,8 @@ class MessagesDoor:
         content: list[dict] = [{"type": "text", "text": message["content"]}] if message.get("content") else []
         for call in message.get("tool_calls") or ():
             content.append(tool_use_block(call))
-        return {**message_head(shaper, call_id), "content": content, **stop_of(choice),
+        called = any(block["type"] == "tool_use" for block in content)
+        return {**message_head(shaper, call_id), "content": content, **stop_of(choice, called),
                 "usage": {"input_tokens": shaper.capture.prompt_tokens, "output_tokens": shaper.capture.completion_tokens}}
 
     def events(self, shaper: Shaper, call_id: str) -> EventShape:
@@ -75,10 +76,13 @@ def message_head(shaper: Shaper, call_id: str) -> dict:
     return {"id": f"msg_{call_id}", "type": "message", "role": "assistant", "model": shaper.model}
 
 
-def stop_of(choice: dict) -> dict:
-    """Anthropic's stop_reason; a stop string the engine matched is `stop_sequence`."""
-    stop = choice.get("stop_reason")
-    if choice.get("finish_reason") == "stop" and isinstance(stop, str):
+def stop_of(choice: dict, called: bool) -> dict:
+    """Anthropic's stop_reason: `tool_use` whenever the reply calls a tool (vLLM says `stop` after a named tool
+    choice), `stop_sequence` for a stop string the engine matched."""
+    stop, finish = choice.get("stop_reason"), choice.get("finish_reason")
+    if called and finish != "length":
+        return {"stop_reason": "tool_use", "stop_sequence": None}
+    if finish == "stop" and isinstance(stop, str):
         return {"stop_reason": "stop_sequence", "stop_sequence": stop}
     return {"stop_reason": STOP_REASONS.get(choice.get("finish_reason") or "stop", "end_turn"), "stop_sequence": None}
 
@@ -220,6 +224,7 @@ class MessageEvents:
         self.block: str | None = None  # the open block's kind
         self.index = -1
         self.choice: dict = {}
+        self.called = False  # a tool_use block was sent
 
     def chunk(self, chunk: dict) -> bytes:
         out = self._start()
@@ -233,6 +238,7 @@ class MessageEvents:
                 if call.get("id") or function.get("name"):
                     block: dict[str, Any] = {"type": "tool_use", "id": call.get("id") or "", "name": function.get("name") or "", "input": {}}
                     out += self._open("tool_use", block, new=True)
+                    self.called = True
                 if function.get("arguments"):
                     out += self._delta({"type": "input_json_delta", "partial_json": function["arguments"]})
             if choice.get("finish_reason"):
@@ -242,7 +248,8 @@ class MessageEvents:
     def finish(self) -> bytes:
         out = self._start() + self._close()
         usage = {"output_tokens": self.shaper.capture.completion_tokens}
-        out += sse_event("message_delta", {"type": "message_delta", "delta": stop_of(self.choice), "usage": usage})
+        out += sse_event("message_delta", {"type": "message_delta", "delta": stop_of(self.choice, self.called),
+                                               "usage": usage})
         return out + sse_event("message_stop", {"type": "message_stop"})
 
     def fail(self, status: int, body: dict) -> bytes:
