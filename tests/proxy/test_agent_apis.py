@@ -3,6 +3,8 @@ and `anthropic` SDKs: what reaches the engine, what the agent sees, what is reco
 
 from __future__ import annotations
 
+import asyncio
+
 import anthropic
 import httpx
 import openai
@@ -10,7 +12,7 @@ import pytest
 
 from seamlessflow.messages import TokenIO
 from seamlessflow.testing.stub_engine import token_at
-from tests.proxy.helpers import session_events
+from tests.proxy.helpers import send_command, session_events, until
 
 ALPHA = "key-alpha"
 
@@ -165,3 +167,32 @@ async def test_messages_sdk_raises_its_own_error_classes(proxy):
         await messages_client(proxy, "m4", key="nope").messages.create(model="m", max_tokens=2, messages=[{"role": "user", "content": "x"}])
     with pytest.raises(anthropic.BadRequestError, match="max_tokens"):
         await messages_client(proxy, "m4").messages.create(model="m", max_tokens=0, messages=[{"role": "user", "content": "x"}])
+
+
+async def test_a_responses_and_a_messages_stream_cut_by_a_pause_continue_with_the_new_version(proxy, stub, settings, codec):
+    """Partial rollout is the chat route's: each stream is cut after two tokens, continues after the resume, and
+    the agent reads one answer in its API's events while the record labels the tokens with both versions."""
+    stub.behaviour.hold_after_tokens = 2
+
+    async def responses() -> str:
+        stream = await responses_client(proxy, "pa").responses.create(model="m", input="ab", max_output_tokens=5, stream=True)
+        return "".join([e.delta async for e in stream if e.type == "response.output_text.delta"])
+
+    async def messages() -> str:
+        async with messages_client(proxy, "pb").messages.stream(model="m", max_tokens=5, messages=[{"role": "user", "content": "ab"}]) as s:
+            return "".join([text async for text in s.text_stream])
+
+    calls = [asyncio.create_task(responses()), asyncio.create_task(messages())]
+    await until(lambda: stub.tokens_sent == 4, what="two tokens of each call")
+    await send_command(settings, codec, "pause", mode="keep", epoch=1)
+    await until(lambda: proxy.server.gate.paused and not proxy.server.gate.active, what="the calls to be cut")
+    stub.behaviour.hold_after_tokens = None
+    stub.behaviour.release.set()
+    await send_command(settings, codec, "resume", weight_version=3, epoch=2)
+    texts = await asyncio.gather(*calls)
+
+    expected = [token_at(2 + k) for k in range(5)]
+    assert texts == ["".join(f"t{t} " for t in expected)] * 2
+    for session in ("pa", "pb"):
+        [event] = await session_events(settings, codec, session)
+        assert event.completion_ids == expected and event.versions == [0, 0, 3, 3, 3]
