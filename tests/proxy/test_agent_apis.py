@@ -11,7 +11,10 @@ import openai
 import pytest
 
 from seamlessflow.messages import TokenIO
+from seamlessflow.proxy import ProxyConfig, ProxyService
+from seamlessflow.teams import TeamKeys
 from seamlessflow.testing.stub_engine import token_at
+from tests.proxy.conftest import KEYS
 from tests.proxy.helpers import send_command, session_events, until
 
 ALPHA = "key-alpha"
@@ -196,3 +199,25 @@ async def test_a_responses_and_a_messages_stream_cut_by_a_pause_continue_with_th
     for session in ("pa", "pb"):
         [event] = await session_events(settings, codec, session)
         assert event.completion_ids == expected and event.versions == [0, 0, 3, 3, 3]
+
+
+async def test_unrecordable_calls_never_look_like_a_success_on_the_new_doors(stub, settings, tmp_path):
+    """Kafka does not confirm the events: a plain call gets its API's 503, a stream ends in its API's error event
+    instead of response.completed or message_stop."""
+    dead_kafka = settings.with_overrides(bootstrap_servers="127.0.0.1:9")
+    config = ProxyConfig(port=0, engines=[{"id": "e0", "url": stub.url}], delivery_timeout_s=1, listen_control=False,
+                         discover_engines=False)
+    proxy = await ProxyService(dead_kafka, config=config, team_keys=TeamKeys(tmp_path / "t.json", KEYS)).start()
+    responses = {"model": "m", "input": "q", "max_output_tokens": 2}
+    messages = {"model": "m", "max_tokens": 2, "messages": [{"role": "user", "content": "q"}]}
+    try:
+        async with httpx.AsyncClient(base_url=proxy.session_url("dead"), headers={"x-api-key": ALPHA, "Authorization": f"Bearer {ALPHA}"}) as http:
+            plain_r, stream_r = await http.post("/responses", json=responses), await http.post("/responses", json={**responses, "stream": True})
+            plain_m, stream_m = await http.post("/messages", json=messages), await http.post("/messages", json={**messages, "stream": True})
+        assert plain_r.status_code == 503 and plain_r.json()["error"]["type"] == "service_unavailable"
+        assert plain_m.status_code == 503 and plain_m.json()["error"]["type"] == "overloaded_error"
+        assert "event: error" in stream_r.text and "response.completed" not in stream_r.text
+        assert "event: error" in stream_m.text and "message_stop" not in stream_m.text
+    finally:
+        proxy.server.publisher._producer.purge()
+        await proxy.stop()
