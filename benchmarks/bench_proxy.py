@@ -7,9 +7,11 @@ in a loop for a fixed time (127.0.0.1 only, bounded). Reported: latency p50/p99 
 added latency, the throughput ratio, and the proxy processes' CPU per proxied call. `--proxies 1,2` repeats
 the comparison with that many proxy processes on one port (`proxy.workers`); `--baseline TREE` also runs
 another source tree's proxy (say `git archive <commit>` unpacked) at every level, right after this one's.
-Targets: added p50 <= 1 ms, p99 <= 5 ms, throughput >= 0.95x (>= 0.9x with N proxies).
+Targets: added p50 <= 1 ms, p99 <= 5 ms, throughput >= 0.95x (>= 0.9x with N proxies). `--routes
+chat,responses,messages` runs the same load through each front door (the proxy turns a Responses or Messages
+call into the engine's chat call, so the direct column is the engine's chat route for all three).
 
-    .venv/bin/python benchmarks/bench_proxy.py [--levels 1,50,200] [--seconds 8] [--tokens 16] [--token-delay-ms 20] [--proxies 1,2] [--baseline TREE]
+    .venv/bin/python benchmarks/bench_proxy.py [--levels 1,50,200] [--seconds 8] [--tokens 16] [--token-delay-ms 20] [--proxies 1,2] [--baseline TREE] [--routes chat,responses,messages]
 """
 
 from __future__ import annotations
@@ -36,6 +38,15 @@ from seamlessflow.kafka.admin import ensure_topics  # noqa: E402
 from seamlessflow.ports import free_port  # noqa: E402
 
 KEY = "bench-key"
+HELLO = [{"role": "user", "content": "hello"}]
+ROUTES = {  # front door: (path, body for `tokens` tokens, streamed or not)
+    "chat": ("/v1/chat/completions",
+             lambda tokens, stream: {"model": "stub-model", "messages": HELLO, "max_tokens": tokens, "stream": stream}),
+    "responses": ("/v1/responses",
+                  lambda tokens, stream: {"model": "stub-model", "input": "hello", "max_output_tokens": tokens, "stream": stream}),
+    "messages": ("/v1/messages",
+                 lambda tokens, stream: {"model": "stub-model", "messages": HELLO, "max_tokens": tokens, "stream": stream}),
+}
 
 
 def wait_http(url: str, timeout_s: float = 60) -> None:
@@ -72,11 +83,11 @@ def cpu_seconds(procs: list[subprocess.Popen]) -> float:
 
 
 async def run_level(url_for, sessions: int, seconds: float, tokens: int, stream: bool,
-                    cpu=lambda: 0.0) -> tuple[list[float], float, float]:
+                    cpu=lambda: 0.0, route: str = "chat") -> tuple[list[float], float, float]:
     """Latencies and calls/s of the measured window, and the CPU seconds `cpu` counted during it."""
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as http:
-        body = {"model": "stub-model", "messages": [{"role": "user", "content": "hello"}], "max_tokens": tokens, "stream": stream}
+        body = ROUTES[route][1](tokens, stream)
         warm_until = time.monotonic() + 1.0
         await asyncio.gather(*(session_loop(http, url_for(i), {"Authorization": f"Bearer {KEY}"}, body, warm_until, []) for i in range(sessions)))
         latencies: list[float] = []
@@ -109,6 +120,7 @@ def main() -> None:
     parser.add_argument("--token-delay-ms", type=float, default=20)
     parser.add_argument("--modes", default="stream,plain", help="stream: SSE calls both ways (same engine work); plain: non-streaming (the proxy still streams from the engine)")
     parser.add_argument("--baseline", type=Path, help="another source tree whose proxy runs the same levels, after this one's")
+    parser.add_argument("--routes", default="chat", help="front doors to measure through the proxy: chat,responses,messages")
     parser.add_argument("--proxies", default="1", help="proxy process counts to compare, e.g. 1,2 (proxy.workers: SO_REUSEPORT on one port)")
     args = parser.parse_args()
 
@@ -160,18 +172,19 @@ def start_proxies(client, engine: str, count: int, work: Path, tree: Path = ROOT
 
 def compare(args, engine: str, started: dict[str, tuple[list[subprocess.Popen], str]], count: int) -> None:
     """Per mode and level: direct, then each tree's proxies (this one first), one after the other."""
-    print(f"{'mode':>6} {'sessions':>8} {'tree':>8} {'direct p50':>11} {'proxy p50':>10} {'added p50':>10} {'direct p99':>11} {'proxy p99':>10} {'added p99':>10} {'direct rps':>11} {'proxy rps':>10} {'ratio':>6} {'proxy CPU/call':>15}")
+    print(f"{'mode':>6} {'sessions':>8} {'tree':>8} {'route':>9} {'direct p50':>11} {'proxy p50':>10} {'added p50':>10} {'direct p99':>11} {'proxy p99':>10} {'added p99':>10} {'direct rps':>11} {'proxy rps':>10} {'ratio':>6} {'proxy CPU/call':>15}")
     for mode in args.modes.split(","):
         for level in (int(x) for x in args.levels.split(",")):
             stream = mode == "stream"
             direct, direct_rps, _ = asyncio.run(run_level(lambda i: engine + "/v1/chat/completions", level, args.seconds, args.tokens, stream))
             d50, d99 = pct(direct, 0.5), pct(direct, 0.99)
-            for name, (proxies, proxy) in started.items():
-                url = lambda i, mode=mode, level=level, name=name, proxy=proxy: f"{proxy}/sessions/bench-{count}-{name}-{mode}-{level}-{i}/v1/chat/completions"  # noqa: E731
-                proxied, proxy_rps, cpu = asyncio.run(run_level(url, level, args.seconds, args.tokens, stream, lambda proxies=proxies: cpu_seconds(proxies)))
+            for (name, (proxies, proxy)), route in ((tree, r) for tree in started.items() for r in args.routes.split(",")):
+                path = ROUTES[route][0]
+                url = lambda i, mode=mode, level=level, name=name, proxy=proxy, route=route, path=path: f"{proxy}/sessions/bench-{count}-{name}-{route}-{mode}-{level}-{i}{path}"  # noqa: E731
+                proxied, proxy_rps, cpu = asyncio.run(run_level(url, level, args.seconds, args.tokens, stream, lambda proxies=proxies: cpu_seconds(proxies), route))
                 p50, p99 = pct(proxied, 0.5), pct(proxied, 0.99)
                 per_call_us = cpu / max(1, len(proxied)) * 1e6
-                print(f"{mode:>6} {level:>8} {name:>8} {d50:>9.2f}ms {p50:>8.2f}ms {p50 - d50:>8.2f}ms {d99:>9.2f}ms {p99:>8.2f}ms {p99 - d99:>8.2f}ms {direct_rps:>11.1f} {proxy_rps:>10.1f} {proxy_rps / direct_rps:>6.3f} {per_call_us:>12.0f} us", flush=True)
+                print(f"{mode:>6} {level:>8} {name:>8} {route:>9} {d50:>9.2f}ms {p50:>8.2f}ms {p50 - d50:>8.2f}ms {d99:>9.2f}ms {p99:>8.2f}ms {p99 - d99:>8.2f}ms {direct_rps:>11.1f} {proxy_rps:>10.1f} {proxy_rps / direct_rps:>6.3f} {per_call_us:>12.0f} us", flush=True)
 
 
 if __name__ == "__main__":

@@ -3,7 +3,7 @@
 Byte-level so any text (an agent's system prompt, a tool result) still encodes; digits
 are split one per token so the model sees numbers the way it must add them. The chat
 template is ChatML, the format Qwen models use, so agents and the proxy treat the tiny
-model like any other chat model.
+model like any other chat model (`seamlessflow/chat_template.py`).
 """
 
 from __future__ import annotations
@@ -13,15 +13,10 @@ from collections.abc import Iterable
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 from transformers import PreTrainedTokenizerFast
 
+from seamlessflow.chat_template import CHAT_TEMPLATE
+
 IM_START, IM_END, END_OF_TEXT = "<|im_start|>", "<|im_end|>", "<|endoftext|>"
 SPECIAL_TOKENS = [END_OF_TEXT, IM_START, IM_END]
-
-CHAT_TEMPLATE = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\n' + (message['content'] or '') + '<|im_end|>' + '\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
 
 
 def train_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:

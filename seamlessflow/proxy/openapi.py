@@ -139,6 +139,65 @@ def _call_operation(kind: str, config: ProxyConfig, in_path: bool) -> dict:
     }}
 
 
+RESPONSES_BODY = {
+    "type": "object",
+    "required": ["model", "input"],
+    "properties": {
+        "model": {"type": "string"},
+        "input": {"oneOf": [{"type": "string"}, {"type": "array", "minItems": 1, "items": {"type": "object"}}],
+                  "description": "message, function_call and function_call_output items; text content only"},
+        "max_output_tokens": _int(1, INT32_MAX),
+        "stream": _bool(),
+        "previous_response_id": {"type": "null", "description": "no response state is kept: send the whole input"},
+    },
+    "additionalProperties": True,
+    "description": "OpenAI Responses; recorded as the chat call the engine runs. Built-in tools, images and files get 400.",
+}
+MESSAGES_BODY = {
+    "type": "object",
+    "required": ["model", "max_tokens", "messages"],
+    "properties": {
+        "model": {"type": "string"},
+        "max_tokens": {"type": "integer", "minimum": 1, "maximum": INT32_MAX},
+        "messages": {"type": "array", "minItems": 1, "items": {"type": "object"},
+                     "description": "text, tool_use and tool_result blocks; images and documents get 400"},
+        "stream": _bool(),
+    },
+    "additionalProperties": True,
+    "description": "Anthropic Messages; recorded as the chat call the engine runs.",
+}
+ANTHROPIC_ERROR = {
+    "type": "object",
+    "required": ["type", "error"],
+    "properties": {"type": {"const": "error"}, "error": {
+        "type": "object", "required": ["type", "message"],
+        "properties": {"type": {"type": "string"}, "message": {"type": "string", "minLength": 1}},
+    }},
+}
+
+
+def _door_operation(door: str, in_path: bool) -> dict:
+    """`responses` (OpenAI's Responses API) or `messages` (Anthropic's Messages API, Anthropic-shaped errors)."""
+    body, required, error = ((RESPONSES_BODY, ["id", "output"], "Error") if door == "responses"
+                             else (MESSAGES_BODY, ["id", "content"], "AnthropicError"))
+    ok = {"description": "the reply (a JSON body, or the API's server-sent events when `stream` is true)",
+          "content": {"application/json": {"schema": {"type": "object", "required": required}},
+                      "text/event-stream": {"schema": SSE_EVENT}}}
+    responses = _responses(ok, CALL_ERRORS)
+    for status in CALL_ERRORS:
+        responses[status]["content"]["application/json"]["schema"] = {"$ref": f"#/components/schemas/{error}"}
+    operation = {
+        "operationId": f"{door}{'_in_session' if in_path else ''}",
+        "summary": f"{'OpenAI Responses' if door == 'responses' else 'Anthropic Messages'}; token I/O recorded",
+        "parameters": [SESSION_PARAM, CALL_KEY] if in_path else [SESSION_HEADER, CALL_KEY],
+        "requestBody": {"required": True, "content": {"application/json": {"schema": body}}},
+        "responses": responses,
+    }
+    if door == "messages":
+        operation["security"] = [{"team_key": []}, {"anthropic_key": []}]
+    return {"post": operation}
+
+
 def _models_operation(in_path: bool) -> dict:
     return {"get": {
         "operationId": f"models{'_in_session' if in_path else ''}",
@@ -156,6 +215,8 @@ def openapi_document(config: ProxyConfig) -> dict:
         in_path = bool(prefix)
         paths[prefix + "/v1/chat/completions"] = _call_operation("chat", config, in_path)
         paths[prefix + "/v1/completions"] = _call_operation("completions", config, in_path)
+        paths[prefix + "/v1/responses"] = _door_operation("responses", in_path)
+        paths[prefix + "/v1/messages"] = _door_operation("messages", in_path)
         paths[prefix + "/v1/models"] = _models_operation(in_path)
     paths["/sessions/{session_id}/end"] = {"post": {
         "operationId": "end_session",
@@ -175,9 +236,11 @@ def openapi_document(config: ProxyConfig) -> dict:
     return {
         "openapi": "3.1.0",
         "info": {"title": "SeamlessFlow trajectory proxy", "version": "1",
-                 "description": f"Bodies over {config.max_body_bytes} bytes get 413. Errors are OpenAI-shaped."},
+                 "description": (f"Bodies over {config.max_body_bytes} bytes get 413. Errors are OpenAI-shaped, "
+                                 "except on /v1/messages (Anthropic-shaped).")},
         "paths": paths,
-        "components": {"schemas": {"Error": ERROR},
-                       "securitySchemes": {"team_key": {"type": "http", "scheme": "bearer"}}},
+        "components": {"schemas": {"Error": ERROR, "AnthropicError": ANTHROPIC_ERROR},
+                       "securitySchemes": {"team_key": {"type": "http", "scheme": "bearer"},
+                                           "anthropic_key": {"type": "apiKey", "in": "header", "name": "x-api-key"}}},
         "security": [{"team_key": []}],
     }

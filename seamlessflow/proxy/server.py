@@ -10,6 +10,7 @@ events cannot be confirmed the agent gets a retryable 503 (non-streaming) or an 
 from __future__ import annotations
 
 import asyncio
+import functools
 import hashlib
 import json
 import logging
@@ -20,25 +21,29 @@ import uuid
 from typing import Annotated, Any
 
 import aiohttp
-import numpy as np
 import orjson
 from aiohttp import web
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from seamlessflow.avro import Codec, CodecError
+from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.core.episodes import EpisodeStatus
 from seamlessflow.core.routing import parse_profile
 from seamlessflow.kafka.codecs import codec_for
-from seamlessflow.messages import EpisodeEnd, TokenIO, now_ms
+from seamlessflow.messages import EpisodeEnd, now_ms
+from seamlessflow.proxy.admission import Admission
 from seamlessflow.proxy.config import ProxyConfig
-from seamlessflow.proxy.deltas import PromptBases, token_sequence
-from seamlessflow.proxy.errors import ProxyError, error_response
+from seamlessflow.proxy.deltas import PromptBases
+from seamlessflow.proxy.doors import ClientStream, FrontDoor, OpenAIDoor, json_reply
+from seamlessflow.proxy.errors import ProxyError
 from seamlessflow.proxy.generation import CallRun, ClientGone, PauseGate, UpstreamRejected
+from seamlessflow.proxy.messages_api import MessagesDoor
 from seamlessflow.proxy.metrics import ProxyMetrics
 from seamlessflow.proxy.openapi import openapi_document
-from seamlessflow.proxy.publisher import EventPublisher, PublishFailed
-from seamlessflow.proxy.requests import CallRequest, parse_call
+from seamlessflow.proxy.publisher import EventPublisher
+from seamlessflow.proxy.recording import CallIdentity, CallResult, Recorder
+from seamlessflow.proxy.requests import CallRequest
+from seamlessflow.proxy.responses_api import ResponsesDoor
 from seamlessflow.proxy.routing import EngineTable
 from seamlessflow.proxy.sessions import SessionOwnedByOtherTeam, SessionTable
 from seamlessflow.teams import TeamKeys
@@ -50,6 +55,11 @@ SESSION_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 SESSION_HEADER = "X-Session-Id"
 PROFILE_HEADER = "X-Session-Profile"  # prefill | decode | auto: declares the session's routing profile
 CALL_KEY_HEADERS = ("Idempotency-Key", "X-Request-Id")
+DOOR = web.RequestKey("door", FrontDoor)  # the request's front door: errors answer in its API's shape
+CHAT_DOOR = OpenAIDoor("chat")
+MESSAGES_DOOR = MessagesDoor()
+DOORS: dict[str, FrontDoor] = {"/v1/chat/completions": CHAT_DOOR, "/v1/completions": OpenAIDoor("completions"),
+                               "/v1/responses": ResponsesDoor(), "/v1/messages": MESSAGES_DOOR}
 
 
 class EndRequest(BaseModel):
@@ -84,9 +94,10 @@ class ProxyServer:
         self.sessions = SessionTable(self.config.max_sessions, self.config.routing.learner if self.config.routing.learn else None)
         self.bases = PromptBases(self.config.prompt_delta_bases, self.config.prompt_delta_memory_mb << 20)
         self.publisher = publisher or EventPublisher(settings, self.codec, **self.config.producer)
-        self._slots = asyncio.Semaphore(self.config.max_inflight)
-        self._waiting = 0
-        self._running = 0
+        c = self.config
+        self.recorder = Recorder(self.publisher, self.topic, settings.run, self.sessions, self.bases, self.metrics,
+                                 c.delivery_timeout_s, c.retry_after_s, c.prompt_deltas)
+        self.admission = Admission(c.max_inflight, c.max_queued, c.pause_timeout_s, c.retry_after_s)
         self.http: aiohttp.ClientSession | None = None
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
@@ -95,8 +106,8 @@ class ProxyServer:
     def app(self) -> web.Application:
         app = web.Application(client_max_size=self.config.max_body_bytes, middlewares=[self._errors])
         for prefix in ("", "/sessions/{session_id}"):
-            app.router.add_post(prefix + "/v1/chat/completions", self._chat)
-            app.router.add_post(prefix + "/v1/completions", self._completions)
+            for path, door in DOORS.items():
+                app.router.add_post(prefix + path, functools.partial(self._call, door=door))
             app.router.add_get(prefix + "/v1/models", self._models)
         app.router.add_post("/sessions/{session_id}/end", self._end)
         app.router.add_get("/healthz", self._healthz)
@@ -132,6 +143,7 @@ class ProxyServer:
     @web.middleware
     async def _errors(self, request: web.Request, handler) -> web.StreamResponse:
         route = request.match_info.route.resource.canonical if request.match_info.route.resource else "unmatched"
+        door = MESSAGES_DOOR if request.path.endswith("/v1/messages") else CHAT_DOOR  # before a route sets it
         started = time.monotonic()
         headers: dict[str, str] = {}
         try:
@@ -139,27 +151,27 @@ class ProxyServer:
         except ProxyError as exc:
             if exc.status == 429:
                 self.metrics.rejected.labels("backpressure").inc()
-            response = error_response(exc, headers)
+            response = request.get(DOOR, door).error(exc, headers)
         except UpstreamRejected as exc:
-            response = web.json_response(exc.body, status=exc.status)
+            response = request.get(DOOR, door).rejected(exc.status, exc.body, headers)
         except web.HTTPException as exc:
             exc_status = exc.status if exc.status < 500 else 502
-            response = error_response(ProxyError(exc_status, exc.reason or "error"))
+            response = request.get(DOOR, door).error(ProxyError(exc_status, exc.reason or "error"))
         except (ClientGone, asyncio.CancelledError):
             raise
         except Exception:  # noqa: BLE001 - an unexpected bug must still answer in OpenAI's shape
             log.exception("unexpected error on %s", request.path)
-            response = error_response(ProxyError(500, "internal proxy error"))
+            response = request.get(DOOR, door).error(ProxyError(500, "internal proxy error"))
         self.metrics.requests.labels(route, str(response.status)).inc()
         self.metrics.latency.labels(route).observe(time.monotonic() - started)
         return response
 
     # -- identity ---------------------------------------------------------------------------------------
     def _team(self, request: web.Request) -> str:
-        auth = request.headers.get("Authorization", "")
-        key = auth[7:].strip() if auth[:7].lower() == "bearer " else None
+        door = request.get(DOOR, CHAT_DOOR)
+        key = door.api_key(request)
         if not key:
-            raise ProxyError(401, "missing API key: send 'Authorization: Bearer <team key>'")
+            raise ProxyError(401, f"missing API key: send '{door.key_header}'")
         team = self.team_keys.team_for(key)
         if team is None:
             raise ProxyError(401, "unknown API key")
@@ -193,17 +205,12 @@ class ProxyServer:
         except orjson.JSONDecodeError as exc:
             raise ProxyError(400, f"request body is not valid JSON: {str(exc)[:200]}") from None
 
-    # -- OpenAI routes ----------------------------------------------------------------------------------
-    async def _chat(self, request: web.Request) -> web.StreamResponse:
-        return await self._call(request, "chat")
-
-    async def _completions(self, request: web.Request) -> web.StreamResponse:
-        return await self._call(request, "completions")
-
-    async def _call(self, request: web.Request, kind) -> web.StreamResponse:
+    # -- the calls, whichever front door they came through ------------------------------------------------
+    async def _call(self, request: web.Request, door: FrontDoor) -> web.StreamResponse:
+        request[DOOR] = door  # errors answer in the door's API shape
         team = self._team(request)
         session_id, generated = self._session_id(request)
-        call = parse_call(kind, await self._json(request), self.config.max_n)
+        call = door.parse(await self._json(request), self.config.max_n)
         try:
             session = self.sessions.claim(session_id, team)
         except SessionOwnedByOtherTeam:
@@ -218,95 +225,43 @@ class ProxyServer:
         call_id = self._call_id(request, team, session_id)
         session.call_started()
         try:
-            async with self._admitted():
-                return await self._serve(request, call, session_id, team, call_id, headers)
+            async with self.admission.slot():
+                return await self._serve(request, door, call, CallIdentity(session_id, team, call_id), headers)
         finally:
             session.call_finished()
 
-    async def _serve(self, request, call: CallRequest, session_id, team, call_id, headers) -> web.StreamResponse:
-        stream = _ClientStream(request, headers) if call.stream else None
-        state = self.sessions.get(session_id)
+    async def _serve(self, request, door: FrontDoor, call: CallRequest, who: CallIdentity, headers) -> web.StreamResponse:
+        state = self.sessions.get(who.session_id)
         assert self.http is not None  # start_http() runs before the app serves
+        stream = ClientStream(request, headers) if call.stream else None
         run = CallRun(
-            call, session_id, self.http, self.engines, self.gate, self.config, profile=state.profile if state else None,
-            shaper_id=f"{'chatcmpl' if call.kind == 'chat' else 'cmpl'}-{call_id}",
-            emit=stream.send if stream else None,
+            call, who.session_id, self.http, self.engines, self.gate, self.config, profile=state.profile if state else None,
+            shaper_id=f"{'chatcmpl' if call.kind == 'chat' else 'cmpl'}-{who.call_id}",
             on_continuation=self.metrics.continuations.inc,
         )
+        events = door.events(run.shaper, who.call_id) if stream else None
+        if stream is not None and events is not None:
+            run.emit = lambda chunk: stream.write(events.chunk(chunk))
         try:
             capture = await run.run()
-            await self._record(run, session_id, team, call_id)
+            await self.recorder.record(CallResult(who, capture, tuple(run.engine_ids), run.timings_ms()))
         except ClientGone:
             assert stream is not None  # only a streaming reply's writes raise it
             return stream.response
         except (ProxyError, UpstreamRejected) as exc:
+            status, body = (exc.status, exc.body()) if isinstance(exc, ProxyError) else (exc.status, exc.body)
             if stream is None or not stream.started:
                 if isinstance(exc, ProxyError):
-                    return error_response(exc, headers)
-                return web.json_response(exc.body, status=exc.status, headers=headers)
-            await stream.fail(exc.body() if isinstance(exc, ProxyError) else exc.body)
+                    return door.error(exc, headers)
+                return door.rejected(status, body, headers)
+            await stream.close(events.fail(status, body) if events else b"")
             return stream.response
         self.metrics.tokens.labels("prompt").inc(capture.prompt_tokens)
         self.metrics.tokens.labels("completion").inc(capture.completion_tokens)
-        if stream is None:
-            return json_reply(run.shaper.response(), headers)
-        if call.include_usage:
-            await stream.send(run.shaper.usage_chunk())
-        await stream.finish()
+        if stream is None or events is None:
+            return json_reply(door.reply(run.shaper, who.call_id), headers)
+        await stream.close(events.finish())
         return stream.response
-
-    async def _record(self, run: CallRun, session_id: str, team: str, call_id: str) -> None:
-        """Publishes one TokenIO per choice and waits for Kafka's acknowledgement (else 503); then the
-        choices' sequences become bases for the session's next prompts (`deltas.py`)."""
-        queue_ms, first_ms, total_ms = run.timings_ms()
-        events, sequences = [], []
-        for choice in run.capture.choices:
-            sequence, n_prompt = token_sequence(choice.prompt_ids, choice.completion_ids), len(choice.prompt_ids)
-            base = self.bases.base_for(session_id, sequence[:n_prompt]) if self.config.prompt_deltas else None
-            events.append(TokenIO(
-                event_id=event_id(call_id, choice.index, n_prompt, sequence),
-                session_id=session_id,
-                team=team,
-                run=self.settings.run,
-                call_id=call_id,
-                engine_id=run.engine_ids[0] if run.engine_ids else "",
-                choice_index=choice.index,
-                prompt_ids=choice.prompt_ids[base[1]:] if base else choice.prompt_ids,
-                completion_ids=choice.completion_ids,
-                logprobs=choice.logprobs,
-                versions=choice.versions,
-                finish_reason=choice.finish_reason or "unknown",
-                queue_ms=queue_ms,
-                first_token_ms=first_ms,
-                total_ms=total_ms,
-                created_at_ms=now_ms(),
-                prompt_base_id=base[0] if base else None,
-                prompt_base_tokens=base[1] if base else 0,
-            ))
-            sequences.append(sequence)
-        await self._publish_all(events, session_id)
-        if self.config.prompt_deltas:
-            for event, sequence in zip(events, sequences, strict=True):
-                self.bases.remember(session_id, event.event_id, sequence)
-        state = self.sessions.get(session_id)
-        if state is not None:
-            state.events_published += len(events)
-            state.observe(run.capture.prompt_tokens, run.capture.completion_tokens)
-            state.versions.update(v for choice in run.capture.choices for v in choice.versions)
-
-    async def _publish_all(self, events: list, key: str) -> None:
-        try:
-            futures = [self.publisher.publish(self.topic, key, event) for event in events]
-            async with asyncio.timeout(self.config.delivery_timeout_s):
-                await asyncio.gather(*futures)
-        except (TimeoutError, PublishFailed, CodecError) as exc:
-            self.metrics.events.labels("failed").inc(len(events))
-            log.error("events for session %s not recorded: %s", key, exc)
-            raise ProxyError(503, "the call's token events could not be recorded; retry", retry_after=self.config.retry_after_s) from None
-        self.metrics.events.labels("produced").inc(len(events))
-
-    def _admitted(self):
-        return _Admission(self)
 
     async def _models(self, request: web.Request) -> web.Response:
         self._team(request)
@@ -356,7 +311,7 @@ class ProxyServer:
             group_id=end.group_id,
             task_id=end.task_id,
         )
-        await self._publish_all([event], session_id)
+        await self.recorder.publish([event], session_id)
         self.bases.forget(session_id)
         body = {"session_id": session_id, "num_calls": num_calls, "recorded": True,
                 "versions": sorted(state.versions)}  # which policy versions generated it (an eval pins on these)
@@ -370,8 +325,8 @@ class ProxyServer:
             {
                 "status": "ok" if self.engines.routable_count else "no_engines",
                 "paused": self.gate.paused,
-                "inflight": self._running,
-                "queued": self._waiting,
+                "inflight": self.admission.running,
+                "queued": self.admission.waiting,
                 "sessions": len(self.sessions),
                 "engines": engines,
             }
@@ -380,88 +335,9 @@ class ProxyServer:
     async def _metrics(self, request: web.Request) -> web.Response:
         self.metrics.paused.set(1 if self.gate.paused else 0)
         self.metrics.engines_routable.set(self.engines.routable_count)
-        self.metrics.queue_depth.set(self._waiting)
-        self.metrics.inflight.set(self._running)
+        self.metrics.queue_depth.set(self.admission.waiting)
+        self.metrics.inflight.set(self.admission.running)
         return web.Response(body=self.metrics.exposition(), content_type="text/plain", charset="utf-8")
 
     async def _openapi(self, request: web.Request) -> web.Response:
         return web.json_response(openapi_document(self.config))
-
-
-class _Admission:
-    """A generation slot, or 429 when slots and queue are full; waiting counts as queue depth."""
-
-    def __init__(self, server: ProxyServer):
-        self.server = server
-
-    async def __aenter__(self) -> None:
-        s = self.server
-        if s._waiting + s._running >= s.config.max_inflight + s.config.max_queued:
-            raise ProxyError(429, "the proxy is at capacity; retry shortly", retry_after=s.config.retry_after_s)
-        s._waiting += 1
-        try:
-            async with asyncio.timeout(s.config.pause_timeout_s):
-                await s._slots.acquire()
-        except TimeoutError:
-            raise ProxyError(503, "no generation slot became free in time; retry", retry_after=s.config.retry_after_s) from None
-        finally:
-            s._waiting -= 1
-        s._running += 1
-
-    async def __aexit__(self, *exc) -> None:
-        self.server._running -= 1
-        self.server._slots.release()
-
-
-class _ClientStream:
-    """The agent's SSE response, opened at the first chunk so earlier errors can still be plain HTTP errors."""
-
-    def __init__(self, request: web.Request, headers: dict):
-        self.request = request
-        self.response = web.StreamResponse(
-            headers={**headers, "Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        )
-        self.started = False
-
-    async def send(self, chunk: dict) -> None:
-        await self._write(b"data: " + orjson.dumps(chunk) + b"\n\n")
-
-    async def fail(self, body: dict) -> None:
-        await self._write(b"data: " + json.dumps(body).encode() + b"\n\n")
-        await self._eof()
-
-    async def finish(self) -> None:
-        await self._write(b"data: [DONE]\n\n")
-        await self._eof()
-
-    async def _write(self, data: bytes) -> None:
-        try:
-            if not self.started:
-                self.started = True
-                await self.response.prepare(self.request)
-            await self.response.write(data)
-        except (ConnectionError, aiohttp.ClientConnectionResetError) as exc:
-            raise ClientGone() from exc
-
-    async def _eof(self) -> None:
-        try:
-            await self.response.write_eof()
-        except (ConnectionError, aiohttp.ClientConnectionResetError):
-            pass
-
-
-def json_reply(body: Any, headers: dict[str, str]) -> web.Response:
-    """A JSON response serialised by orjson (the call's reply is on every call's path)."""
-    return web.Response(body=orjson.dumps(body), content_type="application/json", headers=headers)
-
-
-def event_id(call_id: str, choice: int, n_prompt: int, sequence: np.ndarray) -> str:
-    """`<call_id>-<tokens digest>.<choice>`. A client retry under the same Idempotency-Key keeps the call id
-    (recognisable downstream), and a copy of the same record keeps the whole id (de-duplicated). But when the
-    first attempt was recorded and its reply lost (the proxy died between Kafka's acknowledgement and the
-    reply), the retry generates anew: different tokens, so a different id, and both are kept (a fork) instead
-    of the first shadowing the tokens the agent actually received (found by a chaos run). The digest runs
-    over the prompt's length and the choice's int32 sequence (`deltas.token_sequence`)."""
-    tokens = n_prompt.to_bytes(4, "little") + sequence.tobytes()
-    digest = hashlib.blake2b(tokens, digest_size=4).hexdigest()
-    return f"{call_id}-{digest}.{choice}"

@@ -123,7 +123,7 @@ class ProxyService:
     def _status(self) -> ResourceStatus:
         server = self.server
         versions = [e.version for e in server.engines] or [0]
-        figures = {"inflight": server._running, "queued": server._waiting,
+        figures = {"inflight": server.admission.running, "queued": server.admission.waiting,
                    "engines_routable": server.engines.routable_count, "sessions": len(server.sessions)}
         return resource_status(self.config.id, ResourceKind.PROXY, ResourceState.PAUSED if server.gate.paused else ResourceState.ACTIVE, ResourceKind.PROXY,
                                self.settings.team, self.settings.run, capability_tags=[ResourceKind.PROXY],

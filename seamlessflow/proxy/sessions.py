@@ -14,6 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from seamlessflow.core.routing import Profile, ProfileLearner
+from seamlessflow.proxy.capture import CallCapture
 
 
 class SessionOwnedByOtherTeam(Exception):
@@ -39,6 +40,12 @@ class SessionState:
     def observe(self, prompt_tokens: int, completion_tokens: int) -> None:
         if self.learner is not None:
             self.learner.observe(prompt_tokens, completion_tokens)
+
+    def recorded(self, events: int, capture: CallCapture) -> None:
+        """A call of this session was recorded: count its events, learn its shape, note its policy versions."""
+        self.events_published += events
+        self.observe(capture.prompt_tokens, capture.completion_tokens)
+        self.versions.update(v for choice in capture.choices for v in choice.versions)
 
     def __post_init__(self) -> None:
         self.idle.set()

@@ -61,6 +61,8 @@ class EngineProcess:
         argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
                 "--served-model-name", o.served_model_name, "--host", o.host, "--port", str(self.port),
                 "--max-model-len", str(o.max_model_len), "--dtype", o.dtype, "--seed", str(o.seed)]
+        if o.tool_call_parser:
+            argv += ["--enable-auto-tool-choice", "--tool-call-parser", o.tool_call_parser]
         if o.optimization_level is not None:
             argv.append(f"-O{o.optimization_level}")
         if o.release_mode == "sleep":

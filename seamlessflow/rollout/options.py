@@ -67,6 +67,10 @@ class RolloutOptions(BaseModel):
     # a (re)started engine behind the newest version waits this long for the trainer to stream it in, then
     # loads the version's files (HTTP or file://) when it has any
     transfer_wait_s: float = 20.0
+    # vLLM's tool-call parser for `tool_choice: auto` (--enable-auto-tool-choice --tool-call-parser): one that
+    # fits the model's chat template (`pythonic` for the tiny models, `hermes` for Qwen, ...); None: no parser
+    # (agents that send tools with `tool_choice: auto` then get vLLM's 400)
+    tool_call_parser: str | None = "pythonic"
     extra_args: list[str] = Field(default_factory=list)
     env: dict[str, str] = Field(default_factory=dict)
     workers: dict[str, WorkerSpec] = Field(default_factory=dict)

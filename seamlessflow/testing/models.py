@@ -6,12 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-CHAT_TEMPLATE = (
-    "{% for message in messages %}"
-    "{{ '<|im_start|>' + message['role'] + '\n' + (message['content'] or '') + '<|im_end|>' + '\n' }}"
-    "{% endfor %}"
-    "{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}"
-)
+from seamlessflow.chat_template import CHAT_TEMPLATE
 
 
 def build_random_tiny_model(out: Path, seed: int = 0) -> Path:

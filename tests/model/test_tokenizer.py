@@ -19,6 +19,22 @@ def test_message_without_content_renders_empty():
     assert text == "<|im_start|>assistant\n<|im_end|>\n"
 
 
+def test_tools_and_tool_calls_render_in_the_pythonic_form_the_engine_parser_reads():
+    """Offered tools are one JSON line each; an assistant's calls render as `[name(arg=value, ...)]` (vLLM hands
+    templates a call's arguments as a dict), so the model sees its own call again on the next turn."""
+    tokenizer = make_tokenizer()
+    calls = [{"id": "c1", "type": "function", "function": {"name": "add", "arguments": {"a": 1, "b": "x"}}},
+             {"id": "c2", "type": "function", "function": {"name": "now", "arguments": {}}}]
+    messages = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": None, "tool_calls": calls},
+                {"role": "tool", "tool_call_id": "c1", "content": "3"}]
+    tools = [{"type": "function", "function": {"name": "add", "parameters": {"type": "object"}}}]
+    text = tokenizer.apply_chat_template(messages, tools=tools, tokenize=False, add_generation_prompt=True)
+    assert text == ('<|im_start|>tools\n{"name": "add", "parameters": {"type": "object"}}\n<|im_end|>\n'
+                    "<|im_start|>user\nhi<|im_end|>\n"
+                    '<|im_start|>assistant\n[add(a=1, b="x"), now()]<|im_end|>\n'
+                    "<|im_start|>tool\n3<|im_end|>\n<|im_start|>assistant\n")
+
+
 def test_digits_are_one_token_each():
     tokenizer = make_tokenizer()
     tokens = tokenizer.convert_ids_to_tokens(tokenizer("123", add_special_tokens=False)["input_ids"])

@@ -1,6 +1,7 @@
 """The proxy's HTTP surface under generated and malformed requests, in front of a StubEngine (named stub).
 
-Proves: no 5xx and no crash; every 4xx is OpenAI-shaped JSON with a message; nothing is published on the
+Proves: no 5xx and no crash; every 4xx is JSON in its API's shape (OpenAI's, or Anthropic's on /v1/messages) with a
+message; nothing is published on the
 session-events topic for a rejected call (read back after the fuzzing and counted per session against
 the calls that were accepted); oversized bodies get 413; session-id abuse gets 4xx.
 """
@@ -92,7 +93,7 @@ class Ledger:
             self.ends[response.json()["session_id"]] += 1
             return
         if headers.get("content-type", "").startswith("text/event-stream"):
-            assert response.text.rstrip().endswith("data: [DONE]"), response.text[-300:]
+            assert stream_ended_well(path, response.text), response.text[-300:]
         self.calls[headers["x-session-id"]] += 1
 
     def assert_matches(self, settings, codec) -> None:
@@ -105,6 +106,14 @@ class Ledger:
                 ends[message.session_id] += 1
         assert calls == self.calls
         assert ends == self.ends
+
+
+def stream_ended_well(path: str, text: str) -> bool:
+    """A stream that ended as its API ends a success: [DONE], response.completed (or .incomplete), message_stop."""
+    if path.endswith("/completions"):
+        return text.rstrip().endswith("data: [DONE]")
+    last = [line for line in text.splitlines() if line.startswith("event: ")][-1]
+    return last in ("event: response.completed", "event: response.incomplete", "event: message_stop")
 
 
 @pytest.fixture
@@ -158,7 +167,8 @@ plausible = st.fixed_dictionaries({}, optional={
 def test_malformed_bytes_get_a_json_4xx_and_publish_nothing(threaded_proxy, settings, codec):
     """Bodies schemathesis does not make: truncated JSON, NaN, deep nesting, non-UTF-8 bytes."""
     root = threaded_proxy.root
-    paths = ["/v1/chat/completions", "/v1/completions", "/sessions/fz/v1/chat/completions", "/sessions/fz/end"]
+    paths = ["/v1/chat/completions", "/v1/completions", "/sessions/fz/v1/chat/completions", "/sessions/fz/end",
+             "/v1/responses", "/sessions/fz/v1/messages"]
     ledger = Ledger()
     raw = (plausible | values).map(lambda b: json.dumps(b).encode())
     mangled = raw.flatmap(lambda d: st.sampled_from([d, d[: max(1, len(d) // 2)], d.replace(b"1", b"NaN", 1)])) | st.binary(max_size=64) \

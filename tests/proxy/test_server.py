@@ -133,7 +133,7 @@ async def test_models_are_listed(proxy):
 
 def test_event_ids_keep_the_call_id_and_change_only_with_the_tokens():
     from seamlessflow.proxy.deltas import token_sequence
-    from seamlessflow.proxy.server import event_id
+    from seamlessflow.proxy.recording import event_id
 
     first = event_id("c1", 0, 2, token_sequence([1, 2], [3, 4]))
     assert first == event_id("c1", 0, 2, token_sequence([1, 2], [3, 4])) and first.startswith("c1-") and first.endswith(".0")

@@ -17,9 +17,9 @@ TOOLS = [{"type": "function", "function": {"name": "add", "description": "add tw
                                              "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}}}]
 
 
-async def direct(engine, messages, max_tokens):
-    """The engine's own greedy answer with token ids, bypassing the proxy."""
-    body = {"model": "tiny", "messages": messages, "max_tokens": max_tokens, "temperature": 0, "return_token_ids": True}
+async def direct(engine, messages, max_tokens, **extra):
+    """The engine's own greedy answer with token ids, bypassing the proxy (`extra`: tools, as the agent sent them)."""
+    body = {"model": "tiny", "messages": messages, "max_tokens": max_tokens, "temperature": 0, "return_token_ids": True, **extra}
     async with httpx.AsyncClient(timeout=60) as http:
         reply = (await http.post(engine.url + "/v1/chat/completions", json=body)).json()
     return reply["prompt_token_ids"], reply["choices"][0]["token_ids"], reply["choices"][0]["message"]["content"]
@@ -48,7 +48,7 @@ async def test_multi_turn_sessions_record_exactly_the_engine_tokens(vllm_engine,
     events = await session_events(settings, codec, "v1")
     assert len(events) == 4
     for event, (sent, text) in zip(events, shown, strict=False):
-        prompt_ids, completion_ids, engine_text = await direct(vllm_engine, sent, 12)
+        prompt_ids, completion_ids, engine_text = await direct(vllm_engine, sent, 12, tools=TOOLS, tool_choice="auto")
         assert event.prompt_ids == prompt_ids and event.completion_ids == completion_ids
         assert text == engine_text
         assert len(event.logprobs) == len(completion_ids) and all(lp <= 0 for lp in event.logprobs)

@@ -19,6 +19,16 @@ def test_engine_is_bound_to_its_cpus_or_gpu_and_serves_the_rl_endpoints(tmp_path
     assert engine.url == "http://127.0.0.1:8123"
 
 
+def test_engine_starts_with_the_configured_tool_call_parser_or_none(tmp_path):
+    def argv(**options) -> list[str]:
+        return EngineProcess(RolloutOptions(**options), WorkerSpec(port=8123), tmp_path / "e.log").argv(tmp_path)
+
+    default = argv()
+    assert "--enable-auto-tool-choice" in default and default[default.index("--tool-call-parser") + 1] == "pythonic"
+    assert argv(tool_call_parser="hermes")[default.index("--tool-call-parser") + 1] == "hermes"
+    assert "--enable-auto-tool-choice" not in argv(tool_call_parser=None)
+
+
 def test_token_rate_between_heartbeats_and_across_a_restart():
     rate = TokenRate()
     assert rate.update(100.0) == 0.0

@@ -1,0 +1,122 @@
+"""Recording: a finished call becomes one `TokenIO` per choice on the session-events topic, acknowledged by Kafka.
+
+One path for every front door (Chat Completions, Completions, Responses, Messages): each hands over a
+`CallResult` (what the engine saw and generated, whatever API the agent spoke) and gets the published events
+back, or a 503 when Kafka did not confirm them. Only acknowledged records become prompt-delta bases
+(`deltas.py`) and count in the session's statistics.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+from dataclasses import dataclass
+
+import numpy as np
+
+from seamlessflow.avro import CodecError
+from seamlessflow.messages import TokenIO, now_ms
+from seamlessflow.proxy.capture import CallCapture, ChoiceCapture
+from seamlessflow.proxy.deltas import PromptBases, token_sequence
+from seamlessflow.proxy.errors import ProxyError
+from seamlessflow.proxy.metrics import ProxyMetrics
+from seamlessflow.proxy.publisher import EventPublisher, PublishFailed
+from seamlessflow.proxy.sessions import SessionTable
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class CallIdentity:
+    """Whose call it is: the session it belongs to, the team that owns the session, and the call's own id."""
+
+    session_id: str
+    team: str
+    call_id: str
+
+
+@dataclass(frozen=True)
+class CallResult:
+    """One finished call: who made it, the tokens per choice, which engines generated them and how long it took."""
+
+    who: CallIdentity
+    capture: CallCapture
+    engine_ids: tuple[str, ...]
+    timings_ms: tuple[float, float, float]  # queued, first token, total
+
+
+class Recorder:
+    """Publishes calls' token events (and episode ends) keyed by session, so their order on the topic holds."""
+
+    def __init__(self, publisher: EventPublisher, topic: str, run: str, sessions: SessionTable, bases: PromptBases,
+                 metrics: ProxyMetrics, delivery_timeout_s: float, retry_after_s: int, prompt_deltas: bool):
+        self.publisher, self.topic, self.run = publisher, topic, run
+        self.sessions, self.bases, self.metrics = sessions, bases, metrics
+        self.delivery_timeout_s, self.retry_after_s = delivery_timeout_s, retry_after_s
+        self.prompt_deltas = prompt_deltas
+
+    async def record(self, result: CallResult) -> list[TokenIO]:
+        """Publishes one TokenIO per choice and waits for Kafka's acknowledgement (else 503); then the
+        choices' sequences become bases for the session's next prompts."""
+        pairs = [self._event(result, choice) for choice in result.capture.choices]
+        events = [event for event, _ in pairs]
+        await self.publish(events, result.who.session_id)
+        if self.prompt_deltas:
+            for event, sequence in pairs:
+                self.bases.remember(result.who.session_id, event.event_id, sequence)
+        state = self.sessions.get(result.who.session_id)
+        if state is not None:
+            state.recorded(len(events), result.capture)
+        return events
+
+    def _event(self, result: CallResult, choice: ChoiceCapture) -> tuple[TokenIO, np.ndarray]:
+        sequence, n_prompt = token_sequence(choice.prompt_ids, choice.completion_ids), len(choice.prompt_ids)
+        who = result.who
+        base = self.bases.base_for(who.session_id, sequence[:n_prompt]) if self.prompt_deltas else None
+        queue_ms, first_ms, total_ms = result.timings_ms
+        event = TokenIO(
+            event_id=event_id(who.call_id, choice.index, n_prompt, sequence),
+            session_id=who.session_id,
+            team=who.team,
+            run=self.run,
+            call_id=who.call_id,
+            engine_id=result.engine_ids[0] if result.engine_ids else "",
+            choice_index=choice.index,
+            prompt_ids=choice.prompt_ids[base[1]:] if base else choice.prompt_ids,
+            completion_ids=choice.completion_ids,
+            logprobs=choice.logprobs,
+            versions=choice.versions,
+            finish_reason=choice.finish_reason or "unknown",
+            queue_ms=queue_ms,
+            first_token_ms=first_ms,
+            total_ms=total_ms,
+            created_at_ms=now_ms(),
+            prompt_base_id=base[0] if base else None,
+            prompt_base_tokens=base[1] if base else 0,
+        )
+        return event, sequence
+
+    async def publish(self, events: list, key: str) -> None:
+        """Publishes and waits for every acknowledgement; a 503 the agent may retry when any is missing."""
+        try:
+            futures = [self.publisher.publish(self.topic, key, event) for event in events]
+            async with asyncio.timeout(self.delivery_timeout_s):
+                await asyncio.gather(*futures)
+        except (TimeoutError, PublishFailed, CodecError) as exc:
+            self.metrics.events.labels("failed").inc(len(events))
+            log.error("events for session %s not recorded: %s", key, exc)
+            raise ProxyError(503, "the call's token events could not be recorded; retry", retry_after=self.retry_after_s) from None
+        self.metrics.events.labels("produced").inc(len(events))
+
+
+def event_id(call_id: str, choice: int, n_prompt: int, sequence: np.ndarray) -> str:
+    """`<call_id>-<tokens digest>.<choice>`. A client retry under the same Idempotency-Key keeps the call id
+    (recognisable downstream), and a copy of the same record keeps the whole id (de-duplicated). But when the
+    first attempt was recorded and its reply lost (the proxy died between Kafka's acknowledgement and the
+    reply), the retry generates anew: different tokens, so a different id, and both are kept (a fork) instead
+    of the first shadowing the tokens the agent actually received (found by a chaos run). The digest runs
+    over the prompt's length and the choice's int32 sequence (`deltas.token_sequence`)."""
+    tokens = n_prompt.to_bytes(4, "little") + sequence.tobytes()
+    digest = hashlib.blake2b(tokens, digest_size=4).hexdigest()
+    return f"{call_id}-{digest}.{choice}"
