@@ -74,10 +74,6 @@ class PipelineState:
     def batch_ready(self) -> bool:
         return self.buffered >= self.batch_threshold
 
-    @property
-    def next_version(self) -> int:
-        return self.current_version + 1
-
     def seconds_to_batch(self) -> float:
         """Expected wait until the buffer holds a batch, at the measured rate."""
         missing = self.batch_threshold - self.buffered
