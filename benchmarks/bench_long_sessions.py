@@ -191,7 +191,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-long-"))
     broker = LocalBroker(work / "broker").start()
     engine_port = free_port()
-    engine = start([sys.executable, "-m", "seamlessflow.testing.stub_engine", str(engine_port), "0"], work / "stub.log")
+    engine = start([sys.executable, "-m", "seamlessflow.loadtest.stub_engine", str(engine_port), "0"], work / "stub.log")
     try:
         wait_http(f"http://127.0.0.1:{engine_port}/health")
         url = f"http://127.0.0.1:{engine_port}"

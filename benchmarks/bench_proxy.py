@@ -119,7 +119,7 @@ def main() -> None:
         client = broker.client_settings.with_overrides(topic_prefix="bench", team_keys={"bench": KEY})
         ensure_topics(client)
         engine_port = free_port()
-        procs.append(start([sys.executable, "-m", "seamlessflow.testing.stub_engine", str(engine_port), str(args.token_delay_ms)], work / "stub.log"))
+        procs.append(start([sys.executable, "-m", "seamlessflow.loadtest.stub_engine", str(engine_port), str(args.token_delay_ms)], work / "stub.log"))
         engine = f"http://127.0.0.1:{engine_port}"
         wait_http(engine + "/health")
         print(f"StubEngine (fake): {args.tokens} tokens x {args.token_delay_ms} ms per call; {args.seconds:.0f} s per run; chat; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")

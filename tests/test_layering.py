@@ -8,8 +8,9 @@ The rules:
 - the core imports nothing of ours outside `seamlessflow.core`;
 - nothing outside `seamlessflow/cli` imports the CLI, but the two entry points that are the CLI;
 - nothing in `seamlessflow/`, `services/` or `benchmarks/` imports `tests` (shared fakes live in
-  `seamlessflow/testing`), nor starts one of its modules with `python -m tests...`;
-- the running system (`seamlessflow/` and `services/`) never imports those fakes;
+  `seamlessflow/testing`), nor names one of its modules to run (`python -m tests...`, `tests.x:fn`);
+- the running system (`seamlessflow/` and `services/`) never imports those fakes nor names them to run
+  (`python -m seamlessflow.testing...`): a stand-in a shipped command starts lives in `seamlessflow/loadtest`;
 - only `seamlessflow/kafka/` imports the Kafka client libraries.
 """
 
@@ -28,7 +29,10 @@ CLI_ENTRY_POINTS = {
     "seamlessflow/__main__.py": "`python -m seamlessflow` is the CLI",
     "services/agents/__main__.py": "the agent service is `seamlessflow agent run` with the service options",
 }
-TEST_MODULE_NAME = re.compile(r"^tests(\.\w+)+$")
+# a module named as a string: `-m NAME` in an argv list, or `NAME:FUNCTION` as a loadable reference
+MODULE_STRING = r"(\.\w+)+(:\w+)?$"
+TEST_MODULE_NAME = re.compile(r"^tests" + MODULE_STRING)
+FAKE_MODULE_NAME = re.compile(r"^seamlessflow\.testing" + MODULE_STRING)
 
 
 @functools.cache
@@ -59,10 +63,12 @@ def imported_names(path: Path, root: Path = ROOT) -> Iterator[tuple[int, str]]:
                 yield node.lineno, f"{base}.{alias.name}"
 
 
-def names_of_test_modules(path: Path, root: Path = ROOT) -> Iterator[tuple[int, str]]:
-    """String constants that name a test module, as in `[sys.executable, "-m", "tests.proxy.stub"]`."""
+def named_modules(path: Path, pattern: re.Pattern[str] = TEST_MODULE_NAME,
+                  root: Path = ROOT) -> Iterator[tuple[int, str]]:
+    """String constants that name a module matching `pattern`, as in `[sys.executable, "-m", "tests.proxy.stub"]`
+    or `"tests.agents.fns:solve"`: what a file runs rather than imports."""
     for node in ast.walk(syntax_tree(path)):
-        if isinstance(node, ast.Constant) and isinstance(node.value, str) and TEST_MODULE_NAME.match(node.value):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and pattern.match(node.value):
             yield node.lineno, node.value
 
 
@@ -96,13 +102,16 @@ def test_only_the_cli_and_its_entry_points_import_the_cli():
 def test_nothing_shipped_imports_or_runs_the_tests():
     files = python_files(*SHIPPED)
     bad = violations(files, lambda name: within(name, "tests"))
-    bad += [f"{p.relative_to(ROOT)}:{line} names {name}" for p in files for line, name in names_of_test_modules(p)]
+    bad += [f"{p.relative_to(ROOT)}:{line} names {name}" for p in files for line, name in named_modules(p)]
     assert bad == []
 
 
-def test_the_running_system_imports_no_test_fake():
+def test_the_running_system_neither_imports_nor_runs_a_test_fake():
     files = [p for p in python_files("seamlessflow", "services") if not within(module_name(p), "seamlessflow.testing")]
-    assert violations(files, lambda name: within(name, "seamlessflow.testing")) == []
+    bad = violations(files, lambda name: within(name, "seamlessflow.testing"))
+    bad += [f"{p.relative_to(ROOT)}:{line} names {name}"
+            for p in files for line, name in named_modules(p, FAKE_MODULE_NAME)]
+    assert bad == []
 
 
 def test_only_the_kafka_layer_imports_a_kafka_client():
@@ -124,10 +133,12 @@ def test_the_rules_see_every_form_of_import(tmp_path):
     bad = pkg / "bad.py"
     bad.write_text("import os\nfrom .. import cli\nfrom . import prefix_tree\n"
                    "def f():\n    import tests.samples\n    from confluent_kafka import Consumer\n"
-                   "    return ['-m', 'tests.proxy.helpers', 'tests are fine as words']\n")
+                   "    return ['-m', 'tests.proxy.helpers', 'tests are fine as words', 'tests.agents.fns:solve',\n"
+                   "            '-m', 'seamlessflow.testing.fake', 'seamlessflow.testing is a word too']\n")
     names = {name for _, name in imported_names(bad, tmp_path)}
     assert {"os", "seamlessflow.cli", "seamlessflow.core.prefix_tree", "tests.samples",
             "confluent_kafka.Consumer"} <= names
     assert violations([bad], lambda n: within(n, "seamlessflow") and not within(n, "seamlessflow.core"),
                       tmp_path) == ["seamlessflow/core/bad.py:2 imports seamlessflow.cli"]
-    assert [name for _, name in names_of_test_modules(bad, tmp_path)] == ["tests.proxy.helpers"]
+    assert [name for _, name in named_modules(bad, root=tmp_path)] == ["tests.proxy.helpers", "tests.agents.fns:solve"]
+    assert [name for _, name in named_modules(bad, FAKE_MODULE_NAME, tmp_path)] == ["seamlessflow.testing.fake"]

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
+from seamlessflow.loadtest.stub_engine import StubEngine
 from seamlessflow.proxy import ProxyConfig, ProxyService
 from seamlessflow.teams import TeamKeys
-from seamlessflow.testing.stub_engine import StubEngine
 
 KEYS = {"alpha": "key-alpha", "beta": "key-beta"}
 

@@ -30,11 +30,11 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from seamlessflow.kafka.io import read_messages
+from seamlessflow.loadtest.stub_engine import StubBehaviour, StubEngine
 from seamlessflow.messages import EpisodeEnd, TokenIO
 from seamlessflow.proxy import ProxyConfig, ProxyService
 from seamlessflow.proxy.openapi import openapi_document
 from seamlessflow.teams import TeamKeys
-from seamlessflow.testing.stub_engine import StubBehaviour, StubEngine
 from seamlessflow.topics import Topics
 from tests.proxy.conftest import KEYS
 

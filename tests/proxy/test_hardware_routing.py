@@ -13,8 +13,8 @@ import openai
 import pytest
 
 from seamlessflow.kafka.io import MessageProducer
+from seamlessflow.loadtest.stub_engine import StubEngine
 from seamlessflow.messages import ResourceStatus, new_id, now_ms
-from seamlessflow.testing.stub_engine import StubEngine
 from seamlessflow.topics import Topics
 from tests.proxy.helpers import session_events, until
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from seamlessflow.loadtest.stub_engine import token_at
 from seamlessflow.messages import new_id, now_ms
-from seamlessflow.testing.stub_engine import token_at
 from tests.proxy.helpers import acks, client, send_command, session_events, until
 
 
@@ -74,8 +74,8 @@ async def test_calls_on_an_engine_switched_to_train_move_to_another_engine(proxy
     """Preemption: the scheduler switches a {rollout, train} resource to train while a call generates on it;
     the call continues on the remaining engine, and the agent gets one whole answer."""
     from seamlessflow.kafka.io import MessageProducer
+    from seamlessflow.loadtest.stub_engine import StubEngine
     from seamlessflow.messages import ResourceStatus
-    from seamlessflow.testing.stub_engine import StubEngine
     from seamlessflow.topics import Topics
 
     flexible, steady = await StubEngine().start(), await StubEngine().start()

@@ -8,9 +8,9 @@ import httpx
 import openai
 import pytest
 
+from seamlessflow.loadtest.stub_engine import StubEngine, token_at
 from seamlessflow.proxy import ProxyConfig, ProxyService
 from seamlessflow.teams import TeamKeys
-from seamlessflow.testing.stub_engine import StubEngine, token_at
 from tests.proxy.conftest import KEYS
 from tests.proxy.helpers import client, session_events, until
 

@@ -9,8 +9,8 @@ import openai
 import pytest
 
 from seamlessflow.kafka.io import read_messages
+from seamlessflow.loadtest.stub_engine import LOGPROB, token_at
 from seamlessflow.messages import EpisodeEnd, TokenIO
-from seamlessflow.testing.stub_engine import LOGPROB, token_at
 from seamlessflow.topics import Topics
 
 

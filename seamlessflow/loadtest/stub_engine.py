@@ -1,4 +1,4 @@
-"""StubEngine: a fake vLLM OpenAI server for proxy unit tests and the overhead benchmark. Not an engine.
+"""StubEngine: a fake vLLM OpenAI server for proxy tests, chaos and load runs and the overhead benchmark. Not an engine.
 
 It speaks the subset of vLLM's API the proxy uses (chat and completions, streaming or not, with
 `return_token_ids` and logprobs; `/health`; `/v1/models`) and generates no language: the token at
@@ -197,7 +197,7 @@ class _Stream:
 
 
 def main() -> None:
-    """`python -m seamlessflow.testing.stub_engine PORT TOKEN_DELAY_MS`: a StubEngine process (for the benchmark)."""
+    """`python -m seamlessflow.loadtest.stub_engine PORT TOKEN_DELAY_MS`: a StubEngine process (for the benchmark)."""
     import sys
 
     async def serve() -> None:
