@@ -2,8 +2,8 @@
 
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.status_rows import resource_rows, trainer_version
+from seamlessflow.testing.status_records import status
 from seamlessflow.topics import Topics
-from tests.scheduler.records import status
 
 
 def test_latest_status_per_resource(settings, codec):

@@ -2,13 +2,13 @@
 run, poison skipped without a letter (a viewer files none)."""
 
 import dataclasses
-import time
 
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.status_watch import ResourceWatcher
+from seamlessflow.testing.poison import letters, produce_raw
+from seamlessflow.testing.samples import SAMPLES
+from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
-from tests.poison import letters, produce_raw
-from tests.samples import SAMPLES
 
 STATUS = SAMPLES[5]
 
@@ -24,9 +24,10 @@ def test_newest_heartbeat_per_resource_of_this_run_and_poison_skipped(settings, 
     producer.send(topic, "gpu-9", dataclasses.replace(mine, resource_id="gpu-9", run="another-run"))
     producer.flush()
     watcher = ResourceWatcher(settings)
-    rows, deadline = [], time.monotonic() + 20
-    while time.monotonic() < deadline and not (rows and rows[0]["state"] == "active"):
+    def once_active() -> list[dict] | None:
         rows = watcher.rows()
-        time.sleep(0.1)
+        return rows if rows and rows[0]["state"] == "active" else None
+
+    rows = wait_until(once_active, 20, "an active row")
     assert [(row["id"], row["state"]) for row in rows] == [("gpu-0", "active")]
     assert letters(settings, codec, "reader") == []

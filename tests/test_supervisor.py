@@ -6,6 +6,7 @@ import sys
 import time
 
 from seamlessflow.supervisor import ServiceSpec, Supervisor, pid_alive
+from seamlessflow.testing.waiting import wait_until
 
 # A service that starts a helper in its own session (as a rollout worker starts vLLM) and records its pid.
 SPAWNER = """
@@ -16,26 +17,17 @@ time.sleep(600)
 """
 
 
-def _wait(predicate, timeout_s=20.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def test_orphaned_grandchild_in_its_own_session_is_stopped(tmp_path):
     sup = Supervisor(tmp_path / "run", tmp_path / "logs", grace_s=2)
     pid_file = tmp_path / "child.pid"
     sup.start(ServiceSpec("spawner", [sys.executable, "-c", SPAWNER, str(pid_file)]))
-    assert _wait(lambda: pid_file.exists() and pid_file.read_text())
+    wait_until(lambda: pid_file.exists() and pid_file.read_text(), 20, "the spawner to write its child's pid")
     grandchild = int(pid_file.read_text())
     os.kill(sup.states["spawner"].pid, signal.SIGKILL)  # the service dies; its helper is orphaned
     time.sleep(0.5)
     assert pid_alive(grandchild)
     sup.stop_all()
-    assert _wait(lambda: not pid_alive(grandchild), 10), "an orphaned grandchild survived stop_all"
+    wait_until(lambda: not pid_alive(grandchild), 10, "stop_all to stop the orphaned grandchild")
 
 
 def test_crashed_service_is_restarted_with_backoff(tmp_path):
@@ -48,7 +40,7 @@ def test_crashed_service_is_restarted_with_backoff(tmp_path):
         sup.check()
         return sup.states["sleeper"].restarts == 1 and sup.states["sleeper"].pid != first
     try:
-        assert _wait(restarted, 10)
+        wait_until(restarted, 10, "the crashed service to be restarted")
         assert sup.states["sleeper"].state == "running"
         second = sup.states["sleeper"].pid
     finally:

@@ -17,9 +17,10 @@ from seamlessflow.messages import EpisodeEnd, TokenIO
 from seamlessflow.proxy import ProxyConfig, ProxyService
 from seamlessflow.teams import TeamKeys
 from seamlessflow.testing.assembler_harness import AssemblerProcess
+from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
 from services.agents.examples import code_tests, demo_tasks, history_rewrite, single_turn, tool_use
-from tests.agents.test_worker import Running, wait_for
+from tests.agents.test_worker import Running
 
 pytestmark = pytest.mark.slow
 KEYS = {"red": "key-red", "blue": "key-blue"}
@@ -66,7 +67,7 @@ def test_two_teams_share_one_tasks_topic(settings, codec, proxy):
     red, blue = (start(settings, codec, single_turn.agent, team, proxy) for team in ("red", "blue"))
     tasks = demo_tasks.arithmetic("arith", 3, group_size=2)
     publish_tasks(settings, codec, tasks)
-    wait_for(lambda: red.worker.stats.tasks_done == 3 and blue.worker.stats.tasks_done == 3, 300)
+    wait_until(lambda: red.worker.stats.tasks_done == 3 and blue.worker.stats.tasks_done == 3, 300)
     red.stop(), blue.stop()
     events = session_events(settings, codec)
     ends = [e for e in events if isinstance(e, EpisodeEnd)]
@@ -89,7 +90,7 @@ def test_four_example_agents_then_assembler_then_replay_check(settings, codec, p
         tasks = [t for kind in ("arith", "tool", "rewrite") for t in demo_tasks.arithmetic(kind, 2)]
         tasks += demo_tasks.coding(with_hanging_setup=True)
         publish_tasks(settings, codec, tasks)
-        wait_for(lambda: all(w.worker.stats.tasks_done == 2 for w in workers), 400)
+        wait_until(lambda: all(w.worker.stats.tasks_done == 2 for w in workers), 400)
         stats = [w.stop() for w in workers]
         assert all(s.sessions == {"done": 4} for s in stats), stats
         ends = {e.session_id: e for e in session_events(settings, codec) if isinstance(e, EpisodeEnd)}
@@ -111,12 +112,9 @@ def test_four_example_agents_then_assembler_then_replay_check(settings, codec, p
 
 
 def _wait_trajectories(settings, codec, session_ids, assembler, timeout_s=180):
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    while True:
+    def every_session() -> list | None:
         found = [r.message for r in read_topic(settings, Topics(settings).trajectories, codec)]
-        if {t.session_id for t in found} >= session_ids or time.monotonic() > deadline:
-            return found
-        assert assembler.proc.poll() is None, assembler.log()
-        time.sleep(1)
+        return found if {t.session_id for t in found} >= session_ids else None
+
+    return wait_until(every_session, timeout_s, lambda: f"every session's trajectories:\n{assembler.log()}",
+                      every_s=1, alive=[assembler.running])

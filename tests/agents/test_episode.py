@@ -9,7 +9,7 @@ from seamlessflow.agents.loader import load_agent
 from seamlessflow.agents.proxy import session_base_url
 from seamlessflow.agents.settings import AgentSettings
 from seamlessflow.messages import Task
-from tests.samples import SAMPLES
+from seamlessflow.testing.samples import SAMPLES
 
 
 def test_reward_or_reward_and_info():

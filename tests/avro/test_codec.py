@@ -8,7 +8,7 @@ from seamlessflow.avro.registry import local_schema_id
 from seamlessflow.avro.schema import avro_schema_of
 from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.messages import CommandAck, EpisodeEnd, ResourceStatus
-from tests.samples import SAMPLES
+from seamlessflow.testing.samples import SAMPLES
 
 
 @pytest.mark.parametrize("message", SAMPLES, ids=lambda m: type(m).__name__)

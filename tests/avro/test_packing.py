@@ -12,7 +12,7 @@ from seamlessflow.avro import Codec, CodecError, LocalRegistry
 from seamlessflow.avro.packing import packed_fields
 from seamlessflow.avro.schema import avro_schema_of
 from seamlessflow.messages import TokenIO, Trajectory
-from tests.samples import SAMPLES, encode_before_packing, previous_schema
+from seamlessflow.testing.samples import SAMPLES, encode_before_packing, previous_schema
 
 TOKEN_IO, _, TRAJECTORY = SAMPLES[:3]
 V1 = {cls.__name__: previous_schema(cls, 1) for cls in (TokenIO, Trajectory)}  # before packing

@@ -7,7 +7,7 @@ import fastavro
 
 from seamlessflow.avro.schema import avro_schema_of
 from seamlessflow.messages import TokenIO
-from tests.samples import SAMPLES, encode_before_prompt_deltas, previous_schema
+from seamlessflow.testing.samples import SAMPLES, encode_before_prompt_deltas, previous_schema
 
 TOKEN_IO = SAMPLES[0]
 DELTA = dataclasses.replace(TOKEN_IO, event_id="c2.0", prompt_ids=[9], prompt_base_id="c1.0", prompt_base_tokens=5)

@@ -6,8 +6,6 @@ import dataclasses
 import json
 import os
 import signal
-import subprocess
-import sys
 import time
 
 import pytest
@@ -16,15 +14,17 @@ from confluent_kafka import Consumer, KafkaError
 from seamlessflow.config import Settings
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.ports import free_port_block
+from seamlessflow.testing.cli import run_cli
+from seamlessflow.testing.samples import SAMPLES
+from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
-from tests.samples import SAMPLES
 
 N = 500
 
 
 def sf(data_dir, port, *args):
-    cmd = [sys.executable, "-m", "seamlessflow", "--data-dir", str(data_dir), "--broker-port", str(port), *args]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    """The CLI as a user runs it, which must succeed; its output."""
+    done = run_cli(data_dir, port, *args, timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
 
@@ -99,11 +99,9 @@ def test_assembled_trajectories_replay_bit_exact_after_down_and_up(tmp_path, cod
         proc = AssemblerProcess(settings, tmp_path).start()
         try:
             publish(settings, codec, as_records(sessions, random.Random(1)))
-            deadline = time.monotonic() + 120
             expected = len(expected_trajectories(sessions))
-            while len(independent_read(settings.kafka_bootstrap, Topics(settings).trajectories)) < expected:
-                assert time.monotonic() < deadline, proc.log()
-                time.sleep(0.5)
+            wait_until(lambda: len(independent_read(settings.kafka_bootstrap, Topics(settings).trajectories)) >= expected,
+                       120, lambda: f"{expected} trajectories; the assembler's log:\n{proc.log()}", every_s=0.5)
         finally:
             proc.stop()
         sf(tmp_path, port, "down")

@@ -3,9 +3,9 @@
 import time
 
 from seamlessflow.dashboard.state import DashboardState
+from seamlessflow.testing.dashboard_records import sessions, switching_rollout
 from seamlessflow.tracking.follow import Incoming
 from seamlessflow.tracking.points import eval_result
-from tests.dashboard.records import sessions, switching_rollout
 from tests.tracking.records import eval_json, trainer_status, weights
 
 

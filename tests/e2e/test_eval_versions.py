@@ -24,6 +24,9 @@ from seamlessflow.messages import EvalResult, Trajectory
 from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
 from seamlessflow.scheduler.service import SchedulerService
 from seamlessflow.testing.assembler_harness import AssemblerProcess
+from seamlessflow.testing.scheduler_fakes import RunningService
+from seamlessflow.testing.tensorboard_events import scalars
+from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
 from seamlessflow.tracking.sink import MetricsSink, default_logdir
 from seamlessflow.trainer.config import TrainerConfig
@@ -31,10 +34,8 @@ from seamlessflow.trainer.loop import Trainer
 from services.agents.examples import single_turn
 from tests.agents.test_end_to_end import ProxyThread
 from tests.agents.test_worker import Running
-from tests.e2e.test_multiplexed_loop import _start_proxy, rollout_process, wait
+from tests.e2e.test_multiplexed_loop import _start_proxy, rollout_process
 from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
-from tests.scheduler.fakes import RunningService
-from tests.tracking.events import scalars
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 GROUP_SIZE = 2
@@ -78,7 +79,8 @@ def test_eval_passes_are_published_per_version_and_never_trained(settings, codec
         _start_proxy(proxy, settings, tmp_path)
         trainer_thread.start()
         assembler.start()
-        wait(lambda: proxy.service.server.engines.routable_count == 1, 600, "the engine routable", procs)
+        wait_until(lambda: proxy.service.server.engines.routable_count == 1, 600, "the engine routable", every_s=0.5,
+                   alive=procs)
         proxy_url = proxy.service.base_url.removesuffix("/v1")
         agents = Running(AgentWorker(settings, codec, single_turn.agent, settings.team, "key-default",
                                      AgentSettings(proxy_url=proxy_url, pool="p", concurrency=4,
@@ -91,8 +93,8 @@ def test_eval_passes_are_published_per_version_and_never_trained(settings, codec
                                    batch_threshold=GROUP_SIZE, heartbeat_timeout_s=120)
         scheduler = RunningService(SchedulerService(settings, options,
                                                     ManagerOptions(group_size=GROUP_SIZE, max_in_flight=2), codec))
-        wait(lambda: len({r.version for r in evaluator.service.published}) >= 2, 600, "eval of two versions",
-             procs, every_s=2)
+        wait_until(lambda: len({r.version for r in evaluator.service.published}) >= 2, 600, "eval of two versions",
+                   every_s=2, alive=procs)
     finally:
         # callers first, the scheduler last: it must still resume a proxy it paused for a weight update, or
         # the calls waiting at the proxy's gate keep its stop from finishing
@@ -113,7 +115,8 @@ def test_eval_passes_are_published_per_version_and_never_trained(settings, codec
 
     results = [r for r in read_messages(settings, topics.eval, codec) if isinstance(r, EvalResult)]
     try:  # the sink reads as the run goes; it may still be a poll behind the last records
-        wait(lambda: eval_points_written(default_logdir(settings), len(results)), 60, "the sink's event files")
+        wait_until(lambda: eval_points_written(default_logdir(settings), len(results)), 60, "the sink's event files",
+               every_s=0.5)
     finally:
         sink.close()
     assert len({r.version for r in results}) >= 2, results

@@ -12,7 +12,6 @@ from __future__ import annotations
 import subprocess
 import sys
 import threading
-import time
 
 import pytest
 
@@ -24,6 +23,8 @@ from seamlessflow.scheduler.reading import messages_until
 from seamlessflow.scheduler.service import SchedulerService
 from seamlessflow.scheduler.timeline import intervals_from_records, kind_of
 from seamlessflow.testing.assembler_harness import AssemblerProcess
+from seamlessflow.testing.scheduler_fakes import RunningService
+from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.config import TrainerConfig
 from seamlessflow.trainer.loop import Trainer
@@ -31,7 +32,6 @@ from services.agents.examples import single_turn
 from tests.agents.test_end_to_end import ProxyThread
 from tests.agents.test_worker import Running
 from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
-from tests.scheduler.fakes import RunningService
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 GROUP_SIZE = 2
@@ -41,15 +41,6 @@ def rollout_process(config, resource_id, log_path):
     with open(log_path, "ab") as log:
         return subprocess.Popen([sys.executable, "-m", "services.rollout", "--config", str(config),
                                  "--resource-id", resource_id], stdout=log, stderr=log, start_new_session=True)
-
-
-def wait(condition, timeout_s, what, procs=(), every_s=0.5):
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        for proc in procs:
-            assert proc.poll() is None, f"a process exited while waiting for {what}"
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        time.sleep(every_s)
 
 
 def test_multiplexed_loop_trains_updates_engines_and_loses_no_session(settings, codec, vllm_model_dir, tmp_path):
@@ -72,7 +63,8 @@ def test_multiplexed_loop_trains_updates_engines_and_loses_no_session(settings, 
         _start_proxy(proxy, settings, tmp_path)
         trainer_thread.start()
         assembler.start()
-        wait(lambda: proxy.service.server.engines.routable_count == 2, 600, "two engines routable", procs)
+        wait_until(lambda: proxy.service.server.engines.routable_count == 2, 600, "two engines routable", every_s=0.5,
+                   alive=procs)
         agents = Running(AgentWorker(settings, codec, single_turn.agent, settings.team, "key-default",
                                      AgentSettings(proxy_url=proxy.service.base_url.removesuffix("/v1"), pool="p",
                                                    concurrency=4, request_timeout_s=300)))
@@ -85,12 +77,12 @@ def test_multiplexed_loop_trains_updates_engines_and_loses_no_session(settings, 
         # carry signal) and the flexible engine was lent to training once (the policy sees a ready batch only
         # when a trainer heartbeat catches one buffered, which a fast first step can outrun), then the run
         # drains: every group published must come back
-        wait(lambda: max(_labels(settings, codec), default=0) >= 1 and _lent_to_training(settings, codec), 900,
-             "tokens from updated weights and rollout-1 on train", procs, every_s=3)
+        wait_until(lambda: max(_labels(settings, codec), default=0) >= 1 and _lent_to_training(settings, codec), 900,
+                   "tokens from updated weights and rollout-1 on train", every_s=3, alive=procs)
         m.drain()
-        wait(lambda: m.finished + m.lost == m.published, 300, "all groups finished", procs)
-        wait(lambda: all(_latest(settings, codec).get(rid, 0) >= 1 for rid in ("rollout-0", "rollout-1")), 300,
-             "both engines on v1", procs)
+        wait_until(lambda: m.finished + m.lost == m.published, 300, "all groups finished", every_s=0.5, alive=procs)
+        wait_until(lambda: all(_latest(settings, codec).get(rid, 0) >= 1 for rid in ("rollout-0", "rollout-1")), 300,
+                   "both engines on v1", every_s=0.5, alive=procs)
     finally:
         if scheduler is not None:
             scheduler.close()

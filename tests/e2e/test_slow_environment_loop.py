@@ -17,10 +17,10 @@ from seamlessflow.kafka.io import MessageProducer, read_messages
 from seamlessflow.messages import Task
 from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
 from seamlessflow.scheduler.service import SchedulerService
+from seamlessflow.testing.scheduler_fakes import FakeResource, RunningService, wait_until
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.config import TrainerConfig
 from seamlessflow.trainer.loop import Trainer
-from tests.scheduler.fakes import FakeResource, RunningService, wait_until
 from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
 from tests.trainer.helpers import trajectory
 

@@ -11,9 +11,9 @@ from seamlessflow.kafka.group import GroupMember
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.offsets import OffsetTracker
 from seamlessflow.kafka.subscriber import Subscriber
+from seamlessflow.testing.poison import assert_dead_lettered, letters, produce_poison, produce_raw
+from seamlessflow.testing.samples import SAMPLES
 from seamlessflow.topics import Topics
-from tests.poison import assert_dead_lettered, letters, produce_poison, produce_raw
-from tests.samples import SAMPLES
 
 COMMAND, TASK = SAMPLES[4], SAMPLES[3]
 

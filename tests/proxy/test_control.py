@@ -8,10 +8,10 @@ import dataclasses
 
 from seamlessflow.kafka.io import MessageProducer, read_topic
 from seamlessflow.messages import CommandAck, ResourceStatus
+from seamlessflow.testing.poison import assert_dead_lettered, letters, produce_poison
+from seamlessflow.testing.samples import SAMPLES
 from seamlessflow.topics import Topics
-from tests.poison import assert_dead_lettered, letters, produce_poison
 from tests.proxy.helpers import send_command, until
-from tests.samples import SAMPLES
 
 STATUS = next(s for s in SAMPLES if isinstance(s, ResourceStatus))
 

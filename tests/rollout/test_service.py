@@ -9,8 +9,8 @@ from seamlessflow.kafka.io import MessageProducer, read_messages
 from seamlessflow.messages import CommandAck
 from seamlessflow.rollout.options import RolloutOptions
 from seamlessflow.rollout.service import RolloutService
+from seamlessflow.testing.poison import assert_dead_lettered, letters, produce_poison
 from seamlessflow.topics import Topics
-from tests.poison import assert_dead_lettered, letters, produce_poison
 from tests.rollout.test_worker import command, make_worker
 
 

@@ -4,12 +4,12 @@ and exits 0 on SIGTERM."""
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from seamlessflow.scheduler.health import scheduler_ready
 from seamlessflow.status_rows import resource_rows
+from seamlessflow.testing.waiting import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -23,13 +23,12 @@ def test_process_heartbeats_publishes_tasks_and_stops_on_sigterm(settings, tmp_p
     proc = subprocess.Popen([sys.executable, "-m", "services.scheduler", "--config", str(path)],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     try:
-        row = None
-        deadline = time.monotonic() + 60
-        while row is None or row["figures"].get("tasks_published") != 2.0:
-            assert proc.poll() is None, proc.stdout.read().decode()
-            assert time.monotonic() < deadline, "no scheduler heartbeat with 2 tasks published"
+        def two_published() -> dict | None:
             row = next((r for r in resource_rows(settings) if r["id"] == "scheduler"), None)
-            time.sleep(0.3)
+            return row if row is not None and row["figures"].get("tasks_published") == 2.0 else None
+
+        row = wait_until(two_published, 60, "a scheduler heartbeat with 2 tasks published", every_s=0.3,
+                         alive=[proc])
         assert (row["kind"], row["active_tag"], row["state"]) == ("scheduler", "colocated", "active")
         assert ready()
     finally:

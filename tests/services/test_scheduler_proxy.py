@@ -9,9 +9,9 @@ from seamlessflow.kafka.io import read_messages
 from seamlessflow.messages import CommandAck, ControlCommand
 from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
 from seamlessflow.scheduler.service import SchedulerService
+from seamlessflow.testing.scheduler_fakes import FakeResource, RunningService, publish_weights, wait_until
 from seamlessflow.topics import Topics
 from tests.proxy.conftest import proxy, proxy_factory, stub  # noqa: F401  (fixtures)
-from tests.scheduler.fakes import FakeResource, RunningService, publish_weights, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 

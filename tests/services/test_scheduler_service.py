@@ -11,10 +11,16 @@ from seamlessflow.messages import ControlCommand, ResourceStatus, WeightVersion
 from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
 from seamlessflow.scheduler.service import SchedulerService
 from seamlessflow.scheduler.timeline import intervals_from_records
+from seamlessflow.testing.poison import assert_dead_lettered, letters, produce_poison, produce_raw
+from seamlessflow.testing.samples import SAMPLES
+from seamlessflow.testing.scheduler_fakes import (
+    FakeResource,
+    RunningService,
+    publish_trajectories,
+    publish_weights,
+    wait_until,
+)
 from seamlessflow.topics import Topics
-from tests.poison import assert_dead_lettered, letters, produce_poison, produce_raw
-from tests.samples import SAMPLES
-from tests.scheduler.fakes import FakeResource, RunningService, publish_trajectories, publish_weights, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 

@@ -5,9 +5,9 @@ import threading
 import time
 
 from seamlessflow.config import Settings
+from seamlessflow.testing.tensorboard_events import scalars
 from seamlessflow.tracking.sink import MetricsSink, default_logdir, tracking_config
 from seamlessflow.tracking.trackers import Trackers, TrackingConfig
-from tests.tracking.events import scalars
 from tests.tracking.records import create_eval_topic, eval_json, publish_evals, publish_run
 
 

@@ -3,9 +3,9 @@ import time
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import ControlCommand
+from seamlessflow.testing.poison import assert_dead_lettered, letters, produce_poison
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.control import ControlListener, ControlState
-from tests.poison import assert_dead_lettered, letters, produce_poison
 
 
 def command(epoch, name="set_active", role=None):

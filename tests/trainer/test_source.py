@@ -10,10 +10,10 @@ from seamlessflow.avro import Codec
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import Trajectory
+from seamlessflow.testing.poison import assert_dead_lettered, letters, produce_poison
+from seamlessflow.testing.samples import SAMPLES, encode_before_packing
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.source import TrajectorySource
-from tests.poison import assert_dead_lettered, letters, produce_poison
-from tests.samples import SAMPLES, encode_before_packing
 
 TRAJECTORY = next(s for s in SAMPLES if isinstance(s, Trajectory))
 

@@ -5,7 +5,6 @@ CommandAck. What they *run* is fake; the protocol with the scheduler is the real
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 
 from seamlessflow.core.control import Capabilities, CommandKind, ControlProtocol, Outcome, Reply
@@ -13,6 +12,7 @@ from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus, Trajectory, WeightVersion, new_id, now_ms
 from seamlessflow.scheduler.service import SchedulerService
+from seamlessflow.testing import waiting
 from seamlessflow.topics import Topics
 
 
@@ -100,14 +100,15 @@ class FakeResource:
 
 def wait_until(condition: Callable[[], bool], fakes: list[FakeResource], timeout_s: float = 60.0) -> None:
     """Pump the fakes until `condition` holds (the timeout only guards against a hang)."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached; fakes: " + ", ".join(
-                f"{f.id}({f.active},{f.state},v{f.weight_version},e{f.epoch})" for f in fakes))
+    def holds_or_pump() -> bool:
+        if condition():
+            return True
         for fake in fakes:
             fake.pump()
-        time.sleep(0.05)
+        return False
+
+    waiting.wait_until(holds_or_pump, timeout_s, lambda: "the condition; fakes: " + ", ".join(
+        f"{f.id}({f.active},{f.state},v{f.weight_version},e{f.epoch})" for f in fakes), every_s=0.05)
 
 
 class RunningService:
