@@ -116,10 +116,12 @@ def test_the_running_system_neither_imports_nor_runs_a_test_fake():
 
 def test_only_the_kafka_layer_imports_a_kafka_client():
     """Shipped code reaches Kafka through seamlessflow/kafka/ alone; the tests of that layer and of the
-    broker itself, and tests that look at the cluster's own state (group descriptions, a Schema Registry
-    mock), may use the client directly."""
+    broker itself, tests that look at the cluster's own state (group descriptions, a Schema Registry
+    mock), and two test helpers that must share no code with the project's clients (a plain reader for the
+    durability tests, an external evaluator's producer) may use the client directly."""
     allowed = ("seamlessflow.kafka", "tests.kafka", "tests.broker", "tests.avro.test_codec",
-               "tests.services.test_trainer_ranks", "tests.rewards.test_worker_death", "tests.tracking.records",
+               "tests.services.test_trainer_ranks", "tests.rewards.test_worker_death",
+               "seamlessflow.testing.independent_reader", "seamlessflow.testing.tracking_records",
                "tests.test_layering", "tests.core.test_purity")
     files = [p for p in python_files(*SHIPPED, "tests") if not within(module_name(p), *allowed)]
     assert violations(files, lambda name: within(name, *KAFKA_CLIENTS)) == []

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -117,3 +118,20 @@ def wait_for(settings, codec, topic_attr: str, count: int, timeout_s: float, pro
 
     return wait_until(enough, timeout_s, lambda: f"{count} records on {topic}; the assembler's log:\n{proc.log()}",
                       every_s=0.5, alive=[proc.running])
+
+
+def as_records(sessions: dict[str, list[Call]], rng: random.Random, window: int = 6) -> list[tuple[str, object]]:
+    """Every session's events in order, then its end; at most `window` sessions interleaved at random."""
+    waiting: list[tuple[str, list[tuple[str, object]]]] = [
+        (sid, [(sid, token_io(sid, c)) for c in calls] + [(sid, episode_end(sid))]) for sid, calls in sessions.items()]
+    active: dict[str, list[tuple[str, object]]] = {}
+    out: list[tuple[str, object]] = []
+    while waiting or active:
+        while waiting and len(active) < window:
+            sid, queue = waiting.pop(0)
+            active[sid] = queue
+        sid = rng.choice(sorted(active))
+        out.append(active[sid].pop(0))
+        if not active[sid]:
+            del active[sid]
+    return out

@@ -5,7 +5,7 @@ ends when it finishes, late, and is accepted like any other; a crashed step ends
 from __future__ import annotations
 
 from seamlessflow.agents import AgentSettings, AgentWorker, make_task, publish_tasks
-from tests.agents import environments
+from seamlessflow.testing import environment_steps as environments
 from tests.agents.end_proxy_stand_in import EndProxyStandIn
 from tests.agents.test_worker import KEY, Running, committed, end_offsets, wait_for
 

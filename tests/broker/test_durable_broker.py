@@ -6,15 +6,14 @@ import dataclasses
 import json
 import os
 import signal
-import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError
 
 from seamlessflow.config import Settings
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.ports import free_port_block
 from seamlessflow.testing.cli import run_cli
+from seamlessflow.testing.independent_reader import independent_read
 from seamlessflow.testing.samples import SAMPLES
 from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
@@ -27,30 +26,6 @@ def sf(data_dir, port, *args):
     done = run_cli(data_dir, port, *args, timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
-
-
-def independent_read(bootstrap: str, topic: str, timeout_s: float = 60) -> list[tuple[bytes, bytes]]:
-    """Every (key, value) in the topic, by a fresh group reading from the earliest offset until it is idle."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"audit-{time.monotonic_ns()}",
-                         "auto.offset.reset": "earliest", "enable.partition.eof": True})
-    consumer.subscribe([topic])
-    values, at_end, deadline = [], set(), time.monotonic() + timeout_s
-    try:
-        while time.monotonic() < deadline:
-            msg = consumer.poll(1.0)
-            if msg is None:
-                if at_end and len(at_end) == len(consumer.assignment()):
-                    break
-                continue
-            if msg.error():
-                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
-                at_end.add(msg.partition())
-                continue
-            at_end.discard(msg.partition())
-            values.append((msg.key(), msg.value()))
-    finally:
-        consumer.close()
-    return values
 
 
 @pytest.mark.slow
@@ -87,9 +62,8 @@ def test_assembled_trajectories_replay_bit_exact_after_down_and_up(tmp_path, cod
     re-assembled from the session events after `up` and match the stored trajectories bit for bit."""
     import random
 
-    from seamlessflow.testing.assembler_harness import AssemblerProcess, expected_trajectories, publish
-    from tests.broker.test_cluster import forty_sessions
-    from tests.services.test_assembler_stream import as_records
+    from seamlessflow.testing.assembler_harness import AssemblerProcess, as_records, expected_trajectories, publish
+    from seamlessflow.testing.sessions import forty_sessions
 
     port = free_port_block(2)
     sf(tmp_path, port, "up", "--detach", "--only-broker")

@@ -12,21 +12,13 @@ import pytest
 from seamlessflow.assembler import AssemblyConfig
 from seamlessflow.chaos.audit import AckedCall, Ledger, audit
 from seamlessflow.kafka.io import Record
-from seamlessflow.messages import DeadLetter, EpisodeEnd, TokenIO, WeightVersion
+from seamlessflow.messages import DeadLetter, EpisodeEnd, WeightVersion
 from seamlessflow.replay.check import rebuild
 from seamlessflow.replay.select import SessionEvents
 from seamlessflow.rewards.request import REQUEST_KEY, scored, unscorable
+from seamlessflow.testing.chaos_records import end, token_io
 
 TOPIC = "t.session-events"
-
-
-def token_io(session, call, prompt, completion, version=1, choice=0):
-    return TokenIO(f"{call}.{choice}", session, "red", "r", call, "e0", choice, prompt, completion,
-                   [-0.5 - i / 8 for i in range(len(completion))], [version] * len(completion), "stop", 0.0, 0.0, 0.0, 1)
-
-
-def end(session, reward=1.0):
-    return EpisodeEnd(f"{session}.end", session, "red", "r", reward, "done", "{}", -1, 2, group_id="g1", task_id="t1")
 
 
 def records(topic, messages, codec):

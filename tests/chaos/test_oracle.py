@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from seamlessflow.chaos.oracle import OracleCall, derive
 from seamlessflow.core.assembler import AssemblerConfig, SessionAssembler, SessionStatus
-from tests.core.test_assembler_properties import sessions
+from seamlessflow.testing.sessions import sessions
 
 
 def oracle_calls(sent):

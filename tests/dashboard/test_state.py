@@ -4,9 +4,9 @@ import time
 
 from seamlessflow.dashboard.state import DashboardState
 from seamlessflow.testing.dashboard_records import sessions, switching_rollout
+from seamlessflow.testing.tracking_records import eval_json, trainer_status, weights
 from seamlessflow.tracking.follow import Incoming
 from seamlessflow.tracking.points import eval_result
-from tests.tracking.records import eval_json, trainer_status, weights
 
 
 def fed(messages, decode=None) -> DashboardState:

@@ -5,9 +5,15 @@ import time
 
 import pytest
 
-from seamlessflow.testing.assembler_harness import AssemblerProcess, expected_trajectories, publish, wait_for
+from seamlessflow.testing.assembler_harness import (
+    AssemblerProcess,
+    as_records,
+    expected_trajectories,
+    publish,
+    wait_for,
+)
+from seamlessflow.testing.sessions import multi_turn_sessions
 from seamlessflow.testing.waiting import wait_until
-from tests.services.test_assembler_stream import as_records, multi_turn_sessions
 
 pytestmark = pytest.mark.slow
 
