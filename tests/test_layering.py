@@ -11,7 +11,8 @@ The rules:
   `seamlessflow/testing`), nor names one of its modules to run (`python -m tests...`, `tests.x:fn`);
 - the running system (`seamlessflow/` and `services/`) never imports those fakes nor names them to run
   (`python -m seamlessflow.testing...`): a stand-in a shipped command starts lives in `seamlessflow/loadtest`;
-- only `seamlessflow/kafka/` imports the Kafka client libraries.
+- only `seamlessflow/kafka/` imports the Kafka client libraries;
+- a test module imports no other test module (but from the areas still listed in IMPORTED_FROM_TESTS).
 """
 
 from __future__ import annotations
@@ -31,6 +32,10 @@ CLI_ENTRY_POINTS = {
 }
 # a module named as a string: `-m NAME` in an argv list, or `NAME:FUNCTION` as a loadable reference
 MODULE_STRING = r"(\.\w+)+(:\w+)?$"
+# Test modules that other test modules still import helpers from: areas being reshaped on other branches
+# (issue 29). An entry goes once its helpers live in `seamlessflow/testing` or a conftest fixture.
+IMPORTED_FROM_TESTS = ("tests.proxy", "tests.trainer", "tests.weight_transfer", "tests.weights", "tests.agents",
+                       "tests.rewards", "tests.rollout.helpers", "tests.services.test_trainer_crash")
 TEST_MODULE_NAME = re.compile(r"^tests" + MODULE_STRING)
 FAKE_MODULE_NAME = re.compile(r"^seamlessflow\.testing" + MODULE_STRING)
 
@@ -103,6 +108,13 @@ def test_nothing_shipped_imports_or_runs_the_tests():
     files = python_files(*SHIPPED)
     bad = violations(files, lambda name: within(name, "tests"))
     bad += [f"{p.relative_to(ROOT)}:{line} names {name}" for p in files for line, name in named_modules(p)]
+    assert bad == []
+
+
+def test_a_test_module_imports_no_other_test_module():
+    """Shared helpers live in `seamlessflow/testing` (or are conftest fixtures), so a test file can be read,
+    moved or deleted without breaking another; the areas in IMPORTED_FROM_TESTS are not there yet."""
+    bad = violations(python_files("tests"), lambda name: within(name, "tests") and not within(name, *IMPORTED_FROM_TESTS))
     assert bad == []
 
 
