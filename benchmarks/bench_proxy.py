@@ -9,7 +9,8 @@ the comparison with that many proxy processes on one port (`proxy.workers`); `--
 another source tree's proxy (say `git archive <commit>` unpacked) at every level, right after this one's.
 Targets: added p50 <= 1 ms, p99 <= 5 ms, throughput >= 0.95x (>= 0.9x with N proxies).
 
-    .venv/bin/python benchmarks/bench_proxy.py [--levels 1,50,200] [--seconds 8] [--tokens 16] [--token-delay-ms 20] [--proxies 1,2] [--baseline TREE]
+    .venv/bin/python benchmarks/bench_proxy.py [--levels 1,50,200] [--seconds 8] [--tokens 16] [--token-delay-ms 20]
+        [--proxies 1,2] [--baseline TREE]
 """
 
 from __future__ import annotations
@@ -76,13 +77,28 @@ async def run_level(url_for, sessions: int, seconds: float, tokens: int, stream:
     """Latencies and calls/s of the measured window, and the CPU seconds `cpu` counted during it."""
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as http:
-        body = {"model": "stub-model", "messages": [{"role": "user", "content": "hello"}], "max_tokens": tokens, "stream": stream}
+        body = {
+            "model": "stub-model",
+            "messages": [{"role": "user", "content": "hello"}],
+            "max_tokens": tokens,
+            "stream": stream,
+        }
         warm_until = time.monotonic() + 1.0
-        await asyncio.gather(*(session_loop(http, url_for(i), {"Authorization": f"Bearer {KEY}"}, body, warm_until, []) for i in range(sessions)))
+        await asyncio.gather(
+            *(
+                session_loop(http, url_for(i), {"Authorization": f"Bearer {KEY}"}, body, warm_until, [])
+                for i in range(sessions)
+            )
+        )
         latencies: list[float] = []
         cpu_before, started = cpu(), time.monotonic()
         until = started + seconds
-        await asyncio.gather(*(session_loop(http, url_for(i), {"Authorization": f"Bearer {KEY}"}, body, until, latencies) for i in range(sessions)))
+        await asyncio.gather(
+            *(
+                session_loop(http, url_for(i), {"Authorization": f"Bearer {KEY}"}, body, until, latencies)
+                for i in range(sessions)
+            )
+        )
         return latencies, len(latencies) / (time.monotonic() - started), cpu() - cpu_before
 
 
@@ -107,9 +123,20 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--token-delay-ms", type=float, default=20)
-    parser.add_argument("--modes", default="stream,plain", help="stream: SSE calls both ways (same engine work); plain: non-streaming (the proxy still streams from the engine)")
-    parser.add_argument("--baseline", type=Path, help="another source tree whose proxy runs the same levels, after this one's")
-    parser.add_argument("--proxies", default="1", help="proxy process counts to compare, e.g. 1,2 (proxy.workers: SO_REUSEPORT on one port)")
+    parser.add_argument(
+        "--modes",
+        default="stream,plain",
+        help="stream: SSE calls both ways (same engine work); "
+        "plain: non-streaming (the proxy still streams from the engine)",
+    )
+    parser.add_argument(
+        "--baseline", type=Path, help="another source tree whose proxy runs the same levels, after this one's"
+    )
+    parser.add_argument(
+        "--proxies",
+        default="1",
+        help="proxy process counts to compare, e.g. 1,2 (proxy.workers: SO_REUSEPORT on one port)",
+    )
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-proxy-"))
@@ -119,17 +146,28 @@ def main() -> None:
         client = broker.client_settings.with_overrides(topic_prefix="bench", team_keys={"bench": KEY})
         ensure_topics(client)
         engine_port = free_port()
-        procs.append(start([sys.executable, "-m", "seamlessflow.loadtest.stub_engine", str(engine_port), str(args.token_delay_ms)], work / "stub.log"))
+        procs.append(
+            start(
+                [sys.executable, "-m", "seamlessflow.loadtest.stub_engine", str(engine_port), str(args.token_delay_ms)],
+                work / "stub.log",
+            )
+        )
         engine = f"http://127.0.0.1:{engine_port}"
         wait_http(engine + "/health")
-        print(f"StubEngine (fake): {args.tokens} tokens x {args.token_delay_ms} ms per call; {args.seconds:.0f} s per run; chat; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        print(
+            f"StubEngine (fake): {args.tokens} tokens x {args.token_delay_ms} ms per call; "
+            f"{args.seconds:.0f} s per run; chat; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        )
         for count in (int(x) for x in args.proxies.split(",")):
             trees = {"this": ROOT, **({"baseline": args.baseline} if args.baseline else {})}
             started = {name: start_proxies(client, engine, count, work, tree) for name, tree in trees.items()}
             for proxies, _url in started.values():
                 procs.extend(proxies)
             try:
-                print(f"-- {count} proxy process(es) on one port" + (f"; baseline: {args.baseline}" if args.baseline else ""))
+                print(
+                    f"-- {count} proxy process(es) on one port"
+                    + (f"; baseline: {args.baseline}" if args.baseline else "")
+                )
                 compare(args, engine, started, count)
             finally:
                 for proxies, _url in started.values():
@@ -151,8 +189,14 @@ def start_proxies(client, engine: str, count: int, work: Path, tree: Path = ROOT
     config_path = work / f"config-{count}-{port}.yaml"
     config_path.write_text(yaml.safe_dump(config))
     worker_args = [[]] if count == 1 else [["--worker", str(i)] for i in range(count)]
-    procs = [start([sys.executable, "-m", "services.proxy", "--config", str(config_path), *extra], work / f"proxy-{port}-{i}.log", cwd=tree)
-             for i, extra in enumerate(worker_args)]
+    procs = [
+        start(
+            [sys.executable, "-m", "services.proxy", "--config", str(config_path), *extra],
+            work / f"proxy-{port}-{i}.log",
+            cwd=tree,
+        )
+        for i, extra in enumerate(worker_args)
+    ]
     time.sleep(0.5 * count)  # every worker bound before traffic, or the kernel sends it all to the first
     wait_http(f"http://127.0.0.1:{port}/healthz")
     return procs, f"http://127.0.0.1:{port}"
@@ -160,18 +204,35 @@ def start_proxies(client, engine: str, count: int, work: Path, tree: Path = ROOT
 
 def compare(args, engine: str, started: dict[str, tuple[list[subprocess.Popen], str]], count: int) -> None:
     """Per mode and level: direct, then each tree's proxies (this one first), one after the other."""
-    print(f"{'mode':>6} {'sessions':>8} {'tree':>8} {'direct p50':>11} {'proxy p50':>10} {'added p50':>10} {'direct p99':>11} {'proxy p99':>10} {'added p99':>10} {'direct rps':>11} {'proxy rps':>10} {'ratio':>6} {'proxy CPU/call':>15}")
+    print(
+        f"{'mode':>6} {'sessions':>8} {'tree':>8} {'direct p50':>11} {'proxy p50':>10} {'added p50':>10} "
+        f"{'direct p99':>11} {'proxy p99':>10} {'added p99':>10} {'direct rps':>11} {'proxy rps':>10} {'ratio':>6} "
+        f"{'proxy CPU/call':>15}"
+    )
     for mode in args.modes.split(","):
         for level in (int(x) for x in args.levels.split(",")):
             stream = mode == "stream"
-            direct, direct_rps, _ = asyncio.run(run_level(lambda i: engine + "/v1/chat/completions", level, args.seconds, args.tokens, stream))
+            direct, direct_rps, _ = asyncio.run(
+                run_level(lambda i: engine + "/v1/chat/completions", level, args.seconds, args.tokens, stream)
+            )
             d50, d99 = pct(direct, 0.5), pct(direct, 0.99)
             for name, (proxies, proxy) in started.items():
-                url = lambda i, mode=mode, level=level, name=name, proxy=proxy: f"{proxy}/sessions/bench-{count}-{name}-{mode}-{level}-{i}/v1/chat/completions"  # noqa: E731
-                proxied, proxy_rps, cpu = asyncio.run(run_level(url, level, args.seconds, args.tokens, stream, lambda proxies=proxies: cpu_seconds(proxies)))
+                url = lambda i, mode=mode, level=level, name=name, proxy=proxy: (  # noqa: E731
+                    f"{proxy}/sessions/bench-{count}-{name}-{mode}-{level}-{i}/v1/chat/completions"
+                )
+                proxied, proxy_rps, cpu = asyncio.run(
+                    run_level(
+                        url, level, args.seconds, args.tokens, stream, lambda proxies=proxies: cpu_seconds(proxies)
+                    )
+                )
                 p50, p99 = pct(proxied, 0.5), pct(proxied, 0.99)
                 per_call_us = cpu / max(1, len(proxied)) * 1e6
-                print(f"{mode:>6} {level:>8} {name:>8} {d50:>9.2f}ms {p50:>8.2f}ms {p50 - d50:>8.2f}ms {d99:>9.2f}ms {p99:>8.2f}ms {p99 - d99:>8.2f}ms {direct_rps:>11.1f} {proxy_rps:>10.1f} {proxy_rps / direct_rps:>6.3f} {per_call_us:>12.0f} us", flush=True)
+                print(
+                    f"{mode:>6} {level:>8} {name:>8} {d50:>9.2f}ms {p50:>8.2f}ms {p50 - d50:>8.2f}ms "
+                    f"{d99:>9.2f}ms {p99:>8.2f}ms {p99 - d99:>8.2f}ms {direct_rps:>11.1f} {proxy_rps:>10.1f} "
+                    f"{proxy_rps / direct_rps:>6.3f} {per_call_us:>12.0f} us",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

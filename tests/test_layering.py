@@ -114,7 +114,9 @@ def test_nothing_shipped_imports_or_runs_the_tests():
 def test_a_test_module_imports_no_other_test_module():
     """Shared helpers live in `seamlessflow/testing` (or are conftest fixtures), so a test file can be read,
     moved or deleted without breaking another; the areas in IMPORTED_FROM_TESTS are not there yet."""
-    bad = violations(python_files("tests"), lambda name: within(name, "tests") and not within(name, *IMPORTED_FROM_TESTS))
+    bad = violations(
+        python_files("tests"), lambda name: within(name, "tests") and not within(name, *IMPORTED_FROM_TESTS)
+    )
     assert bad == []
 
 

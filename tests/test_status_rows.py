@@ -8,9 +8,12 @@ from seamlessflow.topics import Topics
 
 def test_latest_status_per_resource(settings, codec):
     producer = MessageProducer(settings, codec)
-    for message in (status("r1", 0, "rollout", version=1, tokens_per_s=5.0), status("r0", 1, "rollout"),
-                    status("r1", 2, "train", "switching", version=2, tags=("rollout", "train"), hardware=("compute", "h100")),
-                    status("trainer-0", 2, "train", kind="trainer", version=3, tags=("train",))):
+    for message in (
+        status("r1", 0, "rollout", version=1, tokens_per_s=5.0),
+        status("r0", 1, "rollout"),
+        status("r1", 2, "train", "switching", version=2, tags=("rollout", "train"), hardware=("compute", "h100")),
+        status("trainer-0", 2, "train", kind="trainer", version=3, tags=("train",)),
+    ):
         producer.send(Topics(settings).status, message.resource_id, message)
     producer.flush()
     rows = resource_rows(settings)

@@ -20,5 +20,9 @@ def agent_resource_id(group: str) -> str:
     return f"agent.{group}.{socket.gethostname()}-{os.getpid()}"
 
 
-def agent_status(resource_id: str, pool: str, team: str, run: str, state: ResourceState, figures: Mapping[str, float]) -> ResourceStatus:
-    return resource_status(resource_id, ResourceKind.AGENT, state, pool, team, run, capability_tags=[ResourceKind.AGENT], figures=figures)
+def agent_status(
+    resource_id: str, pool: str, team: str, run: str, state: ResourceState, figures: Mapping[str, float]
+) -> ResourceStatus:
+    return resource_status(
+        resource_id, ResourceKind.AGENT, state, pool, team, run, capability_tags=[ResourceKind.AGENT], figures=figures
+    )

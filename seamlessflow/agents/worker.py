@@ -207,8 +207,11 @@ class AgentWorker:
             self._fatal = unreachable[0].end_error
             return
         for rejected in (o for o in run.outcomes if o.end_error):
-            self._dead_letter_task(run, f"proxy rejected the end of session {rejected.session_id}: {rejected.end_error}",
-                                   rejected.session_id)
+            self._dead_letter_task(
+                run,
+                f"proxy rejected the end of session {rejected.session_id}: {rejected.end_error}",
+                rejected.session_id,
+            )
         owed = sum(1 for o in run.outcomes if o.status == ABORTED and not o.end_error)
         if owed:
             self._republish(run.task, owed)
@@ -218,7 +221,9 @@ class AgentWorker:
     def _republish(self, task: Task, owed: int) -> None:
         retry = dataclasses.replace(task, event_id=new_id(), attempt=task.attempt + 1, group_size=owed,
                                     created_at_ms=now_ms())
-        self._producer.send_and_wait(self.topics.tasks, task.group_id, retry, headers=[(POOL_HEADER, self.group.encode())])
+        self._producer.send_and_wait(
+            self.topics.tasks, task.group_id, retry, headers=[(POOL_HEADER, self.group.encode())]
+        )
         self.stats.retries_published += 1
 
     def _dead_letter_task(self, run: TaskRun, reason: str, session_id: str) -> None:

@@ -42,8 +42,13 @@ def stub_engine_stack(settings: Settings, engines: int, group_size: int) -> tupl
     specs, configs = [], []
     for n in range(engines):
         port = free_port()
-        specs.append(ServiceSpec(f"engine-{n}", [sys.executable, "-m", "seamlessflow.loadtest.stub_engine", str(port), "0"],
-                                 {"PYTHONUNBUFFERED": "1"}))
+        specs.append(
+            ServiceSpec(
+                f"engine-{n}",
+                [sys.executable, "-m", "seamlessflow.loadtest.stub_engine", str(port), "0"],
+                {"PYTHONUNBUFFERED": "1"},
+            )
+        )
         configs.append({"id": f"engine-{n}", "url": f"http://127.0.0.1:{port}"})
     if not settings.section("rollout").get("model"):
         model = random_tiny_model(Path(settings.data_dir).resolve() / "models" / "random-256")

@@ -155,7 +155,11 @@ class ControlProtocol:
         `admit` like a live one), or None (nothing addressed here, or the newest is a shutdown)."""
         newest = None
         for command in history:
-            if self.addressed(command) and command.epoch > self.epoch and (newest is None or command.epoch > newest.epoch):
+            if (
+                self.addressed(command)
+                and command.epoch > self.epoch
+                and (newest is None or command.epoch > newest.epoch)
+            ):
                 newest = command
         if newest is None or newest.command != CommandKind.SHUTDOWN:
             return newest

@@ -29,7 +29,16 @@ class CommandHandler:
     """The proxy's command layer: the core protocol admits each command (in arrival order, on the loop);
     admitted ones are carried out one at a time on the gate and engine table, then settled and acked."""
 
-    def __init__(self, proxy_id: str, gate: PauseGate, engines: EngineTable, publish_ack, team: str, run: str, drain_timeout_s: float):
+    def __init__(
+        self,
+        proxy_id: str,
+        gate: PauseGate,
+        engines: EngineTable,
+        publish_ack,
+        team: str,
+        run: str,
+        drain_timeout_s: float,
+    ):
         self.proxy_id = proxy_id
         self.gate = gate
         self.engines = engines
@@ -85,7 +94,11 @@ class CommandHandler:
         if status.kind != ResourceKind.ROLLOUT and status.active_tag != Tag.ROLLOUT:
             return
         # a worker switched to train keeps reporting "active" and its URL while its engine is stopped
-        serving = status.state == ResourceState.ACTIVE and status.active_tag == Tag.ROLLOUT and status.figures.get("engine_up", 1.0) >= 1
+        serving = (
+            status.state == ResourceState.ACTIVE
+            and status.active_tag == Tag.ROLLOUT
+            and status.figures.get("engine_up", 1.0) >= 1
+        )
         engine = self.engines.announce(status.resource_id, status.engine_url, serving, status.weight_version,
                                        frozenset(status.hardware_tags))
         if status.active_tag != Tag.ROLLOUT:  # preempted (e.g. to train): its calls move to other engines
@@ -109,7 +122,10 @@ class CommandHandler:
             if command.weight_version is not None:
                 self.engines.set_all_versions(command.weight_version)
             self.gate.open()
-            return Outcome.OK, f"resumed at version {command.weight_version}" if command.weight_version is not None else "resumed"
+            return (
+                Outcome.OK,
+                f"resumed at version {command.weight_version}" if command.weight_version is not None else "resumed",
+            )
         assert command.weight_version is not None  # load_weights is admitted only with a version
         self.engines.set_all_versions(command.weight_version)  # load_weights (with a version: admitted)
         return Outcome.OK, f"engines labelled with version {command.weight_version}"

@@ -107,7 +107,10 @@ ERROR = {
 def _responses(ok: dict, errors: list[str]) -> dict:
     out: dict[str, Any] = {"200": ok}
     for status in errors:
-        out[status] = {"description": ERRORS[status], "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+        out[status] = {
+            "description": ERRORS[status],
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+        }
     return out
 
 
@@ -115,9 +118,19 @@ def _json_ok(description: str, schema: dict | None = None) -> dict:
     return {"description": description, "content": {"application/json": {"schema": schema or {"type": "object"}}}}
 
 
-SESSION_PARAM = {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string", "pattern": SESSION_PATTERN}}
-SESSION_HEADER = {"name": "X-Session-Id", "in": "header", "required": False, "schema": {"type": "string", "pattern": SESSION_PATTERN},
-                  "description": "the session, when the path does not name it (else a new one is made)"}
+SESSION_PARAM = {
+    "name": "session_id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": SESSION_PATTERN},
+}
+SESSION_HEADER = {
+    "name": "X-Session-Id",
+    "in": "header",
+    "required": False,
+    "schema": {"type": "string", "pattern": SESSION_PATTERN},
+    "description": "the session, when the path does not name it (else a new one is made)",
+}
 CALL_KEY = {"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string"},
             "description": "names the call so a client retry keeps its call id"}
 SSE_EVENT = {"type": "object", "required": ["data"], "properties": {"data": {"type": "string"}},
@@ -168,8 +181,16 @@ def openapi_document(config: ProxyConfig) -> dict:
     public: dict[str, Any] = {"security": []}
     paths["/healthz"] = {"get": {**public, "operationId": "health", "summary": "engines, pause state, load",
                                  "responses": {"200": _json_ok("health", {"type": "object", "required": ["status"]})}}}
-    paths["/metrics"] = {"get": {**public, "operationId": "metrics", "summary": "Prometheus metrics",
-                                 "responses": {"200": {"description": "exposition", "content": {"text/plain": {"schema": {"type": "string"}}}}}}}
+    paths["/metrics"] = {
+        "get": {
+            **public,
+            "operationId": "metrics",
+            "summary": "Prometheus metrics",
+            "responses": {
+                "200": {"description": "exposition", "content": {"text/plain": {"schema": {"type": "string"}}}}
+            },
+        }
+    }
     paths["/openapi.json"] = {"get": {**public, "operationId": "openapi", "summary": "this document",
                                       "responses": {"200": _json_ok("OpenAPI 3.1")}}}
     return {

@@ -69,7 +69,14 @@ class EndRequest(BaseModel):
 
 
 class ProxyServer:
-    def __init__(self, settings: Settings, config: ProxyConfig | None = None, codec: Codec | None = None, team_keys: TeamKeys | None = None, publisher: EventPublisher | None = None):
+    def __init__(
+        self,
+        settings: Settings,
+        config: ProxyConfig | None = None,
+        codec: Codec | None = None,
+        team_keys: TeamKeys | None = None,
+        publisher: EventPublisher | None = None,
+    ):
         self.settings = settings
         self.config = config or ProxyConfig.from_settings(settings)
         self.codec = codec or codec_for(settings)
@@ -78,9 +85,13 @@ class ProxyServer:
         self.metrics = ProxyMetrics()
         self.engines = EngineTable(self.config.health_failures, self.config.routing.fit_table())
         for engine in self.config.engines:
-            self.engines.add(engine.id, engine.url, engine.weight_version, hardware_tags=frozenset(engine.hardware_tags))
+            self.engines.add(
+                engine.id, engine.url, engine.weight_version, hardware_tags=frozenset(engine.hardware_tags)
+            )
         self.gate = PauseGate()
-        self.sessions = SessionTable(self.config.max_sessions, self.config.routing.learner if self.config.routing.learn else None)
+        self.sessions = SessionTable(
+            self.config.max_sessions, self.config.routing.learner if self.config.routing.learn else None
+        )
         self.bases = PromptBases(self.config.prompt_delta_bases, self.config.prompt_delta_memory_mb << 20)
         self.publisher = publisher or EventPublisher(settings, self.codec, **self.config.producer)
         self._slots = asyncio.Semaphore(self.config.max_inflight)
@@ -301,7 +312,9 @@ class ProxyServer:
         except (TimeoutError, PublishFailed, CodecError) as exc:
             self.metrics.events.labels("failed").inc(len(events))
             log.error("events for session %s not recorded: %s", key, exc)
-            raise ProxyError(503, "the call's token events could not be recorded; retry", retry_after=self.config.retry_after_s) from None
+            raise ProxyError(
+                503, "the call's token events could not be recorded; retry", retry_after=self.config.retry_after_s
+            ) from None
         self.metrics.events.labels("produced").inc(len(events))
 
     def _admitted(self):
@@ -310,7 +323,12 @@ class ProxyServer:
     async def _models(self, request: web.Request) -> web.Response:
         self._team(request)
         if self.config.served_model:
-            return web.json_response({"object": "list", "data": [{"id": self.config.served_model, "object": "model", "owned_by": "seamlessflow"}]})
+            return web.json_response(
+                {
+                    "object": "list",
+                    "data": [{"id": self.config.served_model, "object": "model", "owned_by": "seamlessflow"}],
+                }
+            )
         session_id, _ = self._session_id(request)
         engine = self.engines.pick(session_id)
         if engine is None:
@@ -329,7 +347,9 @@ class ProxyServer:
         try:
             end = EndRequest.model_validate(await self._json(request))
         except ValidationError as exc:
-            raise ProxyError(400, f"invalid episode end: {exc.errors(include_url=False, include_input=False)}") from None
+            raise ProxyError(
+                400, f"invalid episode end: {exc.errors(include_url=False, include_input=False)}"
+            ) from None
         try:
             state = self.sessions.claim(session_id, team, known_from_start=False)
         except SessionOwnedByOtherTeam:
@@ -402,7 +422,9 @@ class _Admission:
             async with asyncio.timeout(s.config.pause_timeout_s):
                 await s._slots.acquire()
         except TimeoutError:
-            raise ProxyError(503, "no generation slot became free in time; retry", retry_after=s.config.retry_after_s) from None
+            raise ProxyError(
+                503, "no generation slot became free in time; retry", retry_after=s.config.retry_after_s
+            ) from None
         finally:
             s._waiting -= 1
         s._running += 1

@@ -117,7 +117,9 @@ class RolloutService:
         self.publish_status()
 
     def _control_subscriber(self) -> Subscriber:
-        return Subscriber(self.settings, self.codec, self.dead_letters, name=f"rollout-{self.worker.resource_id}-reader")
+        return Subscriber(
+            self.settings, self.codec, self.dead_letters, name=f"rollout-{self.worker.resource_id}-reader"
+        )
 
     def _heartbeats(self, stop: threading.Event) -> None:
         while not stop.wait(self.options.heartbeat_s):

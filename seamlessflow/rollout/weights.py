@@ -4,7 +4,8 @@
 safetensors, label the version, resume: ~0.1-0.2 s for the tiny model on CPU, KV cache and in-flight
 requests kept. The prefix cache is then reset (running requests are re-prefilled with the new weights):
 otherwise a repeated prompt would reuse KV computed by the old weights. Not used for models with tied
-embeddings (see `reload_unsafe_reason`). `restart`: stop the engine and start it on the new directory: always works (also for
+embeddings (see `reload_unsafe_reason`). `restart`: stop the engine and start it on the new directory: always works
+(also for
 a changed architecture), costs a full engine start. Without files at all, the trainer streams a
 version into the engine through vLLM's `/update_weights` family (`seamlessflow.weight_transfer`: gloo on
 CPU, NCCL on GPUs); these two methods are the fallback and the catch-up path.
@@ -46,7 +47,10 @@ def weights_path(uri: str, cache: Path | None = None) -> Path:
         from seamlessflow.weight_transfer.files import fetch_version
 
         return fetch_version(uri, cache)
-    raise ValueError(f"cannot load weights from {uri!r}: only file:// URIs and paths, or http(s):// from a weights server, are supported")
+    raise ValueError(
+        f"cannot load weights from {uri!r}: only file:// URIs and paths, "
+        "or http(s):// from a weights server, are supported"
+    )
 
 
 def wait_for_label(client: EngineClient, version: int, timeout_s: float, every_s: float = 0.25) -> str | None:

@@ -185,10 +185,20 @@ class SchedulerService:
         scheduler see it; a fresh heartbeat from the resource replaces it."""
         self.view.mark_failed(resource_id)
         last = self.view.tracked[resource_id].status
-        record = resource_status(resource_id, last.kind, ResourceState.FAILED, last.active_tag, self.settings.team, self.settings.run,
-                                 capability_tags=last.capability_tags, weight_version=last.weight_version,
-                                 figures={"marked_by_scheduler": 1.0}, engine_url=last.engine_url, epoch=last.epoch,
-                                 hardware_tags=last.hardware_tags)
+        record = resource_status(
+            resource_id,
+            last.kind,
+            ResourceState.FAILED,
+            last.active_tag,
+            self.settings.team,
+            self.settings.run,
+            capability_tags=last.capability_tags,
+            weight_version=last.weight_version,
+            figures={"marked_by_scheduler": 1.0},
+            engine_url=last.engine_url,
+            epoch=last.epoch,
+            hardware_tags=last.hardware_tags,
+        )
         self.producer.send(self.topics.status, resource_id, record)
         log.warning("resource %s stopped heartbeating: marked failed", resource_id)
 
@@ -198,8 +208,16 @@ class SchedulerService:
                    "trajectory_rate": pipeline.trajectory_rate, "commands": float(len(self.published))}
         if self.manager:
             figures.update({k: float(v) for k, v in self.manager.figures().items()})
-        status = resource_status(self.options.resource_id, ResourceKind.SCHEDULER, ResourceState.ACTIVE, self.options.policy, self.settings.team,
-                                 self.settings.run, weight_version=self.view.current_version, figures=figures)
+        status = resource_status(
+            self.options.resource_id,
+            ResourceKind.SCHEDULER,
+            ResourceState.ACTIVE,
+            self.options.policy,
+            self.settings.team,
+            self.settings.run,
+            weight_version=self.view.current_version,
+            figures=figures,
+        )
         self.producer.send(self.topics.status, self.options.resource_id, status)
 
     # -- the loop -----------------------------------------------------------------------------------------

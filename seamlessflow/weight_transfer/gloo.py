@@ -81,7 +81,10 @@ class GlooWeightTransferUpdateInfo(WeightTransferUpdateInfo):
             raise ValueError("names, dtype_names and shapes must have the same length")
 
     def metas(self) -> list[ParamMeta]:
-        return [ParamMeta(n, getattr(torch, d), tuple(s)) for n, d, s in zip(self.names, self.dtype_names, self.shapes, strict=True)]
+        return [
+            ParamMeta(n, getattr(torch, d), tuple(s))
+            for n, d, s in zip(self.names, self.dtype_names, self.shapes, strict=True)
+        ]
 
 
 class GlooGroup:

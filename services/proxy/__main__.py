@@ -31,7 +31,9 @@ async def serve(settings: Settings, config: ProxyConfig) -> None:
 @click.option("--config", "config_path", type=click.Path(exists=True, dir_okay=False), default=None)
 @click.option("--host", default=None, help="overrides proxy.host")
 @click.option("--port", type=int, default=None, help="overrides proxy.port")
-@click.option("--worker", type=int, default=None, help="this process is worker INDEX of proxy.workers (resource <id>-INDEX)")
+@click.option(
+    "--worker", type=int, default=None, help="this process is worker INDEX of proxy.workers (resource <id>-INDEX)"
+)
 def main(config_path: str | None, host: str | None, port: int | None, worker: int | None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s proxy %(levelname)s %(name)s: %(message)s")
     settings = Settings.load(config_path)

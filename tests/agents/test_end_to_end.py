@@ -33,8 +33,13 @@ def proxy(settings, tmp_path, vllm_engine, in_process_stack):
 
 
 def start(settings, codec, agent, team, proxy, pool="p", kinds=(), concurrency=4):
-    opts = AgentSettings(proxy_url=proxy.base_url.removesuffix("/v1"), pool=pool, kinds=list(kinds), concurrency=concurrency,
-                         request_timeout_s=120)
+    opts = AgentSettings(
+        proxy_url=proxy.base_url.removesuffix("/v1"),
+        pool=pool,
+        kinds=list(kinds),
+        concurrency=concurrency,
+        request_timeout_s=120,
+    )
     return AgentsThread(AgentWorker(settings, codec, agent, team, KEYS[team], opts))
 
 

@@ -58,7 +58,10 @@ def test_a_task_that_declares_its_session_profile_gives_the_agent_a_client_that_
     declared = replace(task, payload_json='{"answer": 3, "session_profile": "prefill"}')
     seen = lambda t, client: client.default_headers.get("X-Session-Profile")  # noqa: E731
     assert call_agent(seen, declared, "http://127.0.0.1:9/v1", "k", AgentSettings()) == "prefill"
-    assert call_agent(seen, replace(task, payload_json='{"answer": 3}'), "http://127.0.0.1:9/v1", "k", AgentSettings()) is None
+    assert (
+        call_agent(seen, replace(task, payload_json='{"answer": 3}'), "http://127.0.0.1:9/v1", "k", AgentSettings())
+        is None
+    )
 
     async def seen_async(t, client):
         return client.default_headers.get("X-Session-Profile")

@@ -13,7 +13,9 @@ from tests.agents.test_worker import KEY, Running, committed, end_offsets, wait_
 def test_a_slow_environment_delays_only_its_own_session(settings, codec):
     steps = [("slow", {"seconds": 8.0}), ("hang", {"timeout_s": 2.0}), ("crash", {}), ("fast", {}), ("fast", {}),
              ("fast", {})]
-    tasks = [make_task("env", "q", {"step": step, **extra}, task_id=f"{step}{i}") for i, (step, extra) in enumerate(steps)]
+    tasks = [
+        make_task("env", "q", {"step": step, **extra}, task_id=f"{step}{i}") for i, (step, extra) in enumerate(steps)
+    ]
     with EndProxyStandIn() as proxy:
         options = AgentSettings(proxy_url=proxy.url, concurrency=3, max_attempts=1, end_timeout_s=5.0,
                                 revoke_grace_s=2.0)

@@ -27,4 +27,8 @@ def test_a_reader_of_the_previous_schema_reads_a_delta_but_sees_only_its_tail(co
     data = codec.encode(DELTA, "t")
     old = fastavro.schemaless_reader(io.BytesIO(data[5:]), fastavro.parse_schema(avro_schema_of(TokenIO)),
                                      fastavro.parse_schema(previous_schema(TokenIO, 2)))
-    assert old["event_id"] == "c2.0" and "prompt_base_id" not in old and old["prompt_ids_packed"] == (9).to_bytes(4, "little")
+    assert (
+        old["event_id"] == "c2.0"
+        and "prompt_base_id" not in old
+        and old["prompt_ids_packed"] == (9).to_bytes(4, "little")
+    )

@@ -69,7 +69,9 @@ def test_killing_the_session_events_leader_loses_and_duplicates_nothing(cluster,
             assert time.monotonic() < deadline, "leadership never moved off the killed broker"
             time.sleep(0.5)
 
-        on_topic = [codec.decode(v).event_id for _, v in independent_read(settings.kafka_bootstrap, topics.session_events)]
+        on_topic = [
+            codec.decode(v).event_id for _, v in independent_read(settings.kafka_bootstrap, topics.session_events)
+        ]
         assert sorted(on_topic) == sorted(msg.event_id for _, msg in ordered)  # each acknowledged event once
 
         truth = expected_trajectories(sessions)

@@ -69,13 +69,19 @@ def test_assembled_trajectories_replay_bit_exact_after_down_and_up(tmp_path, cod
     sf(tmp_path, port, "up", "--detach", "--only-broker")
     try:
         settings = Settings(bootstrap_servers=f"127.0.0.1:{port}", data_dir=tmp_path / "assembler")
-        sessions = {f"s{i}": list({c.call_id: c for c in sent}.values()) for i, sent in enumerate(forty_sessions()[:10])}
+        sessions = {
+            f"s{i}": list({c.call_id: c for c in sent}.values()) for i, sent in enumerate(forty_sessions()[:10])
+        }
         proc = AssemblerProcess(settings, tmp_path).start()
         try:
             publish(settings, codec, as_records(sessions, random.Random(1)))
             expected = len(expected_trajectories(sessions))
-            wait_until(lambda: len(independent_read(settings.kafka_bootstrap, Topics(settings).trajectories)) >= expected,
-                       120, lambda: f"{expected} trajectories; the assembler's log:\n{proc.log()}", every_s=0.5)
+            wait_until(
+                lambda: len(independent_read(settings.kafka_bootstrap, Topics(settings).trajectories)) >= expected,
+                120,
+                lambda: f"{expected} trajectories; the assembler's log:\n{proc.log()}",
+                every_s=0.5,
+            )
         finally:
             proc.stop()
         sf(tmp_path, port, "down")

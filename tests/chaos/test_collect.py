@@ -40,4 +40,8 @@ def test_audit_of_real_topics_passes_then_names_injected_violations(settings, co
     (work / "steps.jsonl").write_text((work / "steps.jsonl").read_text()
                                       + json.dumps({"step": 2, "version": 2, "trajectory_ids": ["s1/0"]}) + "\n")
     report = audit_topics(settings, read_ledger(ledger_file))
-    assert {v.kind for v in report.violations} == {"duplicate trajectory differs", "acknowledged call lost", "trained twice"}
+    assert {v.kind for v in report.violations} == {
+        "duplicate trajectory differs",
+        "acknowledged call lost",
+        "trained twice",
+    }

@@ -91,7 +91,9 @@ def as_deltas(sent: list[Call]) -> list[Call]:
         prompt = list(call.prompt_ids)
         best, length = None, 0
         for call_id, seq in sequences.items():
-            n = next((i for i, (a, b) in enumerate(zip(seq, prompt, strict=False)) if a != b), min(len(seq), len(prompt)))
+            n = next(
+                (i for i, (a, b) in enumerate(zip(seq, prompt, strict=False)) if a != b), min(len(seq), len(prompt))
+            )
             if n > length:
                 best, length = call_id, n
         sequences.setdefault(call.call_id, prompt + list(call.completion_ids))

@@ -30,16 +30,28 @@ GROUP_SIZE = 2
 
 
 def test_multiplexed_loop_trains_updates_engines_and_loses_no_session(settings, codec, vllm_model_dir, tmp_path):
-    settings = settings.with_overrides(rollout={
-        "model": str(vllm_model_dir), "heartbeat_s": 0.5, "max_model_len": 256, "release_mode": "keep", "optimization_level": 0,
-        "extra_args": LEAN_ENGINE_ARGS, "env": LEAN_ENGINE_ENV,
-        "weight_load_methods": ["reload", "restart"],
-        "workers": {"rollout-0": {"capability_tags": ["rollout"]},
-                    "rollout-1": {"capability_tags": ["rollout", "train"]}}})
+    settings = settings.with_overrides(
+        rollout={
+            "model": str(vllm_model_dir),
+            "heartbeat_s": 0.5,
+            "max_model_len": 256,
+            "release_mode": "keep",
+            "optimization_level": 0,
+            "extra_args": LEAN_ENGINE_ARGS,
+            "env": LEAN_ENGINE_ENV,
+            "weight_load_methods": ["reload", "restart"],
+            "workers": {
+                "rollout-0": {"capability_tags": ["rollout"]},
+                "rollout-1": {"capability_tags": ["rollout", "train"]},
+            },
+        }
+    )
     config = settings.dump_yaml(tmp_path / "config.yaml")
     topics = Topics(settings)
     with InProcessStack() as stack:
-        procs = [stack.process(rollout_process(config, rid, tmp_path / f"{rid}.log")) for rid in ("rollout-0", "rollout-1")]
+        procs = [
+            stack.process(rollout_process(config, rid, tmp_path / f"{rid}.log")) for rid in ("rollout-0", "rollout-1")
+        ]
         proxy = stack.proxy(settings, *discovering_proxy(settings, tmp_path))
         trainer = stack.trainer(settings, TrainerConfig(enabled=True, model_path=str(vllm_model_dir),
                                                         group_size=GROUP_SIZE, batch_threshold=1, heartbeat_s=0.5))

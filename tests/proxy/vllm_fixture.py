@@ -61,8 +61,13 @@ class VllmServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout_s: float = 540) -> VllmServer:
-        env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING",
-               **LEAN_ENGINE_ENV}
+        env = {
+            **os.environ,
+            "VLLM_SERVER_DEV_MODE": "1",
+            "VLLM_CPU_KVCACHE_SPACE": "1",
+            "VLLM_LOGGING_LEVEL": "WARNING",
+            **LEAN_ENGINE_ENV,
+        }
         argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model_dir),
                 "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(self.port),
                 "--max-model-len", "1024", "--dtype", "float32", "--seed", "0",

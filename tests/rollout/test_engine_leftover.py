@@ -14,7 +14,8 @@ from seamlessflow.testing.waiting import wait_until
 
 def _sleeper() -> subprocess.Popen:
     # a group leader with a child, like vLLM's server and its engine core
-    code = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
+    code = ("import subprocess, sys, time; "
+            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)")
     return subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
 
 

@@ -12,7 +12,12 @@ from seamlessflow.testing.rollout_fakes import StoppedEngine, command, make_work
 
 def test_starts_active_in_its_configured_role_without_an_engine(tmp_path):
     status = make_worker(tmp_path).status({})
-    assert (status.state, status.active_tag, status.kind, status.capability_tags) == ("active", "train", "rollout", ["rollout", "train"])
+    assert (status.state, status.active_tag, status.kind, status.capability_tags) == (
+        "active",
+        "train",
+        "rollout",
+        ["rollout", "train"],
+    )
 
 
 def test_hardware_tags_from_the_config_ride_on_every_heartbeat(tmp_path):
@@ -138,7 +143,9 @@ class LabelClient:
 
 
 def transfer_worker(tmp_path: Path, client: LabelClient, wait_s: float = 0.0) -> RolloutWorker:
-    options = RolloutOptions(weight_transfer="gloo", transfer_wait_s=wait_s, workers={"r0": {"capability_tags": ["rollout"]}})
+    options = RolloutOptions(
+        weight_transfer="gloo", transfer_wait_s=wait_s, workers={"r0": {"capability_tags": ["rollout"]}}
+    )
     return RolloutWorker("r0", options, tmp_path, tmp_path, engine=RunningEngine(), client=client)  # type: ignore[arg-type]
 
 

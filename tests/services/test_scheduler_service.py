@@ -70,9 +70,13 @@ def test_batch_ready_preempts_flexible_resource_then_weight_update_returns_it(se
     assert commands(settings, codec, "r1") == [(1, "set_active", "train"), (2, "set_active", "rollout"),
                                                (3, "load_weights", 1)]
     assert commands(settings, codec, "r0") == [(1, "pause", "keep"), (2, "load_weights", 1), (3, "resume", None)]
-    uris = {c.weight_uri for c in read_messages(settings, Topics(settings).control, codec) if c.command == "load_weights"}
+    uris = {
+        c.weight_uri for c in read_messages(settings, Topics(settings).control, codec) if c.command == "load_weights"
+    }
     assert uris == {"file:///weights/v1"}
-    kinds = {(i.resource_id, i.kind) for i in intervals_from_records(read_messages(settings, Topics(settings).status, codec))}
+    kinds = {
+        (i.resource_id, i.kind) for i in intervals_from_records(read_messages(settings, Topics(settings).status, codec))
+    }
     assert {("r1", "rollout"), ("r1", "train"), ("r0", "rollout"), ("r0", "sync")} <= kinds
 
 
@@ -159,7 +163,12 @@ def test_weight_update_is_wrapped_in_proxy_pause_and_resume(settings, codec, fak
 def test_poison_on_every_input_is_dead_lettered_at_rebuild_and_live_and_folding_goes_on(settings, codec):
     topics = Topics(settings)
     version = WeightVersion("w-1", 1, "file:///w/1", 1, "hf-safetensors", "trainer-0", settings.team, settings.run, 0)
-    samples = {topics.status: SAMPLES[5], topics.weights: version, topics.tasks: SAMPLES[3], topics.trajectories: SAMPLES[2]}
+    samples = {
+        topics.status: SAMPLES[5],
+        topics.weights: version,
+        topics.tasks: SAMPLES[3],
+        topics.trajectories: SAMPLES[2],
+    }
     rebuilt = {topic: produce_poison(settings, codec, topic, sample) for topic, sample in samples.items()}
     misplaced = codec.encode(SAMPLES[3], topics.weights)  # a Task where only WeightVersions belong
     produce_raw(settings, topics.weights, misplaced)

@@ -28,7 +28,9 @@ pytestmark = pytest.mark.slow
 
 
 def group(model_dir, name, rewards=(1.0, 0.0)):
-    return [trajectory(model_dir, f"{name}{i}/0", name, [1, 2, 3 + i, 4], [0, 0, 1, 1], r) for i, r in enumerate(rewards)]
+    return [
+        trajectory(model_dir, f"{name}{i}/0", name, [1, 2, 3 + i, 4], [0, 0, 1, 1], r) for i, r in enumerate(rewards)
+    ]
 
 
 def start(config_path, log_path):

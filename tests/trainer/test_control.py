@@ -42,7 +42,9 @@ def test_listener_dead_letters_poison_at_catch_up_and_live_and_still_gets_comman
     producer = MessageProducer(settings, codec)
     before = produce_poison(settings, codec, topic, command(1), key="trainer-0")
     producer.send_and_wait(topic, "trainer-0", command(1, role="idle"))
-    listener = ControlListener(settings, codec, topic, "trainer-0", DeadLetters(settings, codec, "trainer", producer.send))
+    listener = ControlListener(
+        settings, codec, topic, "trainer-0", DeadLetters(settings, codec, "trainer", producer.send)
+    )
     try:
         assert [c.epoch for c in listener.catch_up()] == [1]  # the history, poison left out
         after = produce_poison(settings, codec, topic, command(2), key="trainer-0")

@@ -90,10 +90,27 @@ def test_a_worker_on_another_host_takes_versions_over_http_and_the_transfer_grou
     versions = host_a / "weights"
     save_weights(model, versions, 1, model_dir)
     server = WeightsServer(versions, host=second_host.here_ip).start()
-    remote = RemoteWorker(second_host.command(
-        [sys.executable, "-m", "tests.weight_transfer.remote_worker", "--base-uri", server.uri_for(versions / "v000001"),
-         "--data-dir", str(host_b), "--host", second_host.there_ip, "--ifname", second_host.there_if,
-         "--must-not-see", str(host_a)], hidden=[host_a]), tmp_path / "remote-worker.log")
+    remote = RemoteWorker(
+        second_host.command(
+            [
+                sys.executable,
+                "-m",
+                "tests.weight_transfer.remote_worker",
+                "--base-uri",
+                server.uri_for(versions / "v000001"),
+                "--data-dir",
+                str(host_b),
+                "--host",
+                second_host.there_ip,
+                "--ifname",
+                second_host.there_if,
+                "--must-not-see",
+                str(host_a),
+            ],
+            hidden=[host_a],
+        ),
+        tmp_path / "remote-worker.log",
+    )
     broadcaster = None
     try:
         hello = remote.line()

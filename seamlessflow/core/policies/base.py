@@ -135,7 +135,9 @@ def switch_to(resource: Resource, role: Tag, pipeline: PipelineState) -> list[Co
     return commands
 
 
-def hold_role(resource: Resource, role: Tag, pipeline: PipelineState, config: SchedulerConfig, now: float) -> list[Command]:
+def hold_role(
+    resource: Resource, role: Tag, pipeline: PipelineState, config: SchedulerConfig, now: float
+) -> list[Command]:
     """Steer one resource towards `role`, respecting dwell time; refresh weights if it generates."""
     if resource.active != role:
         return switch_to(resource, role, pipeline) if may_switch(resource, now, config) else []
