@@ -274,7 +274,8 @@ def bench_group(settings, codec, tmp: Path, sessions: dict[str, list[Call]], wor
                 publishers: int = 1) -> tuple[float, float, float]:
     """`workers` workers of one group, started first and left until each holds its partitions (so no rebalance
     falls inside the measured stretch); then every session is published, pre-encoded, by `publishers`
-    processes (each a slice of the sessions, so a session's records keep their order). Returns calls/s from the first trajectory to the last, calls per CPU-second of the workers together,
+    processes (each a slice of the sessions, so a session's records keep their order). Returns calls/s from the
+    first trajectory to the last, calls per CPU-second of the workers together,
     and the publishing rate (it must stay above the drain rate for the figure to be the workers')."""
     import psutil
 

@@ -66,14 +66,18 @@ def main() -> None:
             settings = broker.client_settings.with_overrides(topic_prefix=f"bench{r}")
             ensure_topics(settings)
             topic_a, topic_b = Topics(settings).session_events, Topics(settings).trajectories
-            results["avro produce"].append(produce(settings, topic_a, lambda topic=topic_a: (codec.encode(m, topic) for m in messages), keys))
+            results["avro produce"].append(
+                produce(settings, topic_a, lambda topic=topic_a: (codec.encode(m, topic) for m in messages), keys)
+            )
             results["raw produce"].append(produce(settings, topic_b, lambda: iter(raw), keys))
             results["avro consume"].append(consume(settings, topic_a, len(messages), codec.decode))
             results["raw consume"].append(consume(settings, topic_b, len(messages), lambda b: b))
             settings = broker.client_settings.with_overrides(topic_prefix=f"bench{r}arrays")
             ensure_topics(settings)
             topic_c = Topics(settings).session_events
-            results["arrays produce"].append(produce(settings, topic_c, lambda topic=topic_c: (arrays.encode(m, topic) for m in messages), keys))
+            results["arrays produce"].append(
+                produce(settings, topic_c, lambda topic=topic_c: (arrays.encode(m, topic) for m in messages), keys)
+            )
             results["arrays consume"].append(consume(settings, topic_c, len(messages), arrays.decode))
     med = {k: statistics.median(v) for k, v in results.items()}
     size = sum(map(len, raw)) / len(raw)

@@ -9,7 +9,8 @@ prompt, the engine's completion and a tool output (`--tool-ids` random ids), fro
 is still open (the assembler holds it whole), the assembler's resident memory is sampled, then every
 session ends at once.
 
-Reported per form and round (`--rounds`, forms alternating), with the deltas/whole ratios of the medians: calls/s while the sessions run, bytes per call on the session-events topic, proxy and
+Reported per form and round (`--rounds`, forms alternating), with the deltas/whole ratios of the medians: calls/s
+while the sessions run, bytes per call on the session-events topic, proxy and
 assembler CPU per call, the assembler's resident memory per open session, and the latency from each
 `/end`'s answer to its trajectory on the trajectories topic (p50/p99); then the same for `--short` sessions
 of `--short-turns` turns, all at once (deltas on), with the number of trajectories that came out.
@@ -191,7 +192,9 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="bench-long-"))
     broker = LocalBroker(work / "broker").start()
     engine_port = free_port()
-    engine = start([sys.executable, "-m", "seamlessflow.testing.stub_engine", str(engine_port), "0"], work / "stub.log")
+    engine = start(
+        [sys.executable, "-m", "seamlessflow.loadtest.stub_engine", str(engine_port), "0"], work / "stub.log"
+    )
     try:
         wait_http(f"http://127.0.0.1:{engine_port}/health")
         url = f"http://127.0.0.1:{engine_port}"

@@ -11,7 +11,8 @@ Targets: added p50 <= 1 ms, p99 <= 5 ms, throughput >= 0.95x (>= 0.9x with N pro
 chat,responses,messages` runs the same load through each front door (the proxy turns a Responses or Messages
 call into the engine's chat call, so the direct column is the engine's chat route for all three).
 
-    .venv/bin/python benchmarks/bench_proxy.py [--levels 1,50,200] [--seconds 8] [--tokens 16] [--token-delay-ms 20] [--proxies 1,2] [--baseline TREE] [--routes chat,responses,messages]
+    .venv/bin/python benchmarks/bench_proxy.py [--levels 1,50,200] [--seconds 8] [--tokens 16]
+        [--token-delay-ms 20] [--proxies 1,2] [--baseline TREE] [--routes chat,responses,messages]
 """
 
 from __future__ import annotations
@@ -40,12 +41,18 @@ from seamlessflow.ports import free_port  # noqa: E402
 KEY = "bench-key"
 HELLO = [{"role": "user", "content": "hello"}]
 ROUTES = {  # front door: (path, body for `tokens` tokens, streamed or not)
-    "chat": ("/v1/chat/completions",
-             lambda tokens, stream: {"model": "stub-model", "messages": HELLO, "max_tokens": tokens, "stream": stream}),
-    "responses": ("/v1/responses",
-                  lambda tokens, stream: {"model": "stub-model", "input": "hello", "max_output_tokens": tokens, "stream": stream}),
-    "messages": ("/v1/messages",
-                 lambda tokens, stream: {"model": "stub-model", "messages": HELLO, "max_tokens": tokens, "stream": stream}),
+    "chat": (
+        "/v1/chat/completions",
+        lambda tokens, stream: {"model": "stub-model", "messages": HELLO, "max_tokens": tokens, "stream": stream},
+    ),
+    "responses": (
+        "/v1/responses",
+        lambda tokens, stream: {"model": "stub-model", "input": "hello", "max_output_tokens": tokens, "stream": stream},
+    ),
+    "messages": (
+        "/v1/messages",
+        lambda tokens, stream: {"model": "stub-model", "messages": HELLO, "max_tokens": tokens, "stream": stream},
+    ),
 }
 
 
@@ -82,18 +89,29 @@ def cpu_seconds(procs: list[subprocess.Popen]) -> float:
     return sum(t.user + t.system for t in times)
 
 
-async def run_level(url_for, sessions: int, seconds: float, tokens: int, stream: bool,
-                    cpu=lambda: 0.0, route: str = "chat") -> tuple[list[float], float, float]:
+async def run_level(
+    url_for, sessions: int, seconds: float, tokens: int, stream: bool, cpu=lambda: 0.0, route: str = "chat"
+) -> tuple[list[float], float, float]:
     """Latencies and calls/s of the measured window, and the CPU seconds `cpu` counted during it."""
     connector = aiohttp.TCPConnector(limit=0)
     async with aiohttp.ClientSession(connector=connector) as http:
         body = ROUTES[route][1](tokens, stream)
         warm_until = time.monotonic() + 1.0
-        await asyncio.gather(*(session_loop(http, url_for(i), {"Authorization": f"Bearer {KEY}"}, body, warm_until, []) for i in range(sessions)))
+        await asyncio.gather(
+            *(
+                session_loop(http, url_for(i), {"Authorization": f"Bearer {KEY}"}, body, warm_until, [])
+                for i in range(sessions)
+            )
+        )
         latencies: list[float] = []
         cpu_before, started = cpu(), time.monotonic()
         until = started + seconds
-        await asyncio.gather(*(session_loop(http, url_for(i), {"Authorization": f"Bearer {KEY}"}, body, until, latencies) for i in range(sessions)))
+        await asyncio.gather(
+            *(
+                session_loop(http, url_for(i), {"Authorization": f"Bearer {KEY}"}, body, until, latencies)
+                for i in range(sessions)
+            )
+        )
         return latencies, len(latencies) / (time.monotonic() - started), cpu() - cpu_before
 
 
@@ -118,10 +136,23 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--token-delay-ms", type=float, default=20)
-    parser.add_argument("--modes", default="stream,plain", help="stream: SSE calls both ways (same engine work); plain: non-streaming (the proxy still streams from the engine)")
-    parser.add_argument("--baseline", type=Path, help="another source tree whose proxy runs the same levels, after this one's")
-    parser.add_argument("--routes", default="chat", help="front doors to measure through the proxy: chat,responses,messages")
-    parser.add_argument("--proxies", default="1", help="proxy process counts to compare, e.g. 1,2 (proxy.workers: SO_REUSEPORT on one port)")
+    parser.add_argument(
+        "--modes",
+        default="stream,plain",
+        help="stream: SSE calls both ways (same engine work); plain: non-streaming (the proxy still streams "
+        "from the engine)",
+    )
+    parser.add_argument(
+        "--baseline", type=Path, help="another source tree whose proxy runs the same levels, after this one's"
+    )
+    parser.add_argument(
+        "--routes", default="chat", help="front doors to measure through the proxy: chat,responses,messages"
+    )
+    parser.add_argument(
+        "--proxies",
+        default="1",
+        help="proxy process counts to compare, e.g. 1,2 (proxy.workers: SO_REUSEPORT on one port)",
+    )
     args = parser.parse_args()
 
     work = Path(tempfile.mkdtemp(prefix="bench-proxy-"))
@@ -131,17 +162,28 @@ def main() -> None:
         client = broker.client_settings.with_overrides(topic_prefix="bench", team_keys={"bench": KEY})
         ensure_topics(client)
         engine_port = free_port()
-        procs.append(start([sys.executable, "-m", "seamlessflow.testing.stub_engine", str(engine_port), str(args.token_delay_ms)], work / "stub.log"))
+        procs.append(
+            start(
+                [sys.executable, "-m", "seamlessflow.loadtest.stub_engine", str(engine_port), str(args.token_delay_ms)],
+                work / "stub.log",
+            )
+        )
         engine = f"http://127.0.0.1:{engine_port}"
         wait_http(engine + "/health")
-        print(f"StubEngine (fake): {args.tokens} tokens x {args.token_delay_ms} ms per call; {args.seconds:.0f} s per run; chat; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+        print(
+            f"StubEngine (fake): {args.tokens} tokens x {args.token_delay_ms} ms per call; {args.seconds:.0f} s per "
+            f"run; chat; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+        )
         for count in (int(x) for x in args.proxies.split(",")):
             trees = {"this": ROOT, **({"baseline": args.baseline} if args.baseline else {})}
             started = {name: start_proxies(client, engine, count, work, tree) for name, tree in trees.items()}
             for proxies, _url in started.values():
                 procs.extend(proxies)
             try:
-                print(f"-- {count} proxy process(es) on one port" + (f"; baseline: {args.baseline}" if args.baseline else ""))
+                print(
+                    f"-- {count} proxy process(es) on one port"
+                    + (f"; baseline: {args.baseline}" if args.baseline else "")
+                )
                 compare(args, engine, started, count)
             finally:
                 for proxies, _url in started.values():
@@ -153,18 +195,27 @@ def main() -> None:
         stop(list(reversed(procs)))
 
 
-def start_proxies(client, engine: str, count: int, work: Path, tree: Path = ROOT,
-                  **options) -> tuple[list[subprocess.Popen], str]:
+def start_proxies(
+    client, engine: str, count: int, work: Path, tree: Path = ROOT, **options
+) -> tuple[list[subprocess.Popen], str]:
     """`count` proxy processes on one port, as `up` starts them for `proxy.workers: count` (from `tree`), with
     further `proxy` config `options`."""
     port = free_port()
-    config = {**client.model_dump(mode="json"),
-              "proxy": {"port": port, "workers": count, "engines": [{"id": "stub", "url": engine}], **options}}
+    config = {
+        **client.model_dump(mode="json"),
+        "proxy": {"port": port, "workers": count, "engines": [{"id": "stub", "url": engine}], **options},
+    }
     config_path = work / f"config-{count}-{port}.yaml"
     config_path.write_text(yaml.safe_dump(config))
     worker_args = [[]] if count == 1 else [["--worker", str(i)] for i in range(count)]
-    procs = [start([sys.executable, "-m", "services.proxy", "--config", str(config_path), *extra], work / f"proxy-{port}-{i}.log", cwd=tree)
-             for i, extra in enumerate(worker_args)]
+    procs = [
+        start(
+            [sys.executable, "-m", "services.proxy", "--config", str(config_path), *extra],
+            work / f"proxy-{port}-{i}.log",
+            cwd=tree,
+        )
+        for i, extra in enumerate(worker_args)
+    ]
     time.sleep(0.5 * count)  # every worker bound before traffic, or the kernel sends it all to the first
     wait_http(f"http://127.0.0.1:{port}/healthz")
     return procs, f"http://127.0.0.1:{port}"
@@ -172,19 +223,44 @@ def start_proxies(client, engine: str, count: int, work: Path, tree: Path = ROOT
 
 def compare(args, engine: str, started: dict[str, tuple[list[subprocess.Popen], str]], count: int) -> None:
     """Per mode and level: direct, then each tree's proxies (this one first), one after the other."""
-    print(f"{'mode':>6} {'sessions':>8} {'tree':>8} {'route':>9} {'direct p50':>11} {'proxy p50':>10} {'added p50':>10} {'direct p99':>11} {'proxy p99':>10} {'added p99':>10} {'direct rps':>11} {'proxy rps':>10} {'ratio':>6} {'proxy CPU/call':>15}")
+    print(
+        f"{'mode':>6} {'sessions':>8} {'tree':>8} {'route':>9} {'direct p50':>11} {'proxy p50':>10} {'added p50':>10} "
+        f"{'direct p99':>11} {'proxy p99':>10} {'added p99':>10} {'direct rps':>11} {'proxy rps':>10} {'ratio':>6} "
+        f"{'proxy CPU/call':>15}"
+    )
     for mode in args.modes.split(","):
         for level in (int(x) for x in args.levels.split(",")):
             stream = mode == "stream"
-            direct, direct_rps, _ = asyncio.run(run_level(lambda i: engine + "/v1/chat/completions", level, args.seconds, args.tokens, stream))
+            direct, direct_rps, _ = asyncio.run(
+                run_level(lambda i: engine + "/v1/chat/completions", level, args.seconds, args.tokens, stream)
+            )
             d50, d99 = pct(direct, 0.5), pct(direct, 0.99)
-            for (name, (proxies, proxy)), route in ((tree, r) for tree in started.items() for r in args.routes.split(",")):
+            for (name, (proxies, proxy)), route in (
+                (tree, r) for tree in started.items() for r in args.routes.split(",")
+            ):
                 path = ROUTES[route][0]
-                url = lambda i, mode=mode, level=level, name=name, proxy=proxy, route=route, path=path: f"{proxy}/sessions/bench-{count}-{name}-{route}-{mode}-{level}-{i}{path}"  # noqa: E731
-                proxied, proxy_rps, cpu = asyncio.run(run_level(url, level, args.seconds, args.tokens, stream, lambda proxies=proxies: cpu_seconds(proxies), route))
+                url = lambda i, mode=mode, level=level, name=name, proxy=proxy, route=route, path=path: (  # noqa: E731
+                    f"{proxy}/sessions/bench-{count}-{name}-{route}-{mode}-{level}-{i}{path}"
+                )
+                proxied, proxy_rps, cpu = asyncio.run(
+                    run_level(
+                        url,
+                        level,
+                        args.seconds,
+                        args.tokens,
+                        stream,
+                        lambda proxies=proxies: cpu_seconds(proxies),
+                        route,
+                    )
+                )
                 p50, p99 = pct(proxied, 0.5), pct(proxied, 0.99)
                 per_call_us = cpu / max(1, len(proxied)) * 1e6
-                print(f"{mode:>6} {level:>8} {name:>8} {route:>9} {d50:>9.2f}ms {p50:>8.2f}ms {p50 - d50:>8.2f}ms {d99:>9.2f}ms {p99:>8.2f}ms {p99 - d99:>8.2f}ms {direct_rps:>11.1f} {proxy_rps:>10.1f} {proxy_rps / direct_rps:>6.3f} {per_call_us:>12.0f} us", flush=True)
+                print(
+                    f"{mode:>6} {level:>8} {name:>8} {route:>9} {d50:>9.2f}ms {p50:>8.2f}ms {p50 - d50:>8.2f}ms "
+                    f"{d99:>9.2f}ms {p99:>8.2f}ms {p99 - d99:>8.2f}ms {direct_rps:>11.1f} {proxy_rps:>10.1f} "
+                    f"{proxy_rps / direct_rps:>6.3f} {per_call_us:>12.0f} us",
+                    flush=True,
+                )
 
 
 if __name__ == "__main__":

@@ -29,7 +29,9 @@ def row(label: str, result: SimResult, base: SimResult) -> str:
 
 
 def header() -> str:
-    return f"{'run':34s} {'r+t/GPUs':8s} {'tok/s':>11s} {'x coloc':>7s} {'bubble':>7s} {'idle':>6s} {'switch':>7s} stale"
+    return (
+        f"{'run':34s} {'r+t/GPUs':8s} {'tok/s':>11s} {'x coloc':>7s} {'bubble':>7s} {'idle':>6s} {'switch':>7s} stale"
+    )
 
 
 def main() -> None:
@@ -48,8 +50,10 @@ def main() -> None:
         print(row(name, result, base))
     multiplexed = headline["multiplexed"]
     speedup = multiplexed.throughput / base.throughput
-    print(f"target multiplexed >= 2.0x colocated: {speedup:.2f}x {'met' if speedup >= 2.0 else 'MISSED'}; "
-          f"target bubble <= 5%: {multiplexed.bubble_ratio:.1%} {'met' if multiplexed.bubble_ratio <= 0.05 else 'MISSED'}")
+    print(
+        f"target multiplexed >= 2.0x colocated: {speedup:.2f}x {'met' if speedup >= 2.0 else 'MISSED'}; "
+        f"target bubble <= 5%: {multiplexed.bubble_ratio:.1%} {'met' if multiplexed.bubble_ratio <= 0.05 else 'MISSED'}"
+    )
     png = draw_timelines([(f"{n} ({r.throughput:,.0f} tok/s)", r.intervals) for n, r in headline.items()],
                          OUT / "simulator_64.png")
 

@@ -114,8 +114,11 @@ def main() -> None:
         if values:
             print(f"{name} | {values[0]:.0f} | {max(values):.0f} | {values[-1]:.0f}")
     s = summary(result)
-    print(f"calls acknowledged {s['calls_acknowledged']} ({s['calls_acknowledged'] / args.seconds:.0f}/s), sessions ended "
-          f"{s['sessions_ended']}, trajectories verified {s['trajectories_verified']}, violations {s['violations']}")
+    print(
+        f"calls acknowledged {s['calls_acknowledged']} ({s['calls_acknowledged'] / args.seconds:.0f}/s), "
+        f"sessions ended {s['sessions_ended']}, trajectories verified {s['trajectories_verified']}, "
+        f"violations {s['violations']}"
+    )
     sys.exit(0 if result.ok else 1)
 
 

@@ -241,9 +241,12 @@ def main() -> None:
     lengths = [len(s.tokens) for s in samples]
     engine.packing = packing_works
     packed_plan = engine.plan(samples)
-    print(f"model {sum(p.numel() for p in plain.parameters()) / 1e6:.2f} M params ({args.model or args.shape}), "
-          f"{training_dtype(ds_config)}, {plain.config._attn_implementation}, device {device}, DeepSpeed {Path(args.deepspeed).name}, "
-          f"ZeRO-{engine.engine.zero_optimization_stage()}, activation checkpointing {args.activation_checkpointing}")
+    print(
+        f"model {sum(p.numel() for p in plain.parameters()) / 1e6:.2f} M params ({args.model or args.shape}), "
+        f"{training_dtype(ds_config)}, {plain.config._attn_implementation}, device {device}, "
+        f"DeepSpeed {Path(args.deepspeed).name}, "
+        f"ZeRO-{engine.engine.zero_optimization_stage()}, activation checkpointing {args.activation_checkpointing}"
+    )
     print(f"batch {args.groups}x{args.group_size} sequences of {min(lengths)}-{max(lengths)} tokens ({real} tokens), "
           f"token budget {args.max_tokens}, micro-batches: packed {len(packed_plan)}"
           f"{'' if packing_works else ' (model failed the packing probe: padded)'}, padded {len(padded_plan)} "
@@ -283,7 +286,9 @@ def time_publication(engine, writer: WeightWriter, tmp: Path, model_dir: Path, r
     if leader:
         snapshot = host_snapshot(state or engine.module.state_dict())
         version = 2 * round_ + 1
-        writer.submit(version, round_, lambda: save_weights(engine.module, tmp / "weights", version, model_dir, snapshot))
+        writer.submit(
+            version, round_, lambda: save_weights(engine.module, tmp / "weights", version, model_dir, snapshot)
+        )
     publish["background"].append(time.perf_counter() - start)
     start = time.perf_counter()
     engine.save_checkpoint(tmp / "checkpoints", f"step{round_}", {"sf_step": round_})

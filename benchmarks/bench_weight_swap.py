@@ -70,7 +70,9 @@ class Driver:
 
     def send(self, command: str, **fields) -> float:
         self.epoch += 1
-        ack = self.worker.handle(ControlCommand(new_id(), "bench", self.epoch, command, "bench", "bench", now_ms(), **fields))
+        ack = self.worker.handle(
+            ControlCommand(new_id(), "bench", self.epoch, command, "bench", "bench", now_ms(), **fields)
+        )
         if ack.outcome != "ok":
             raise RuntimeError(f"{command}: {ack.outcome} {ack.reason}")
         return ack.duration_ms

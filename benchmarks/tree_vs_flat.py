@@ -99,21 +99,42 @@ def run_case(name: str, samples: list[TrajectorySample], model, optimizer, round
 
 def main(args) -> None:
     torch.manual_seed(0)
-    config = Qwen2Config(vocab_size=512, hidden_size=args.tree_hidden, intermediate_size=4 * args.tree_hidden,
-                         num_hidden_layers=args.tree_layers, num_attention_heads=args.tree_hidden // 64, num_key_value_heads=1,
-                         head_dim=64, max_position_embeddings=32768, tie_word_embeddings=True, pad_token_id=0,
-                         attn_implementation="sdpa")
+    config = Qwen2Config(
+        vocab_size=512,
+        hidden_size=args.tree_hidden,
+        intermediate_size=4 * args.tree_hidden,
+        num_hidden_layers=args.tree_layers,
+        num_attention_heads=args.tree_hidden // 64,
+        num_key_value_heads=1,
+        head_dim=64,
+        max_position_embeddings=32768,
+        tie_word_embeddings=True,
+        pad_token_id=0,
+        attn_implementation="sdpa",
+    )
     hf = Qwen2ForCausalLM(config)
     params = sum(p.numel() for p in hf.parameters())
-    print(f"model: hidden {args.tree_hidden}, {args.tree_layers} layers, {params / 1e6:.1f} M parameters; "
-          f"torch threads {torch.get_num_threads()}; plain torch AdamW, one micro-batch per step")
+    print(
+        f"model: hidden {args.tree_hidden}, {args.tree_layers} layers, {params / 1e6:.1f} M parameters; "
+        f"torch threads {torch.get_num_threads()}; plain torch AdamW, one micro-batch per step"
+    )
     model = TokenLogprobModel(hf)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-5)
     gen = torch.Generator().manual_seed(1)
-    run_case(f"(a) GRPO group G={args.tree_group} P={args.tree_prompt} C={args.tree_completion}",
-             grpo_group(gen, 512, args.tree_group, args.tree_prompt, args.tree_completion), model, optimizer, args.rounds)
-    run_case(f"(b) {args.tree_sessions} sessions x 16 turns, one rewrite each", rewritten_sessions(gen, 512, args.tree_sessions),
-             model, optimizer, args.rounds)
+    run_case(
+        f"(a) GRPO group G={args.tree_group} P={args.tree_prompt} C={args.tree_completion}",
+        grpo_group(gen, 512, args.tree_group, args.tree_prompt, args.tree_completion),
+        model,
+        optimizer,
+        args.rounds,
+    )
+    run_case(
+        f"(b) {args.tree_sessions} sessions x 16 turns, one rewrite each",
+        rewritten_sessions(gen, 512, args.tree_sessions),
+        model,
+        optimizer,
+        args.rounds,
+    )
 
 
 def add_arguments(parser) -> None:

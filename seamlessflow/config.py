@@ -104,7 +104,9 @@ class Settings(BaseModel):
         return path
 
     @classmethod
-    def load(cls, config_path: str | Path | None = None, env: dict[str, str] | None = None, **overrides: Any) -> Settings:
+    def load(
+        cls, config_path: str | Path | None = None, env: dict[str, str] | None = None, **overrides: Any
+    ) -> Settings:
         source: Mapping[str, str] = os.environ if env is None else env
         data: dict[str, Any] = {}
         path = config_path or source.get(ENV_PREFIX + "CONFIG")

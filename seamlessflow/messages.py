@@ -91,7 +91,8 @@ class Enumerated:
 class TokenIO:
     """One engine call's token-level I/O (one record per choice), as inference saw it."""
 
-    event_id: str  # "<call_id>-<tokens digest>.<choice_index>": copies of one record share it; a retry that generated anew does not
+    # "<call_id>-<tokens digest>.<choice_index>": copies of one record share it; a retry that generated anew does not
+    event_id: str
     session_id: str
     team: str
     run: str

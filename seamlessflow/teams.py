@@ -1,7 +1,8 @@
 """Team API keys: which team a bearer key belongs to.
 
 Keys come from two places: the `team_keys` setting (`{team: key}` in the config file, or
-`SEAMLESSFLOW_TEAM_KEYS=team=key,team2=key2`; see `Settings`), and keys issued by `seamlessflow team add`, which are stored only as
+`SEAMLESSFLOW_TEAM_KEYS=team=key,team2=key2`; see `Settings`), and keys issued by `seamlessflow team add`, which are
+stored only as
 SHA-256 hashes in `<data_dir>/teams.json`. The file is re-read when it changes, so a running proxy sees
 new and revoked keys without a restart.
 """

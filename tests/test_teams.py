@@ -23,7 +23,9 @@ def test_revoke_is_seen_by_a_running_reader(tmp_path):
 
 
 def test_env_and_config_keys(tmp_path):
-    from_env = Settings.load(env={"SEAMLESSFLOW_TEAM_KEYS": "envteam=ek, other=ok", "SEAMLESSFLOW_DATA_DIR": str(tmp_path)})
+    from_env = Settings.load(
+        env={"SEAMLESSFLOW_TEAM_KEYS": "envteam=ek, other=ok", "SEAMLESSFLOW_DATA_DIR": str(tmp_path)}
+    )
     assert TeamKeys.from_settings(from_env).teams() == {"envteam": 1, "other": 1}
     keys = TeamKeys.from_settings(Settings(data_dir=tmp_path, team_keys={"cfgteam": "ck"}))
     assert keys.team_for("ck") == "cfgteam" and keys.team_for("ek") is None

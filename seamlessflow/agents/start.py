@@ -32,4 +32,6 @@ def agent_worker(settings: Settings, reference: str, team: str | None, key: str 
     """`options`: AgentSettings fields over the `agents` section (None: the section's value)."""
     team = team or settings.team
     opts = AgentSettings.from_settings(settings, **options)
-    return AgentWorker(settings, codec_for(settings), load_function(reference), team, team_key(settings, team, key), opts)
+    return AgentWorker(
+        settings, codec_for(settings), load_function(reference), team, team_key(settings, team, key), opts
+    )

@@ -214,8 +214,11 @@ class AgentWorker:
             self._fatal = unreachable[0].end_error
             return False
         for rejected in (o for o in run.outcomes if o.end_error):
-            self._dead_letter_task(run, f"proxy rejected the end of session {rejected.session_id}: {rejected.end_error}",
-                                   rejected.session_id)
+            self._dead_letter_task(
+                run,
+                f"proxy rejected the end of session {rejected.session_id}: {rejected.end_error}",
+                rejected.session_id,
+            )
         owed = sum(1 for o in run.outcomes if o.status == ABORTED and not o.end_error)
         if owed:
             self._republish(run.task, owed)
@@ -225,7 +228,9 @@ class AgentWorker:
     def _republish(self, task: Task, owed: int) -> None:
         retry = dataclasses.replace(task, event_id=new_id(), attempt=task.attempt + 1, group_size=owed,
                                     created_at_ms=now_ms())
-        self._producer.send_and_wait(self.topics.tasks, task.group_id, retry, headers=[(POOL_HEADER, self.group.encode())])
+        self._producer.send_and_wait(
+            self.topics.tasks, task.group_id, retry, headers=[(POOL_HEADER, self.group.encode())]
+        )
         self.stats.retries_published += 1
 
     def _dead_letter_task(self, run: TaskRun, reason: str, session_id: str) -> None:
@@ -245,8 +250,16 @@ class AgentWorker:
                    "retries_published": self.stats.retries_published, "dead_letters": self.stats.dead_letters,
                    "worker_deaths_seen": self.stats.worker_deaths_seen,
                    **{f"sessions_{status}": n for status, n in self.stats.sessions.items()}}
-        return resource_status(self.resource_id, ResourceKind.AGENT, state, self.opts.pool, self.team, self.settings.run,
-                               capability_tags=[ResourceKind.AGENT], figures=figures)
+        return resource_status(
+            self.resource_id,
+            ResourceKind.AGENT,
+            state,
+            self.opts.pool,
+            self.team,
+            self.settings.run,
+            capability_tags=[ResourceKind.AGENT],
+            figures=figures,
+        )
 
     # -- offsets and group membership -----------------------------------------------------------
 

@@ -30,7 +30,9 @@ def with_whole_prompts(records: Iterable[TokenIO]) -> list[TokenIO]:
             base = sequences[record.session_id, record.prompt_base_id]
             record = replace(record, prompt_ids=base[: record.prompt_base_tokens] + list(record.prompt_ids),
                              prompt_base_id=None, prompt_base_tokens=0)
-        sequences.setdefault((record.session_id, record.event_id), list(record.prompt_ids) + list(record.completion_ids))
+        sequences.setdefault(
+            (record.session_id, record.event_id), list(record.prompt_ids) + list(record.completion_ids)
+        )
         out.append(record)
     return out
 

@@ -108,7 +108,9 @@ def _dead_letters(records: Iterable[Record], report: AuditReport) -> dict[tuple[
     return out
 
 
-def _sessions(records: Iterable[Record], letters: dict, report: AuditReport) -> tuple[dict[str, _Session], dict[str, TokenIO]]:
+def _sessions(
+    records: Iterable[Record], letters: dict, report: AuditReport
+) -> tuple[dict[str, _Session], dict[str, TokenIO]]:
     """Sessions from the events, and each distinct TokenIO (first copy) with its prompt made whole."""
     sessions: dict[str, _Session] = {}
     first: dict[str, TokenIO] = {}
@@ -165,9 +167,13 @@ def _whole_prompt(message: TokenIO, session: _Session, report: AuditReport) -> T
     return message
 
 
-def _check_ledger(ledger: Ledger, token_ids: dict[str, TokenIO], sessions: dict[str, _Session], report: AuditReport) -> None:
+def _check_ledger(
+    ledger: Ledger, token_ids: dict[str, TokenIO], sessions: dict[str, _Session], report: AuditReport
+) -> None:
     """Each acknowledged choice must match one distinct recorded call of its session, token for token."""
-    recorded: Counter = Counter((t.session_id, tuple(t.prompt_ids), tuple(t.completion_ids)) for t in token_ids.values())
+    recorded: Counter = Counter(
+        (t.session_id, tuple(t.prompt_ids), tuple(t.completion_ids)) for t in token_ids.values()
+    )
     for call in ledger.calls:
         report.counts["acknowledged calls"] += 1
         for index, completion in enumerate(call.completions):
@@ -198,7 +204,9 @@ def _stored_trajectories(records: Iterable[Record], report: AuditReport) -> dict
         elif _bits(_scoring_blind(stored[t.event_id])) == _bits(_scoring_blind(t)):
             report.counts["trajectories scored again (same reward and contents)"] += 1
         else:
-            report.fail("duplicate trajectory differs", f"{t.event_id}: two records with this id and different contents")
+            report.fail(
+                "duplicate trajectory differs", f"{t.event_id}: two records with this id and different contents"
+            )
     return stored
 
 
@@ -232,9 +240,19 @@ def _check_trajectories(sessions: dict[str, _Session], stored: dict[str, Traject
 
 def _differences(leaf: Leaf, end: EpisodeEnd, status: str, calls: int, got: Trajectory) -> list[str]:
     n = leaf.exact_from  # labels before it are one of several valid ones (twin histories; see oracle.py)
-    want = {"tokens": leaf.tokens, "loss_mask": leaf.mask[n:], "logprobs": leaf.logprobs[n:], "versions": leaf.versions[n:],
-            "reward": end.reward, "status": status, "group_id": end.group_id or end.session_id,
-            "task_id": end.task_id or "", "team": end.team, "run": end.run, "num_calls": calls}
+    want = {
+        "tokens": leaf.tokens,
+        "loss_mask": leaf.mask[n:],
+        "logprobs": leaf.logprobs[n:],
+        "versions": leaf.versions[n:],
+        "reward": end.reward,
+        "status": status,
+        "group_id": end.group_id or end.session_id,
+        "task_id": end.task_id or "",
+        "team": end.team,
+        "run": end.run,
+        "num_calls": calls,
+    }
     problems = []
     if pending_request(end.info_json) is not None:  # the session asked a reward worker for its reward
         del want["reward"]

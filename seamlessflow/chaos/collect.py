@@ -36,7 +36,9 @@ def read_ledger(path: Path) -> Ledger:
         if line.strip():
             entry = json.loads(line)
             if "prompt" in entry:
-                calls.append(AckedCall(entry["session"], tuple(entry["prompt"]), tuple(map(tuple, entry["completions"]))))
+                calls.append(
+                    AckedCall(entry["session"], tuple(entry["prompt"]), tuple(map(tuple, entry["completions"])))
+                )
             elif "end" in entry:
                 ends.append(entry["end"])
     return Ledger(tuple(calls), tuple(ends))

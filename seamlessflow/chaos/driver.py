@@ -95,7 +95,9 @@ class Driver:
                 status = "failed"
                 break
             choices = sorted(reply["choices"], key=lambda c: c["index"])
-            self._record({"session": session, "prompt": history, "completions": [c.get("token_ids") or [] for c in choices]})
+            self._record(
+                {"session": session, "prompt": history, "completions": [c.get("token_ids") or [] for c in choices]}
+            )
             self.stats.calls_acknowledged += 1
             completion = list(choices[0].get("token_ids") or [])
             if rng.random() < 0.2 and len(history) > 2:  # rewrite history: cut it and diverge (a fork)

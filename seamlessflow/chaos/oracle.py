@@ -4,7 +4,8 @@ Why a second implementation: an audit that re-ran the assembler's code (its pref
 any bug in it. This one keeps every leaf as a flat list of tokens and recomputes, call by call, the rule
 the README states: a prompt that starts with a whole leaf extends it (the rest of the prompt is fed, the
 completion generated); one that shares only a prefix with what is stored forks a new leaf from the longest
-shared prefix; one that shares nothing starts a new root. Where several leaves tie, the newest wins. Stored tokens never change, so each position
+shared prefix; one that shares nothing starts a new root. Where several leaves tie, the newest wins. Stored tokens
+never change, so each position
 keeps the mask, logprob and version of the first call that wrote it. Leaves are numbered in creation
 order, which is the branch id. One case is left open on purpose: when two calls wrote the *same tokens*
 with different labels (a retry or n>1 sampling the same text) and a later call forks inside them, which

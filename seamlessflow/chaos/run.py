@@ -88,7 +88,9 @@ def run_chaos(settings: Settings, options: ChaosOptions, extra: Sequence[Service
         ledger = read_ledger(_ledger_path(settings))
         result.audit = audit_topics(settings, ledger)
         log(f"chaos: audited after {time.monotonic() - started:.0f} s")
-        result.recoveries = _recoveries(settings, result.injected, ledger_times(_ledger_path(settings)), result.agents_stopped_ms)
+        result.recoveries = _recoveries(
+            settings, result.injected, ledger_times(_ledger_path(settings)), result.agents_stopped_ms
+        )
         _judge_recoveries(result, options)
         result.duration_s = time.monotonic() - started
         return result

@@ -1,8 +1,8 @@
 """The stack a chaos run drives: the configured one, or a lighter one on stub engines.
 
 With stub engines (`--stub-engines N`) the rollout workers, scheduler and agent pools are left out: the
-proxy routes to N StubEngine processes (`seamlessflow/testing/stub_engine.py`, a fake that generates fixed token
-ids and no language; it is only in a source checkout) and the chaos driver's agents are the only load.
+proxy routes to N StubEngine processes (`seamlessflow/loadtest/stub_engine.py`, a load-test fake that generates
+fixed token ids and no language) and the chaos driver's agents are the only load.
 What remains is the data plane the promises are about: proxy, broker(s), assembler and trainer, plus
 the engines, all killable. With real engines every configured service is a target.
 """
@@ -42,8 +42,13 @@ def stub_engine_stack(settings: Settings, engines: int, group_size: int) -> tupl
     specs, configs = [], []
     for n in range(engines):
         port = free_port()
-        specs.append(ServiceSpec(f"engine-{n}", [sys.executable, "-m", "seamlessflow.testing.stub_engine", str(port), "0"],
-                                 {"PYTHONUNBUFFERED": "1"}))
+        specs.append(
+            ServiceSpec(
+                f"engine-{n}",
+                [sys.executable, "-m", "seamlessflow.loadtest.stub_engine", str(port), "0"],
+                {"PYTHONUNBUFFERED": "1"},
+            )
+        )
         configs.append({"id": f"engine-{n}", "url": f"http://127.0.0.1:{port}"})
     if not settings.section("rollout").get("model"):
         model = random_tiny_model(Path(settings.data_dir).resolve() / "models" / "random-256")

@@ -16,23 +16,62 @@ SHORT = {"faults": 4, "every_s": 10.0, "settle_s": 20.0, "concurrency": 4}
 @click.option("--seed", type=int, default=0, show_default=True, help="Seeds the fault schedule and the agents.")
 @click.option("--faults", type=int, default=15, show_default=True, help="Faults to deliver.")
 @click.option("--every-s", type=float, default=12.0, show_default=True, help="Mean seconds between faults.")
-@click.option("--targets", help="Comma-separated services to hit (default: all; NAME+child hits a child, "
-                                "e.g. rollout-0+child = its engine, trainer+child = a rank).")
-@click.option("--freeze-share", type=float, default=0.2, show_default=True, help="Share of single faults that SIGSTOP instead of kill.")
+@click.option(
+    "--targets",
+    help="Comma-separated services to hit (default: all; NAME+child hits a child, "
+    "e.g. rollout-0+child = its engine, trainer+child = a rank).",
+)
+@click.option(
+    "--freeze-share",
+    type=float,
+    default=0.2,
+    show_default=True,
+    help="Share of single faults that SIGSTOP instead of kill.",
+)
 @click.option("--concurrency", type=int, default=8, show_default=True, help="Agent sessions at once.")
-@click.option("--settle-s", type=float, default=30.0, show_default=True, help="Agents keep working this long after the last fault.")
+@click.option(
+    "--settle-s",
+    type=float,
+    default=30.0,
+    show_default=True,
+    help="Agents keep working this long after the last fault.",
+)
 @click.option("--drain-s", type=float, default=90.0, show_default=True, help="Longest wait for the last trajectories.")
 @click.option("--recover-within-s", type=float, default=90.0, show_default=True, help="Slower recovery is a violation.")
-@click.option("--stub-engines", type=int, default=0, help="Run N stub engines (a source checkout's test fake) instead of "
-                                                          "rollout workers, scheduler and agent pools.")
-@click.option("--reward", "rewards", multiple=True, metavar="MODULE:FUNCTION@POOL",
-              help="Also run (and hit) a reward worker of POOL scoring with FUNCTION; repeatable.")
+@click.option(
+    "--stub-engines",
+    type=int,
+    default=0,
+    help="Run N stub engines (a source checkout's test fake) instead of rollout workers, scheduler and agent pools.",
+)
+@click.option(
+    "--reward",
+    "rewards",
+    multiple=True,
+    metavar="MODULE:FUNCTION@POOL",
+    help="Also run (and hit) a reward worker of POOL scoring with FUNCTION; repeatable.",
+)
 @click.option("--short", is_flag=True, help=f"The CI variant: {SHORT}.")
 @click.option("--attach", is_flag=True, help="Hit the stack `seamlessflow up` runs here instead of starting one.")
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON line (faults_injected, violations, ...).")
 @pass_settings
-def chaos(settings, seed, faults, every_s, targets, freeze_share, concurrency, settle_s, drain_s, recover_within_s,
-          stub_engines, rewards, short, attach, as_json):
+def chaos(
+    settings,
+    seed,
+    faults,
+    every_s,
+    targets,
+    freeze_share,
+    concurrency,
+    settle_s,
+    drain_s,
+    recover_within_s,
+    stub_engines,
+    rewards,
+    short,
+    attach,
+    as_json,
+):
     """Kill -9 and freeze services on a seeded schedule while agents run sessions, then audit the topics
     (every acknowledged call recorded once, every ended session's leaves assembled bit-exact, nothing
     trained twice, versions only increasing, poison dead-lettered). Exits 1 on any violation."""
@@ -40,18 +79,29 @@ def chaos(settings, seed, faults, every_s, targets, freeze_share, concurrency, s
     from seamlessflow.chaos.run import ChaosOptions, run_chaos
     from seamlessflow.chaos.stack import reward_worker_specs, stub_engine_stack
 
-    options = ChaosOptions(seed=seed, faults=faults, every_s=every_s, freeze_share=freeze_share,
-                           targets=tuple(t.strip() for t in targets.split(",")) if targets else (),
-                           concurrency=concurrency, settle_s=settle_s, drain_s=drain_s, recover_within_s=recover_within_s)
+    options = ChaosOptions(
+        seed=seed,
+        faults=faults,
+        every_s=every_s,
+        freeze_share=freeze_share,
+        targets=tuple(t.strip() for t in targets.split(",")) if targets else (),
+        concurrency=concurrency,
+        settle_s=settle_s,
+        drain_s=drain_s,
+        recover_within_s=recover_within_s,
+    )
     if short:
         options = ChaosOptions(**{**vars(options), **SHORT})
     settings = with_stack_defaults(settings)
     state = read_state(run_dir(settings))
     running = bool(state and pid_alive(state.get("supervisor_pid")))
     if attach != running:
-        raise click.ClickException("--attach needs a running stack here" if attach else
-                                   f"a stack already runs here (supervisor pid {state and state.get('supervisor_pid')}): "
-                                   "`seamlessflow down` first, or --attach")
+        raise click.ClickException(
+            "--attach needs a running stack here"
+            if attach
+            else f"a stack already runs here (supervisor pid {state and state.get('supervisor_pid')}): "
+            "`seamlessflow down` first, or --attach"
+        )
     extra = []
     if stub_engines:
         settings, extra = stub_engine_stack(settings, stub_engines, options.group_size)

@@ -92,13 +92,35 @@ def parse_offsets(values: tuple[str, ...]) -> dict[int, int] | None:
 @click.option("--format", "fmt", type=click.Choice(["rich", "jsonl"]), default="rich", show_default=True)
 @click.option("--check", "do_check", is_flag=True, help="Re-assemble session events; compare with stored trajectories.")
 @click.option("--to", "to_topic", help="Re-publish the selected records to this topic (full name).")
-@click.option("--archive", "archive_dir", type=click.Path(file_okay=False), help="Write selected records to DIR/<topic>.avro.")
-@click.option("--from-archive", type=click.Path(file_okay=False, exists=True), help="Read from DIR instead of the broker.")
+@click.option(
+    "--archive", "archive_dir", type=click.Path(file_okay=False), help="Write selected records to DIR/<topic>.avro."
+)
+@click.option(
+    "--from-archive", type=click.Path(file_okay=False, exists=True), help="Read from DIR instead of the broker."
+)
 @click.option("--tokenizer", type=click.Path(exists=True), help="tokenizer.json (or its dir) to show text, not ids.")
 @click.option("--limit", type=int, default=0, help="Render at most this many sessions/trajectories (0: all).")
 @pass_settings
-def replay(settings, topics, offsets, since, until, sessions, team, run_name, min_reward, max_reward, statuses,
-           fmt, do_check, to_topic, archive_dir, from_archive, tokenizer, limit):
+def replay(
+    settings,
+    topics,
+    offsets,
+    since,
+    until,
+    sessions,
+    team,
+    run_name,
+    min_reward,
+    max_reward,
+    statuses,
+    fmt,
+    do_check,
+    to_topic,
+    archive_dir,
+    from_archive,
+    tokenizer,
+    limit,
+):
     """Read TOPICS (default: session-events) from the beginning, an offset or a time, filter, and show,
     check (--check), re-publish (--to) or archive (--archive) what was selected."""
     codec = codec_for(settings)
@@ -160,7 +182,9 @@ def _republish(settings, codec, topic: str, sessions, trajectories) -> int:
     errors: list = []
     records = sorted((r for s in sessions for r in s.records), key=lambda r: (r.partition, r.offset)) + trajectories
     for record in records:  # the bytes as they were, not re-encoded
-        producer.send_bytes(topic, record.key, record.value, on_delivery=lambda err, _m: errors.append(err) if err else None)
+        producer.send_bytes(
+            topic, record.key, record.value, on_delivery=lambda err, _m: errors.append(err) if err else None
+        )
     try:
         producer.flush(60)
     except DeliveryFailed as exc:

@@ -19,21 +19,45 @@ from seamlessflow.sim.timeline import draw_timelines
 
 @click.command()
 @click.option("--gpus", type=click.IntRange(min=2), default=64, show_default=True, help="GPUs in the cluster.")
-@click.option("--policy", "policies", multiple=True, type=click.Choice(sorted(POLICIES)),
-              help="Policy to run (repeatable; default: all).")
-@click.option("--mix", type=click.FloatRange(0.0, 1.0), default=0.5, show_default=True,
-              help="Share of GPUs tagged {rollout, train}; the rest are {rollout}. Colocated tags all GPUs.")
+@click.option(
+    "--policy",
+    "policies",
+    multiple=True,
+    type=click.Choice(sorted(POLICIES)),
+    help="Policy to run (repeatable; default: all).",
+)
+@click.option(
+    "--mix",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.5,
+    show_default=True,
+    help="Share of GPUs tagged {rollout, train}; the rest are {rollout}. Colocated tags all GPUs.",
+)
 @click.option("--steps", type=click.IntRange(min=1), default=8, show_default=True, help="Training steps per run.")
-@click.option("--max-staleness", type=click.IntRange(min=0), default=None,
-              help="Override the policy's staleness bound (default: colocated 0, others 1).")
+@click.option(
+    "--max-staleness",
+    type=click.IntRange(min=0),
+    default=None,
+    help="Override the policy's staleness bound (default: colocated 0, others 1).",
+)
 @click.option("--seed", type=int, default=0, show_default=True)
 @click.option("--png", type=click.Path(dir_okay=False), default=None, help="Write a timeline PNG of every run.")
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable figures per policy.")
-@click.option("--hetero", is_flag=True,
-              help="Instead: affinity routing vs tag-blind hashing on a heterogeneous cluster with mixed tasks.")
-@click.option("--cluster", default=None, help=f"With --hetero: pools, e.g. {DEFAULT_CLUSTER!r} (COUNTxGPU[:train][:tags=a+b]).")
-@click.option("--prefill-share", type=click.FloatRange(0.0, 1.0), default=0.5, show_default=True,
-              help="With --hetero: share of tasks that are prefill-heavy (the rest decode-heavy).")
+@click.option(
+    "--hetero",
+    is_flag=True,
+    help="Instead: affinity routing vs tag-blind hashing on a heterogeneous cluster with mixed tasks.",
+)
+@click.option(
+    "--cluster", default=None, help=f"With --hetero: pools, e.g. {DEFAULT_CLUSTER!r} (COUNTxGPU[:train][:tags=a+b])."
+)
+@click.option(
+    "--prefill-share",
+    type=click.FloatRange(0.0, 1.0),
+    default=0.5,
+    show_default=True,
+    help="With --hetero: share of tasks that are prefill-heavy (the rest decode-heavy).",
+)
 def simulate(gpus, policies, mix, steps, max_staleness, seed, png, as_json, hetero, cluster, prefill_share):
     """Throughput (trained tokens/s), bubble ratio and staleness per policy on a long-tail workload;
     with --hetero, training time with hardware-aware (affinity) vs tag-blind routing."""
@@ -87,4 +111,5 @@ def _table(results: list[SimResult]) -> Table:
 
 
 def _panel_title(result: SimResult) -> str:
-    return f"{result.policy} ({result.train_capable}/{result.gpus} GPUs tagged rollout+train, {result.throughput:,.0f} tok/s)"
+    return (f"{result.policy} ({result.train_capable}/{result.gpus} GPUs tagged rollout+train, "
+            f"{result.throughput:,.0f} tok/s)")

@@ -29,8 +29,10 @@ def report_hetero(pools: tuple[Pool, ...], workload: Workload, steps: int, seed:
     for pool in pools:
         console.print(f"  {pool.describe()}")
     for kind in workload.tasks:
-        console.print(f"  task {kind.name}: {kind.share:.0%}, {kind.profile}-heavy, prompt {kind.prompt_tokens} tokens, "
-                      f"response median {kind.response_median:g} (cap {kind.response_max})")
+        console.print(
+            f"  task {kind.name}: {kind.share:.0%}, {kind.profile}-heavy, prompt {kind.prompt_tokens} tokens, "
+            f"response median {kind.response_median:g} (cap {kind.response_max})"
+        )
     console.print(_table(runs, steps))
     console.print(f"affinity finishes {steps} steps {ratio:.2f}x sooner than tag-blind hashing")
 
@@ -48,9 +50,22 @@ def _table(runs: list[RoutingRun], steps: int) -> Table:
 
 def _as_json(runs, pools, workload, steps, seed, ratio) -> dict:
     return {
-        "steps": steps, "seed": seed, "affinity_speedup_vs_blind": round(ratio, 4),
+        "steps": steps,
+        "seed": seed,
+        "affinity_speedup_vs_blind": round(ratio, 4),
         "cluster": [pool.describe() for pool in pools],
-        "tasks": [{"name": k.name, "share": k.share, "profile": k.profile, "prompt_tokens": k.prompt_tokens,
-                   "response_median": k.response_median, "response_max": k.response_max} for k in workload.tasks],
-        "routings": {r.routing: {**r.result.summary(), "busy": {k: round(v, 4) for k, v in r.busy.items()}} for r in runs},
+        "tasks": [
+            {
+                "name": k.name,
+                "share": k.share,
+                "profile": k.profile,
+                "prompt_tokens": k.prompt_tokens,
+                "response_median": k.response_median,
+                "response_max": k.response_max,
+            }
+            for k in workload.tasks
+        ],
+        "routings": {
+            r.routing: {**r.result.summary(), "busy": {k: round(v, 4) for k, v in r.busy.items()}} for r in runs
+        },
     }

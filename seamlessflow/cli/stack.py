@@ -62,7 +62,9 @@ def up(settings, detach, wait_s, policy, only_broker, brokers, generation, only)
         settings = settings.with_overrides(services={name: name in only for name in SERVICES})
     state = read_state(run_dir(settings))
     if state and pid_alive(state.get("supervisor_pid")):
-        raise click.ClickException(f"already running (supervisor pid {state['supervisor_pid']}); `seamlessflow down` first")
+        raise click.ClickException(
+            f"already running (supervisor pid {state['supervisor_pid']}); `seamlessflow down` first"
+        )
     if detach:
         _up_detached(settings, wait_s)
     else:

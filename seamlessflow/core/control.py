@@ -168,7 +168,11 @@ class ControlProtocol:
         issued to another generation of the stack)."""
         newest = None
         for command in history:
-            if self.addressed(command) and command.epoch > self.epoch and (newest is None or command.epoch > newest.epoch):
+            if (
+                self.addressed(command)
+                and command.epoch > self.epoch
+                and (newest is None or command.epoch > newest.epoch)
+            ):
                 newest = command
         if newest is None:
             return None

@@ -70,12 +70,13 @@ def pair_logprobs(
     return torch.cat(pieces) if pieces else states.new_zeros(0, dtype=torch.float32)
 
 
-def _picked_logprobs(states: torch.Tensor, targets: torch.Tensor, head) -> torch.Tensor:
+def _picked_logprobs(states: torch.Tensor, targets: torch.Tensor,
+                     head: Callable[[torch.Tensor], torch.Tensor] | None) -> torch.Tensor:
     logits = (states if head is None else head(states)).float()
     return logits.gather(-1, targets[:, None]).squeeze(-1) - logits.logsumexp(-1)
 
 
-def _has_trainable_parameters(head) -> bool:
+def _has_trainable_parameters(head: Callable[[torch.Tensor], torch.Tensor] | None) -> bool:
     return isinstance(head, torch.nn.Module) and any(p.requires_grad for p in head.parameters())
 
 

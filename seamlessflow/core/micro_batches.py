@@ -46,7 +46,8 @@ def plan_micro_batches(
     return _sorted_runs(order, lengths, max_tokens, max_sequences, packed)
 
 
-def _sorted_runs(order, lengths, max_tokens, max_sequences, packed) -> list[list[int]]:
+def _sorted_runs(order: list[int], lengths: Sequence[int], max_tokens: int | None, max_sequences: int | None,
+                 packed: bool) -> list[list[int]]:
     batches: list[list[int]] = []
     for i in order:
         current = batches[-1] if batches else None
@@ -57,13 +58,15 @@ def _sorted_runs(order, lengths, max_tokens, max_sequences, packed) -> list[list
     return batches
 
 
-def _fits(batch, i, lengths, max_tokens, max_sequences, packed) -> bool:
+def _fits(batch: list[int], i: int, lengths: Sequence[int], max_tokens: int | None, max_sequences: int | None,
+          packed: bool) -> bool:
     if max_sequences is not None and len(batch) >= max_sequences:
         return False
     return max_tokens is None or micro_batch_cost([lengths[j] for j in batch] + [lengths[i]], packed) <= max_tokens
 
 
-def _balanced_bins(order, lengths, max_tokens, max_sequences) -> list[list[int]]:
+def _balanced_bins(order: list[int], lengths: Sequence[int], max_tokens: int,
+                   max_sequences: int | None) -> list[list[int]]:
     alone = [[i] for i in order if lengths[i] > max_tokens]
     rest = [i for i in order if lengths[i] <= max_tokens]
     first_fit = _first_fit(rest, lengths, max_tokens, max_sequences)
@@ -79,7 +82,7 @@ def _balanced_bins(order, lengths, max_tokens, max_sequences) -> list[list[int]]
     return alone + bins
 
 
-def _first_fit(order, lengths, max_tokens, max_sequences) -> list[list[int]]:
+def _first_fit(order: list[int], lengths: Sequence[int], max_tokens: int, max_sequences: int | None) -> list[list[int]]:
     bins: list[list[int]] = []
     for i in order:
         for b in bins:

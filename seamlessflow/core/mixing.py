@@ -32,7 +32,9 @@ def source_figures(groups: Sequence) -> dict[str, dict[str, float]]:
     samples, trained tokens and mean reward, for the trainer's step log."""
     out: dict[str, dict[str, float]] = {}
     for group in groups:
-        entry = out.setdefault(source_of_task(group.task_id), {"groups": 0, "samples": 0, "tokens": 0, "reward_sum": 0.0})
+        entry = out.setdefault(
+            source_of_task(group.task_id), {"groups": 0, "samples": 0, "tokens": 0, "reward_sum": 0.0}
+        )
         entry["groups"] += 1
         entry["samples"] += len(group.samples)
         entry["tokens"] += group.trained_tokens

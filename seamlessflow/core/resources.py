@@ -2,7 +2,8 @@
 
 A *resource* is one schedulable unit of hardware (an engine, a GPU, a GPU group). Its *capability tags*
 say what it can do (`rollout`, `train`); its *hardware tags* what it is good at (`compute`, `bandwidth`, a GPU
-model; the proxy routes sessions by them, `core.routing`); its *active tag* says what it does now. The scheduler only changes active tags and weights; it never learns what a resource runs inside.
+model; the proxy routes sessions by them, `core.routing`); its *active tag* says what it does now. The scheduler
+only changes active tags and weights; it never learns what a resource runs inside.
 
 Why a transition table: the allowed state changes are written once, here, so the scheduler service and the
 simulator agree on them and a reader sees the whole life cycle at a glance.

@@ -105,7 +105,9 @@ class Scheduler:
     def spec(self) -> PolicySpec:
         return get_policy(self.policy)
 
-    def step(self, resources: Sequence[Resource], pipeline: PipelineState) -> tuple[list[StampedCommand], tuple[str, ...]]:
+    def step(
+        self, resources: Sequence[Resource], pipeline: PipelineState
+    ) -> tuple[list[StampedCommand], tuple[str, ...]]:
         decision = plan(self.spec, resources, pipeline, self.config, self.clock())
         stamped = [StampedCommand(self.epochs.issue(c.resource_id), c) for c in decision.commands]
         return stamped, decision.failed

@@ -73,7 +73,8 @@ def build_tree(sequences: Sequence[Sequence[int]]) -> PackedTree:
     return PackedTree(tokens, positions, parent, subtree_end, [[packed_of[n] for n in path] for path in ends])
 
 
-def _depth_first(children: list[dict[int, int]], node_token: list[int]):
+def _depth_first(children: list[dict[int, int]],
+                 node_token: list[int]) -> tuple[dict[int, int], list[int], list[int], list[int]]:
     packed_of: dict[int, int] = {}
     tokens: list[int] = []
     positions: list[int] = []

@@ -98,11 +98,15 @@ class DashboardState:
             history = list(self.history)
         intervals = intervals_from_records(history)
         return {
-            "intervals": [{"resource": i.resource_id, "start": round(i.start, 3), "end": round(i.end, 3),
-                           "kind": i.kind} for i in intervals],
+            "intervals": [
+                {"resource": i.resource_id, "start": round(i.start, 3), "end": round(i.end, 3), "kind": i.kind}
+                for i in intervals
+            ],
             "bubble_ratio": round(bubble_ratio(intervals), 4) if intervals else None,
             "seconds_by_kind": {k: round(v, 2) for k, v in time_by_kind(intervals).items()},
-            "switches": [{"t": round(t, 3), "resource": r, "from": a, "to": b} for t, r, a, b in role_switches(history)],
+            "switches": [
+                {"t": round(t, 3), "resource": r, "from": a, "to": b} for t, r, a, b in role_switches(history)
+            ],
         }
 
     def sessions_json(self, limit: int = 100) -> list[dict]:

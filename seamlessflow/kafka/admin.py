@@ -17,19 +17,6 @@ def admin_client(settings: Settings) -> AdminClient:
     return AdminClient(common_config(settings))
 
 
-def broker_ready(settings: Settings, timeout_s: float = 2.0) -> bool:
-    """True once the broker answers a metadata request."""
-    try:
-        admin_client(settings).list_topics(timeout=timeout_s)
-        return True
-    except KafkaException:
-        return False
-
-
-def wait_for_broker(settings: Settings, timeout_s: float = 60.0) -> None:
-    wait_for_cluster(settings, 1, timeout_s)
-
-
 def brokers(settings: Settings, timeout_s: float = 2.0) -> list[dict]:
     """Every broker the cluster reports, with the active controller marked; [] when unreachable."""
     try:

@@ -27,7 +27,9 @@ log = logging.getLogger(__name__)
 Send = Callable[[str, "str | None", DeadLetter], Any]  # (topic, key, letter), e.g. MessageProducer.send
 
 
-def classify(codec: Codec, value: bytes | None, carries: tuple[str, ...] | None, topic: str = "") -> tuple[Any, str | None]:
+def classify(
+    codec: Codec, value: bytes | None, carries: tuple[str, ...] | None, topic: str = ""
+) -> tuple[Any, str | None]:
     """(message, None) for a usable record; (None, reason) for poison; (None, None) for a tombstone."""
     if value is None:
         return None, None
@@ -63,7 +65,9 @@ class DeadLetters:
         if record.value is None:
             return None
         if record.error is not None:
-            self.file(record.topic, record.partition, record.offset, record.key, record.value, f"undecodable: {record.error}")
+            self.file(
+                record.topic, record.partition, record.offset, record.key, record.value, f"undecodable: {record.error}"
+            )
             return None
         reason = misplaced(record.message, self._carries.get(record.topic), record.topic)
         if reason is not None:

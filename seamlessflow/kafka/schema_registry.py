@@ -17,7 +17,8 @@ from seamlessflow.avro.registry import UnknownSchema
 class ConfluentRegistry:
     """A Confluent Schema Registry through confluent-kafka's client (`url` may be `mock://` in tests)."""
 
-    def __init__(self, url: str | None = None, client_conf: dict | None = None, client=None):
+    def __init__(self, url: str | None = None, client_conf: dict | None = None,
+                 client: SchemaRegistryClient | None = None):
         self._client = client or SchemaRegistryClient.new_client({"url": url, **(client_conf or {})})
         self._ids: dict[tuple[str, str], int] = {}
         self._schemas: dict[int, dict] = {}

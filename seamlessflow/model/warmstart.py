@@ -41,7 +41,9 @@ class Accuracy:
 
 
 def prompt_ids(tokenizer: PreTrainedTokenizerBase, task: ArithmeticTask) -> list[int]:
-    encoded: Any = tokenizer.apply_chat_template(render_chat(task.prompt), add_generation_prompt=True)  # ids, or a BatchEncoding
+    encoded: Any = tokenizer.apply_chat_template(
+        render_chat(task.prompt), add_generation_prompt=True
+    )  # ids, or a BatchEncoding
     return list(encoded["input_ids"] if hasattr(encoded, "keys") else encoded)
 
 

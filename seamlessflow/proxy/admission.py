@@ -33,7 +33,9 @@ class Admission:
             async with asyncio.timeout(self.wait_timeout_s):
                 await self._slots.acquire()
         except TimeoutError:
-            raise ProxyError(503, "no generation slot became free in time; retry", retry_after=self.retry_after_s) from None
+            raise ProxyError(
+                503, "no generation slot became free in time; retry", retry_after=self.retry_after_s
+            ) from None
         finally:
             self.waiting -= 1
         self.running += 1

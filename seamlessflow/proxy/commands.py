@@ -87,9 +87,14 @@ class CommandHandler:
         if status.kind != ResourceKind.ROLLOUT and status.active_tag != Tag.ROLLOUT:
             return
         # a worker switched to train keeps reporting "active" and its URL while its engine is stopped
-        serving = status.state == ResourceState.ACTIVE and status.active_tag == Tag.ROLLOUT and status.figures.get("engine_up", 1.0) >= 1
-        engine = self.engines.announce(status.resource_id, status.engine_url, serving, status.weight_version,
-                                       frozenset(status.hardware_tags))
+        serving = (
+            status.state == ResourceState.ACTIVE
+            and status.active_tag == Tag.ROLLOUT
+            and status.figures.get("engine_up", 1.0) >= 1
+        )
+        engine = self.engines.announce(
+            status.resource_id, status.engine_url, serving, status.weight_version, frozenset(status.hardware_tags)
+        )
         if status.active_tag != Tag.ROLLOUT:  # preempted (e.g. to train): its calls move to other engines
             moved = self.gate.cut_on(engine.url)
             if moved:
@@ -111,7 +116,10 @@ class CommandHandler:
             if command.weight_version is not None:
                 self.engines.set_all_versions(command.weight_version)
             self.gate.open()
-            return Outcome.OK, f"resumed at version {command.weight_version}" if command.weight_version is not None else "resumed"
+            return (
+                Outcome.OK,
+                f"resumed at version {command.weight_version}" if command.weight_version is not None else "resumed",
+            )
         assert command.weight_version is not None  # load_weights is admitted only with a version
         self.engines.set_all_versions(command.weight_version)  # load_weights (with a version: admitted)
         return Outcome.OK, f"engines labelled with version {command.weight_version}"

@@ -42,4 +42,6 @@ def error_response(exc: ProxyError, headers: dict | None = None) -> web.Response
     headers = dict(headers or {})
     if exc.retry_after is not None:
         headers["Retry-After"] = str(exc.retry_after)
-    return web.Response(status=exc.status, text=json.dumps(exc.body()), content_type="application/json", headers=headers)
+    return web.Response(
+        status=exc.status, text=json.dumps(exc.body()), content_type="application/json", headers=headers
+    )

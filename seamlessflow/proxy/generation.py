@@ -185,7 +185,9 @@ class CallRun:
     async def _run_on(self, engine: Engine) -> str:
         """Runs what is left of the call on one engine: "done", "cut", or a failure kind."""
         if not self._any_tokens():
-            return await self._stream(engine, self.request.kind, self.request.upstream_body(self.config.served_model), None)
+            return await self._stream(
+                engine, self.request.kind, self.request.upstream_body(self.config.served_model), None
+            )
         self._fill_prompt_ids()
         for choice in self.capture.choices:
             if choice.finished:
@@ -208,7 +210,9 @@ class CallRun:
         self._cut = False
         self.engine_url = engine.url
         self.gate.enter(self)
-        timeout = aiohttp.ClientTimeout(total=None, sock_connect=self.config.connect_timeout_s, sock_read=self.config.read_timeout_s)
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=self.config.connect_timeout_s, sock_read=self.config.read_timeout_s
+        )
         try:
             async with self.http.post(engine.url + PATHS[kind], json=body, timeout=timeout) as response:
                 self._response = response
@@ -236,7 +240,9 @@ class CallRun:
             self.engine_url = None
             self.gate.leave(self)
 
-    async def _read_events(self, engine: Engine, kind: str, response: aiohttp.ClientResponse, choice_index: int | None) -> None:
+    async def _read_events(
+        self, engine: Engine, kind: str, response: aiohttp.ClientResponse, choice_index: int | None
+    ) -> None:
         splitter = SSESplitter()
         async for piece in response.content.iter_any():
             for data in splitter.feed(piece):
@@ -278,7 +284,14 @@ class CallRun:
         except ValueError:
             body = None
         if not isinstance(body, dict) or "error" not in body:
-            body = {"error": {"message": text[:2000] or response.reason, "type": "invalid_request_error", "param": None, "code": response.status}}
+            body = {
+                "error": {
+                    "message": text[:2000] or response.reason,
+                    "type": "invalid_request_error",
+                    "param": None,
+                    "code": response.status,
+                }
+            }
         raise UpstreamRejected(response.status, body)
 
     # -- continuation helpers ---------------------------------------------------------------------------
@@ -289,9 +302,13 @@ class CallRun:
         n = self.request.n
         for choice in self.capture.choices:
             if not choice.prompt_ids:
-                sibling = next((c for c in self.capture.choices if c.index // n == choice.index // n and c.prompt_ids), None)
+                sibling = next(
+                    (c for c in self.capture.choices if c.index // n == choice.index // n and c.prompt_ids), None
+                )
                 if sibling is None:
-                    raise ProxyError(503, "a paused call could not be continued (prompt ids unknown); retry", retry_after=1)
+                    raise ProxyError(
+                        503, "a paused call could not be continued (prompt ids unknown); retry", retry_after=1
+                    )
                 choice.prompt_ids = list(sibling.prompt_ids)
 
     def _continuation_body(self, choice: ChoiceCapture) -> dict | None:

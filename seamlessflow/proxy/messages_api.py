@@ -56,8 +56,12 @@ class MessagesDoor:
         for call in message.get("tool_calls") or ():
             content.append(tool_use_block(call))
         called = any(block["type"] == "tool_use" for block in content)
-        return {**message_head(shaper, call_id), "content": content, **stop_of(choice, called),
-                "usage": {"input_tokens": shaper.capture.prompt_tokens, "output_tokens": shaper.capture.completion_tokens}}
+        return {
+            **message_head(shaper, call_id),
+            "content": content,
+            **stop_of(choice, called),
+            "usage": {"input_tokens": shaper.capture.prompt_tokens, "output_tokens": shaper.capture.completion_tokens},
+        }
 
     def events(self, shaper: Shaper, call_id: str) -> EventShape:
         return MessageEvents(shaper, call_id)
@@ -93,8 +97,12 @@ def tool_use_block(call: dict) -> dict:
         arguments = json.loads(function.get("arguments") or "{}")
     except ValueError:
         arguments = {}
-    return {"type": "tool_use", "id": call.get("id") or "", "name": function.get("name", ""),
-            "input": arguments if isinstance(arguments, dict) else {}}
+    return {
+        "type": "tool_use",
+        "id": call.get("id") or "",
+        "name": function.get("name", ""),
+        "input": arguments if isinstance(arguments, dict) else {},
+    }
 
 
 # -- request ------------------------------------------------------------------------------------------------
@@ -113,8 +121,12 @@ def chat_body(body: Any) -> dict:
     messages = system_messages(body.get("system"))
     for message in raw:
         messages += chat_messages(message)
-    chat: dict[str, Any] = {"model": body.get("model"), "messages": messages, "max_tokens": max_tokens,
-                            "stream": body.get("stream", False)}
+    chat: dict[str, Any] = {
+        "model": body.get("model"),
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "stream": body.get("stream", False),
+    }
     chat.update({ours: body[theirs] for theirs, ours in SAMPLING.items() if body.get(theirs) is not None})
     if body.get("tools"):
         chat["tools"] = [function_tool(tool) for tool in listed(body["tools"], "tools")]
@@ -173,8 +185,13 @@ def assistant_message(blocks: list[dict]) -> dict:
         if kind == "text":
             texts.append(block.get("text") or "")
         elif kind == "tool_use":
-            calls.append({"id": block.get("id"), "type": "function",
-                          "function": {"name": block.get("name"), "arguments": json.dumps(block.get("input") or {})}})
+            calls.append(
+                {
+                    "id": block.get("id"),
+                    "type": "function",
+                    "function": {"name": block.get("name"), "arguments": json.dumps(block.get("input") or {})},
+                }
+            )
         elif kind not in ("thinking", "redacted_thinking"):
             raise ProxyError(400, f"assistant content blocks of type {kind!r} are not supported", "messages")
     message: dict[str, Any] = {"role": "assistant", "content": "\n".join(texts) if texts else None}
@@ -185,13 +202,17 @@ def assistant_message(blocks: list[dict]) -> dict:
 
 def tool_message(block: dict) -> dict:
     content = block.get("content")
-    text = content if isinstance(content, str) else text_of(listed(content or [], "tool_result.content"), "tool results")
+    text = (
+        content if isinstance(content, str) else text_of(listed(content or [], "tool_result.content"), "tool results")
+    )
     return {"role": "tool", "tool_call_id": block.get("tool_use_id"), "content": text}
 
 
 def function_tool(tool: dict) -> dict:
     if tool.get("type") not in (None, "custom") or not isinstance(tool.get("name"), str):
-        raise ProxyError(400, f"only client tools with a name and input_schema are supported (got {tool.get('type')!r})", "tools")
+        raise ProxyError(
+            400, f"only client tools with a name and input_schema are supported (got {tool.get('type')!r})", "tools"
+        )
     function = {"name": tool["name"], "parameters": tool.get("input_schema") or {"type": "object"}}
     if tool.get("description"):
         function["description"] = tool["description"]
@@ -236,7 +257,12 @@ class MessageEvents:
             for call in delta.get("tool_calls") or ():
                 function = call.get("function") or {}
                 if call.get("id") or function.get("name"):
-                    block: dict[str, Any] = {"type": "tool_use", "id": call.get("id") or "", "name": function.get("name") or "", "input": {}}
+                    block: dict[str, Any] = {
+                        "type": "tool_use",
+                        "id": call.get("id") or "",
+                        "name": function.get("name") or "",
+                        "input": {},
+                    }
                     out += self._open("tool_use", block, new=True)
                     self.called = True
                 if function.get("arguments"):
@@ -248,8 +274,9 @@ class MessageEvents:
     def finish(self) -> bytes:
         out = self._start() + self._close()
         usage = {"output_tokens": self.shaper.capture.completion_tokens}
-        out += sse_event("message_delta", {"type": "message_delta", "delta": stop_of(self.choice, self.called),
-                                               "usage": usage})
+        out += sse_event(
+            "message_delta", {"type": "message_delta", "delta": stop_of(self.choice, self.called), "usage": usage}
+        )
         return out + sse_event("message_stop", {"type": "message_stop"})
 
     def fail(self, status: int, body: dict) -> bytes:
@@ -261,8 +288,13 @@ class MessageEvents:
             return b""
         self.started = True
         usage = {"input_tokens": self.shaper.capture.prompt_tokens, "output_tokens": 0}
-        message = {**message_head(self.shaper, self.call_id), "content": [], "stop_reason": None,
-                   "stop_sequence": None, "usage": usage}
+        message = {
+            **message_head(self.shaper, self.call_id),
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": usage,
+        }
         return sse_event("message_start", {"type": "message_start", "message": message})
 
     def _open(self, kind: str, block: dict, new: bool = False) -> bytes:
@@ -270,8 +302,9 @@ class MessageEvents:
             return b""
         out = self._close()
         self.block, self.index = kind, self.index + 1
-        return out + sse_event("content_block_start", {"type": "content_block_start", "index": self.index,
-                                                       "content_block": block})
+        return out + sse_event(
+            "content_block_start", {"type": "content_block_start", "index": self.index, "content_block": block}
+        )
 
     def _delta(self, delta: dict) -> bytes:
         return sse_event("content_block_delta", {"type": "content_block_delta", "index": self.index, "delta": delta})

@@ -11,14 +11,28 @@ class ProxyMetrics:
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
-        self.requests = Counter("seamlessflow_proxy_requests", "HTTP requests by route and status", ["route", "code"], registry=r)
-        self.latency = Histogram("seamlessflow_proxy_request_seconds", "Request latency by route", ["route"], buckets=LATENCY_BUCKETS, registry=r)
-        self.tokens = Counter("seamlessflow_proxy_tokens", "Tokens seen, by kind (prompt|completion)", ["kind"], registry=r)
+        self.requests = Counter(
+            "seamlessflow_proxy_requests", "HTTP requests by route and status", ["route", "code"], registry=r
+        )
+        self.latency = Histogram(
+            "seamlessflow_proxy_request_seconds",
+            "Request latency by route",
+            ["route"],
+            buckets=LATENCY_BUCKETS,
+            registry=r,
+        )
+        self.tokens = Counter(
+            "seamlessflow_proxy_tokens", "Tokens seen, by kind (prompt|completion)", ["kind"], registry=r
+        )
         self.queue_depth = Gauge("seamlessflow_proxy_queue_depth", "Calls waiting for a slot or for resume", registry=r)
         self.inflight = Gauge("seamlessflow_proxy_inflight", "Calls holding a generation slot", registry=r)
         self.paused = Gauge("seamlessflow_proxy_paused", "1 while dispatching is paused", registry=r)
-        self.events = Counter("seamlessflow_proxy_events", "Events by outcome (produced|failed)", ["outcome"], registry=r)
-        self.continuations = Counter("seamlessflow_proxy_continuations", "Token-in continuations after a cut", registry=r)
+        self.events = Counter(
+            "seamlessflow_proxy_events", "Events by outcome (produced|failed)", ["outcome"], registry=r
+        )
+        self.continuations = Counter(
+            "seamlessflow_proxy_continuations", "Token-in continuations after a cut", registry=r
+        )
         self.engines_routable = Gauge("seamlessflow_proxy_engines_routable", "Engines taking sessions now", registry=r)
         self.rejected = Counter("seamlessflow_proxy_rejected", "Requests refused, by reason", ["reason"], registry=r)
 

@@ -107,7 +107,10 @@ ERROR = {
 def _responses(ok: dict, errors: list[str]) -> dict:
     out: dict[str, Any] = {"200": ok}
     for status in errors:
-        out[status] = {"description": ERRORS[status], "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
+        out[status] = {
+            "description": ERRORS[status],
+            "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}},
+        }
     return out
 
 
@@ -115,9 +118,19 @@ def _json_ok(description: str, schema: dict | None = None) -> dict:
     return {"description": description, "content": {"application/json": {"schema": schema or {"type": "object"}}}}
 
 
-SESSION_PARAM = {"name": "session_id", "in": "path", "required": True, "schema": {"type": "string", "pattern": SESSION_PATTERN}}
-SESSION_HEADER = {"name": "X-Session-Id", "in": "header", "required": False, "schema": {"type": "string", "pattern": SESSION_PATTERN},
-                  "description": "the session, when the path does not name it (else a new one is made)"}
+SESSION_PARAM = {
+    "name": "session_id",
+    "in": "path",
+    "required": True,
+    "schema": {"type": "string", "pattern": SESSION_PATTERN},
+}
+SESSION_HEADER = {
+    "name": "X-Session-Id",
+    "in": "header",
+    "required": False,
+    "schema": {"type": "string", "pattern": SESSION_PATTERN},
+    "description": "the session, when the path does not name it (else a new one is made)",
+}
 CALL_KEY = {"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string"},
             "description": "names the call so a client retry keeps its call id"}
 SSE_EVENT = {"type": "object", "required": ["data"], "properties": {"data": {"type": "string"}},
@@ -144,14 +157,17 @@ RESPONSES_BODY = {
     "required": ["model", "input"],
     "properties": {
         "model": {"type": "string"},
-        "input": {"oneOf": [{"type": "string"}, {"type": "array", "minItems": 1, "items": {"type": "object"}}],
-                  "description": "message, function_call and function_call_output items; text content only"},
+        "input": {
+            "oneOf": [{"type": "string"}, {"type": "array", "minItems": 1, "items": {"type": "object"}}],
+            "description": "message, function_call and function_call_output items; text content only",
+        },
         "max_output_tokens": _int(1, INT32_MAX),
         "stream": _bool(),
         "previous_response_id": {"type": "null", "description": "no response state is kept: send the whole input"},
     },
     "additionalProperties": True,
-    "description": "OpenAI Responses; recorded as the chat call the engine runs. Built-in tools, images and files get 400.",
+    "description": "OpenAI Responses; recorded as the chat call the engine runs. Built-in tools, images and files "
+    "get 400.",
 }
 MESSAGES_BODY = {
     "type": "object",
@@ -159,8 +175,12 @@ MESSAGES_BODY = {
     "properties": {
         "model": {"type": "string"},
         "max_tokens": {"type": "integer", "minimum": 1, "maximum": INT32_MAX},
-        "messages": {"type": "array", "minItems": 1, "items": {"type": "object"},
-                     "description": "text, tool_use and tool_result blocks; images and documents get 400"},
+        "messages": {
+            "type": "array",
+            "minItems": 1,
+            "items": {"type": "object"},
+            "description": "text, tool_use and tool_result blocks; images and documents get 400",
+        },
         "stream": _bool(),
     },
     "additionalProperties": True,
@@ -169,20 +189,31 @@ MESSAGES_BODY = {
 ANTHROPIC_ERROR = {
     "type": "object",
     "required": ["type", "error"],
-    "properties": {"type": {"const": "error"}, "error": {
-        "type": "object", "required": ["type", "message"],
-        "properties": {"type": {"type": "string"}, "message": {"type": "string", "minLength": 1}},
-    }},
+    "properties": {
+        "type": {"const": "error"},
+        "error": {
+            "type": "object",
+            "required": ["type", "message"],
+            "properties": {"type": {"type": "string"}, "message": {"type": "string", "minLength": 1}},
+        },
+    },
 }
 
 
 def _door_operation(door: str, in_path: bool) -> dict:
     """`responses` (OpenAI's Responses API) or `messages` (Anthropic's Messages API, Anthropic-shaped errors)."""
-    body, required, error = ((RESPONSES_BODY, ["id", "output"], "Error") if door == "responses"
-                             else (MESSAGES_BODY, ["id", "content"], "AnthropicError"))
-    ok = {"description": "the reply (a JSON body, or the API's server-sent events when `stream` is true)",
-          "content": {"application/json": {"schema": {"type": "object", "required": required}},
-                      "text/event-stream": {"schema": SSE_EVENT}}}
+    body, required, error = (
+        (RESPONSES_BODY, ["id", "output"], "Error")
+        if door == "responses"
+        else (MESSAGES_BODY, ["id", "content"], "AnthropicError")
+    )
+    ok = {
+        "description": "the reply (a JSON body, or the API's server-sent events when `stream` is true)",
+        "content": {
+            "application/json": {"schema": {"type": "object", "required": required}},
+            "text/event-stream": {"schema": SSE_EVENT},
+        },
+    }
     responses = _responses(ok, CALL_ERRORS)
     for status in CALL_ERRORS:
         responses[status]["content"]["application/json"]["schema"] = {"$ref": f"#/components/schemas/{error}"}
@@ -199,13 +230,17 @@ def _door_operation(door: str, in_path: bool) -> dict:
 
 
 def _models_operation(in_path: bool) -> dict:
-    return {"get": {
-        "operationId": f"models{'_in_session' if in_path else ''}",
-        "summary": "the engines' served models",
-        "parameters": [SESSION_PARAM] if in_path else [SESSION_HEADER],
-        "responses": _responses(_json_ok("OpenAI model list", {"type": "object", "required": ["data"]}),
-                                ["400", "401", "404", "405", "502", "503"]),
-    }}
+    return {
+        "get": {
+            "operationId": f"models{'_in_session' if in_path else ''}",
+            "summary": "the engines' served models",
+            "parameters": [SESSION_PARAM] if in_path else [SESSION_HEADER],
+            "responses": _responses(
+                _json_ok("OpenAI model list", {"type": "object", "required": ["data"]}),
+                ["400", "401", "404", "405", "502", "503"],
+            ),
+        }
+    }
 
 
 def openapi_document(config: ProxyConfig) -> dict:
@@ -218,29 +253,62 @@ def openapi_document(config: ProxyConfig) -> dict:
         paths[prefix + "/v1/responses"] = _door_operation("responses", in_path)
         paths[prefix + "/v1/messages"] = _door_operation("messages", in_path)
         paths[prefix + "/v1/models"] = _models_operation(in_path)
-    paths["/sessions/{session_id}/end"] = {"post": {
-        "operationId": "end_session",
-        "summary": "the episode's end and reward; recorded after the session's last call",
-        "parameters": [SESSION_PARAM],
-        "requestBody": {"required": True, "content": {"application/json": {"schema": END_BODY}}},
-        "responses": _responses(_json_ok("recorded", {"type": "object", "required": ["session_id", "recorded"]}),
-                                ["400", "401", "403", "404", "405", "409", "413", "503"]),
-    }}
+    paths["/sessions/{session_id}/end"] = {
+        "post": {
+            "operationId": "end_session",
+            "summary": "the episode's end and reward; recorded after the session's last call",
+            "parameters": [SESSION_PARAM],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": END_BODY}}},
+            "responses": _responses(
+                _json_ok("recorded", {"type": "object", "required": ["session_id", "recorded"]}),
+                ["400", "401", "403", "404", "405", "409", "413", "503"],
+            ),
+        }
+    }
     public: dict[str, Any] = {"security": []}
-    paths["/healthz"] = {"get": {**public, "operationId": "health", "summary": "engines, pause state, load",
-                                 "responses": {"200": _json_ok("health", {"type": "object", "required": ["status"]})}}}
-    paths["/metrics"] = {"get": {**public, "operationId": "metrics", "summary": "Prometheus metrics",
-                                 "responses": {"200": {"description": "exposition", "content": {"text/plain": {"schema": {"type": "string"}}}}}}}
-    paths["/openapi.json"] = {"get": {**public, "operationId": "openapi", "summary": "this document",
-                                      "responses": {"200": _json_ok("OpenAPI 3.1")}}}
+    paths["/healthz"] = {
+        "get": {
+            **public,
+            "operationId": "health",
+            "summary": "engines, pause state, load",
+            "responses": {"200": _json_ok("health", {"type": "object", "required": ["status"]})},
+        }
+    }
+    paths["/metrics"] = {
+        "get": {
+            **public,
+            "operationId": "metrics",
+            "summary": "Prometheus metrics",
+            "responses": {
+                "200": {"description": "exposition", "content": {"text/plain": {"schema": {"type": "string"}}}}
+            },
+        }
+    }
+    paths["/openapi.json"] = {
+        "get": {
+            **public,
+            "operationId": "openapi",
+            "summary": "this document",
+            "responses": {"200": _json_ok("OpenAPI 3.1")},
+        }
+    }
     return {
         "openapi": "3.1.0",
-        "info": {"title": "SeamlessFlow trajectory proxy", "version": "1",
-                 "description": (f"Bodies over {config.max_body_bytes} bytes get 413. Errors are OpenAI-shaped, "
-                                 "except on /v1/messages (Anthropic-shaped).")},
+        "info": {
+            "title": "SeamlessFlow trajectory proxy",
+            "version": "1",
+            "description": (
+                f"Bodies over {config.max_body_bytes} bytes get 413. Errors are OpenAI-shaped, "
+                "except on /v1/messages (Anthropic-shaped)."
+            ),
+        },
         "paths": paths,
-        "components": {"schemas": {"Error": ERROR, "AnthropicError": ANTHROPIC_ERROR},
-                       "securitySchemes": {"team_key": {"type": "http", "scheme": "bearer"},
-                                           "anthropic_key": {"type": "apiKey", "in": "header", "name": "x-api-key"}}},
+        "components": {
+            "schemas": {"Error": ERROR, "AnthropicError": ANTHROPIC_ERROR},
+            "securitySchemes": {
+                "team_key": {"type": "http", "scheme": "bearer"},
+                "anthropic_key": {"type": "apiKey", "in": "header", "name": "x-api-key"},
+            },
+        },
         "security": [{"team_key": []}],
     }

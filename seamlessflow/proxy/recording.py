@@ -106,7 +106,9 @@ class Recorder:
         except (TimeoutError, PublishFailed, CodecError) as exc:
             self.metrics.events.labels("failed").inc(len(events))
             log.error("events for session %s not recorded: %s", key, exc)
-            raise ProxyError(503, "the call's token events could not be recorded; retry", retry_after=self.retry_after_s) from None
+            raise ProxyError(
+                503, "the call's token events could not be recorded; retry", retry_after=self.retry_after_s
+            ) from None
         self.metrics.events.labels("produced").inc(len(events))
 
 

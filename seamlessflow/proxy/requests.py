@@ -66,7 +66,9 @@ def parse_call(kind: Kind, body: Any, max_n: int) -> CallRequest:
         wants_logprobs = _bool(body, "logprobs", False)
         _int(body, "top_logprobs", 0, 0, 20)
     else:
-        if logprobs is not None and (isinstance(logprobs, bool) or not isinstance(logprobs, int) or not 0 <= logprobs <= 20):
+        if logprobs is not None and (
+            isinstance(logprobs, bool) or not isinstance(logprobs, int) or not 0 <= logprobs <= 20
+        ):
             raise ProxyError(400, "'logprobs' must be an integer between 0 and 20", "logprobs")
         wants_logprobs = logprobs is not None
     model = body.get("model", "")

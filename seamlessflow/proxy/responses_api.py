@@ -95,13 +95,21 @@ def chat_body(body: Any) -> dict:
     chat: dict[str, Any] = {"model": model, "messages": messages, "stream": body.get("stream", False)}
     chat.update({ours: body[theirs] for theirs, ours in SAMPLING.items() if body.get(theirs) is not None})
     if body.get("tools"):
-        chat["tools"] = [function_tool(tool) for tool in body["tools"]] if isinstance(body["tools"], list) else bad("tools")
+        chat["tools"] = (
+            [function_tool(tool) for tool in body["tools"]] if isinstance(body["tools"], list) else bad("tools")
+        )
     if body.get("tool_choice") is not None:
         chat["tool_choice"] = tool_choice_of(body["tool_choice"])
     fmt = (body.get("text") or {}).get("format") if isinstance(body.get("text"), dict) else None
     if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
-        chat["response_format"] = {"type": "json_schema", "json_schema": {
-            "name": fmt.get("name", "output"), "schema": fmt.get("schema") or {}, "strict": fmt.get("strict", False)}}
+        chat["response_format"] = {
+            "type": "json_schema",
+            "json_schema": {
+                "name": fmt.get("name", "output"),
+                "schema": fmt.get("schema") or {},
+                "strict": fmt.get("strict", False),
+            },
+        }
     elif isinstance(fmt, dict) and fmt.get("type") == "json_object":
         chat["response_format"] = {"type": "json_object"}
     return chat
@@ -125,17 +133,24 @@ def input_messages(value: Any) -> list[dict]:
                 raise ProxyError(400, "message items need a role of user, assistant, system or developer", "input")
             messages.append({"role": role, "content": text_of(item.get("content"))})
         elif kind == "function_call":
-            call = {"id": item.get("call_id"), "type": "function",
-                    "function": {"name": item.get("name"), "arguments": item.get("arguments") or "{}"}}
+            call = {
+                "id": item.get("call_id"),
+                "type": "function",
+                "function": {"name": item.get("name"), "arguments": item.get("arguments") or "{}"},
+            }
             last = messages[-1] if messages else None
             if last is not None and last["role"] == "assistant":
                 last.setdefault("tool_calls", []).append(call)
             else:
                 messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
         elif kind == "function_call_output":
-            messages.append({"role": "tool", "tool_call_id": item.get("call_id"), "content": text_of(item.get("output"))})
+            messages.append(
+                {"role": "tool", "tool_call_id": item.get("call_id"), "content": text_of(item.get("output"))}
+            )
         elif kind != "reasoning":
-            raise ProxyError(400, f"input items of type {kind!r} are not supported through the trajectory proxy", "input")
+            raise ProxyError(
+                400, f"input items of type {kind!r} are not supported through the trajectory proxy", "input"
+            )
     return messages
 
 
@@ -190,8 +205,12 @@ class ResponseEvents:
             if delta.get("content"):
                 if self.open is None or self.open["type"] != "message":
                     out += self._add(message_item(f"msg_{self.call_id}_{len(self.items)}", "", "in_progress"))
-                    out += self._event("response.content_part.added", self.open, content_index=0,
-                                       part={"type": "output_text", "text": "", "annotations": []})
+                    out += self._event(
+                        "response.content_part.added",
+                        self.open,
+                        content_index=0,
+                        part={"type": "output_text", "text": "", "annotations": []},
+                    )
                 out += self._text(delta["content"])
             for call in delta.get("tool_calls") or ():
                 function = call.get("function") or {}
@@ -212,16 +231,18 @@ class ResponseEvents:
 
     def fail(self, status: int, body: dict) -> bytes:
         error: dict = body["error"] if isinstance(body.get("error"), dict) else {"message": str(body)}
-        return self._event("error", None, code=str(error.get("code", status)), message=error.get("message"),
-                           param=error.get("param"))
+        return self._event(
+            "error", None, code=str(error.get("code", status)), message=error.get("message"), param=error.get("param")
+        )
 
     def _start(self) -> bytes:
         if self.started:
             return b""
         self.started = True
         response = {**response_object(self.shaper, self.call_id, [], None), "status": "in_progress", "usage": None}
-        return (self._event("response.created", None, response=response)
-                + self._event("response.in_progress", None, response=response))
+        return self._event("response.created", None, response=response) + self._event(
+            "response.in_progress", None, response=response
+        )
 
     def _add(self, item: dict) -> bytes:
         out = self._close()
@@ -247,8 +268,9 @@ class ResponseEvents:
             out += self._event("response.output_text.done", item, content_index=0, text=part["text"], logprobs=[])
             out += self._event("response.content_part.done", item, content_index=0, part=part)
         else:
-            out += self._event("response.function_call_arguments.done", item, name=item["name"],
-                               arguments=item["arguments"])
+            out += self._event(
+                "response.function_call_arguments.done", item, name=item["name"], arguments=item["arguments"]
+            )
         return out + self._event("response.output_item.done", None, output_index=self.items.index(item), item=item)
 
     def _event(self, kind: str, about: dict | None, **fields: Any) -> bytes:

@@ -49,7 +49,9 @@ class EngineTable:
         url = url.rstrip("/").removesuffix("/v1")
         engine = self._by_url.get(url)
         if engine is None:
-            engine = self._by_url[url] = Engine(engine_id, url, version, source=source, hardware_tags=frozenset(hardware_tags))
+            engine = self._by_url[url] = Engine(
+                engine_id, url, version, source=source, hardware_tags=frozenset(hardware_tags)
+            )
         return engine
 
     def announce(self, engine_id: str, url: str, active: bool, version: int,
@@ -70,7 +72,9 @@ class EngineTable:
         for engine in self._by_url.values():
             self.observe_version(engine, version)
 
-    def pick(self, session_id: str, exclude: frozenset[str] = frozenset(), profile: Profile | None = None) -> Engine | None:
+    def pick(
+        self, session_id: str, exclude: frozenset[str] = frozenset(), profile: Profile | None = None
+    ) -> Engine | None:
         """The session's engine among the routable ones not in `exclude` (URLs); see `core.routing.route`."""
         candidates = [e for e in self._by_url.values() if e.routable and e.url not in exclude]
         return route(session_id, profile, candidates, self.fit)

@@ -80,7 +80,14 @@ class EndRequest(BaseModel):
 
 
 class ProxyServer:
-    def __init__(self, settings: Settings, config: ProxyConfig | None = None, codec: Codec | None = None, team_keys: TeamKeys | None = None, publisher: EventPublisher | None = None):
+    def __init__(
+        self,
+        settings: Settings,
+        config: ProxyConfig | None = None,
+        codec: Codec | None = None,
+        team_keys: TeamKeys | None = None,
+        publisher: EventPublisher | None = None,
+    ):
         self.settings = settings
         self.config = config or ProxyConfig.from_settings(settings)
         self.codec = codec or codec_for(settings)
@@ -89,14 +96,27 @@ class ProxyServer:
         self.metrics = ProxyMetrics()
         self.engines = EngineTable(self.config.health_failures, self.config.routing.fit_table())
         for engine in self.config.engines:
-            self.engines.add(engine.id, engine.url, engine.weight_version, hardware_tags=frozenset(engine.hardware_tags))
+            self.engines.add(
+                engine.id, engine.url, engine.weight_version, hardware_tags=frozenset(engine.hardware_tags)
+            )
         self.gate = PauseGate()
-        self.sessions = SessionTable(self.config.max_sessions, self.config.routing.learner if self.config.routing.learn else None)
+        self.sessions = SessionTable(
+            self.config.max_sessions, self.config.routing.learner if self.config.routing.learn else None
+        )
         self.bases = PromptBases(self.config.prompt_delta_bases, self.config.prompt_delta_memory_mb << 20)
         self.publisher = publisher or EventPublisher(settings, self.codec, **self.config.producer)
         c = self.config
-        self.recorder = Recorder(self.publisher, self.topic, settings.run, self.sessions, self.bases, self.metrics,
-                                 c.delivery_timeout_s, c.retry_after_s, c.prompt_deltas)
+        self.recorder = Recorder(
+            self.publisher,
+            self.topic,
+            settings.run,
+            self.sessions,
+            self.bases,
+            self.metrics,
+            c.delivery_timeout_s,
+            c.retry_after_s,
+            c.prompt_deltas,
+        )
         self.admission = Admission(c.max_inflight, c.max_queued, c.pause_timeout_s, c.retry_after_s)
         self.http: aiohttp.ClientSession | None = None
         self._runner: web.AppRunner | None = None
@@ -121,8 +141,9 @@ class ProxyServer:
         self._runner = web.AppRunner(self.app(), access_log=None, handler_cancellation=True)
         await self._runner.setup()
         # several workers listen on one port; the kernel spreads connections over them (`stack.proxy_services`)
-        site = web.TCPSite(self._runner, self.config.host, self.config.port, backlog=2048,
-                           reuse_port=self.config.workers > 1 or None)
+        site = web.TCPSite(
+            self._runner, self.config.host, self.config.port, backlog=2048, reuse_port=self.config.workers > 1 or None
+        )
         await site.start()
         self.port = self._runner.addresses[0][1]  # the bound port (config.port may be 0)
 
@@ -230,12 +251,20 @@ class ProxyServer:
         finally:
             session.call_finished()
 
-    async def _serve(self, request, door: FrontDoor, call: CallRequest, who: CallIdentity, headers) -> web.StreamResponse:
+    async def _serve(
+        self, request, door: FrontDoor, call: CallRequest, who: CallIdentity, headers
+    ) -> web.StreamResponse:
         state = self.sessions.get(who.session_id)
         assert self.http is not None  # start_http() runs before the app serves
         stream = ClientStream(request, headers) if call.stream else None
         run = CallRun(
-            call, who.session_id, self.http, self.engines, self.gate, self.config, profile=state.profile if state else None,
+            call,
+            who.session_id,
+            self.http,
+            self.engines,
+            self.gate,
+            self.config,
+            profile=state.profile if state else None,
             shaper_id=f"{'chatcmpl' if call.kind == 'chat' else 'cmpl'}-{who.call_id}",
             on_continuation=self.metrics.continuations.inc,
         )
@@ -266,7 +295,12 @@ class ProxyServer:
     async def _models(self, request: web.Request) -> web.Response:
         self._team(request)
         if self.config.served_model:
-            return web.json_response({"object": "list", "data": [{"id": self.config.served_model, "object": "model", "owned_by": "seamlessflow"}]})
+            return web.json_response(
+                {
+                    "object": "list",
+                    "data": [{"id": self.config.served_model, "object": "model", "owned_by": "seamlessflow"}],
+                }
+            )
         session_id, _ = self._session_id(request)
         engine = self.engines.pick(session_id)
         if engine is None:
@@ -285,7 +319,9 @@ class ProxyServer:
         try:
             end = EndRequest.model_validate(await self._json(request))
         except ValidationError as exc:
-            raise ProxyError(400, f"invalid episode end: {exc.errors(include_url=False, include_input=False)}") from None
+            raise ProxyError(
+                400, f"invalid episode end: {exc.errors(include_url=False, include_input=False)}"
+            ) from None
         try:
             state = self.sessions.claim(session_id, team, known_from_start=False)
         except SessionOwnedByOtherTeam:
@@ -313,14 +349,27 @@ class ProxyServer:
         )
         await self.recorder.publish([event], session_id)
         self.bases.forget(session_id)
-        body = {"session_id": session_id, "num_calls": num_calls, "recorded": True,
-                "versions": sorted(state.versions)}  # which policy versions generated it (an eval pins on these)
+        body = {
+            "session_id": session_id,
+            "num_calls": num_calls,
+            "recorded": True,
+            "versions": sorted(state.versions),
+        }  # which policy versions generated it (an eval pins on these)
         return web.json_response(body, headers={SESSION_HEADER: session_id})
 
     # -- health and metrics -----------------------------------------------------------------------------
     async def _healthz(self, request: web.Request) -> web.Response:
-        engines = [{"id": e.id, "url": e.url, "healthy": e.healthy, "announced": e.announced, "version": e.version,
-                    "hardware_tags": sorted(e.hardware_tags)} for e in self.engines]
+        engines = [
+            {
+                "id": e.id,
+                "url": e.url,
+                "healthy": e.healthy,
+                "announced": e.announced,
+                "version": e.version,
+                "hardware_tags": sorted(e.hardware_tags),
+            }
+            for e in self.engines
+        ]
         return web.json_response(
             {
                 "status": "ok" if self.engines.routable_count else "no_engines",

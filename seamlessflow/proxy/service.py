@@ -37,7 +37,9 @@ class ProxyService:
             settings.team, settings.run, drain_timeout_s=self.config.pause_timeout_s,
             generation=settings.generation,
         )
-        wanted = ([topics.control] if self.config.listen_control else []) + ([topics.status] if self.config.discover_engines else [])
+        wanted = ([topics.control] if self.config.listen_control else []) + (
+            [topics.status] if self.config.discover_engines else []
+        )
         self.dead_letters = DeadLetters(settings, self.server.codec, f"proxy:{self.config.id}", self._send_dead_letter)
         self.listener = ControlListener(settings, self.server.codec, wanted, self.commands.on_message,
                                         self.dead_letters, self.commands.protocol.addressed, topics.control,
@@ -125,7 +127,15 @@ class ProxyService:
         versions = [e.version for e in server.engines] or [0]
         figures = {"inflight": server.admission.running, "queued": server.admission.waiting,
                    "engines_routable": server.engines.routable_count, "sessions": len(server.sessions)}
-        return resource_status(self.config.id, ResourceKind.PROXY, ResourceState.PAUSED if server.gate.paused else ResourceState.ACTIVE, ResourceKind.PROXY,
-                               self.settings.team, self.settings.run, capability_tags=[ResourceKind.PROXY],
-                               weight_version=max(versions), figures=figures,
-                               epoch=max(self.commands.last_epoch, 0))
+        return resource_status(
+            self.config.id,
+            ResourceKind.PROXY,
+            ResourceState.PAUSED if server.gate.paused else ResourceState.ACTIVE,
+            ResourceKind.PROXY,
+            self.settings.team,
+            self.settings.run,
+            capability_tags=[ResourceKind.PROXY],
+            weight_version=max(versions),
+            figures=figures,
+            epoch=max(self.commands.last_epoch, 0),
+        )

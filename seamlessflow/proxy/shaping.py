@@ -66,9 +66,15 @@ class Shaper:
                 entries = piece.chat_logprobs if from_kind == "chat" else chat_entries(piece.completion_logprobs)
                 out["logprobs"] = {"content": entries}
         else:
-            if not (piece.text or piece.finish_reason or (wants_ids and piece.token_ids) or (wants_lp and piece.logprobs)):
+            if not (
+                piece.text or piece.finish_reason or (wants_ids and piece.token_ids) or (wants_lp and piece.logprobs)
+            ):
                 return None
-            out = {"index": piece.index, "text": piece.text, "logprobs": piece.completion_logprobs if wants_lp else None}
+            out = {
+                "index": piece.index,
+                "text": piece.text,
+                "logprobs": piece.completion_logprobs if wants_lp else None,
+            }
             if wants_ids and piece.index not in self._prompt_ids_sent:
                 out["prompt_token_ids"] = self.capture.choice(piece.index).prompt_ids
                 self._prompt_ids_sent.add(piece.index)
@@ -94,7 +100,10 @@ class Shaper:
             if self.request.wants_token_ids:
                 out["prompt_token_ids"] = self.capture.prompt_ids
         else:
-            out = {**self._head("text_completion"), "choices": [self._completion_choice(c) for c in self.capture.choices]}
+            out = {
+                **self._head("text_completion"),
+                "choices": [self._completion_choice(c) for c in self.capture.choices],
+            }
         out["usage"] = self.usage()
         return out
 

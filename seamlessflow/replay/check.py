@@ -62,7 +62,10 @@ def differences(rebuilt: Trajectory, stored: Trajectory) -> list[str]:
         if _bits(mine) == _bits(theirs):
             continue
         if f.name in LIST_FIELDS:
-            at = next((i for i, (a, b) in enumerate(zip(mine, theirs, strict=False)) if _bits(a) != _bits(b)), min(len(mine), len(theirs)))
+            at = next(
+                (i for i, (a, b) in enumerate(zip(mine, theirs, strict=False)) if _bits(a) != _bits(b)),
+                min(len(mine), len(theirs)),
+            )
             got = theirs[at] if at < len(theirs) else "<end>"
             want = mine[at] if at < len(mine) else "<end>"
             out.append(f"{f.name}[{at}]: stored {got!r}, assembly gives {want!r} (lengths {len(theirs)}/{len(mine)})")
@@ -107,7 +110,9 @@ def check(sessions: list[SessionEvents], stored: Iterable[Record], config: Assem
             problems = differences(mine, copy.message)
             where = f"{copy.topic}[{copy.partition}]@{copy.offset}"
             if problems:
-                report.mismatches.append(Mismatch(trajectory_id, mine.session_id, "differs", "; ".join(problems), where))
+                report.mismatches.append(
+                    Mismatch(trajectory_id, mine.session_id, "differs", "; ".join(problems), where)
+                )
             else:
                 report.trajectories_verified += 1
     for trajectory_id, copies in by_id.items():

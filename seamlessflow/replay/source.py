@@ -1,7 +1,8 @@
 """Where a replay starts reading: the beginning, given offsets, or a timestamp verified against the data.
 
 Why verify: an offset-for-timestamp lookup answers by the records' timestamps, which producers set (clock
-skew between hosts, CreateTime vs LogAppendTime), and an earlier embedded broker answered wrongly. The broker's answer is accepted only if the record there is at/after the time and the one before it is
+skew between hosts, CreateTime vs LogAppendTime), and an earlier embedded broker answered wrongly. The broker's
+answer is accepted only if the record there is at/after the time and the one before it is
 earlier; otherwise that partition is scanned from its start. Either way records are also filtered by
 timestamp on the client, so a wrong lookup can cost time but never drop or add records.
 """
@@ -24,7 +25,9 @@ class StartPlan:
     notes: list[str] = field(default_factory=list)  # how each start was decided, for the user
 
 
-def verified_start(found: int | None, since_ms: int, low: int, timestamp_at: Callable[[int], int | None]) -> tuple[int, str]:
+def verified_start(
+    found: int | None, since_ms: int, low: int, timestamp_at: Callable[[int], int | None]
+) -> tuple[int, str]:
     """The offset to start from given the broker's answer `found` (None: "no record at/after since")."""
     if found is None:
         return low, "broker found no record at/after the time: scanning from the start"

@@ -161,7 +161,9 @@ class RewardWorker:
             out = scored(trajectory, last.reward, {**info, **({"info": last.info} if last.info else {})})
             self.stats.scored += 1
         else:
-            reason = f"{last.outcome} after {len(verdicts)} attempt(s): {last.error.splitlines()[0] if last.error else ''}"
+            reason = (
+                f"{last.outcome} after {len(verdicts)} attempt(s): {last.error.splitlines()[0] if last.error else ''}"
+            )
             out = unscorable(trajectory, reason, info)
             letter = letter_for(f"reward:{self.group}", self.topics.to_score, delivery.partition, delivery.offset,
                                 delivery.key, delivery.value, f"unscorable: {reason}", self.settings.team,

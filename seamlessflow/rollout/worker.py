@@ -107,7 +107,9 @@ class RolloutWorker:
             paused = self.state == ResourceState.PAUSED
             self.restarts += 1
             self.state = ResourceState.FAILED
-            log.error("%s: engine exited (restart %d of %d)", self.resource_id, self.restarts, self.options.max_restarts)
+            log.error(
+                "%s: engine exited (restart %d of %d)", self.resource_id, self.restarts, self.options.max_restarts
+            )
             if self.restarts > self.options.max_restarts:
                 self.stopped = True
                 return False
@@ -202,9 +204,12 @@ class RolloutWorker:
             label = wait_for_label(self.client, version, self.options.transfer_wait_s)
             self.adopt_engine_version(label)
             if self.pushed_version >= version:
-                return f"v{self.pushed_version} in the engine through the transfer group ({time.monotonic() - began:.1f} s)"
+                return (f"v{self.pushed_version} in the engine through the transfer group "
+                        f"({time.monotonic() - began:.1f} s)")
         if not uri:
-            raise CommandRejected(f"v{version} has no files (transfer only) and did not arrive through a transfer group")
+            raise CommandRejected(
+                f"v{version} has no files (transfer only) and did not arrive through a transfer group"
+            )
         path = self._files(version, uri)
         errors = []
         for method in self.options.weight_load_methods:
@@ -327,14 +332,28 @@ class RolloutWorker:
     # -- status -----------------------------------------------------------------------------------
 
     def status(self, figures: dict[str, float]) -> ResourceStatus:
-        return resource_status(self.resource_id, ResourceKind.ROLLOUT, self.state, self.active_tag, self.team, self.run,
-                               capability_tags=self.spec.capability_tags, weight_version=max(self.weight_version, self.pushed_version),
-                               figures=figures, engine_url=self.engine.url, epoch=self.epoch,
-                               hardware_tags=self.spec.hardware_tags)
+        return resource_status(
+            self.resource_id,
+            ResourceKind.ROLLOUT,
+            self.state,
+            self.active_tag,
+            self.team,
+            self.run,
+            capability_tags=self.spec.capability_tags,
+            weight_version=max(self.weight_version, self.pushed_version),
+            figures=figures,
+            engine_url=self.engine.url,
+            epoch=self.epoch,
+            hardware_tags=self.spec.hardware_tags,
+        )
 
     def base_figures(self) -> dict[str, float]:
-        figures = {"engine_restarts": float(self.restarts), "engine_up": float(self.engine_ready and self.engine.running() and not self.asleep),
-                   "engine_pid": float(self.engine.pid or 0), "weight_transfer": float(bool(self.options.weight_transfer))}
+        figures = {
+            "engine_restarts": float(self.restarts),
+            "engine_up": float(self.engine_ready and self.engine.running() and not self.asleep),
+            "engine_pid": float(self.engine.pid or 0),
+            "weight_transfer": float(bool(self.options.weight_transfer)),
+        }
         if self.last_swap:
             figures["last_swap_ms"] = self.last_swap[1]
         return figures

@@ -24,5 +24,7 @@ def to_message(command: Command, epoch: int, team: str, run: str, weights: dict[
 
 
 def describe(message: ControlCommand) -> str:
-    detail = message.role or message.mode or (f"v{message.weight_version}" if message.weight_version is not None else "")
+    detail = (
+        message.role or message.mode or (f"v{message.weight_version}" if message.weight_version is not None else "")
+    )
     return f"{message.resource_id}#{message.epoch} {message.command} {detail}".rstrip()

@@ -14,7 +14,8 @@ the pipeline would stall waiting for a batch it may no longer start. The rule is
 (`core.batching.rewards_vary`), applied to each session's reward as its episode end or trajectory reports it.
 
 SRPO history resampling: a group whose trainable sessions all reached `success_reward` marks its source task
-"too easy" (`core.batching.solved_by_all`, the trainer's rule); later cycles over the task set skip it, so rollout capacity goes to tasks that
+"too easy" (`core.batching.solved_by_all`, the trainer's rule); later cycles over the task set skip it, so rollout
+capacity goes to tasks that
 still teach something. When every task is too easy, nothing is skipped (a run never starves).
 
 Several task sources (`manager.sources`: e.g. math, code, tool use), each with its kind (the agent pool that

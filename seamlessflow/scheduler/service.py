@@ -190,22 +190,43 @@ class SchedulerService:
         scheduler see it; a fresh heartbeat from the resource replaces it."""
         self.view.mark_failed(resource_id)
         last = self.view.tracked[resource_id].status
-        record = resource_status(resource_id, last.kind, ResourceState.FAILED, last.active_tag, self.settings.team, self.settings.run,
-                                 capability_tags=last.capability_tags, weight_version=last.weight_version,
-                                 figures={"marked_by_scheduler": 1.0}, engine_url=last.engine_url, epoch=last.epoch,
-                                 hardware_tags=last.hardware_tags)
+        record = resource_status(
+            resource_id,
+            last.kind,
+            ResourceState.FAILED,
+            last.active_tag,
+            self.settings.team,
+            self.settings.run,
+            capability_tags=last.capability_tags,
+            weight_version=last.weight_version,
+            figures={"marked_by_scheduler": 1.0},
+            engine_url=last.engine_url,
+            epoch=last.epoch,
+            hardware_tags=last.hardware_tags,
+        )
         self.producer.send(self.topics.status, resource_id, record)
         log.warning("resource %s stopped heartbeating: marked failed", resource_id)
 
     def _status(self) -> ResourceStatus:
         pipeline = self.pipeline()
-        figures = {"buffered": float(pipeline.buffered), "batch_threshold": float(pipeline.batch_threshold),
-                   "trajectory_rate": pipeline.trajectory_rate, "commands": float(len(self.published))}
+        figures = {
+            "buffered": float(pipeline.buffered),
+            "batch_threshold": float(pipeline.batch_threshold),
+            "trajectory_rate": pipeline.trajectory_rate,
+            "commands": float(len(self.published)),
+        }
         if self.manager:
             figures.update({k: float(v) for k, v in self.manager.figures().items()})
-        return resource_status(self.options.resource_id, ResourceKind.SCHEDULER, ResourceState.ACTIVE, self.options.policy,
-                               self.settings.team, self.settings.run, weight_version=self.view.current_version,
-                               figures=figures)
+        return resource_status(
+            self.options.resource_id,
+            ResourceKind.SCHEDULER,
+            ResourceState.ACTIVE,
+            self.options.policy,
+            self.settings.team,
+            self.settings.run,
+            weight_version=self.view.current_version,
+            figures=figures,
+        )
 
     # -- the loop -----------------------------------------------------------------------------------------
 

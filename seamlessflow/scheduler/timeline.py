@@ -58,7 +58,8 @@ def intervals_from_records(
         t = message.created_at_ms / 1000.0 - origin
         if isinstance(message, ResourceStatus) and message.kind in kinds:
             samples[message.resource_id].append((t, kind_of(message), message.figures.get("busy_s")))
-        elif isinstance(message, CommandAck) and message.command is CommandKind.LOAD_WEIGHTS and message.outcome is Outcome.OK:
+        elif (isinstance(message, CommandAck) and message.command is CommandKind.LOAD_WEIGHTS
+              and message.outcome is Outcome.OK):
             syncs.append(Interval(message.resource_id, max(0.0, t - message.duration_ms / 1000.0), t, "sync"))
     end = max(t for points in samples.values() for t, _, _ in points) if samples else 0.0
     out: list[Interval] = []

@@ -163,6 +163,11 @@ class ClusterView:
 
     def trainer_figure(self, name: str) -> float | None:
         """A figure from the live trainers' heartbeats (summed), or None when no trainer reports it."""
-        values = [t.status.figures[name] for t in self.tracked.values()
-                  if t.kind == ResourceKind.TRAINER and t.reported.state is not ResourceState.FAILED and name in t.status.figures]
+        values = [
+            t.status.figures[name]
+            for t in self.tracked.values()
+            if t.kind == ResourceKind.TRAINER
+            and t.reported.state is not ResourceState.FAILED
+            and name in t.status.figures
+        ]
         return sum(values) if values else None

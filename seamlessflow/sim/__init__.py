@@ -15,4 +15,13 @@ def simulate(policy: str, gpus: int = 64, mix: float = 0.5, steps: int = 8, seed
     return Simulator(policy, gpus=gpus, mix=mix, steps=steps, seed=seed, workload=workload, **options).run()  # type: ignore[arg-type]
 
 
-__all__ = ["Interval", "SimResult", "SimulationStalled", "Simulator", "Workload", "bubble_ratio", "draw_timeline", "simulate"]
+__all__ = [
+    "Interval",
+    "SimResult",
+    "SimulationStalled",
+    "Simulator",
+    "Workload",
+    "bubble_ratio",
+    "draw_timeline",
+    "simulate",
+]

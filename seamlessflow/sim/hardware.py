@@ -32,10 +32,6 @@ class Gpu:
     memory_gb: float
     hardware_tags: frozenset[str]  # the class it is tagged with by default (compute | bandwidth) and its model
 
-    @property
-    def ridge_flop_per_byte(self) -> float:
-        return self.bf16_tflops / self.hbm_tb_s
-
 
 GPUS: dict[str, Gpu] = {
     g.key: g

@@ -19,7 +19,8 @@ from seamlessflow.topics import Topics
 def resource_rows(settings: Settings, timeout_s: float = 10.0) -> list[dict]:
     """Latest ResourceStatus per resource id of the configured team/run, sorted by id.
 
-    Each row: id, kind, capability_tags, hardware_tags, active_tag, state, weight_version, epoch, engine_url, figures and
+    Each row: id, kind, capability_tags, hardware_tags, active_tag, state, weight_version, epoch, engine_url,
+    figures and
     heartbeat_age_s (seconds since its `created_at_ms`, by this machine's clock). The scheduler's own row
     (kind `scheduler`) carries the trainer's current version as `weight_version` and the pipeline figures.
     """

@@ -212,7 +212,9 @@ def start_stack(settings: Settings, supervisor: Supervisor, log=print) -> None:
         proxy = ProxyConfig.model_validate(settings.section("proxy"))
         supervisor.info["proxy"] = f"http://{proxy.host}:{proxy.port}/v1"
         key = TeamKeys.from_settings(settings).ensure_default(settings.team)
-        supervisor.info[f"api key ({settings.team})"] = f"{key}  (also in {Path(settings.data_dir) / (settings.team + '.key')})"
+        supervisor.info[f"api key ({settings.team})"] = (
+            f"{key}  (also in {Path(settings.data_dir) / (settings.team + '.key')})"
+        )
     specs = app_services(settings)
     urls = metrics_ports(settings, specs)
     if enabled(settings, "proxy"):

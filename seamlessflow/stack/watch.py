@@ -40,7 +40,11 @@ class ResourceWatcher:
                                         config={"fetch.wait.max.ms": 50})
             self._consumer.follow(Topics(self.settings).status)
         for status in self._consumer.messages(0.2, 1000):
-            if isinstance(status, ResourceStatus) and status.team == self.settings.team and status.run == self.settings.run:
+            if (
+                isinstance(status, ResourceStatus)
+                and status.team == self.settings.team
+                and status.run == self.settings.run
+            ):
                 self.latest[status.resource_id] = status
                 if status.kind == ResourceKind.TRAINER and "reward_mean" in status.figures:
                     self.rewards[int(status.figures.get("step", 0))] = status.figures["reward_mean"]

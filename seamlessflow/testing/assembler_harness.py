@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 from seamlessflow.core.assembler import AssemblerConfig, SessionAssembler
@@ -15,6 +15,7 @@ from seamlessflow.core.episodes import EpisodeStatus
 from seamlessflow.core.prefix_tree import Call
 from seamlessflow.kafka.io import MessageProducer, read_topic
 from seamlessflow.messages import EpisodeEnd, TokenIO, Trajectory
+from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -106,13 +107,31 @@ def read_trajectories(settings, codec) -> list[Trajectory]:
     return [r.message for r in read_topic(settings, Topics(settings).trajectories, codec)]
 
 
-def wait_for(settings, codec, topic_attr: str, count: int, timeout_s: float, proc: AssemblerProcess):
+def wait_for(settings, codec, topic_attr: str, count: int, timeout_s: float, proc: AssemblerProcess) -> list:
+    """The records on the topic once there are at least `count`; fails after `timeout_s` or once the assembler
+    process has exited, with its log."""
     topic = getattr(Topics(settings), topic_attr)
-    deadline = time.monotonic() + timeout_s
-    while True:
+
+    def enough() -> list | None:
         records = [r.message for r in read_topic(settings, topic, codec)]
-        if len(records) >= count or time.monotonic() > deadline:
-            return records
-        if proc.running.poll() is not None:
-            raise AssertionError(f"assembler exited with {proc.running.returncode}:\n{proc.log()}")
-        time.sleep(0.5)
+        return records if len(records) >= count else None
+
+    return wait_until(enough, timeout_s, lambda: f"{count} records on {topic}; the assembler's log:\n{proc.log()}",
+                      every_s=0.5, alive=[proc.running])
+
+
+def as_records(sessions: dict[str, list[Call]], rng: random.Random, window: int = 6) -> list[tuple[str, object]]:
+    """Every session's events in order, then its end; at most `window` sessions interleaved at random."""
+    waiting: list[tuple[str, list[tuple[str, object]]]] = [
+        (sid, [(sid, token_io(sid, c)) for c in calls] + [(sid, episode_end(sid))]) for sid, calls in sessions.items()]
+    active: dict[str, list[tuple[str, object]]] = {}
+    out: list[tuple[str, object]] = []
+    while waiting or active:
+        while waiting and len(active) < window:
+            sid, queue = waiting.pop(0)
+            active[sid] = queue
+        sid = rng.choice(sorted(active))
+        out.append(active[sid].pop(0))
+        if not active[sid]:
+            del active[sid]
+    return out

@@ -16,7 +16,8 @@ Per step, in this order, so a crash at any point replays and never skips:
 
 With several data-parallel ranks, rank 0 (the leader) is the trainer above: it alone reads Kafka and the
 control topic, forms batches, writes weights, publishes and commits. Every loop turn it broadcasts an
-order to the other ranks (nothing, step, export, checkpoint, stop: seamlessflow/trainer/follower.py); they follow with their share of the step and
+order to the other ranks (nothing, step, export, checkpoint, stop: seamlessflow/trainer/follower.py); they follow
+with their share of the step and
 their part of the collective saves (ZeRO-3's gather of the weights, DeepSpeed's checkpoint).
 """
 
@@ -208,9 +209,16 @@ class Trainer:
         trained = [s.trajectory_id for g in result.batch for s in g.samples]
         self._finish(trained)
         sources = source_figures(result.batch)  # per task source: groups, samples, tokens, mean reward
-        self._trained_since_publish.append({"step": self.step, "trajectory_ids": trained,
-                                            "tokens_trained": metrics.tokens_trained, "reward_mean": metrics.reward_mean,
-                                            "finished_at_ms": now_ms(), "sources": sources})
+        self._trained_since_publish.append(
+            {
+                "step": self.step,
+                "trajectory_ids": trained,
+                "tokens_trained": metrics.tokens_trained,
+                "reward_mean": metrics.reward_mean,
+                "finished_at_ms": now_ms(),
+                "sources": sources,
+            }
+        )
         self.last_metrics = metrics
         counts = self.builder.counters.minus(self._counters_at_step)
         self._counters_at_step = Counters(**vars(self.builder.counters))
@@ -337,13 +345,24 @@ class Trainer:
                    "checkpoint_time_s": float(getattr(self, "checkpoint_time_s", 0.0)),
                    "busy_s": self.busy_s, "ranks": float(self.ranks.world)}
         if self.transfer is not None:  # measured per version: the scheduler prices switches with it
-            figures.update({"weight_update_s": self.transfer.update_s, "transfer_engines": float(len(self.transfer.pids))})
+            figures.update(
+                {"weight_update_s": self.transfer.update_s, "transfer_engines": float(len(self.transfer.pids))}
+            )
         figures.update({f"total_{k}": float(v) for k, v in vars(self.builder.counters).items()})
         if self.last_metrics is not None:
             figures.update(self.last_metrics.figures())
-        status = resource_status(self.config.resource_id, ResourceKind.TRAINER, state, self.control.role, self.settings.team,
-                                 self.settings.run, capability_tags=[Tag.TRAIN], weight_version=self.announced_version,
-                                 figures=figures, epoch=max(self.control.epoch, 0))
+        status = resource_status(
+            self.config.resource_id,
+            ResourceKind.TRAINER,
+            state,
+            self.control.role,
+            self.settings.team,
+            self.settings.run,
+            capability_tags=[Tag.TRAIN],
+            weight_version=self.announced_version,
+            figures=figures,
+            epoch=max(self.control.epoch, 0),
+        )
         self.producer.send(self.topics.status, self.config.resource_id, status)
 
 def _fmt(values: dict) -> str:

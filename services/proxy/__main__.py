@@ -34,12 +34,17 @@ def proxy_config(settings: Settings, args: argparse.Namespace) -> ProxyConfig:
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", help="overrides proxy.host")
     parser.add_argument("--port", type=int, help="overrides proxy.port")
-    parser.add_argument("--worker", type=int, help="this process is worker INDEX of proxy.workers (resource <id>-INDEX)")
+    parser.add_argument(
+        "--worker", type=int, help="this process is worker INDEX of proxy.workers (resource <id>-INDEX)"
+    )
 
 
 def main() -> None:
-    run_until_signal("services.proxy", lambda settings, stop, args: asyncio.run(
-        serve(settings, proxy_config(settings, args), stop)), add_arguments=add_arguments)
+    run_until_signal(
+        "services.proxy",
+        lambda settings, stop, args: asyncio.run(serve(settings, proxy_config(settings, args), stop)),
+        add_arguments=add_arguments,
+    )
 
 
 if __name__ == "__main__":

@@ -3,9 +3,7 @@ assembler service, and `replay --check` over what they produced. Slow (~2-4 min,
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
 
 import pytest
 from click.testing import CliRunner
@@ -14,48 +12,35 @@ from seamlessflow.agents import AgentSettings, AgentWorker, publish_tasks
 from seamlessflow.cli.replay import replay
 from seamlessflow.kafka.io import read_topic
 from seamlessflow.messages import EpisodeEnd, TokenIO
-from seamlessflow.proxy import ProxyConfig, ProxyService
+from seamlessflow.proxy import ProxyConfig
 from seamlessflow.teams import TeamKeys
 from seamlessflow.testing.assembler_harness import AssemblerProcess
+from seamlessflow.testing.in_process import AgentsThread
+from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
 from services.agents.examples import code_tests, demo_tasks, history_rewrite, single_turn, tool_use
-from tests.agents.test_worker import Running, wait_for
 
 pytestmark = pytest.mark.slow
 KEYS = {"red": "key-red", "blue": "key-blue"}
 
 
-class ProxyThread:
-    """The real proxy service on its own event loop, in front of the vLLM server."""
-
-    def __init__(self, settings, tmp_path, engine_url):
-        self.loop = asyncio.new_event_loop()
-        threading.Thread(target=self.loop.run_forever, daemon=True).start()
-        config = ProxyConfig(port=0, engines=[{"id": "e0", "url": engine_url}], served_model="tiny",
-                             listen_control=False, discover_engines=False)
-        keys = TeamKeys(tmp_path / "teams.json", KEYS)
-        self.service = self._run(ProxyService(settings, config=config, team_keys=keys).start())
-        self._run(self.service.wait_listening())
-
-    def _run(self, coro):
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(120)
-
-    def stop(self):
-        self._run(self.service.stop())
-        self.loop.call_soon_threadsafe(self.loop.stop)
-
-
 @pytest.fixture
-def proxy(settings, tmp_path, vllm_engine):  # noqa: F811 - fixture
-    running = ProxyThread(settings, tmp_path, vllm_engine.url)
-    yield running.service
-    running.stop()
+def proxy(settings, tmp_path, vllm_engine, in_process_stack):
+    """The real proxy service in a thread, in front of the vLLM server."""
+    config = ProxyConfig(port=0, engines=[{"id": "e0", "url": vllm_engine.url}], served_model="tiny",
+                         listen_control=False, discover_engines=False)
+    return in_process_stack.proxy(settings, config, TeamKeys(tmp_path / "teams.json", KEYS))
 
 
 def start(settings, codec, agent, team, proxy, pool="p", kinds=(), concurrency=4):
-    opts = AgentSettings(proxy_url=proxy.base_url.removesuffix("/v1"), pool=pool, kinds=list(kinds), concurrency=concurrency,
-                         request_timeout_s=120)
-    return Running(AgentWorker(settings, codec, agent, team, KEYS[team], opts))
+    opts = AgentSettings(
+        proxy_url=proxy.base_url.removesuffix("/v1"),
+        pool=pool,
+        kinds=list(kinds),
+        concurrency=concurrency,
+        request_timeout_s=120,
+    )
+    return AgentsThread(AgentWorker(settings, codec, agent, team, KEYS[team], opts))
 
 
 def session_events(settings, codec):
@@ -66,7 +51,7 @@ def test_two_teams_share_one_tasks_topic(settings, codec, proxy):
     red, blue = (start(settings, codec, single_turn.agent, team, proxy) for team in ("red", "blue"))
     tasks = demo_tasks.arithmetic("arith", 3, group_size=2)
     publish_tasks(settings, codec, tasks)
-    wait_for(lambda: red.worker.stats.tasks_done == 3 and blue.worker.stats.tasks_done == 3, 300)
+    wait_until(lambda: red.worker.stats.tasks_done == 3 and blue.worker.stats.tasks_done == 3, 300)
     red.stop(), blue.stop()
     events = session_events(settings, codec)
     ends = [e for e in events if isinstance(e, EpisodeEnd)]
@@ -89,7 +74,7 @@ def test_four_example_agents_then_assembler_then_replay_check(settings, codec, p
         tasks = [t for kind in ("arith", "tool", "rewrite") for t in demo_tasks.arithmetic(kind, 2)]
         tasks += demo_tasks.coding(with_hanging_setup=True)
         publish_tasks(settings, codec, tasks)
-        wait_for(lambda: all(w.worker.stats.tasks_done == 2 for w in workers), 400)
+        wait_until(lambda: all(w.worker.stats.tasks_done == 2 for w in workers), 400)
         stats = [w.stop() for w in workers]
         assert all(s.sessions == {"done": 4} for s in stats), stats
         ends = {e.session_id: e for e in session_events(settings, codec) if isinstance(e, EpisodeEnd)}
@@ -111,12 +96,9 @@ def test_four_example_agents_then_assembler_then_replay_check(settings, codec, p
 
 
 def _wait_trajectories(settings, codec, session_ids, assembler, timeout_s=180):
-    import time
-
-    deadline = time.monotonic() + timeout_s
-    while True:
+    def every_session() -> list | None:
         found = [r.message for r in read_topic(settings, Topics(settings).trajectories, codec)]
-        if {t.session_id for t in found} >= session_ids or time.monotonic() > deadline:
-            return found
-        assert assembler.proc.poll() is None, assembler.log()
-        time.sleep(1)
+        return found if {t.session_id for t in found} >= session_ids else None
+
+    return wait_until(every_session, timeout_s, lambda: f"every session's trajectories:\n{assembler.log()}",
+                      every_s=1, alive=[assembler.running])

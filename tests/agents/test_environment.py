@@ -9,12 +9,12 @@ import time
 import pytest
 
 from seamlessflow.agents.environment import Environment, EnvironmentCrashed, EnvironmentStepError, EnvironmentTimeout
-from tests.agents import environments as envs
+from seamlessflow.testing import environment_steps as envs
 
 
 @pytest.fixture(scope="module")
 def env():
-    environment = Environment(timeout_s=10.0, memory_mb=512, preload=("tests.agents.environments",))
+    environment = Environment(timeout_s=10.0, memory_mb=512, preload=("seamlessflow.testing.environment_steps",))
     environment.step(envs.add, 0, 0)  # the fork server, started before any step is timed
     yield environment
     environment.close()

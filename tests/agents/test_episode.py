@@ -7,7 +7,7 @@ from seamlessflow.agents.episode import ABORTED, FAILED, call_agent, failure_sta
 from seamlessflow.agents.proxy import session_base_url
 from seamlessflow.agents.settings import AgentSettings
 from seamlessflow.messages import Task
-from tests.samples import SAMPLES
+from seamlessflow.testing.samples import SAMPLES
 
 
 def test_failed_sessions_are_retried_until_the_last_attempt():
@@ -36,7 +36,10 @@ def test_a_task_that_declares_its_session_profile_gives_the_agent_a_client_that_
     declared = replace(task, payload_json='{"answer": 3, "session_profile": "prefill"}')
     seen = lambda t, client: client.default_headers.get("X-Session-Profile")  # noqa: E731
     assert call_agent(seen, declared, "http://127.0.0.1:9/v1", "k", AgentSettings()) == "prefill"
-    assert call_agent(seen, replace(task, payload_json='{"answer": 3}'), "http://127.0.0.1:9/v1", "k", AgentSettings()) is None
+    assert (
+        call_agent(seen, replace(task, payload_json='{"answer": 3}'), "http://127.0.0.1:9/v1", "k", AgentSettings())
+        is None
+    )
 
     async def seen_async(t, client):
         return client.default_headers.get("X-Session-Profile")

@@ -5,7 +5,7 @@ ends when it finishes, late, and is accepted like any other; a crashed step ends
 from __future__ import annotations
 
 from seamlessflow.agents import AgentSettings, AgentWorker, make_task, publish_tasks
-from tests.agents import environments
+from seamlessflow.testing import environment_steps as environments
 from tests.agents.end_proxy_stand_in import EndProxyStandIn
 from tests.agents.test_worker import KEY, Running, committed, end_offsets, wait_for
 
@@ -13,7 +13,9 @@ from tests.agents.test_worker import KEY, Running, committed, end_offsets, wait_
 def test_a_slow_environment_delays_only_its_own_session(settings, codec):
     steps = [("slow", {"seconds": 8.0}), ("hang", {"timeout_s": 2.0}), ("crash", {}), ("fast", {}), ("fast", {}),
              ("fast", {})]
-    tasks = [make_task("env", "q", {"step": step, **extra}, task_id=f"{step}{i}") for i, (step, extra) in enumerate(steps)]
+    tasks = [
+        make_task("env", "q", {"step": step, **extra}, task_id=f"{step}{i}") for i, (step, extra) in enumerate(steps)
+    ]
     with EndProxyStandIn() as proxy:
         options = AgentSettings(proxy_url=proxy.url, concurrency=3, max_attempts=1, end_timeout_s=5.0,
                                 revoke_grace_s=2.0)

@@ -10,10 +10,10 @@ import pytest
 from seamlessflow.agents import AgentSettings, AgentWorker, WorkerFailed, make_task, publish_tasks
 from seamlessflow.kafka.io import read_topic
 from seamlessflow.kafka.positions import CommittedOffsets
+from seamlessflow.testing.poison import assert_dead_lettered, letters, produce_poison
 from seamlessflow.topics import Topics
 from tests.agents import agent_fns
 from tests.agents.end_proxy_stand_in import EndProxyStandIn
-from tests.poison import assert_dead_lettered, letters, produce_poison
 
 KEY = "sf-red-test-key"
 

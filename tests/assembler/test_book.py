@@ -5,7 +5,7 @@ from seamlessflow.assembler.config import AssemblyConfig
 from seamlessflow.avro import Codec
 from seamlessflow.core.prefix_tree import Call
 from seamlessflow.testing.assembler_harness import episode_end, token_io
-from tests.poison import assert_dead_lettered, poison_values
+from seamlessflow.testing.poison import assert_dead_lettered, poison_values
 
 TOPIC = "x.session-events"
 
@@ -109,7 +109,7 @@ def test_packed_array_and_pre_packing_records_assemble_to_identical_trajectories
     import random
     import struct
 
-    from tests.samples import encode_before_packing
+    from seamlessflow.testing.samples import encode_before_packing
 
     rng = random.Random(3)
     history, records = [rng.randrange(50_000) for _ in range(50)], []

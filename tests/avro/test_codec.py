@@ -8,7 +8,7 @@ from seamlessflow.avro.registry import local_schema_id
 from seamlessflow.avro.schema import avro_schema_of
 from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.messages import CommandAck, EpisodeEnd, ResourceStatus
-from tests.samples import SAMPLES
+from seamlessflow.testing.samples import SAMPLES
 
 
 @pytest.mark.parametrize("message", SAMPLES, ids=lambda m: type(m).__name__)
@@ -33,7 +33,11 @@ def test_ids_are_deterministic_across_codecs():
 
 @pytest.mark.parametrize(
     "data, reason",
-    [(b"", "shorter"), (b"\x01\x00\x00\x00\x01abc", "magic"), (b"\x00\x00\x00\x00\x07abc", "not in the local registry")],
+    [
+        (b"", "shorter"),
+        (b"\x01\x00\x00\x00\x01abc", "magic"),
+        (b"\x00\x00\x00\x00\x07abc", "not in the local registry"),
+    ],
 )
 def test_bad_records_raise_a_clear_error(codec, data, reason):
     with pytest.raises(CodecError, match=reason):
@@ -143,7 +147,9 @@ def test_enumerated_fields_are_strings_on_the_wire_and_enums_when_read(codec):
     without_docs = {**schema, "fields": [{k: v for k, v in f.items() if k != "doc"} for f in schema["fields"]]}
     assert without_docs != schema and local_schema_id(without_docs) == local_schema_id(schema)
     body = io.BytesIO()
-    fastavro.schemaless_writer(body, fastavro.parse_schema(schema), {**dataclasses.asdict(status), "state": "hibernating"})
+    fastavro.schemaless_writer(
+        body, fastavro.parse_schema(schema), {**dataclasses.asdict(status), "state": "hibernating"}
+    )
     with pytest.raises(CodecError, match="'hibernating' is not a valid ResourceState"):
         codec.decode(codec.encode(status, "t")[:5] + body.getvalue())
 

@@ -12,7 +12,7 @@ from seamlessflow.avro import Codec, CodecError, LocalRegistry
 from seamlessflow.avro.packing import packed_fields
 from seamlessflow.avro.schema import avro_schema_of
 from seamlessflow.messages import TokenIO, Trajectory
-from tests.samples import SAMPLES, encode_before_packing, previous_schema
+from seamlessflow.testing.samples import SAMPLES, encode_before_packing, previous_schema
 
 TOKEN_IO, _, TRAJECTORY = SAMPLES[:3]
 V1 = {cls.__name__: previous_schema(cls, 1) for cls in (TokenIO, Trajectory)}  # before packing
@@ -28,7 +28,9 @@ def test_a_reader_of_the_old_schema_reads_new_records_without_error_but_sees_emp
     """Why consumers are upgraded before producers: an old reader skips the packed bytes it does not know."""
     data = codec.encode(message, "t")
     writer = fastavro.parse_schema(avro_schema_of(type(message)))
-    old_view = fastavro.schemaless_reader(io.BytesIO(data[5:]), writer, fastavro.parse_schema(V1[type(message).__name__]))
+    old_view = fastavro.schemaless_reader(
+        io.BytesIO(data[5:]), writer, fastavro.parse_schema(V1[type(message).__name__])
+    )
     assert {f.name: old_view[f.name] for f in packed_fields(type(message))} == {
         f.name: [] for f in packed_fields(type(message))}
     assert old_view["event_id"] == message.event_id
@@ -60,7 +62,11 @@ def test_float32_logprobs_are_bit_exact_with_the_array_form():
     def bits(xs):
         return [struct.pack("<d", x) for x in xs]
 
-    assert bits(via_packed) == bits(via_arrays) == bits(struct.unpack(f"<{len(values)}f", struct.pack(f"<{len(values)}f", *values)))
+    assert (
+        bits(via_packed)
+        == bits(via_arrays)
+        == bits(struct.unpack(f"<{len(values)}f", struct.pack(f"<{len(values)}f", *values)))
+    )
 
 
 def test_mask_travels_as_one_byte_per_token(codec):

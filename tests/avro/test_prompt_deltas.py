@@ -7,7 +7,7 @@ import fastavro
 
 from seamlessflow.avro.schema import avro_schema_of
 from seamlessflow.messages import TokenIO
-from tests.samples import SAMPLES, encode_before_prompt_deltas, previous_schema
+from seamlessflow.testing.samples import SAMPLES, encode_before_prompt_deltas, previous_schema
 
 TOKEN_IO = SAMPLES[0]
 DELTA = dataclasses.replace(TOKEN_IO, event_id="c2.0", prompt_ids=[9], prompt_base_id="c1.0", prompt_base_tokens=5)
@@ -27,4 +27,8 @@ def test_a_reader_of_the_previous_schema_reads_a_delta_but_sees_only_its_tail(co
     data = codec.encode(DELTA, "t")
     old = fastavro.schemaless_reader(io.BytesIO(data[5:]), fastavro.parse_schema(avro_schema_of(TokenIO)),
                                      fastavro.parse_schema(previous_schema(TokenIO, 2)))
-    assert old["event_id"] == "c2.0" and "prompt_base_id" not in old and old["prompt_ids_packed"] == (9).to_bytes(4, "little")
+    assert (
+        old["event_id"] == "c2.0"
+        and "prompt_base_id" not in old
+        and old["prompt_ids_packed"] == (9).to_bytes(4, "little")
+    )

@@ -8,17 +8,13 @@ import uuid
 
 import pytest
 from confluent_kafka.admin import ConfigResource
-from hypothesis import HealthCheck, given
-from hypothesis import settings as hsettings
-from hypothesis import strategies as st
 
 from seamlessflow.broker.local import LocalBroker
 from seamlessflow.kafka.admin import admin_client, ensure_topics
-from seamlessflow.testing.assembler_harness import AssemblerProcess, expected_trajectories, publish
+from seamlessflow.testing.assembler_harness import AssemblerProcess, as_records, expected_trajectories, publish
+from seamlessflow.testing.independent_reader import independent_read
+from seamlessflow.testing.sessions import forty_sessions
 from seamlessflow.topics import Topics
-from tests.broker.test_durable_broker import independent_read
-from tests.core.test_assembler_properties import sessions as random_sessions
-from tests.services.test_assembler_stream import as_records
 from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.slow
@@ -31,17 +27,7 @@ def cluster(tmp_path_factory):
     broker.stop()
 
 
-def forty_sessions():
-    """Forty random sessions with forks and retries, the same every run."""
-    found = []
 
-    @hsettings(max_examples=1, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
-    @given(st.lists(random_sessions(max_calls=6), min_size=40, max_size=40))
-    def draw(sessions):
-        found[:] = sessions
-
-    draw()
-    return found
 
 
 def leaders(settings, topic: str) -> dict[int, int]:
@@ -83,7 +69,9 @@ def test_killing_the_session_events_leader_loses_and_duplicates_nothing(cluster,
             assert time.monotonic() < deadline, "leadership never moved off the killed broker"
             time.sleep(0.5)
 
-        on_topic = [codec.decode(v).event_id for _, v in independent_read(settings.kafka_bootstrap, topics.session_events)]
+        on_topic = [
+            codec.decode(v).event_id for _, v in independent_read(settings.kafka_bootstrap, topics.session_events)
+        ]
         assert sorted(on_topic) == sorted(msg.event_id for _, msg in ordered)  # each acknowledged event once
 
         truth = expected_trajectories(sessions)

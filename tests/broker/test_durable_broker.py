@@ -6,51 +6,26 @@ import dataclasses
 import json
 import os
 import signal
-import subprocess
-import sys
-import time
 
 import pytest
-from confluent_kafka import Consumer, KafkaError
 
 from seamlessflow.config import Settings
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.ports import free_port_block
+from seamlessflow.testing.cli import run_cli
+from seamlessflow.testing.independent_reader import independent_read
+from seamlessflow.testing.samples import SAMPLES
+from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
-from tests.samples import SAMPLES
 
 N = 500
 
 
 def sf(data_dir, port, *args):
-    cmd = [sys.executable, "-m", "seamlessflow", "--data-dir", str(data_dir), "--broker-port", str(port), *args]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=180)
+    """The CLI as a user runs it, which must succeed; its output."""
+    done = run_cli(data_dir, port, *args, timeout=180)
     assert done.returncode == 0, done.stdout + done.stderr
     return done.stdout
-
-
-def independent_read(bootstrap: str, topic: str, timeout_s: float = 60) -> list[tuple[bytes, bytes]]:
-    """Every (key, value) in the topic, by a fresh group reading from the earliest offset until it is idle."""
-    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": f"audit-{time.monotonic_ns()}",
-                         "auto.offset.reset": "earliest", "enable.partition.eof": True})
-    consumer.subscribe([topic])
-    values, at_end, deadline = [], set(), time.monotonic() + timeout_s
-    try:
-        while time.monotonic() < deadline:
-            msg = consumer.poll(1.0)
-            if msg is None:
-                if at_end and len(at_end) == len(consumer.assignment()):
-                    break
-                continue
-            if msg.error():
-                assert msg.error().code() == KafkaError._PARTITION_EOF, msg.error()
-                at_end.add(msg.partition())
-                continue
-            at_end.discard(msg.partition())
-            values.append((msg.key(), msg.value()))
-    finally:
-        consumer.close()
-    return values
 
 
 @pytest.mark.slow
@@ -87,23 +62,26 @@ def test_assembled_trajectories_replay_bit_exact_after_down_and_up(tmp_path, cod
     re-assembled from the session events after `up` and match the stored trajectories bit for bit."""
     import random
 
-    from seamlessflow.testing.assembler_harness import AssemblerProcess, expected_trajectories, publish
-    from tests.broker.test_cluster import forty_sessions
-    from tests.services.test_assembler_stream import as_records
+    from seamlessflow.testing.assembler_harness import AssemblerProcess, as_records, expected_trajectories, publish
+    from seamlessflow.testing.sessions import forty_sessions
 
     port = free_port_block(2)
     sf(tmp_path, port, "up", "--detach", "--only-broker")
     try:
         settings = Settings(bootstrap_servers=f"127.0.0.1:{port}", data_dir=tmp_path / "assembler")
-        sessions = {f"s{i}": list({c.call_id: c for c in sent}.values()) for i, sent in enumerate(forty_sessions()[:10])}
+        sessions = {
+            f"s{i}": list({c.call_id: c for c in sent}.values()) for i, sent in enumerate(forty_sessions()[:10])
+        }
         proc = AssemblerProcess(settings, tmp_path).start()
         try:
             publish(settings, codec, as_records(sessions, random.Random(1)))
-            deadline = time.monotonic() + 120
             expected = len(expected_trajectories(sessions))
-            while len(independent_read(settings.kafka_bootstrap, Topics(settings).trajectories)) < expected:
-                assert time.monotonic() < deadline, proc.log()
-                time.sleep(0.5)
+            wait_until(
+                lambda: len(independent_read(settings.kafka_bootstrap, Topics(settings).trajectories)) >= expected,
+                120,
+                lambda: f"{expected} trajectories; the assembler's log:\n{proc.log()}",
+                every_s=0.5,
+            )
         finally:
             proc.stop()
         sf(tmp_path, port, "down")

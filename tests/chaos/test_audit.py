@@ -12,21 +12,13 @@ import pytest
 from seamlessflow.assembler import AssemblyConfig
 from seamlessflow.chaos.audit import AckedCall, Ledger, audit
 from seamlessflow.kafka.io import Record
-from seamlessflow.messages import DeadLetter, EpisodeEnd, TokenIO, WeightVersion
+from seamlessflow.messages import DeadLetter, EpisodeEnd, WeightVersion
 from seamlessflow.replay.check import rebuild
 from seamlessflow.replay.select import SessionEvents
 from seamlessflow.rewards.request import REQUEST_KEY, scored, unscorable
+from seamlessflow.testing.chaos_records import end, token_io
 
 TOPIC = "t.session-events"
-
-
-def token_io(session, call, prompt, completion, version=1, choice=0):
-    return TokenIO(f"{call}.{choice}", session, "red", "r", call, "e0", choice, prompt, completion,
-                   [-0.5 - i / 8 for i in range(len(completion))], [version] * len(completion), "stop", 0.0, 0.0, 0.0, 1)
-
-
-def end(session, reward=1.0):
-    return EpisodeEnd(f"{session}.end", session, "red", "r", reward, "done", "{}", -1, 2, group_id="g1", task_id="t1")
 
 
 def records(topic, messages, codec):
@@ -41,9 +33,14 @@ def clean(codec):
     session_events = records(TOPIC, events, codec)
     by_session: dict[str, SessionEvents] = {}
     for record in session_events:
-        by_session.setdefault(record.message.session_id, SessionEvents(record.message.session_id)).records.append(record)
+        by_session.setdefault(record.message.session_id, SessionEvents(record.message.session_id)).records.append(
+            record
+        )
     trajectories = records("t.trajectories", rebuild(list(by_session.values()), AssemblyConfig(), codec), codec)
-    steps = [{"step": 1, "version": 1, "trajectory_ids": ["s1/0", "s1/1"]}, {"step": 2, "version": 2, "trajectory_ids": ["s2/0"]}]
+    steps = [
+        {"step": 1, "version": 1, "trajectory_ids": ["s1/0", "s1/1"]},
+        {"step": 2, "version": 2, "trajectory_ids": ["s2/0"]},
+    ]
     weights = records("t.weights", [WeightVersion(f"v{v}", v, "file:///w", v, "hf", "trainer-0", "red", "r", 0)
                                     for v in (1, 2, 2)], codec)
     ledger = Ledger(tuple(AckedCall(m.session_id, tuple(m.prompt_ids), (tuple(m.completion_ids),)) for m in events[:4]),
@@ -66,7 +63,10 @@ def test_a_changed_token_or_logprob_is_caught(clean, codec):
     first = clean["trajectories"][0]
     for change in ({"tokens": [1, 2, 3, 4, 5, 7]}, {"logprobs": [0.0, 0.0, -0.5, -0.625, 0.0, -0.5000001]}):
         bad = dataclasses.replace(first.message, **change)
-        clean_copy = {**clean, "trajectories": [Record(first.topic, 0, 0, None, None, 0, bad), *clean["trajectories"][1:]]}
+        clean_copy = {
+            **clean,
+            "trajectories": [Record(first.topic, 0, 0, None, None, 0, bad), *clean["trajectories"][1:]],
+        }
         assert kinds(audit(**clean_copy)) == {"trajectory differs"}
 
 
@@ -87,7 +87,9 @@ def test_a_missing_event_an_unpublished_leaf_and_a_lost_end_are_caught(clean):
     assert {"acknowledged call lost", "trajectory differs"} <= kinds(report)  # leaf 0 now ends at call a
     report = audit(**{**clean, "trajectories": clean["trajectories"][1:]})
     assert kinds(report) == {"trajectory missing", "trained unknown"}
-    without_end = [r for r in clean["session_events"] if not isinstance(r.message, EpisodeEnd) or r.message.session_id != "s2"]
+    without_end = [
+        r for r in clean["session_events"] if not isinstance(r.message, EpisodeEnd) or r.message.session_id != "s2"
+    ]
     report = audit(**{**clean, "session_events": without_end, "trajectories": clean["trajectories"][:2],
                       "steps": clean["steps"][:1]})
     assert kinds(report) == {"acknowledged end lost"}
@@ -96,7 +98,9 @@ def test_a_missing_event_an_unpublished_leaf_and_a_lost_end_are_caught(clean):
 def test_training_twice_and_versions_going_back_are_caught(clean, codec):
     twice = clean["steps"] + [{"step": 3, "version": 3, "trajectory_ids": ["s2/0"]}]
     assert kinds(audit(**{**clean, "steps": twice})) == {"trained twice"}
-    back = clean["weights"] + records("t.weights", [WeightVersion("v1b", 1, "file:///w", 9, "hf", "trainer-0", "red", "r", 0)], codec)
+    back = clean["weights"] + records(
+        "t.weights", [WeightVersion("v1b", 1, "file:///w", 9, "hf", "trainer-0", "red", "r", 0)], codec
+    )
     assert kinds(audit(**{**clean, "weights": back})) == {"version went back"}
 
 

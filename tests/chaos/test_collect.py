@@ -9,9 +9,9 @@ from seamlessflow.chaos.collect import audit_topics, read_ledger
 from seamlessflow.kafka.io import MessageProducer, read_topic
 from seamlessflow.replay.check import rebuild
 from seamlessflow.replay.select import SessionEvents
+from seamlessflow.testing.chaos_records import end, token_io
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.config import TrainerConfig
-from tests.chaos.test_audit import end, token_io
 
 
 def test_audit_of_real_topics_passes_then_names_injected_violations(settings, codec, tmp_path):
@@ -40,4 +40,8 @@ def test_audit_of_real_topics_passes_then_names_injected_violations(settings, co
     (work / "steps.jsonl").write_text((work / "steps.jsonl").read_text()
                                       + json.dumps({"step": 2, "version": 2, "trajectory_ids": ["s1/0"]}) + "\n")
     report = audit_topics(settings, read_ledger(ledger_file))
-    assert {v.kind for v in report.violations} == {"duplicate trajectory differs", "acknowledged call lost", "trained twice"}
+    assert {v.kind for v in report.violations} == {
+        "duplicate trajectory differs",
+        "acknowledged call lost",
+        "trained twice",
+    }

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from seamlessflow.chaos.oracle import OracleCall, derive
 from seamlessflow.core.assembler import AssemblerConfig, SessionAssembler, SessionStatus
-from tests.core.test_assembler_properties import sessions
+from seamlessflow.testing.sessions import sessions
 
 
 def oracle_calls(sent):
@@ -27,7 +27,11 @@ def test_oracle_matches_the_core_bit_for_bit(sent, max_tokens):
     assert [leaf.tokens for leaf in derived.leaves] == [s.tokens for s in core.finish()]
     for leaf, s in zip(derived.leaves, core.finish(), strict=True):
         n = leaf.exact_from  # 0 unless identical tokens with different labels tie (see the oracle's docstring)
-        assert (leaf.mask[n:], leaf.logprobs[n:], leaf.versions[n:]) == (s.loss_mask[n:], s.logprobs[n:], s.versions[n:])
+        assert (leaf.mask[n:], leaf.logprobs[n:], leaf.versions[n:]) == (
+            s.loss_mask[n:],
+            s.logprobs[n:],
+            s.versions[n:],
+        )
     assert derived.truncated == (core.status is SessionStatus.TRUNCATED)
     assert derived.calls == len(core.seen_call_ids)
 

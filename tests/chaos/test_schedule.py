@@ -23,6 +23,8 @@ def test_recovery_is_the_slowest_of_calls_trajectories_and_a_new_weight_version(
     kill = Injected(Fault(0.0, ("trainer",)), 10_000, {"trainer": 1})
     freeze = Injected(Fault(5.0, ("proxy",), FREEZE, 4.0), 20_000, {"proxy": 2})
     weights = [(9_000, 3), (12_000, 3), (18_500, 4)]  # at 12 s the restarted trainer re-publishes v3: not progress
-    [k, f] = recoveries([kill, freeze], 40_000, acks_ms=[11_000, 25_000], trajectories_ms=[10_500, 30_000], weights=weights)
+    [k, f] = recoveries(
+        [kill, freeze], 40_000, acks_ms=[11_000, 25_000], trajectories_ms=[10_500, 30_000], weights=weights
+    )
     assert (k.seconds, k.last) == (8.5, "weights")  # v4 at 18.5 s is the last of the three to come back
     assert (f.seconds, f.waited_s, f.last) == (None, 20.0, "weights")  # no new version after the thaw at 24 s

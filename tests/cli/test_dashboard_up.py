@@ -7,7 +7,8 @@ import urllib.request
 import pytest
 
 from seamlessflow.ports import free_port, free_port_block
-from tests.cli.test_stack import sf, wait_for
+from seamlessflow.testing.cli import run_cli
+from seamlessflow.testing.waiting import wait_until
 
 
 def get(url: str) -> str:
@@ -27,7 +28,7 @@ def test_up_prints_the_dashboard_url_and_services_serve_metrics(tmp_path):
     extra = ["--only", "tracking", "--only", "dashboard"]
     env_config = tmp_path / "config.yaml"
     env_config.write_text(json.dumps({"dashboard": {"port": web}, "metrics": {"port": metrics}}))
-    started = sf(tmp_path, port, "--config", str(env_config), "up", "--detach", *extra, timeout=180)
+    started = run_cli(tmp_path, port, "--config", str(env_config), "up", "--detach", *extra, timeout=180)
     try:
         assert started.returncode == 0, started.stdout + started.stderr
         assert f"dashboard: http://127.0.0.1:{web}/" in started.stdout
@@ -36,7 +37,8 @@ def test_up_prints_the_dashboard_url_and_services_serve_metrics(tmp_path):
         urls = json.loads((tmp_path / "run" / "metrics.json").read_text())
         for name in ("tracking", "dashboard"):  # a service serves /metrics a moment after it started
             url = urls[name]
-            assert wait_for(lambda u=url: "process_cpu_seconds_total" in get_or_empty(u)), name
+            wait_until(lambda u=url: "process_cpu_seconds_total" in get_or_empty(u), what=f"{name}'s /metrics",
+                       every_s=0.3)
         assert '<svg id="chart-reward"' in get(f"http://127.0.0.1:{web}/")
     finally:
-        sf(tmp_path, port, "down")
+        run_cli(tmp_path, port, "down")

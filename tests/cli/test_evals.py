@@ -40,8 +40,24 @@ def test_figures_recomputed_from_recorded_eval_sessions_pin_each_pass_to_one_ver
     from seamlessflow.messages import EpisodeEnd, TokenIO
 
     def session(sid, group_id, reward, versions, at):
-        call = TokenIO(f"{sid}.c", sid, "default", "r", f"{sid}-c", "e", 0, [1], [2] * len(versions), [0.0] * len(versions),
-                       list(versions), "stop", 0.0, 0.0, 0.0, at)
+        call = TokenIO(
+            f"{sid}.c",
+            sid,
+            "default",
+            "r",
+            f"{sid}-c",
+            "e",
+            0,
+            [1],
+            [2] * len(versions),
+            [0.0] * len(versions),
+            list(versions),
+            "stop",
+            0.0,
+            0.0,
+            0.0,
+            at,
+        )
         end = EpisodeEnd(f"{sid}.end", sid, "default", "r", reward, "done", "{}", 1, at + 1, group_id, "t")
         return [call, end]
 
@@ -53,4 +69,7 @@ def test_figures_recomputed_from_recorded_eval_sessions_pin_each_pass_to_one_ver
     records += session("train", "r.t0.r0", 1.0, [5], 300)  # a training session: not an eval
     [result] = pinned_from_sessions(records, "default", "r")
     assert (result.version, result.samples, result.accuracy, result.mean_reward) == (3, 2, 0.5, 0.5)
-    assert result.mean_length == 1.5 and (result.created_at_ms, result.published_at) == (101, 104)  # first and last end of the pass
+    assert result.mean_length == 1.5 and (result.created_at_ms, result.published_at) == (
+        101,
+        104,
+    )  # first and last end of the pass

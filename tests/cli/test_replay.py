@@ -8,8 +8,8 @@ from click.testing import CliRunner
 from seamlessflow.cli.replay import parse_time, replay
 from seamlessflow.kafka.io import read_topic
 from seamlessflow.replay import read_archive
+from seamlessflow.testing.replay_samples import expected_two_turn, forked_session, produce, two_turn_session
 from seamlessflow.topics import Topics
-from tests.replay.samples import expected_two_turn, forked_session, produce, two_turn_session
 
 
 def invoke(settings, *args):

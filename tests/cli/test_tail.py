@@ -4,8 +4,8 @@ from click.testing import CliRunner
 
 from seamlessflow.cli.main import cli
 from seamlessflow.kafka.io import MessageProducer
+from seamlessflow.testing.samples import SAMPLES
 from seamlessflow.topics import Topics
-from tests.samples import SAMPLES
 
 
 def test_tail_decodes_and_filters_by_team(settings, codec):

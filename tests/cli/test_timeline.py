@@ -6,8 +6,8 @@ from click.testing import CliRunner
 
 from seamlessflow.cli.timeline import timeline
 from seamlessflow.kafka.io import MessageProducer
+from seamlessflow.testing.status_records import two_resource_run
 from seamlessflow.topics import Topics
-from tests.scheduler.records import two_resource_run
 
 
 def record(settings, codec):

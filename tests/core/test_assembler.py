@@ -97,8 +97,12 @@ def test_check_sequence_catches_a_fed_token_with_a_logprob_or_version_and_a_bad_
     session, _, _ = three_turns_with_a_fork()
     seq = session.finish()[0]
     fed = seq.loss_mask.index(0)
-    for name, value, message in [("logprobs", -0.5, "carries a logprob"), ("logprobs", float("nan"), "carries a logprob"),
-                                 ("versions", 3, "carries a logprob or version"), ("loss_mask", 2, "other than 0 and 1")]:
+    for name, value, message in [
+        ("logprobs", -0.5, "carries a logprob"),
+        ("logprobs", float("nan"), "carries a logprob"),
+        ("versions", 3, "carries a logprob or version"),
+        ("loss_mask", 2, "other than 0 and 1"),
+    ]:
         bad = dataclasses.replace(seq, **{name: list(getattr(seq, name))})
         getattr(bad, name)[fed] = value
         assert any(message in p for p in check_sequence(bad)), (name, value)

@@ -12,42 +12,7 @@ from hypothesis import strategies as st
 from seamlessflow.core.assembler import AssemblerConfig, Selection, SessionAssembler
 from seamlessflow.core.assembly_invariants import check_against_calls
 from seamlessflow.core.prefix_tree import Call, Outcome, PromptBase
-
-TOKENS = st.integers(min_value=0, max_value=4)
-
-
-@st.composite
-def sessions(draw, max_calls=25, max_chunk=6):
-    calls: list[Call] = []
-    sent: list[Call] = []
-    for i in range(draw(st.integers(1, max_calls))):
-        kind = draw(st.sampled_from(["extend", "extend", "extend", "rewrite", "retry", "n", "restart", "dup"]))
-        if not calls or kind == "restart":
-            prompt = draw(st.lists(TOKENS, min_size=1, max_size=max_chunk))
-        elif kind == "dup":
-            sent.append(draw(st.sampled_from(calls)))
-            continue
-        else:
-            base = draw(st.sampled_from(calls))
-            history = list(base.prompt_ids) + list(base.completion_ids)
-            if kind == "extend":
-                prompt = history + draw(st.lists(TOKENS, max_size=max_chunk))
-            elif kind == "rewrite":
-                cut = draw(st.integers(0, len(history)))
-                prompt = history[:cut] + draw(st.lists(TOKENS, min_size=1, max_size=max_chunk))
-            else:
-                prompt = list(base.prompt_ids)
-        n_choices = draw(st.integers(2, 3)) if kind == "n" else 1
-        for choice in range(n_choices):
-            completion = draw(st.lists(TOKENS, max_size=max_chunk))
-            logprobs = draw(st.lists(st.floats(-20, 0), min_size=len(completion), max_size=len(completion)))
-            version = draw(st.integers(0, 3))
-            new = Call(f"c{i}:{choice}", prompt, completion, logprobs, [version] * len(completion))
-            if new.prompt_ids or new.completion_ids:
-                calls.append(new)
-                sent.append(new)
-    return sent
-
+from seamlessflow.testing.sessions import sessions
 
 DEFAULT_CONFIG = AssemblerConfig()
 
@@ -126,7 +91,9 @@ def as_deltas(sent: list[Call]) -> list[Call]:
         prompt = list(call.prompt_ids)
         best, length = None, 0
         for call_id, seq in sequences.items():
-            n = next((i for i, (a, b) in enumerate(zip(seq, prompt, strict=False)) if a != b), min(len(seq), len(prompt)))
+            n = next(
+                (i for i, (a, b) in enumerate(zip(seq, prompt, strict=False)) if a != b), min(len(seq), len(prompt))
+            )
             if n > length:
                 best, length = call_id, n
         sequences.setdefault(call.call_id, prompt + list(call.completion_ids))

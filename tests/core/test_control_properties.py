@@ -29,9 +29,9 @@ from seamlessflow.proxy.generation import PauseGate
 from seamlessflow.proxy.routing import EngineTable
 from seamlessflow.rollout.options import RolloutOptions
 from seamlessflow.rollout.worker import RolloutWorker, capabilities
+from seamlessflow.testing.scheduler_fakes import FakeCommands
 from seamlessflow.trainer.control import CAPABILITIES as TRAINER_CAPABILITIES
 from seamlessflow.trainer.control import ControlState
-from tests.scheduler.fakes import FakeCommands
 
 RID = "r0"
 VERSIONS = 40

@@ -156,7 +156,9 @@ def test_truncated_importance_sampling_weights_tokens_and_caps():
     # train logprob 0, rollout logprob log(0.5) -> pi_train/pi_rollout = 2, capped at 1.5
     logprobs = torch.zeros(1, 3, requires_grad=True)
     rollout = torch.tensor([[0.0, math.log(0.5), math.log(2.0)]])
-    out = ppo_clip_loss(logprobs, rollout, torch.tensor([1.0]), torch.tensor([[0, 1, 1]]), PolicyLossConfig(tis_cap=1.5))
+    out = ppo_clip_loss(
+        logprobs, rollout, torch.tensor([1.0]), torch.tensor([[0, 1, 1]]), PolicyLossConfig(tis_cap=1.5)
+    )
     out.loss.backward()
     assert out.is_weight_mean == pytest.approx((1.5 + 0.5) / 2)
     assert logprobs.grad[0, 1].item() == pytest.approx(-1.5 / 2)

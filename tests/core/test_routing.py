@@ -67,7 +67,9 @@ def test_parse_profile():
 
 @settings(max_examples=60, deadline=None)
 @given(
-    tags=st.lists(st.sampled_from([(), ("compute",), ("bandwidth",), ("compute", "bandwidth")]), min_size=1, max_size=6),
+    tags=st.lists(
+        st.sampled_from([(), ("compute",), ("bandwidth",), ("compute", "bandwidth")]), min_size=1, max_size=6
+    ),
     healthy=st.lists(st.booleans(), min_size=6, max_size=6),
     profile=st.sampled_from([P, D, None]),
     session=st.text(min_size=1, max_size=8),

@@ -161,7 +161,11 @@ def test_multiplexed_ignores_a_failed_flexible_resource_and_keeps_rollout_going(
 def test_every_policy_is_idempotent_once_commands_are_in_flight(policy):
     from seamlessflow.core.scheduler import expect_all
 
-    resources = [res("g", "idle", "rollout"), res("f", "idle", "rollout", "train"), res("h", "idle", "rollout", "train")]
+    resources = [
+        res("g", "idle", "rollout"),
+        res("f", "idle", "rollout", "train"),
+        res("h", "idle", "rollout", "train"),
+    ]
     pipeline = PipelineState(buffered=4, batch_threshold=4, current_version=2)
     first = plan(policy, resources, pipeline, CONFIG, NOW).commands
     assert first

@@ -10,7 +10,11 @@ def test_bubble_ratio_counts_idle_switch_and_unrecorded_gaps():
 
 
 def test_failed_time_is_left_out_of_the_bubble():
-    intervals = [Interval("a", 0.0, 10.0, "rollout"), Interval("b", 0.0, 4.0, "rollout"), Interval("b", 4.0, 10.0, "failed")]
+    intervals = [
+        Interval("a", 0.0, 10.0, "rollout"),
+        Interval("b", 0.0, 4.0, "rollout"),
+        Interval("b", 4.0, 10.0, "failed"),
+    ]
     assert bubble_ratio(intervals) == 0.0
 
 

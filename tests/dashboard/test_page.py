@@ -13,8 +13,8 @@ import pytest
 
 from seamlessflow.dashboard.app import Dashboard, serve
 from seamlessflow.ports import free_port
-from tests.dashboard.records import publish_sessions_and_switches
-from tests.tracking.records import create_eval_topic, publish_run
+from seamlessflow.testing.dashboard_records import publish_sessions_and_switches
+from seamlessflow.testing.tracking_records import create_eval_topic, publish_run
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = [pytest.mark.slow,

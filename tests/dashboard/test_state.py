@@ -3,10 +3,10 @@
 import time
 
 from seamlessflow.dashboard.state import DashboardState
+from seamlessflow.testing.dashboard_records import sessions, switching_rollout
+from seamlessflow.testing.tracking_records import eval_json, trainer_status, weights
 from seamlessflow.tracking.follow import Incoming
 from seamlessflow.tracking.points import eval_result
-from tests.dashboard.records import sessions, switching_rollout
-from tests.tracking.records import eval_json, trainer_status, weights
 
 
 def fed(messages, decode=None) -> DashboardState:
@@ -23,7 +23,9 @@ def test_curves_resources_and_eval():
     assert curves["train/reward_mean"] == [(1, 0.25), (2, 0.5)]
     assert curves["eval/accuracy"] == [(1, 0.5)]
     overview = state.overview()
-    assert [(r["id"], r["capability_tags"], r["weight_version"]) for r in overview["resources"]] == [("trainer-0", ["train"], 1)]
+    assert [(r["id"], r["capability_tags"], r["weight_version"]) for r in overview["resources"]] == [
+        ("trainer-0", ["train"], 1)
+    ]
     assert overview["evals"] == {"1": {"accuracy": 0.5, "mean_reward": 0.4, "mean_length": 12.0}}
 
 

@@ -11,7 +11,6 @@ trainer's reward per step and one eval point per eval record, with the records' 
 from __future__ import annotations
 
 import json
-import threading
 
 import pytest
 
@@ -23,34 +22,17 @@ from seamlessflow.kafka.io import read_messages
 from seamlessflow.messages import EvalResult, Trajectory
 from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
 from seamlessflow.scheduler.service import SchedulerService
-from seamlessflow.testing.assembler_harness import AssemblerProcess
+from seamlessflow.testing.in_process import InProcessStack, ServiceThread, discovering_proxy, rollout_process
+from seamlessflow.testing.tensorboard_events import scalars
+from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
 from seamlessflow.tracking.sink import MetricsSink, default_logdir
 from seamlessflow.trainer.config import TrainerConfig
-from seamlessflow.trainer.loop import Trainer
 from services.agents.examples import single_turn
-from tests.agents.test_end_to_end import ProxyThread
-from tests.agents.test_worker import Running
-from tests.e2e.test_multiplexed_loop import _start_proxy, rollout_process, wait
 from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
-from tests.scheduler.fakes import RunningService
-from tests.tracking.events import scalars
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 GROUP_SIZE = 2
-
-
-class ServiceThread:
-    """A service's `run(stop)` in a thread (the eval service, the metrics sink)."""
-
-    def __init__(self, service: EvalService | MetricsSink):
-        self.service, self.stop = service, threading.Event()
-        self.thread = threading.Thread(target=service.run, args=(self.stop,), daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(120)
 
 
 def eval_points_written(logdir, count: int) -> bool:
@@ -66,54 +48,34 @@ def test_eval_passes_are_published_per_version_and_never_trained(settings, codec
         tracking={"flush_s": 0.5})
     config = settings.dump_yaml(tmp_path / "config.yaml")
     topics = Topics(settings)
-    procs = [rollout_process(config, "rollout-0", tmp_path / "rollout-0.log")]
-    proxy = ProxyThread.__new__(ProxyThread)
-    trainer = Trainer(settings, TrainerConfig(enabled=True, model_path=str(vllm_model_dir), group_size=GROUP_SIZE,
-                                              batch_threshold=1, heartbeat_s=0.5, initial_role="idle"))
-    trainer_thread = threading.Thread(target=trainer.run, daemon=True)
-    assembler = AssemblerProcess(settings, tmp_path)
-    scheduler = agents = evaluator = None
     sink = ServiceThread(MetricsSink(settings))
-    try:
-        _start_proxy(proxy, settings, tmp_path)
-        trainer_thread.start()
-        assembler.start()
-        wait(lambda: proxy.service.server.engines.routable_count == 1, 600, "the engine routable", procs)
-        proxy_url = proxy.service.base_url.removesuffix("/v1")
-        agents = Running(AgentWorker(settings, codec, single_turn.agent, settings.team, "key-default",
-                                     AgentSettings(proxy_url=proxy_url, pool="p", concurrency=4,
-                                                   request_timeout_s=300)))
-        evaluator = ServiceThread(EvalService(settings, EvalOptions(eval_every=1, count=8, proxy_url=proxy_url,
-                                                                 agent="services.agents.examples.single_turn:agent",
-                                                                 poll_s=0.5),
-                                           key="key-default", codec=codec))
+    with InProcessStack() as stack:
+        procs = [stack.process(rollout_process(config, "rollout-0", tmp_path / "rollout-0.log"))]
+        proxy = stack.proxy(settings, *discovering_proxy(settings, tmp_path))
+        trainer = stack.trainer(settings, TrainerConfig(enabled=True, model_path=str(vllm_model_dir),
+                                                        group_size=GROUP_SIZE, batch_threshold=1, heartbeat_s=0.5,
+                                                        initial_role="idle"))
+        stack.assembler(settings, tmp_path)
+        wait_until(lambda: proxy.server.engines.routable_count == 1, 600, "the engine routable", every_s=0.5,
+                   alive=procs)
+        proxy_url = proxy.base_url.removesuffix("/v1")
+        stack.agents(AgentWorker(settings, codec, single_turn.agent, settings.team, "key-default",
+                                 AgentSettings(proxy_url=proxy_url, pool="p", concurrency=4, request_timeout_s=300)))
+        evaluator = stack.caller(EvalService(settings, EvalOptions(eval_every=1, count=8, proxy_url=proxy_url,
+                                                                  agent="services.agents.examples.single_turn:agent",
+                                                                  poll_s=0.5),
+                                             key="key-default", codec=codec))
         options = SchedulerOptions(policy="disaggregated", tick_s=0.5, min_dwell_s=0, switch_cost_s=1,
                                    batch_threshold=GROUP_SIZE, heartbeat_timeout_s=120)
-        scheduler = RunningService(SchedulerService(settings, options,
-                                                    ManagerOptions(group_size=GROUP_SIZE, max_in_flight=2), codec))
-        wait(lambda: len({r.version for r in evaluator.service.published}) >= 2, 600, "eval of two versions",
-             procs, every_s=2)
-    finally:
-        # callers first, the scheduler last: it must still resume a proxy it paused for a weight update, or
-        # the calls waiting at the proxy's gate keep its stop from finishing
-        if evaluator is not None:
-            evaluator.close()
-        if agents is not None:
-            agents.stop()
-        if scheduler is not None:
-            scheduler.close()
-        trainer.stopping = True
-        trainer_thread.join(120)
-        assembler.stop()
-        if getattr(proxy, "service", None):
-            proxy.stop()
-        for proc in procs:
-            proc.terminate()
-            proc.wait(60)
+        stack.scheduler(SchedulerService(settings, options, ManagerOptions(group_size=GROUP_SIZE, max_in_flight=2),
+                                         codec))
+        wait_until(lambda: len({r.version for r in evaluator.service.published}) >= 2, 600, "eval of two versions",
+                   every_s=2, alive=procs)
 
     results = [r for r in read_messages(settings, topics.eval, codec) if isinstance(r, EvalResult)]
     try:  # the sink reads as the run goes; it may still be a poll behind the last records
-        wait(lambda: eval_points_written(default_logdir(settings), len(results)), 60, "the sink's event files")
+        wait_until(lambda: eval_points_written(default_logdir(settings), len(results)), 60, "the sink's event files",
+                   every_s=0.5)
     finally:
         sink.close()
     assert len({r.version for r in results}) >= 2, results

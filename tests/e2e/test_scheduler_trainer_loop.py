@@ -6,7 +6,6 @@ obeys commands but runs no engine), and the test plays agents + proxy + assemble
 trajectories of the groups the manager handed out. The full loop test needs the rollout worker.
 """
 
-import threading
 from pathlib import Path
 
 import pytest
@@ -15,10 +14,10 @@ from seamlessflow.kafka.io import MessageProducer, read_messages
 from seamlessflow.messages import CommandAck, Task, WeightVersion
 from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
 from seamlessflow.scheduler.service import SchedulerService
+from seamlessflow.testing.in_process import InProcessStack, Stage
+from seamlessflow.testing.scheduler_fakes import FakeResource, wait_until
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.config import TrainerConfig
-from seamlessflow.trainer.loop import Trainer
-from tests.scheduler.fakes import FakeResource, RunningService, wait_until
 from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
 from tests.trainer.helpers import trajectory
 
@@ -27,17 +26,17 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 
 def test_scheduler_trains_on_ready_batch_and_reloads_rollout_with_trainer_weights(settings, codec, tiny_model_dir):
     topics = Topics(settings)
-    engine = FakeResource(settings, codec, "r0", ["rollout"])
-    engine.heartbeat()
-    config = TrainerConfig(enabled=True, model_path=str(tiny_model_dir), group_size=2, batch_threshold=1,
-                           initial_role="idle", heartbeat_s=0.5)
-    trainer = Trainer(settings, config)
-    trainer_thread = threading.Thread(target=trainer.run, daemon=True)
-    trainer_thread.start()
-    options = SchedulerOptions(policy="disaggregated", tick_s=0.3, min_dwell_s=0, batch_threshold=2,
-                               heartbeat_timeout_s=60)
-    running = RunningService(SchedulerService(settings, options, ManagerOptions(group_size=2, max_in_flight=2), codec))
-    try:
+    with InProcessStack() as stack:
+        engine = FakeResource(settings, codec, "r0", ["rollout"])
+        stack.add(engine.close, Stage.PROCESSES)
+        engine.heartbeat()
+        config = TrainerConfig(enabled=True, model_path=str(tiny_model_dir), group_size=2, batch_threshold=1,
+                               initial_role="idle", heartbeat_s=0.5)
+        trainer = stack.trainer(settings, config)
+        options = SchedulerOptions(policy="disaggregated", tick_s=0.3, min_dwell_s=0, batch_threshold=2,
+                                   heartbeat_timeout_s=60)
+        running = stack.scheduler(SchedulerService(settings, options, ManagerOptions(group_size=2, max_in_flight=2),
+                                                   codec))
         wait_until(lambda: trainer.control.role == "train" and running.service.manager.published == 2, [engine], 180)
         task = sorted((t for t in read_messages(settings, topics.tasks, codec) if isinstance(t, Task)),
                       key=lambda t: t.task_id)[0]
@@ -48,11 +47,6 @@ def test_scheduler_trains_on_ready_batch_and_reloads_rollout_with_trainer_weight
         producer.flush()
         wait_until(lambda: engine.weight_version == 1 and engine.state == "active", [engine], 240)
         wait_until(lambda: running.service.manager.published == 3, [engine], 60)
-    finally:
-        running.close()
-        trainer.stopping = True
-        trainer_thread.join(120)
-        engine.close()
 
     [version] = [w for w in read_messages(settings, topics.weights, codec) if isinstance(w, WeightVersion)]
     [load] = [c for c in engine.applied if c.command == "load_weights"]

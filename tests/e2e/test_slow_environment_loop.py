@@ -8,7 +8,6 @@ trajectories of every group the manager handed out except the first one (its "en
 """
 
 import json
-import threading
 import time
 
 import pytest
@@ -17,10 +16,11 @@ from seamlessflow.kafka.io import MessageProducer, read_messages
 from seamlessflow.messages import Task
 from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
 from seamlessflow.scheduler.service import SchedulerService
+from seamlessflow.testing.in_process import InProcessStack, Stage
+from seamlessflow.testing.scheduler_fakes import FakeResource, wait_until
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.config import TrainerConfig
 from seamlessflow.trainer.loop import Trainer
-from tests.scheduler.fakes import FakeResource, RunningService, wait_until
 from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
 from tests.trainer.helpers import trajectory
 
@@ -39,18 +39,6 @@ def answer(producer, topics, model_dir, task: Task) -> None:
 def test_a_slow_group_is_given_up_while_the_trainer_keeps_stepping_and_its_late_sessions_still_count(
         settings, codec, tiny_model_dir):  # noqa: F811 - fixture
     topics = Topics(settings)
-    engine = FakeResource(settings, codec, "r0", ["rollout"])
-    engine.heartbeat()
-    config = TrainerConfig(enabled=True, model_path=str(tiny_model_dir), group_size=2, batch_threshold=1,
-                           initial_role="idle", heartbeat_s=0.5)
-    trainer = Trainer(settings, config)
-    trainer_thread = threading.Thread(target=trainer.run, daemon=True)
-    trainer_thread.start()
-    options = SchedulerOptions(policy="disaggregated", tick_s=0.3, min_dwell_s=0, batch_threshold=2,
-                               heartbeat_timeout_s=60)
-    running = RunningService(SchedulerService(settings, options, ManagerOptions(group_size=2, max_in_flight=2,
-                                                                                task_timeout_s=10), codec))
-    manager = running.service.manager
     producer, answered, slow = MessageProducer(settings, codec), set(), []
     last_play = [0.0]
 
@@ -68,7 +56,17 @@ def test_a_slow_group_is_given_up_while_the_trainer_keeps_stepping_and_its_late_
                 answer(producer, topics, tiny_model_dir, task)
                 answered.add(task.group_id)
 
-    try:
+    with InProcessStack() as stack:
+        engine = FakeResource(settings, codec, "r0", ["rollout"])
+        stack.add(engine.close, Stage.PROCESSES)
+        engine.heartbeat()
+        config = TrainerConfig(enabled=True, model_path=str(tiny_model_dir), group_size=2, batch_threshold=1,
+                               initial_role="idle", heartbeat_s=0.5)
+        trainer = stack.trainer(settings, config)
+        options = SchedulerOptions(policy="disaggregated", tick_s=0.3, min_dwell_s=0, batch_threshold=2,
+                                   heartbeat_timeout_s=60)
+        manager = stack.scheduler(SchedulerService(
+            settings, options, ManagerOptions(group_size=2, max_in_flight=2, task_timeout_s=10), codec)).service.manager
         wait_until(lambda: play() or (trainer.version >= 2 and manager.lost >= 1), [engine], 420)
         assert manager.groups[slow[0].group_id].size == -1  # given up at its deadline, not waited for
         # groups answered by the last play may still be on their way to the manager: count them first
@@ -77,11 +75,6 @@ def test_a_slow_group_is_given_up_while_the_trainer_keeps_stepping_and_its_late_
         finished_before = manager.finished
         answer(producer, topics, tiny_model_dir, slow[0])  # its sessions finish, late
         wait_until(lambda: any(f"{slow[0].group_id}-s1/0" in ids for ids in _trained(trainer)), [engine], 120)
-    finally:
-        running.close()
-        trainer.stopping = True
-        trainer_thread.join(120)
-        engine.close()
     assert manager.finished == finished_before  # a late group frees no slot twice
     assert manager.lost >= 1 and trainer.version >= 2
 

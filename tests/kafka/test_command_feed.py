@@ -11,8 +11,8 @@ from seamlessflow.kafka.command_feed import CommandFeed
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import ControlCommand, WeightVersion
+from seamlessflow.testing.poison import assert_dead_lettered, letters, produce_poison
 from seamlessflow.topics import Topics
-from tests.poison import assert_dead_lettered, letters, produce_poison
 
 
 def command(epoch: int, resource_id: str = "trainer-0") -> ControlCommand:

@@ -12,8 +12,8 @@ from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.group import Delivery, GroupMember, Settling
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.positions import CommittedOffsets
+from seamlessflow.testing.samples import SAMPLES
 from seamlessflow.topics import Topics
-from tests.samples import SAMPLES
 
 TRAJECTORY = SAMPLES[2]
 
@@ -39,7 +39,9 @@ def take(member: GroupMember, count: int) -> list[Delivery]:
 def committed(settings, group: str, topic: str) -> dict[int, int]:
     marks = CommittedOffsets(settings, group, topic)
     try:
-        return {p: o for p, o in marks.read(list(range(Topics(settings).specs["trajectories"].partitions))).items() if o}
+        return {
+            p: o for p, o in marks.read(list(range(Topics(settings).specs["trajectories"].partitions))).items() if o
+        }
     finally:
         marks.close()
 

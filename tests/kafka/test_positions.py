@@ -4,8 +4,8 @@ import dataclasses
 
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.positions import CommittedOffsets, OffsetLookup
+from seamlessflow.testing.samples import SAMPLES
 from seamlessflow.topics import Topics
-from tests.samples import SAMPLES
 
 
 def test_committed_offsets_round_trip_and_default_to_zero(settings):

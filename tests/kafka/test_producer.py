@@ -10,8 +10,8 @@ from seamlessflow.kafka.admin import ensure_topics
 from seamlessflow.kafka.io import DeliveryFailed, MessageProducer
 from seamlessflow.kafka.reader import read_topic
 from seamlessflow.messages import WeightVersion
+from seamlessflow.testing.samples import SAMPLES
 from seamlessflow.topics import Topics
-from tests.samples import SAMPLES
 
 
 def test_send_and_wait_delivers_with_headers(settings, codec):

@@ -4,8 +4,8 @@ import dataclasses
 
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.reader import TopicReader, read_topic
+from seamlessflow.testing.samples import SAMPLES
 from seamlessflow.topics import Topics
-from tests.samples import SAMPLES
 
 TASK = SAMPLES[3]
 

@@ -3,8 +3,8 @@
 import pytest
 
 from seamlessflow.kafka.io import MessageProducer, read_topic
+from seamlessflow.testing.samples import SAMPLES
 from seamlessflow.topics import Topics, topic_specs
-from tests.samples import SAMPLES
 
 
 def test_every_message_type_round_trips_through_its_topic(settings, codec):

@@ -11,9 +11,9 @@ from seamlessflow.kafka.group import GroupMember
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.offsets import OffsetTracker
 from seamlessflow.kafka.subscriber import Subscriber
+from seamlessflow.testing.poison import assert_dead_lettered, letters, produce_poison, produce_raw
+from seamlessflow.testing.samples import SAMPLES
 from seamlessflow.topics import Topics
-from tests.poison import assert_dead_lettered, letters, produce_poison, produce_raw
-from tests.samples import SAMPLES
 
 COMMAND, TASK = SAMPLES[4], SAMPLES[3]
 
@@ -144,7 +144,9 @@ def test_a_partition_paused_when_it_moved_away_is_read_when_it_comes_back(settin
     owned: set[int] = set()
     revoked: list[int] = []
     full = Subscriber(settings, codec, None, group_id=group)
-    full.subscribe(topic, on_assign=owned.update, on_revoke=lambda ps: (owned.difference_update(ps), revoked.extend(ps)))
+    full.subscribe(
+        topic, on_assign=owned.update, on_revoke=lambda ps: (owned.difference_update(ps), revoked.extend(ps))
+    )
     other = Subscriber(settings, codec, None, group_id=group)
     try:
         deadline = time.monotonic() + 20
@@ -214,7 +216,9 @@ def test_a_group_member_keeps_refused_offsets_and_commits_them_next_time(setting
     for i in range(3):
         producer.send(topic, "one-group", dataclasses.replace(SAMPLES[2], event_id=f"tr-{i}"))
     producer.flush()
-    member = GroupMember(settings, topic, f"{settings.topic_prefix}.gm", DeadLetters(settings, codec, "test", producer.send))
+    member = GroupMember(
+        settings, topic, f"{settings.topic_prefix}.gm", DeadLetters(settings, codec, "test", producer.send)
+    )
     real = member._subscriber._consumer
     try:
         deadline, deliveries = time.monotonic() + 20, []

@@ -48,7 +48,9 @@ def test_teacher_forced_accuracy_agrees_with_greedy_decoding(built):
     model = AutoModelForCausalLM.from_pretrained(built.path)
     tokenizer = AutoTokenizer.from_pretrained(built.path)
     tasks = generate_tasks(11, 40)
-    assert teacher_forced_accuracy(model, tokenizer, tasks) == pytest.approx(measure_accuracy(model, tokenizer, tasks).exact)
+    assert teacher_forced_accuracy(model, tokenizer, tasks) == pytest.approx(
+        measure_accuracy(model, tokenizer, tasks).exact
+    )
 
 
 def test_cli_init_builds_then_reuses(tmp_path):

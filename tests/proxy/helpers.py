@@ -33,7 +33,9 @@ async def acks(settings, codec, command_id, wait_s: float = 10.0):
         await asyncio.sleep(0.2)
 
 
-async def send_command(settings, codec, command: str, resource_id="proxy", epoch=1, producer=None, **fields) -> ControlCommand:
+async def send_command(
+    settings, codec, command: str, resource_id="proxy", epoch=1, producer=None, **fields
+) -> ControlCommand:
     message = ControlCommand(event_id=new_id(), resource_id=resource_id, epoch=epoch, command=command, team="default",
                              run=settings.run, created_at_ms=now_ms(), **fields)
     producer = producer or MessageProducer(settings, codec)

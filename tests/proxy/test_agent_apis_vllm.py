@@ -21,20 +21,42 @@ from seamlessflow.core.assembler import AssemblerConfig, SessionAssembler
 from tests.proxy.helpers import client, session_events
 
 pytestmark = pytest.mark.slow
-ADD = {"name": "add", "description": "add two numbers",
-       "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}, "required": ["a", "b"]}}
+ADD = {
+    "name": "add",
+    "description": "add two numbers",
+    "parameters": {
+        "type": "object",
+        "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}},
+        "required": ["a", "b"],
+    },
+}
 CHAT_TOOLS = [{"type": "function", "function": ADD}]
 PYTHONIC_ADD = r"\[add\(a=1, b=2\)\]"
 # a named tool choice constrains the reply to the tool's parameters: pinned values keep a random model's JSON short
-PINNED = {"name": "add", "description": "add 1 and 2", "parameters": {
-    "type": "object", "properties": {"a": {"enum": [1]}, "b": {"enum": [2]}}, "required": ["a", "b"], "additionalProperties": False}}
+PINNED = {
+    "name": "add",
+    "description": "add 1 and 2",
+    "parameters": {
+        "type": "object",
+        "properties": {"a": {"enum": [1]}, "b": {"enum": [2]}},
+        "required": ["a", "b"],
+        "additionalProperties": False,
+    },
+}
 CALL_TOKENS = 200
 GREEDY = {"temperature": 0}  # the anthropic SDK (2.x) has no temperature argument: sent as an extra body field
 
 
 async def direct(engine, messages, max_tokens, **extra) -> dict:
     """The engine's own greedy answer with token ids, bypassing the proxy."""
-    body = {"model": "tiny", "messages": messages, "max_tokens": max_tokens, "temperature": 0, "return_token_ids": True, **extra}
+    body = {
+        "model": "tiny",
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "return_token_ids": True,
+        **extra,
+    }
     async with httpx.AsyncClient(timeout=120) as http:
         return (await http.post(engine.url + "/v1/chat/completions", json=body)).json()
 
@@ -45,14 +67,25 @@ def assert_recorded_as_the_engine(event, reply: dict) -> None:
 
 
 def anthropic_client(proxy, session_id) -> anthropic.AsyncAnthropic:
-    return anthropic.AsyncAnthropic(base_url=proxy.session_url(session_id).removesuffix("/v1"), api_key="key-alpha", max_retries=0)
+    return anthropic.AsyncAnthropic(
+        base_url=proxy.session_url(session_id).removesuffix("/v1"), api_key="key-alpha", max_retries=0
+    )
 
 
-async def test_auto_tool_choice_gives_structured_calls_parsed_by_the_engine(vllm_engine, proxy_factory, settings, codec):
+async def test_auto_tool_choice_gives_structured_calls_parsed_by_the_engine(
+    vllm_engine, proxy_factory, settings, codec
+):
     proxy = await proxy_factory([vllm_engine])
     agent = client(proxy, "tools")
-    kwargs = dict(model="tiny", messages=[{"role": "user", "content": "add 1 and 2"}], max_tokens=20, temperature=0,
-                  tools=CHAT_TOOLS, tool_choice="auto", extra_body={"structured_outputs": {"regex": PYTHONIC_ADD}})
+    kwargs = dict(
+        model="tiny",
+        messages=[{"role": "user", "content": "add 1 and 2"}],
+        max_tokens=20,
+        temperature=0,
+        tools=CHAT_TOOLS,
+        tool_choice="auto",
+        extra_body={"structured_outputs": {"regex": PYTHONIC_ADD}},
+    )
     reply = await agent.chat.completions.create(**kwargs)
     [call] = reply.choices[0].message.tool_calls
     assert (call.function.name, json.loads(call.function.arguments)) == ("add", {"a": 1, "b": 2})
@@ -65,15 +98,26 @@ async def test_auto_tool_choice_gives_structured_calls_parsed_by_the_engine(vllm
     assert first.completion_ids == second.completion_ids and first.finish_reason == "tool_calls"
 
 
-async def test_responses_and_chat_calls_in_one_session_record_the_engine_tokens_and_assemble(vllm_engine, proxy_factory, settings, codec):
+async def test_responses_and_chat_calls_in_one_session_record_the_engine_tokens_and_assemble(
+    vllm_engine, proxy_factory, settings, codec
+):
     proxy = await proxy_factory([vllm_engine])
     agent = client(proxy, "mixed")
     history = [{"role": "user", "content": "What is 2 + 3?"}]
     chat = await agent.chat.completions.create(model="tiny", messages=history, max_tokens=10, temperature=0)
-    history += [{"role": "assistant", "content": chat.choices[0].message.content}, {"role": "user", "content": "and 4?"}]
-    plain = await agent.responses.create(model="tiny", instructions="Answer briefly.", input=history[:2] + [
-        {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "and 4?"}]}],
-        max_output_tokens=10, temperature=0, store=False)
+    history += [
+        {"role": "assistant", "content": chat.choices[0].message.content},
+        {"role": "user", "content": "and 4?"},
+    ]
+    plain = await agent.responses.create(
+        model="tiny",
+        instructions="Answer briefly.",
+        input=history[:2]
+        + [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "and 4?"}]}],
+        max_output_tokens=10,
+        temperature=0,
+        store=False,
+    )
     asked = [{"role": "system", "content": "Answer briefly."}, *history]
     engine_says = await direct(vllm_engine, asked, 10)
     assert plain.output_text == engine_says["choices"][0]["message"]["content"]
@@ -104,27 +148,51 @@ async def test_responses_function_tool_round_trip_on_the_engine(vllm_engine, pro
     agent = client(proxy, "fn")
     tools = [{"type": "function", **PINNED}]
     ask = [{"role": "user", "content": "add 1 and 2"}]
-    first = await agent.responses.create(model="tiny", input=ask, tools=tools, tool_choice={"type": "function", "name": "add"},
-                                         max_output_tokens=CALL_TOKENS, temperature=0)
+    first = await agent.responses.create(
+        model="tiny",
+        input=ask,
+        tools=tools,
+        tool_choice={"type": "function", "name": "add"},
+        max_output_tokens=CALL_TOKENS,
+        temperature=0,
+    )
     [call] = [item for item in first.output if item.type == "function_call"]
     assert call.name == "add" and json.loads(call.arguments) == {"a": 1, "b": 2}
-    stream = await agent.responses.create(model="tiny", input=ask, tools=tools, tool_choice={"type": "function", "name": "add"},
-                                          max_output_tokens=CALL_TOKENS, temperature=0, stream=True)
+    stream = await agent.responses.create(
+        model="tiny",
+        input=ask,
+        tools=tools,
+        tool_choice={"type": "function", "name": "add"},
+        max_output_tokens=CALL_TOKENS,
+        temperature=0,
+        stream=True,
+    )
     streamed = [e async for e in stream]
     [done] = [e for e in streamed if e.type == "response.function_call_arguments.done"]
     assert done.arguments == call.arguments and "response.function_call_arguments.delta" in {e.type for e in streamed}
-    then = ask + [{"type": "function_call", "call_id": call.call_id, "name": "add", "arguments": call.arguments},
-                  {"type": "function_call_output", "call_id": call.call_id, "output": "3"}]
+    then = ask + [
+        {"type": "function_call", "call_id": call.call_id, "name": "add", "arguments": call.arguments},
+        {"type": "function_call_output", "call_id": call.call_id, "output": "3"},
+    ]
     await agent.responses.create(model="tiny", input=then, tools=tools, max_output_tokens=8, temperature=0)
 
     recorded = await session_events(settings, codec, "fn")
     named = {"type": "function", "function": {"name": "add"}}
     pinned = [{"type": "function", "function": PINNED}]
-    assert_recorded_as_the_engine(recorded[0], await direct(vllm_engine, ask, CALL_TOKENS, tools=pinned, tool_choice=named))
+    assert_recorded_as_the_engine(
+        recorded[0], await direct(vllm_engine, ask, CALL_TOKENS, tools=pinned, tool_choice=named)
+    )
     assert recorded[1].completion_ids == recorded[0].completion_ids
-    as_chat = ask + [{"role": "assistant", "content": None, "tool_calls": [
-        {"id": call.call_id, "type": "function", "function": {"name": "add", "arguments": call.arguments}}]},
-        {"role": "tool", "tool_call_id": call.call_id, "content": "3"}]
+    as_chat = ask + [
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": call.call_id, "type": "function", "function": {"name": "add", "arguments": call.arguments}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": call.call_id, "content": "3"},
+    ]
     assert_recorded_as_the_engine(recorded[2], await direct(vllm_engine, as_chat, 8, tools=pinned))
 
 
@@ -132,17 +200,30 @@ async def test_messages_plain_streamed_and_tool_round_trip_on_the_engine(vllm_en
     proxy = await proxy_factory([vllm_engine])
     agent = anthropic_client(proxy, "msg")
     ask = [{"role": "user", "content": "What is 2 + 3?"}]
-    plain = await agent.messages.create(model="tiny", system="Answer briefly.", messages=ask, max_tokens=10, extra_body=GREEDY)
-    async with agent.messages.stream(model="tiny", system="Answer briefly.", messages=ask, max_tokens=10, extra_body=GREEDY) as stream:
+    plain = await agent.messages.create(
+        model="tiny", system="Answer briefly.", messages=ask, max_tokens=10, extra_body=GREEDY
+    )
+    async with agent.messages.stream(
+        model="tiny", system="Answer briefly.", messages=ask, max_tokens=10, extra_body=GREEDY
+    ) as stream:
         streamed = await stream.get_final_message()
     assert plain.content == streamed.content and plain.usage == streamed.usage
     tools = [{"name": "add", "description": PINNED["description"], "input_schema": PINNED["parameters"]}]
-    use = await agent.messages.create(model="tiny", messages=[{"role": "user", "content": "add 1 and 2"}], tools=tools,
-                                      tool_choice={"type": "tool", "name": "add"}, max_tokens=CALL_TOKENS, extra_body=GREEDY)
+    use = await agent.messages.create(
+        model="tiny",
+        messages=[{"role": "user", "content": "add 1 and 2"}],
+        tools=tools,
+        tool_choice={"type": "tool", "name": "add"},
+        max_tokens=CALL_TOKENS,
+        extra_body=GREEDY,
+    )
     [block] = [b for b in use.content if b.type == "tool_use"]
     assert (block.name, block.input, use.stop_reason) == ("add", {"a": 1, "b": 2}, "tool_use")
-    turn = [{"role": "user", "content": "add 1 and 2"}, {"role": "assistant", "content": use.content},
-            {"role": "user", "content": [{"type": "tool_result", "tool_use_id": block.id, "content": "3"}]}]
+    turn = [
+        {"role": "user", "content": "add 1 and 2"},
+        {"role": "assistant", "content": use.content},
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": block.id, "content": "3"}]},
+    ]
     await agent.messages.create(model="tiny", messages=turn, tools=tools, max_tokens=8, extra_body=GREEDY)
 
     recorded = await session_events(settings, codec, "msg")
@@ -153,10 +234,25 @@ async def test_messages_plain_streamed_and_tool_round_trip_on_the_engine(vllm_en
     assert "".join(b.text for b in plain.content) == (engine_says["choices"][0]["message"]["content"] or "")
     assert_recorded_as_the_engine(recorded[0], engine_says)
     assert_recorded_as_the_engine(recorded[1], engine_says)
-    as_chat = [{"role": "user", "content": "add 1 and 2"},
-               {"role": "assistant", "content": None, "tool_calls": [
-                   {"id": block.id, "type": "function", "function": {"name": "add", "arguments": json.dumps(block.input)}}]},
-               {"role": "tool", "tool_call_id": block.id, "content": "3"}]
-    assert_recorded_as_the_engine(recorded[2], await direct(vllm_engine, [as_chat[0]], CALL_TOKENS, tools=pinned,
-                                                            tool_choice={"type": "function", "function": {"name": "add"}}))
+    as_chat = [
+        {"role": "user", "content": "add 1 and 2"},
+        {
+            "role": "assistant",
+            "content": None,
+            "tool_calls": [
+                {"id": block.id, "type": "function", "function": {"name": "add", "arguments": json.dumps(block.input)}}
+            ],
+        },
+        {"role": "tool", "tool_call_id": block.id, "content": "3"},
+    ]
+    assert_recorded_as_the_engine(
+        recorded[2],
+        await direct(
+            vllm_engine,
+            [as_chat[0]],
+            CALL_TOKENS,
+            tools=pinned,
+            tool_choice={"type": "function", "function": {"name": "add"}},
+        ),
+    )
     assert_recorded_as_the_engine(recorded[3], await direct(vllm_engine, as_chat, 8, tools=pinned))

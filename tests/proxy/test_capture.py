@@ -7,19 +7,51 @@ from seamlessflow.proxy.capture import CallCapture, UpstreamFormatError, read_ch
 
 def test_chat_chunks_accumulate_ids_logprobs_versions_and_tool_calls():
     capture = CallCapture(n=1)
-    head, pieces = read_chunk({"id": "c1", "prompt_token_ids": [1, 2, 3], "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}]}, "chat")
+    head, pieces = read_chunk(
+        {
+            "id": "c1",
+            "prompt_token_ids": [1, 2, 3],
+            "choices": [{"index": 0, "delta": {"role": "assistant", "content": ""}}],
+        },
+        "chat",
+    )
     capture.absorb_head(head)
     for piece in pieces:
         capture.choice(piece.index).absorb(piece, version=0)
-    chunk = {"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "x", "function": {"name": "f", "arguments": "{"}}]},
-                          "token_ids": [7, 8], "logprobs": {"content": [{"logprob": -1.0}, {"logprob": None}]}}]}
+    chunk = {
+        "choices": [
+            {
+                "index": 0,
+                "delta": {"tool_calls": [{"index": 0, "id": "x", "function": {"name": "f", "arguments": "{"}}]},
+                "token_ids": [7, 8],
+                "logprobs": {"content": [{"logprob": -1.0}, {"logprob": None}]},
+            }
+        ]
+    }
     _, [piece] = read_chunk(chunk, "chat")
     capture.choice(0).absorb(piece, version=4)
-    _, [last] = read_chunk({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "}"}}]}, "token_ids": [9],
-                                           "logprobs": {"content": [{"logprob": -2.0}]}, "finish_reason": "tool_calls"}]}, "chat")
+    _, [last] = read_chunk(
+        {
+            "choices": [
+                {
+                    "index": 0,
+                    "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "}"}}]},
+                    "token_ids": [9],
+                    "logprobs": {"content": [{"logprob": -2.0}]},
+                    "finish_reason": "tool_calls",
+                }
+            ]
+        },
+        "chat",
+    )
     capture.choice(0).absorb(last, version=5)
     choice = capture.choice(0)
-    assert (choice.prompt_ids, choice.completion_ids, choice.logprobs, choice.versions) == ([1, 2, 3], [7, 8, 9], [-1.0, 0.0, -2.0], [4, 4, 5])
+    assert (choice.prompt_ids, choice.completion_ids, choice.logprobs, choice.versions) == (
+        [1, 2, 3],
+        [7, 8, 9],
+        [-1.0, 0.0, -2.0],
+        [4, 4, 5],
+    )
     assert choice.tool_calls[0]["function"] == {"name": "f", "arguments": "{}"} and capture.finished
 
 

@@ -8,19 +8,25 @@ import dataclasses
 
 from seamlessflow.kafka.io import MessageProducer, read_topic
 from seamlessflow.messages import CommandAck, ResourceStatus
+from seamlessflow.testing.poison import assert_dead_lettered, letters, produce_poison
+from seamlessflow.testing.samples import SAMPLES
 from seamlessflow.topics import Topics
-from tests.poison import assert_dead_lettered, letters, produce_poison
 from tests.proxy.helpers import send_command, until
-from tests.samples import SAMPLES
 
 STATUS = next(s for s in SAMPLES if isinstance(s, ResourceStatus))
 
 
-async def test_poison_on_control_and_status_is_dead_lettered_and_the_next_records_act(proxy_factory, stub, settings, codec):
+async def test_poison_on_control_and_status_is_dead_lettered_and_the_next_records_act(
+    proxy_factory, stub, settings, codec
+):
     topics = Topics(settings)
-    status = dataclasses.replace(STATUS, resource_id="gpu-9", engine_url="http://127.0.0.1:9", team="default", run=settings.run)
+    status = dataclasses.replace(
+        STATUS, resource_id="gpu-9", engine_url="http://127.0.0.1:9", team="default", run=settings.run
+    )
     proxy = await proxy_factory([stub])
-    on_control = await asyncio.to_thread(produce_poison, settings, codec, topics.control, await _command(settings, codec), "proxy")
+    on_control = await asyncio.to_thread(
+        produce_poison, settings, codec, topics.control, await _command(settings, codec), "proxy"
+    )
     on_status = await asyncio.to_thread(produce_poison, settings, codec, topics.status, status, "gpu-9")
     await asyncio.to_thread(MessageProducer(settings, codec).send_and_wait, topics.status, "gpu-9", status)
     pause = await send_command(settings, codec, "pause", epoch=2)

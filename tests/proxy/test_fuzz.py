@@ -31,11 +31,11 @@ from schemathesis.specs.openapi.checks import (
 )
 
 from seamlessflow.kafka.io import read_messages
+from seamlessflow.loadtest.stub_engine import StubBehaviour, StubEngine
 from seamlessflow.messages import EpisodeEnd, TokenIO
 from seamlessflow.proxy import ProxyConfig, ProxyService
 from seamlessflow.proxy.openapi import openapi_document
 from seamlessflow.teams import TeamKeys
-from seamlessflow.testing.stub_engine import StubBehaviour, StubEngine
 from seamlessflow.topics import Topics
 from tests.proxy.conftest import KEYS
 
@@ -58,7 +58,9 @@ class ThreadedProxy:
         self.thread.start()
         self.engine = self._run(StubEngine(StubBehaviour(max_tokens_cap=4)).start())
         config = ProxyConfig(engines=[{"id": "e0", "url": self.engine.url}], **CONFIG)
-        self.proxy = self._run(ProxyService(self.settings, config=config, team_keys=TeamKeys(self.tmp_path / "t.json", KEYS)).start())
+        self.proxy = self._run(
+            ProxyService(self.settings, config=config, team_keys=TeamKeys(self.tmp_path / "t.json", KEYS)).start()
+        )
         self.root = self.proxy.base_url.removesuffix("/v1")
         return self
 
@@ -146,15 +148,34 @@ def test_every_operation_fuzzed_from_the_openapi_document(threaded_proxy, settin
     check()
     print(f"{sum(ledger.statuses.values())} calls in {time.monotonic() - started:.1f} s: {dict(ledger.statuses)}")
     assert seen == {op.ok().label for op in schema.get_all_operations()}
-    assert ledger.statuses[200] > 20 and sum(n for s, n in ledger.statuses.items() if 400 <= s < 500) > 20, ledger.statuses
+    assert ledger.statuses[200] > 20 and sum(n for s, n in ledger.statuses.items() if 400 <= s < 500) > 20, (
+        ledger.statuses
+    )
     assert httpx.get(threaded_proxy.root + "/healthz").status_code == 200  # still serving
     ledger.assert_matches(settings, codec)
 
 
 scalars = st.none() | st.booleans() | st.integers(-(2**40), 2**40) | st.floats(allow_nan=False) | st.text(max_size=12)
-values = st.recursive(scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4), max_leaves=12)
-FIELDS = ["n", "stream", "stream_options", "max_tokens", "logprobs", "top_logprobs", "return_token_ids", "tools", "echo", "stop"]
-message = st.fixed_dictionaries({"role": st.sampled_from(["user", "assistant", "tool"]), "content": st.text(max_size=20) | values})
+values = st.recursive(
+    scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=6), inner, max_size=4),
+    max_leaves=12,
+)
+FIELDS = [
+    "n",
+    "stream",
+    "stream_options",
+    "max_tokens",
+    "logprobs",
+    "top_logprobs",
+    "return_token_ids",
+    "tools",
+    "echo",
+    "stop",
+]
+message = st.fixed_dictionaries(
+    {"role": st.sampled_from(["user", "assistant", "tool"]), "content": st.text(max_size=20) | values}
+)
 plausible = st.fixed_dictionaries({}, optional={
     "model": st.text(max_size=8) | values,
     "messages": st.lists(message, max_size=3) | values,
@@ -171,14 +192,21 @@ def test_malformed_bytes_get_a_json_4xx_and_publish_nothing(threaded_proxy, sett
              "/v1/responses", "/sessions/fz/v1/messages"]
     ledger = Ledger()
     raw = (plausible | values).map(lambda b: json.dumps(b).encode())
-    mangled = raw.flatmap(lambda d: st.sampled_from([d, d[: max(1, len(d) // 2)], d.replace(b"1", b"NaN", 1)])) | st.binary(max_size=64) \
+    mangled = (
+        raw.flatmap(lambda d: st.sampled_from([d, d[: max(1, len(d) // 2)], d.replace(b"1", b"NaN", 1)]))
+        | st.binary(max_size=64)
         | st.integers(1, 5000).map(lambda depth: b"[" * depth + b"]" * depth)
+    )
 
     with httpx.Client(timeout=30) as http:
         @hsettings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck), database=None)
         @given(data=mangled, path=st.sampled_from(paths))
         def check(data, path):
-            response = http.post(root + path, content=data, headers={"Authorization": "Bearer key-alpha", "Content-Type": "application/json"})
+            response = http.post(
+                root + path,
+                content=data,
+                headers={"Authorization": "Bearer key-alpha", "Content-Type": "application/json"},
+            )
             assert response.status_code < 500, (data[:200], response.text)
             ledger.note("POST", path, response)
 
@@ -212,9 +240,13 @@ def test_session_id_abuse_gets_4xx_and_publishes_nothing(threaded_proxy, setting
         refused = {
             "other team's call": http.post(root + "/sessions/owned/v1/chat/completions", json=chat, headers=beta),
             "other team's end": http.post(root + "/sessions/owned/end", json={"reward": 1}, headers=beta),
-            "other team's header": http.post(root + "/v1/chat/completions", json=chat, headers={**beta, "X-Session-Id": "owned"}),
+            "other team's header": http.post(
+                root + "/v1/chat/completions", json=chat, headers={**beta, "X-Session-Id": "owned"}
+            ),
             "bad characters": http.post(root + "/sessions/a%20b/v1/chat/completions", json=chat, headers=alpha),
-            "bad header": http.post(root + "/v1/completions", json={"prompt": "x"}, headers={**alpha, "X-Session-Id": "a/b"}),
+            "bad header": http.post(
+                root + "/v1/completions", json={"prompt": "x"}, headers={**alpha, "X-Session-Id": "a/b"}
+            ),
             "129 characters": http.post(root + f"/sessions/{'s' * 129}/end", json={"reward": 1}, headers=alpha),
             "4 KiB": http.post(root + f"/sessions/{'s' * 4096}/v1/chat/completions", json=chat, headers=alpha),
             "empty": http.post(root + "/sessions//end", json={"reward": 1}, headers=alpha),

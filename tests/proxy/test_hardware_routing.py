@@ -13,8 +13,8 @@ import openai
 import pytest
 
 from seamlessflow.kafka.io import MessageProducer
+from seamlessflow.loadtest.stub_engine import StubEngine
 from seamlessflow.messages import ResourceStatus, new_id, now_ms
-from seamlessflow.testing.stub_engine import StubEngine
 from seamlessflow.topics import Topics
 from tests.proxy.helpers import session_events, until
 
@@ -50,7 +50,9 @@ async def engines_of(settings, codec, sessions, skip=()) -> dict[str, list[str]]
     return seen
 
 
-async def test_declared_profiles_land_on_fitting_engines_and_move_only_when_those_fail(proxy_factory, tagged_stubs, settings, codec):
+async def test_declared_profiles_land_on_fitting_engines_and_move_only_when_those_fail(
+    proxy_factory, tagged_stubs, settings, codec
+):
     engines = [{"id": name, "url": stub.url, "hardware_tags": TAGS[name]} for name, stub in tagged_stubs.items()]
     proxy = await proxy_factory(engines)
     prefill, decode = [f"p{i}" for i in range(6)], [f"d{i}" for i in range(6)]
@@ -81,7 +83,9 @@ async def test_declared_profiles_land_on_fitting_engines_and_move_only_when_thos
     assert all(len(e) == 1 for e in after_both.values())
 
 
-async def test_undeclared_sessions_are_routed_by_the_profile_learnt_from_their_first_call(proxy_factory, tagged_stubs, settings, codec):
+async def test_undeclared_sessions_are_routed_by_the_profile_learnt_from_their_first_call(
+    proxy_factory, tagged_stubs, settings, codec
+):
     engines = [{"id": name, "url": stub.url, "hardware_tags": TAGS[name]} for name, stub in tagged_stubs.items()]
     proxy = await proxy_factory(engines, routing={"min_tokens": 200})
     long_prompt, long_answer = [f"lp{i}" for i in range(6)], [f"la{i}" for i in range(6)]
@@ -105,7 +109,10 @@ async def test_hardware_tags_announced_on_heartbeats_steer_routing(proxy_factory
         await asyncio.to_thread(producer.send_and_wait, Topics(settings).status, name, status)
     proxy = await proxy_factory([])
     await until(lambda: proxy.server.engines.routable_count == 2, what="both engines announced")
-    assert {e.id: sorted(e.hardware_tags) for e in proxy.server.engines} == {"c0": ["compute", "h100"], "b0": ["bandwidth", "h20"]}
+    assert {e.id: sorted(e.hardware_tags) for e in proxy.server.engines} == {
+        "c0": ["compute", "h100"],
+        "b0": ["bandwidth", "h20"],
+    }
     sessions = [f"h{i}" for i in range(8)]
     for s in sessions:
         await call(proxy, s, "decode")

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from seamlessflow.loadtest.stub_engine import token_at
 from seamlessflow.messages import new_id, now_ms
-from seamlessflow.testing.stub_engine import token_at
 from tests.proxy.helpers import acks, client, send_command, session_events, until
 
 
@@ -14,7 +14,9 @@ async def test_cut_call_continues_after_resume_with_two_versions(proxy, stub, se
     agent = client(proxy, "pr1")
 
     async def call():
-        stream = await agent.chat.completions.create(model="m", messages=[{"role": "user", "content": "ab"}], max_tokens=5, stream=True)
+        stream = await agent.chat.completions.create(
+            model="m", messages=[{"role": "user", "content": "ab"}], max_tokens=5, stream=True
+        )
         return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
 
     task = asyncio.create_task(call())
@@ -23,7 +25,9 @@ async def test_cut_call_continues_after_resume_with_two_versions(proxy, stub, se
     await until(lambda: proxy.server.gate.paused and not proxy.server.gate.active, what="the call to be cut")
     stub.behaviour.hold_after_tokens = None
     stub.behaviour.release.set()
-    queued = asyncio.create_task(agent.chat.completions.create(model="m", messages=[{"role": "user", "content": "c"}], max_tokens=1))
+    queued = asyncio.create_task(
+        agent.chat.completions.create(model="m", messages=[{"role": "user", "content": "c"}], max_tokens=1)
+    )
     await asyncio.sleep(0.2)
     assert not task.done() and not queued.done()  # nothing dispatched while paused
     resume = await send_command(settings, codec, "resume", weight_version=3, epoch=2)
@@ -74,8 +78,8 @@ async def test_calls_on_an_engine_switched_to_train_move_to_another_engine(proxy
     """Preemption: the scheduler switches a {rollout, train} resource to train while a call generates on it;
     the call continues on the remaining engine, and the agent gets one whole answer."""
     from seamlessflow.kafka.io import MessageProducer
+    from seamlessflow.loadtest.stub_engine import StubEngine
     from seamlessflow.messages import ResourceStatus
-    from seamlessflow.testing.stub_engine import StubEngine
     from seamlessflow.topics import Topics
 
     flexible, steady = await StubEngine().start(), await StubEngine().start()

@@ -11,9 +11,9 @@ import openai
 from seamlessflow.assembler.convert import call_from_token_io, with_whole_prompts
 from seamlessflow.core.assembler import AssemblerConfig, SessionAssembler
 from seamlessflow.kafka.io import read_messages
+from seamlessflow.loadtest.stub_engine import token_at
 from seamlessflow.messages import TokenIO
 from seamlessflow.proxy.deltas import MIN_SHARED_TOKENS, PromptBases, shared_prefix
-from seamlessflow.testing.stub_engine import token_at
 from seamlessflow.topics import Topics
 
 

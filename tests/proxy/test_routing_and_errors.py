@@ -8,9 +8,9 @@ import httpx
 import openai
 import pytest
 
+from seamlessflow.loadtest.stub_engine import StubEngine, token_at
 from seamlessflow.proxy import ProxyConfig, ProxyService
 from seamlessflow.teams import TeamKeys
-from seamlessflow.testing.stub_engine import StubEngine, token_at
 from tests.proxy.conftest import KEYS
 from tests.proxy.helpers import client, session_events, until
 
@@ -53,7 +53,9 @@ async def test_a_stream_dropped_mid_way_continues_on_another_engine(proxy_factor
     proxy = await proxy_factory(two_stubs)
     session_id = next(s for s in (f"d{i}" for i in range(100)) if proxy.server.engines.pick(s).id == "e0")
     two_stubs[0].behaviour.drop_after_tokens = 2
-    reply = await client(proxy, session_id).chat.completions.create(model="m", messages=[{"role": "user", "content": "xy"}], max_tokens=4)
+    reply = await client(proxy, session_id).chat.completions.create(
+        model="m", messages=[{"role": "user", "content": "xy"}], max_tokens=4
+    )
     expected = [token_at(2 + k) for k in range(4)]
     assert reply.choices[0].message.content == "".join(f"t{t} " for t in expected)
     [event] = await session_events(settings, codec, session_id)
@@ -78,13 +80,19 @@ async def test_bad_requests_get_openai_shaped_4xx(proxy_factory, stub):
     proxy = await proxy_factory([stub], max_body_bytes=2000)
     async with httpx.AsyncClient() as http:
         def post(body, **kw):
-            return http.post(proxy.base_url + "/chat/completions", headers=AUTH, **({"json": body} if body is not None else kw))
+            return http.post(
+                proxy.base_url + "/chat/completions", headers=AUTH, **({"json": body} if body is not None else kw)
+            )
         too_big = await post({"model": "m", "messages": [{"role": "user", "content": "x" * 5000}]})
         not_json = await post(None, content=b"{nope")
         bad_n = await post({**CHAT, "n": "two"})
         no_messages = await post({"model": "m"})
-        bad_session = await http.post(proxy.base_url + "/chat/completions", json=CHAT, headers={**AUTH, "X-Session-Id": "a b"})
-        bad_end = await http.post(proxy.session_url("e1").removesuffix("/v1") + "/end", json={"reward": "high"}, headers=AUTH)
+        bad_session = await http.post(
+            proxy.base_url + "/chat/completions", json=CHAT, headers={**AUTH, "X-Session-Id": "a b"}
+        )
+        bad_end = await http.post(
+            proxy.session_url("e1").removesuffix("/v1") + "/end", json={"reward": "high"}, headers=AUTH
+        )
     assert too_big.status_code == 413
     for response in (not_json, bad_n, no_messages, bad_session, bad_end):
         assert response.status_code == 400, response.text
@@ -115,12 +123,20 @@ async def test_no_engine_reachable_is_503(proxy_factory):
 
 async def test_unrecordable_events_make_the_call_a_retryable_503(stub, settings, tmp_path):
     dead_kafka = settings.with_overrides(bootstrap_servers="127.0.0.1:9")
-    config = ProxyConfig(port=0, engines=[{"id": "e0", "url": stub.url}], delivery_timeout_s=1, listen_control=False, discover_engines=False)
+    config = ProxyConfig(
+        port=0,
+        engines=[{"id": "e0", "url": stub.url}],
+        delivery_timeout_s=1,
+        listen_control=False,
+        discover_engines=False,
+    )
     proxy = await ProxyService(dead_kafka, config=config, team_keys=TeamKeys(tmp_path / "t.json", KEYS)).start()
     try:
         async with httpx.AsyncClient() as http:
             plain = await http.post(proxy.base_url + "/chat/completions", json=CHAT, headers=AUTH)
-            streamed = await http.post(proxy.base_url + "/chat/completions", json={**CHAT, "stream": True}, headers=AUTH)
+            streamed = await http.post(
+                proxy.base_url + "/chat/completions", json={**CHAT, "stream": True}, headers=AUTH
+            )
         assert plain.status_code == 503 and "Retry-After" in plain.headers
         assert streamed.status_code == 200  # headers went out with the first token ...
         assert '"code": 503' in streamed.text and "[DONE]" not in streamed.text  # ... so the stream ends in an error

@@ -13,13 +13,28 @@ from tests.proxy.vllm_fixture import perturbed_copy
 
 pytestmark = pytest.mark.slow
 TOKENS = 800  # long enough that a pause sent after the first tokens lands mid-generation
-TOOLS = [{"type": "function", "function": {"name": "add", "description": "add two numbers",
-                                             "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}}}}]
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "add",
+            "description": "add two numbers",
+            "parameters": {"type": "object", "properties": {"a": {"type": "integer"}, "b": {"type": "integer"}}},
+        },
+    }
+]
 
 
 async def direct(engine, messages, max_tokens, **extra):
     """The engine's own greedy answer with token ids, bypassing the proxy (`extra`: tools, as the agent sent them)."""
-    body = {"model": "tiny", "messages": messages, "max_tokens": max_tokens, "temperature": 0, "return_token_ids": True, **extra}
+    body = {
+        "model": "tiny",
+        "messages": messages,
+        "max_tokens": max_tokens,
+        "temperature": 0,
+        "return_token_ids": True,
+        **extra,
+    }
     async with httpx.AsyncClient(timeout=60) as http:
         reply = (await http.post(engine.url + "/v1/chat/completions", json=body)).json()
     return reply["prompt_token_ids"], reply["choices"][0]["token_ids"], reply["choices"][0]["message"]["content"]
@@ -58,32 +73,55 @@ async def test_multi_turn_sessions_record_exactly_the_engine_tokens(vllm_engine,
 async def test_client_requested_token_ids_match_the_event(vllm_engine, proxy_factory, settings, codec):
     proxy = await proxy_factory([vllm_engine])
     reply = await client(proxy, "v2").chat.completions.create(
-        model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=8, n=2, logprobs=True, extra_body={"return_token_ids": True})
+        model="tiny",
+        messages=[{"role": "user", "content": "hi"}],
+        max_tokens=8,
+        n=2,
+        logprobs=True,
+        extra_body={"return_token_ids": True},
+    )
     events = sorted(await session_events(settings, codec, "v2"), key=lambda e: e.choice_index)
     assert [e.completion_ids for e in events] == [c.model_extra["token_ids"] for c in reply.choices]
     assert all(e.prompt_ids == reply.model_extra["prompt_token_ids"] for e in events)
-    assert [e.logprobs for e in events] == [pytest.approx([t.logprob for t in c.logprobs.content], abs=1e-5) for c in reply.choices]
+    assert [e.logprobs for e in events] == [
+        pytest.approx([t.logprob for t in c.logprobs.content], abs=1e-5) for c in reply.choices
+    ]
 
 
-async def test_weight_update_mid_generation_gives_two_versions(vllm_engine, vllm_model_dir, proxy_factory, settings, codec, tmp_path):
+async def test_weight_update_mid_generation_gives_two_versions(
+    vllm_engine, vllm_model_dir, proxy_factory, settings, codec, tmp_path
+):
     proxy = await proxy_factory([vllm_engine])
     new_weights = perturbed_copy(vllm_model_dir, tmp_path / "v2")
     long = dict(model="tiny", max_tokens=TOKENS, temperature=0, extra_body={"ignore_eos": True})
     commands = MessageProducer(settings, codec)  # connected before the calls start: the pause must land mid-generation
 
     async def streamed():
-        stream = await client(proxy, "u1").chat.completions.create(messages=[{"role": "user", "content": "count"}], stream=True, **long)
+        stream = await client(proxy, "u1").chat.completions.create(
+            messages=[{"role": "user", "content": "count"}], stream=True, **long
+        )
         return "".join([c.choices[0].delta.content or "" async for c in stream if c.choices])
 
-    calls = [asyncio.create_task(streamed()),
-             asyncio.create_task(client(proxy, "u2").completions.create(prompt="1 2 3", **long))]
-    await until(lambda: len(proxy.server.gate.active) == 2 and all(len(r.capture.choices[0].completion_ids) > 10 for r in proxy.server.gate.active),
-                what="both calls generating", timeout_s=60)
+    calls = [
+        asyncio.create_task(streamed()),
+        asyncio.create_task(client(proxy, "u2").completions.create(prompt="1 2 3", **long)),
+    ]
+    await until(
+        lambda: (
+            len(proxy.server.gate.active) == 2
+            and all(len(r.capture.choices[0].completion_ids) > 10 for r in proxy.server.gate.active)
+        ),
+        what="both calls generating",
+        timeout_s=60,
+    )
     await send_command(settings, codec, "pause", mode="keep", epoch=1, producer=commands)
     await until(lambda: proxy.server.gate.paused and not proxy.server.gate.active, what="calls cut")
     assert not any(call.done() for call in calls), "the calls finished before the pause reached the proxy"
     async with httpx.AsyncClient(timeout=60) as http:
-        swap = await http.post(vllm_engine.url + "/collective_rpc", json={"method": "reload_weights", "kwargs": {"weights_path": str(new_weights)}})
+        swap = await http.post(
+            vllm_engine.url + "/collective_rpc",
+            json={"method": "reload_weights", "kwargs": {"weights_path": str(new_weights)}},
+        )
     assert swap.status_code == 200, swap.text
     await send_command(settings, codec, "resume", weight_version=2, epoch=2, producer=commands)
     text, completion = await asyncio.gather(*calls)

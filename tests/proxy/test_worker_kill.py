@@ -20,10 +20,10 @@ import pytest
 
 from seamlessflow.kafka.admin import ensure_topics
 from seamlessflow.kafka.io import read_messages
+from seamlessflow.loadtest.stub_engine import StubBehaviour, StubEngine
 from seamlessflow.messages import TokenIO
 from seamlessflow.ports import free_port
 from seamlessflow.testing.assembler_harness import AssemblerProcess, read_trajectories, wait_for
-from seamlessflow.testing.stub_engine import StubBehaviour, StubEngine
 from seamlessflow.topics import Topics
 
 ROOT = Path(__file__).resolve().parents[2]

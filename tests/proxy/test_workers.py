@@ -6,8 +6,8 @@ worker processes have): the kernel spreads connections over the sockets the same
 
 import aiohttp
 
+from seamlessflow.loadtest.stub_engine import StubEngine
 from seamlessflow.messages import EpisodeEnd, TokenIO
-from seamlessflow.testing.stub_engine import StubEngine
 from tests.proxy.helpers import session_events
 
 

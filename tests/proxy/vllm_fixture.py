@@ -61,14 +61,40 @@ class VllmServer:
         return f"http://127.0.0.1:{self.port}"
 
     def start(self, timeout_s: float = 540) -> VllmServer:
-        env = {**os.environ, "VLLM_SERVER_DEV_MODE": "1", "VLLM_CPU_KVCACHE_SPACE": "1", "VLLM_LOGGING_LEVEL": "WARNING",
-               **LEAN_ENGINE_ENV}
-        argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(self.model_dir),
-                "--served-model-name", "tiny", "--host", "127.0.0.1", "--port", str(self.port),
-                "--max-model-len", "1024", "--dtype", "float32", "--seed", "0",
-                "--enable-auto-tool-choice", "--tool-call-parser", "pythonic", "-O0", *LEAN_ENGINE_ARGS,
-                # compact JSON under a schema (a named tool choice): a random model would otherwise pad it with whitespace
-                "--structured-outputs-config", '{"backend": "xgrammar", "disable_any_whitespace": true}']
+        env = {
+            **os.environ,
+            "VLLM_SERVER_DEV_MODE": "1",
+            "VLLM_CPU_KVCACHE_SPACE": "1",
+            "VLLM_LOGGING_LEVEL": "WARNING",
+            **LEAN_ENGINE_ENV,
+        }
+        argv = [
+            sys.executable,
+            "-m",
+            "vllm.entrypoints.openai.api_server",
+            "--model",
+            str(self.model_dir),
+            "--served-model-name",
+            "tiny",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--max-model-len",
+            "1024",
+            "--dtype",
+            "float32",
+            "--seed",
+            "0",
+            "--enable-auto-tool-choice",
+            "--tool-call-parser",
+            "pythonic",
+            "-O0",
+            *LEAN_ENGINE_ARGS,
+            # compact JSON under a schema (a named tool choice): a random model would otherwise pad it with whitespace
+            "--structured-outputs-config",
+            '{"backend": "xgrammar", "disable_any_whitespace": true}',
+        ]
         out = open(self.log_path, "ab")
         self.proc = subprocess.Popen(argv, env=env, stdout=out, stderr=out)
         deadline = time.monotonic() + timeout_s

@@ -1,6 +1,6 @@
 from seamlessflow.kafka.io import Record
 from seamlessflow.replay.archive import archive_file, read_archive, write_archive
-from tests.replay.samples import expected_two_turn, forked_session, records, two_turn_session
+from seamlessflow.testing.replay_samples import expected_two_turn, forked_session, records, two_turn_session
 
 
 def test_round_trip_is_lossless(tmp_path, codec):

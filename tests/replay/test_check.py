@@ -6,7 +6,7 @@ import struct
 from seamlessflow.assembler import AssemblyConfig
 from seamlessflow.replay.check import check
 from seamlessflow.replay.select import group_sessions
-from tests.replay.samples import expected_two_turn, forked_session, records, two_turn_session
+from seamlessflow.testing.replay_samples import expected_two_turn, forked_session, records, two_turn_session
 
 CONFIG = AssemblyConfig()
 

@@ -1,5 +1,5 @@
 from seamlessflow.replay.select import Filter, select_sessions, select_trajectories
-from tests.replay.samples import expected_two_turn, forked_session, records, two_turn_session
+from seamlessflow.testing.replay_samples import expected_two_turn, forked_session, records, two_turn_session
 
 
 def test_sessions_filtered_by_name_team_reward_and_status(codec):

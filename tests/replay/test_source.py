@@ -2,8 +2,8 @@
 
 from seamlessflow.kafka.io import read_topic
 from seamlessflow.replay.source import plan_since, read_from, verified_start
+from seamlessflow.testing.replay_samples import produce, two_turn_session
 from seamlessflow.topics import Topics
-from tests.replay.samples import produce, two_turn_session
 
 TIMES = {10: 1000, 11: 2000, 12: 3000}  # offset -> record timestamp
 

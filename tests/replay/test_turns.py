@@ -1,6 +1,6 @@
 from seamlessflow.replay.select import group_sessions
 from seamlessflow.replay.turns import segments, session_json, session_turns, trajectory_json
-from tests.replay.samples import expected_two_turn, forked_session, records, two_turn_session
+from seamlessflow.testing.replay_samples import expected_two_turn, forked_session, records, two_turn_session
 
 
 def test_turns_show_known_fed_and_generated_tokens(codec):

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from typing import Any
 
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus, new_id, now_ms
+from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
 
 
@@ -34,14 +34,8 @@ class StatusWatcher:
         self._thread.join(timeout=5)
 
     def wait_for(self, predicate: Callable[[Any], bool], timeout_s: float = 600, what: str = "record") -> Any:
-        deadline, seen = time.monotonic() + timeout_s, 0
-        while time.monotonic() < deadline:
-            for record in self.records[seen:]:
-                if predicate(record):
-                    return record
-            seen = len(self.records)
-            time.sleep(0.1)
-        raise TimeoutError(f"no {what} on the status topic within {timeout_s} s")
+        return wait_until(lambda: next((r for r in list(self.records) if predicate(r)), None), timeout_s,
+                          f"{what} on the status topic")
 
     def ack_for(self, command: ControlCommand, timeout_s: float = 600) -> CommandAck:
         return self.wait_for(lambda r: isinstance(r, CommandAck) and r.command_id == command.event_id,

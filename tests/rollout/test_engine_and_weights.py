@@ -13,7 +13,11 @@ def test_engine_is_bound_to_its_cpus_or_gpu_and_serves_the_rl_endpoints(tmp_path
     options = RolloutOptions(release_mode="sleep", extra_args=["--enforce-eager"])
     engine = EngineProcess(options, WorkerSpec(cpus="1", gpu="0", port=8123), tmp_path / "e.log")
     env = engine.environment()
-    assert (env["VLLM_SERVER_DEV_MODE"], env["VLLM_CPU_OMP_THREADS_BIND"], env["CUDA_VISIBLE_DEVICES"]) == ("1", "1", "0")
+    assert (env["VLLM_SERVER_DEV_MODE"], env["VLLM_CPU_OMP_THREADS_BIND"], env["CUDA_VISIBLE_DEVICES"]) == (
+        "1",
+        "1",
+        "0",
+    )
     argv = engine.argv(tmp_path)
     assert argv[argv.index("--port") + 1] == "8123" and argv[-2:] == ["--enable-sleep-mode", "--enforce-eager"]
     assert engine.url == "http://127.0.0.1:8123"

@@ -4,17 +4,18 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import psutil
 
 from seamlessflow.rollout.engine import EngineProcess, reap_leftover, remember
 from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
+from seamlessflow.testing.waiting import wait_until
 
 
 def _sleeper() -> subprocess.Popen:
     # a group leader with a child, like vLLM's server and its engine core
-    code = "import subprocess, sys, time; subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)"
+    code = ("import subprocess, sys, time; "
+            "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); time.sleep(60)")
     return subprocess.Popen([sys.executable, "-c", code], start_new_session=True)
 
 
@@ -22,10 +23,7 @@ def test_a_leftover_engine_and_its_group_are_killed_and_the_record_dropped(tmp_p
     proc = _sleeper()
     path = tmp_path / "rollout-0-engine.pid"
     remember(path, proc.pid)
-    deadline = time.monotonic() + 10
-    while not psutil.Process(proc.pid).children() and time.monotonic() < deadline:
-        time.sleep(0.05)
-    [child] = psutil.Process(proc.pid).children()
+    [child] = wait_until(lambda: psutil.Process(proc.pid).children(), 10, "the sleeper's child", every_s=0.05)
     assert reap_leftover(path)
     proc.wait(5)
     psutil.wait_procs([child], timeout=5)

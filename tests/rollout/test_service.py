@@ -9,9 +9,9 @@ from seamlessflow.kafka.io import MessageProducer, read_messages
 from seamlessflow.messages import CommandAck
 from seamlessflow.rollout.options import RolloutOptions
 from seamlessflow.rollout.service import RolloutService
+from seamlessflow.testing.poison import assert_dead_lettered, letters, produce_poison
+from seamlessflow.testing.rollout_fakes import command, make_worker
 from seamlessflow.topics import Topics
-from tests.poison import assert_dead_lettered, letters, produce_poison
-from tests.rollout.test_worker import command, make_worker
 
 
 def test_poison_commands_are_dead_lettered_and_the_next_one_is_acknowledged(settings, codec, tmp_path):

@@ -5,40 +5,19 @@ from pathlib import Path
 
 import pytest
 
-from seamlessflow.messages import ControlCommand, new_id, now_ms
 from seamlessflow.rollout.options import RolloutOptions
 from seamlessflow.rollout.worker import RolloutWorker
-
-
-class StoppedEngine:
-    """A fake engine that is never running: commands that would need it must not touch it."""
-
-    url, pid = "http://127.0.0.1:9", None
-
-    def running(self):
-        return False
-
-    def start(self, model_dir):
-        raise AssertionError("the engine must not be started by this command")
-
-    def stop(self, grace_s=20.0):
-        pass
-
-
-def make_worker(tmp_path: Path, tags=("rollout", "train")) -> RolloutWorker:
-    options = RolloutOptions(workers={"r0": {"capability_tags": list(tags), "active_tag": "train"}})
-    worker = RolloutWorker("r0", options, tmp_path, tmp_path, engine=StoppedEngine())
-    worker.start()  # active tag train: no engine
-    return worker
-
-
-def command(epoch: int, name: str, **fields) -> ControlCommand:
-    return ControlCommand(new_id(), "r0", epoch, name, "team", "run", now_ms(), **fields)
+from seamlessflow.testing.rollout_fakes import StoppedEngine, command, make_worker
 
 
 def test_starts_active_in_its_configured_role_without_an_engine(tmp_path):
     status = make_worker(tmp_path).status({})
-    assert (status.state, status.active_tag, status.kind, status.capability_tags) == ("active", "train", "rollout", ["rollout", "train"])
+    assert (status.state, status.active_tag, status.kind, status.capability_tags) == (
+        "active",
+        "train",
+        "rollout",
+        ["rollout", "train"],
+    )
 
 
 def test_hardware_tags_from_the_config_ride_on_every_heartbeat(tmp_path):
@@ -164,7 +143,9 @@ class LabelClient:
 
 
 def transfer_worker(tmp_path: Path, client: LabelClient, wait_s: float = 0.0) -> RolloutWorker:
-    options = RolloutOptions(weight_transfer="gloo", transfer_wait_s=wait_s, workers={"r0": {"capability_tags": ["rollout"]}})
+    options = RolloutOptions(
+        weight_transfer="gloo", transfer_wait_s=wait_s, workers={"r0": {"capability_tags": ["rollout"]}}
+    )
     return RolloutWorker("r0", options, tmp_path, tmp_path, engine=RunningEngine(), client=client)  # type: ignore[arg-type]
 
 

@@ -3,7 +3,7 @@
 from seamlessflow.core.evaluation import eval_group_id
 from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
 from seamlessflow.scheduler.service import SchedulerService
-from tests.scheduler.test_manager import trajectory
+from seamlessflow.testing.scheduler_fakes import trajectory
 
 
 def test_eval_trajectories_neither_fill_the_buffer_nor_the_rate(settings, codec):

@@ -1,8 +1,8 @@
 """The rollout manager's pacing: in-flight bound, staleness bound, finished and lost groups."""
 
-from seamlessflow.messages import Trajectory
 from seamlessflow.scheduler.manager import RolloutManager, task_set
 from seamlessflow.scheduler.options import ManagerOptions
+from seamlessflow.testing.scheduler_fakes import trajectory
 
 
 class Clock:
@@ -23,13 +23,6 @@ def publish(m: RolloutManager, version: int = 0) -> list[str]:
     for task in tasks:
         m.on_task(task)
     return [t.task_id for t in tasks]
-
-
-def trajectory(group_id: str, session: str, branch: int = 0, reward: float | None = None) -> Trajectory:
-    """Rewards differ across sessions by default (a group with signal)."""
-    reward = float(len(session)) if reward is None else reward
-    return Trajectory(f"{session}/{branch}", session, branch, group_id, "t", "default", "default", [1, 2, 3],
-                      [0, 1, 1], [0.0, -0.1, -0.1], [-1, 0, 0], reward, "done", 1, 0, 0)
 
 
 def test_publishes_up_to_the_in_flight_bound_and_cycles_the_task_set():

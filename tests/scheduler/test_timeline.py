@@ -1,6 +1,6 @@
 from seamlessflow.core.timeline import Interval, bubble_ratio
 from seamlessflow.scheduler.timeline import clip, intervals_from_records, kind_of, role_switches
-from tests.scheduler.records import status, two_resource_run
+from seamlessflow.testing.status_records import status, two_resource_run
 
 
 def test_intervals_follow_heartbeats_and_carve_weight_loads():

@@ -4,7 +4,7 @@ from seamlessflow.core.policies import LoadWeights, Pause, Resume, SetActive
 from seamlessflow.core.resources import ResourceState
 from seamlessflow.messages import CommandAck, WeightVersion
 from seamlessflow.scheduler.view import ClusterView
-from tests.scheduler.records import status
+from seamlessflow.testing.status_records import status
 
 FLEX = ("rollout", "train")
 

@@ -13,32 +13,17 @@ from seamlessflow.core.prefix_tree import Call
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.testing.assembler_harness import (
     AssemblerProcess,
-    episode_end,
+    as_records,
     expected_trajectories,
     publish,
     token_io,
     wait_for,
 )
+from seamlessflow.testing.sessions import multi_turn_sessions
+from seamlessflow.testing.sessions import sessions as random_sessions
 from seamlessflow.topics import Topics
-from tests.core.test_assembler_properties import sessions as random_sessions
 
 pytestmark = pytest.mark.slow
-
-
-def as_records(sessions: dict[str, list[Call]], rng: random.Random, window: int = 6) -> list[tuple[str, object]]:
-    """Every session's events in order, then its end; at most `window` sessions interleaved at random."""
-    waiting = [(sid, [(sid, token_io(sid, c)) for c in calls] + [(sid, episode_end(sid))])
-               for sid, calls in sessions.items()]
-    active, out = {}, []
-    while waiting or active:
-        while waiting and len(active) < window:
-            sid, queue = waiting.pop(0)
-            active[sid] = queue
-        sid = rng.choice(sorted(active))
-        out.append(active[sid].pop(0))
-        if not active[sid]:
-            del active[sid]
-    return out
 
 
 def by_id(trajectories):
@@ -86,22 +71,6 @@ def test_idle_session_is_closed_as_aborted(settings, codec, tmp_path):
         assert (traj.session_id, traj.status, traj.tokens) == ("idle", "aborted", [1, 2, 3])
     finally:
         proc.stop()
-
-
-def multi_turn_sessions(n_sessions: int, turns: int, rng: random.Random, prefix: str) -> dict[str, list[Call]]:
-    sessions = {}
-    for s in range(n_sessions):
-        history, calls = [rng.randrange(100) for _ in range(5)], []
-        for t in range(turns):
-            prompt = history + [rng.randrange(100) for _ in range(rng.randrange(4))]
-            if t and rng.random() < 0.15:  # rewrite history now and then: a fork
-                prompt = prompt[: rng.randrange(1, len(prompt))] + [999]
-            completion = [rng.randrange(100) for _ in range(rng.randrange(1, 6))]
-            calls.append(Call(f"{prefix}{s}c{t}.0", prompt, completion,
-                              [-rng.random() for _ in completion], [t // 3] * len(completion)))
-            history = prompt + completion
-        sessions[f"{prefix}{s}"] = calls
-    return sessions
 
 
 def test_kill_9_mid_stream_recovers_to_the_truth(settings, codec, tmp_path):

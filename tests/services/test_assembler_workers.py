@@ -5,20 +5,26 @@ import time
 
 import pytest
 
-from seamlessflow.testing.assembler_harness import AssemblerProcess, expected_trajectories, publish, wait_for
-from tests.services.test_assembler_stream import as_records, multi_turn_sessions
+from seamlessflow.testing.assembler_harness import (
+    AssemblerProcess,
+    as_records,
+    expected_trajectories,
+    publish,
+    wait_for,
+)
+from seamlessflow.testing.sessions import multi_turn_sessions
+from seamlessflow.testing.waiting import wait_until
 
 pytestmark = pytest.mark.slow
 
 
 def wait_until_shared(workers, timeout_s: float) -> list[set[int] | None]:
-    deadline = time.monotonic() + timeout_s
-    while True:
+    def shared() -> list[set[int] | None] | None:
         owned = [w.assigned() for w in workers]
-        if all(owned) and set.union(*owned) == {0, 1, 2, 3} or time.monotonic() > deadline:  # type: ignore[misc]
-            return owned
-        assert all(w.proc.poll() is None for w in workers), "\n".join(w.log() for w in workers)
-        time.sleep(0.5)
+        return owned if all(owned) and set.union(*owned) == {0, 1, 2, 3} else None  # type: ignore[misc]
+
+    return wait_until(shared, timeout_s, lambda: "the four partitions shared:\n" + "\n".join(w.log() for w in workers),
+                      every_s=0.5, alive=[w.running for w in workers])
 
 
 def test_two_workers_share_the_partitions_and_survive_one_being_killed(settings, codec, tmp_path):

@@ -9,9 +9,10 @@ from seamlessflow.kafka.io import read_messages
 from seamlessflow.messages import CommandAck, ControlCommand
 from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
 from seamlessflow.scheduler.service import SchedulerService
+from seamlessflow.testing.in_process import ServiceThread
+from seamlessflow.testing.scheduler_fakes import FakeResource, publish_weights, wait_until
 from seamlessflow.topics import Topics
 from tests.proxy.conftest import proxy, proxy_factory, stub  # noqa: F401  (fixtures)
-from tests.scheduler.fakes import FakeResource, RunningService, publish_weights, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -21,7 +22,7 @@ async def test_real_proxy_is_paused_around_engine_loads_and_labels_the_new_versi
     engine = FakeResource(settings, codec, "r0", ["rollout"])
     engine.heartbeat()
     options = SchedulerOptions(policy="disaggregated", tick_s=0.2, min_dwell_s=0)
-    running = RunningService(SchedulerService(settings, options, ManagerOptions(enabled=False), codec))
+    running = ServiceThread(SchedulerService(settings, options, ManagerOptions(enabled=False), codec))
     try:
         await asyncio.to_thread(wait_until, lambda: proxy.config.id in running.service.view.proxies, [engine])
         publish_weights(settings, codec, 1)

@@ -11,10 +11,16 @@ from seamlessflow.messages import ControlCommand, ResourceStatus, WeightVersion
 from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
 from seamlessflow.scheduler.service import SchedulerService
 from seamlessflow.scheduler.timeline import intervals_from_records
+from seamlessflow.testing.in_process import ServiceThread
+from seamlessflow.testing.poison import assert_dead_lettered, letters, produce_poison, produce_raw
+from seamlessflow.testing.samples import SAMPLES
+from seamlessflow.testing.scheduler_fakes import (
+    FakeResource,
+    publish_trajectories,
+    publish_weights,
+    wait_until,
+)
 from seamlessflow.topics import Topics
-from tests.poison import assert_dead_lettered, letters, produce_poison, produce_raw
-from tests.samples import SAMPLES
-from tests.scheduler.fakes import FakeResource, RunningService, publish_trajectories, publish_weights, wait_until
 
 pytestmark = pytest.mark.timeout(180)
 
@@ -50,7 +56,7 @@ def test_batch_ready_preempts_flexible_resource_then_weight_update_returns_it(se
     steady = fakes("r0", ["rollout"])
     flexible = fakes("r1", ["rollout", "train"])
     manager = ManagerOptions(group_size=2, max_in_flight=2)
-    running = RunningService(SchedulerService(settings, options("multiplexed"), manager, codec))
+    running = ServiceThread(SchedulerService(settings, options("multiplexed"), manager, codec))
     try:
         wait_until(lambda: running.service.manager.published == 2, [steady, flexible])
         publish_trajectories(settings, codec, f"{settings.run}.arith-0-0.r0", ["s1", "s2"])
@@ -64,9 +70,13 @@ def test_batch_ready_preempts_flexible_resource_then_weight_update_returns_it(se
     assert commands(settings, codec, "r1") == [(1, "set_active", "train"), (2, "set_active", "rollout"),
                                                (3, "load_weights", 1)]
     assert commands(settings, codec, "r0") == [(1, "pause", "keep"), (2, "load_weights", 1), (3, "resume", None)]
-    uris = {c.weight_uri for c in read_messages(settings, Topics(settings).control, codec) if c.command == "load_weights"}
+    uris = {
+        c.weight_uri for c in read_messages(settings, Topics(settings).control, codec) if c.command == "load_weights"
+    }
     assert uris == {"file:///weights/v1"}
-    kinds = {(i.resource_id, i.kind) for i in intervals_from_records(read_messages(settings, Topics(settings).status, codec))}
+    kinds = {
+        (i.resource_id, i.kind) for i in intervals_from_records(read_messages(settings, Topics(settings).status, codec))
+    }
     assert {("r1", "rollout"), ("r1", "train"), ("r0", "rollout"), ("r0", "sync")} <= kinds
 
 
@@ -74,7 +84,7 @@ def test_silent_resource_is_marked_failed_and_its_role_reassigned(settings, code
     trainer = fakes("r0", ["rollout", "train"], active="train")
     spare = fakes("r1", ["rollout", "train"], active="rollout")
     opts = options("disaggregated", train_pool_size=1, heartbeat_timeout_s=2.0)
-    running = RunningService(SchedulerService(settings, opts, ManagerOptions(enabled=False), codec))
+    running = ServiceThread(SchedulerService(settings, opts, ManagerOptions(enabled=False), codec))
     try:
         wait_until(lambda: len(running.service.published) == 0 and running.service.view.tracked.keys() == {"r0", "r1"},
                    [trainer, spare])
@@ -96,7 +106,7 @@ def test_silent_resource_is_marked_failed_and_its_role_reassigned(settings, code
 def test_restarted_scheduler_continues_epochs_and_task_count(settings, codec, fakes):
     engine = fakes("r0", ["rollout"])
     manager = ManagerOptions(group_size=1, max_in_flight=3)
-    first = RunningService(SchedulerService(settings, options("disaggregated"), manager, codec))
+    first = ServiceThread(SchedulerService(settings, options("disaggregated"), manager, codec))
     try:
         publish_weights(settings, codec, 1)
         wait_until(lambda: engine.weight_version == 1 and engine.state == "active", [engine])
@@ -104,7 +114,7 @@ def test_restarted_scheduler_continues_epochs_and_task_count(settings, codec, fa
     finally:
         first.close()
     publish_weights(settings, codec, 2)
-    second = RunningService(SchedulerService(settings, options("disaggregated"), manager, codec))
+    second = ServiceThread(SchedulerService(settings, options("disaggregated"), manager, codec))
     try:
         wait_until(lambda: engine.weight_version == 2 and engine.state == "active", [engine])
         assert second.service.manager.published == 3  # rebuilt from the tasks topic, nothing re-published
@@ -116,7 +126,7 @@ def test_restarted_scheduler_continues_epochs_and_task_count(settings, codec, fa
 
 def test_manager_keeps_in_flight_groups_within_bound(settings, codec):
     manager = ManagerOptions(group_size=2, max_in_flight=3)
-    running = RunningService(SchedulerService(settings, options("disaggregated", batch_threshold=100), manager, codec))
+    running = ServiceThread(SchedulerService(settings, options("disaggregated", batch_threshold=100), manager, codec))
     try:
         wait_until(lambda: running.service.manager.published == 3, [])
         tasks = read_messages(settings, Topics(settings).tasks, codec)
@@ -136,7 +146,7 @@ def test_manager_keeps_in_flight_groups_within_bound(settings, codec):
 def test_weight_update_is_wrapped_in_proxy_pause_and_resume(settings, codec, fakes):
     proxy = fakes("proxy", ["proxy"], active="proxy", kind="proxy")
     engine = fakes("r0", ["rollout"])
-    running = RunningService(SchedulerService(settings, options("disaggregated"), ManagerOptions(enabled=False), codec))
+    running = ServiceThread(SchedulerService(settings, options("disaggregated"), ManagerOptions(enabled=False), codec))
     try:
         wait_until(lambda: running.service.view.proxies.keys() == {"proxy"}, [proxy, engine])
         publish_weights(settings, codec, 1)
@@ -153,11 +163,16 @@ def test_weight_update_is_wrapped_in_proxy_pause_and_resume(settings, codec, fak
 def test_poison_on_every_input_is_dead_lettered_at_rebuild_and_live_and_folding_goes_on(settings, codec):
     topics = Topics(settings)
     version = WeightVersion("w-1", 1, "file:///w/1", 1, "hf-safetensors", "trainer-0", settings.team, settings.run, 0)
-    samples = {topics.status: SAMPLES[5], topics.weights: version, topics.tasks: SAMPLES[3], topics.trajectories: SAMPLES[2]}
+    samples = {
+        topics.status: SAMPLES[5],
+        topics.weights: version,
+        topics.tasks: SAMPLES[3],
+        topics.trajectories: SAMPLES[2],
+    }
     rebuilt = {topic: produce_poison(settings, codec, topic, sample) for topic, sample in samples.items()}
     misplaced = codec.encode(SAMPLES[3], topics.weights)  # a Task where only WeightVersions belong
     produce_raw(settings, topics.weights, misplaced)
-    running = RunningService(SchedulerService(settings, options("disaggregated"), ManagerOptions(enabled=False), codec))
+    running = ServiceThread(SchedulerService(settings, options("disaggregated"), ManagerOptions(enabled=False), codec))
     try:
         wait_until(lambda: running.service._offsets, [])  # rebuilt: the live consumer starts after this
         live = {topic: produce_poison(settings, codec, topic, dataclasses.replace(samples[topic], event_id="live"))

@@ -10,7 +10,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 import uuid
 
 import pytest
@@ -19,6 +18,7 @@ from seamlessflow.kafka.admin import ensure_topics
 from seamlessflow.kafka.io import MessageProducer, read_messages
 from seamlessflow.kafka.positions import CommittedOffsets
 from seamlessflow.messages import ControlCommand, WeightVersion
+from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.config import TrainerConfig
 from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
@@ -28,7 +28,9 @@ pytestmark = pytest.mark.slow
 
 
 def group(model_dir, name, rewards=(1.0, 0.0)):
-    return [trajectory(model_dir, f"{name}{i}/0", name, [1, 2, 3 + i, 4], [0, 0, 1, 1], r) for i, r in enumerate(rewards)]
+    return [
+        trajectory(model_dir, f"{name}{i}/0", name, [1, 2, 3 + i, 4], [0, 0, 1, 1], r) for i, r in enumerate(rewards)
+    ]
 
 
 def start(config_path, log_path):
@@ -78,10 +80,8 @@ def test_kill_9_and_restart_resumes_without_skipping_or_retraining(settings, cod
         wait_for(settings, codec, topics.weights, lambda x: isinstance(x, WeightVersion) and x.version == 2)
         # version 2 is published just before its checkpoint is saved: kill after the save (a kill between
         # the two replays step 2 under version 3, by design; not the case this test pins down)
-        deadline = time.monotonic() + 60
-        while "checkpoint at step 2 " not in (tmp_path / "run1.log").read_text(errors="replace"):
-            assert time.monotonic() < deadline, "no checkpoint at step 2"
-            time.sleep(0.05)
+        wait_until(lambda: "checkpoint at step 2 " in (tmp_path / "run1.log").read_text(errors="replace"), 60,
+                   "a checkpoint at step 2", every_s=0.05)
     finally:
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=30)

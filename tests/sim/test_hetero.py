@@ -78,7 +78,9 @@ def test_affinity_dispatch_queues_each_session_for_a_fitting_engine_blind_for_an
     blind_engines = build_engines(parse_cluster("2xh100,2xh20"), Workload())
     for engine in blind_engines:
         engine.role = "rollout"
-    HashedDispatch("blind")(deque(Rollout(i, 100, 50, 50.0, profile=r.profile) for i, r in enumerate(rollouts)), blind_engines, 0.0)
+    HashedDispatch("blind")(
+        deque(Rollout(i, 100, 50, 50.0, profile=r.profile) for i, r in enumerate(rollouts)), blind_engines, 0.0
+    )
     assert all(len({r.profile for r in e.running.values()}) == 2 for e in blind_engines)
 
 

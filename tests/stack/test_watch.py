@@ -6,9 +6,9 @@ import time
 
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.stack.watch import ResourceWatcher
+from seamlessflow.testing.poison import letters, produce_raw
+from seamlessflow.testing.samples import SAMPLES
 from seamlessflow.topics import Topics
-from tests.poison import letters, produce_raw
-from tests.samples import SAMPLES
 
 STATUS = SAMPLES[5]
 

@@ -26,7 +26,9 @@ def test_missing_field_names_the_line(tmp_path):
 
 def test_a_task_files_other_fields_travel_with_the_task(tmp_path):
     path = tmp_path / "code.jsonl"
-    path.write_text('{"task_id": "c1", "prompt": "Write add", "answer": "", "function": "add", "tests": [[[1, 2], 3]]}\n')
+    path.write_text(
+        '{"task_id": "c1", "prompt": "Write add", "answer": "", "function": "add", "tests": [[[1, 2], 3]]}\n'
+    )
     [task] = load_tasks(path)
     assert dict(task.extra) == {"function": "add", "tests": [[[1, 2], 3]]}
     write_tasks(tmp_path / "again.jsonl", [task])

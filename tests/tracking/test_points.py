@@ -2,8 +2,8 @@
 
 from types import SimpleNamespace
 
+from seamlessflow.testing.tracking_records import eval_json, rollout_status, trainer_status, weights
 from seamlessflow.tracking.points import PointMaker, eval_result
-from tests.tracking.records import eval_json, rollout_status, trainer_status, weights
 
 
 def tags(points):

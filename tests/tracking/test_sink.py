@@ -5,10 +5,10 @@ import threading
 import time
 
 from seamlessflow.config import Settings
+from seamlessflow.testing.tensorboard_events import scalars
+from seamlessflow.testing.tracking_records import create_eval_topic, eval_json, publish_evals, publish_run
 from seamlessflow.tracking.sink import MetricsSink, default_logdir, tracking_config
 from seamlessflow.tracking.trackers import Trackers, TrackingConfig
-from tests.tracking.events import scalars
-from tests.tracking.records import create_eval_topic, eval_json, publish_evals, publish_run
 
 
 def run_sink_until(sink, done, timeout_s=30.0):

@@ -10,10 +10,10 @@ from seamlessflow.avro import Codec
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import Trajectory
+from seamlessflow.testing.poison import assert_dead_lettered, letters, produce_poison
+from seamlessflow.testing.samples import SAMPLES, encode_before_packing
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.source import TrajectorySource
-from tests.poison import assert_dead_lettered, letters, produce_poison
-from tests.samples import SAMPLES, encode_before_packing
 
 TRAJECTORY = next(s for s in SAMPLES if isinstance(s, Trajectory))
 
@@ -23,7 +23,9 @@ def test_poison_trajectories_are_dead_lettered_and_the_next_one_is_read(settings
     producer = MessageProducer(settings, codec)
     values = produce_poison(settings, codec, topic, TRAJECTORY, key="g1")
     producer.send_and_wait(topic, "g1", TRAJECTORY)
-    source = TrajectorySource(settings, codec, topic, "trainer-test", DeadLetters(settings, codec, "trainer", producer.send))
+    source = TrajectorySource(
+        settings, codec, topic, "trainer-test", DeadLetters(settings, codec, "trainer", producer.send)
+    )
     try:
         got, deadline = [], time.monotonic() + 30
         while not got and time.monotonic() < deadline:
@@ -47,7 +49,9 @@ def test_packed_array_and_pre_packing_trajectories_read_alike(settings, codec):
         producer.send_bytes(topic, b"g1", value)
     producer.flush(30)
     letters_out = MessageProducer(settings, codec)
-    source = TrajectorySource(settings, codec, topic, "trainer-test", DeadLetters(settings, codec, "trainer", letters_out.send))
+    source = TrajectorySource(
+        settings, codec, topic, "trainer-test", DeadLetters(settings, codec, "trainer", letters_out.send)
+    )
     try:
         got, deadline = [], time.monotonic() + 30
         while len(got) < 3 and time.monotonic() < deadline:

@@ -26,5 +26,8 @@ def test_an_engine_that_cannot_join_is_told_why_at_once_and_gets_nothing():
 def test_the_snapshot_source_declares_what_it_yields_in_order():
     source = SnapshotSource()
     source.state = {"b": torch.zeros(2, 3), "a": torch.ones(4, dtype=torch.bfloat16)}
-    assert [(m.name, m.dtype, m.shape) for m in source.metadata()] == [("b", torch.float32, (2, 3)), ("a", torch.bfloat16, (4,))]
+    assert [(m.name, m.dtype, m.shape) for m in source.metadata()] == [
+        ("b", torch.float32, (2, 3)),
+        ("a", torch.bfloat16, (4,)),
+    ]
     assert [name for name, _ in source] == ["b", "a"]

@@ -62,7 +62,9 @@ def test_trainer_versions_go_through_the_transfer_group_before_they_are_announce
                          and s.figures.get("transfer_engines") == 1.0, 120, "the engine in the trainer's group")
         producer = MessageProducer(settings, codec)
         for tid, tokens, reward in (("a/0", [1, 2, 3, 4, 5, 6], 1.0), ("b/0", [1, 2, 7, 8, 9, 10], 0.0)):
-            producer.send(topics.trajectories, "g1", trajectory(model_dir, tid, "g1", tokens, [0, 0, 1, 1, 1, 1], reward))
+            producer.send(
+                topics.trajectories, "g1", trajectory(model_dir, tid, "g1", tokens, [0, 0, 1, 1, 1, 1], reward)
+            )
         producer.flush(30)
 
         [announced] = wait_for(settings, codec, topics.weights, lambda m: isinstance(m, WeightVersion), 120)

@@ -74,10 +74,6 @@ class PipelineState:
     def batch_ready(self) -> bool:
         return self.buffered >= self.batch_threshold
 
-    @property
-    def next_version(self) -> int:
-        return self.current_version + 1
-
     def seconds_to_batch(self) -> float:
         """Expected wait until the buffer holds a batch, at the measured rate."""
         missing = self.batch_threshold - self.buffered
@@ -139,7 +135,9 @@ def switch_to(resource: Resource, role: Tag, pipeline: PipelineState) -> list[Co
     return commands
 
 
-def hold_role(resource: Resource, role: Tag, pipeline: PipelineState, config: SchedulerConfig, now: float) -> list[Command]:
+def hold_role(
+    resource: Resource, role: Tag, pipeline: PipelineState, config: SchedulerConfig, now: float
+) -> list[Command]:
     """Steer one resource towards `role`, respecting dwell time; refresh weights if it generates."""
     if resource.active != role:
         return switch_to(resource, role, pipeline) if may_switch(resource, now, config) else []

@@ -13,7 +13,9 @@ from seamlessflow.core.policies.base import Command, PipelineState, SchedulerCon
 from seamlessflow.core.resources import Resource, Tag
 
 
-def colocated(resources: Sequence[Resource], pipeline: PipelineState, config: SchedulerConfig, now: float) -> list[Command]:
+def colocated(
+    resources: Sequence[Resource], pipeline: PipelineState, config: SchedulerConfig, now: float
+) -> list[Command]:
     train_phase = pipeline.training or pipeline.batch_ready
     commands: list[Command] = []
     for resource in resources:

@@ -14,7 +14,9 @@ from seamlessflow.core.policies.base import Command, PipelineState, SchedulerCon
 from seamlessflow.core.resources import Resource, Tag
 
 
-def disaggregated(resources: Sequence[Resource], pipeline: PipelineState, config: SchedulerConfig, now: float) -> list[Command]:
+def disaggregated(
+    resources: Sequence[Resource], pipeline: PipelineState, config: SchedulerConfig, now: float
+) -> list[Command]:
     pool = train_pool(resources, config)
     commands: list[Command] = []
     for resource in resources:

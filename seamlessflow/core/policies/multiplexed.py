@@ -21,7 +21,9 @@ from seamlessflow.core.policies.base import Command, PipelineState, SchedulerCon
 from seamlessflow.core.resources import Resource, Tag
 
 
-def multiplexed(resources: Sequence[Resource], pipeline: PipelineState, config: SchedulerConfig, now: float) -> list[Command]:
+def multiplexed(
+    resources: Sequence[Resource], pipeline: PipelineState, config: SchedulerConfig, now: float
+) -> list[Command]:
     commands: list[Command] = []
     for resource in resources:
         commands += hold_role(resource, _role(resource, pipeline, config), pipeline, config, now)

@@ -8,7 +8,7 @@ import time
 
 from seamlessflow.agents.environment import Environment
 
-ENV = Environment(timeout_s=30.0, memory_mb=512, preload=("tests.agents.environments",))
+ENV = Environment(timeout_s=30.0, memory_mb=512, preload=("seamlessflow.testing.environment_steps",))
 
 
 def add(a: int, b: int) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from seamlessflow.core.episodes import TrajectoryStatus
 from seamlessflow.kafka.io import MessageProducer, Record
 from seamlessflow.messages import EpisodeEnd, TokenIO, Trajectory
 
@@ -34,7 +35,7 @@ def expected_two_turn(session="s1", team="red", reward=1.0) -> Trajectory:
     """Written out by hand (not computed) so --check is compared with an independent answer."""
     return Trajectory(f"{session}/0", session, 0, f"g-{session}", f"t-{session}", team, "run1",
                       [1, 2, 3, 4, 5, 6], [0, 0, 1, 1, 0, 1], [0.0, 0.0, -0.5, -0.5, 0.0, -0.5],
-                      [-1, -1, 1, 1, -1, 2], reward, "done", 2, 0, 5000,
+                      [-1, -1, 1, 1, -1, 2], reward, TrajectoryStatus.DONE, 2, 0, 5000,
                       '{"outcomes": {"extension": 1, "start": 1}}')
 
 

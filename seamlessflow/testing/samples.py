@@ -10,6 +10,9 @@ import fastavro
 from seamlessflow.avro import LocalRegistry
 from seamlessflow.avro.packing import to_wire
 from seamlessflow.avro.schema import avro_schema_of, schema_file_name, schemas_dir
+from seamlessflow.core.control import CommandKind, Outcome
+from seamlessflow.core.episodes import EpisodeStatus, TrajectoryStatus
+from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.messages import (
     CommandAck,
     ControlCommand,
@@ -27,15 +30,16 @@ T = 1_795_000_000_000
 SAMPLES = [
     TokenIO("c1.0", "s1", "teamA", "run1", "c1", "engine-0", 0, [1, 2, 3], [4, 5], [-0.5, -1.25], [3, 4], "stop",
             0.5, 12.0, 40.0, T),
-    EpisodeEnd("s1/end", "s1", "teamA", "run1", 0.75, "done", '{"steps": 2}', 1, T, group_id="g1", task_id="t1"),
+    EpisodeEnd("s1/end", "s1", "teamA", "run1", 0.75, EpisodeStatus.DONE, '{"steps": 2}', 1, T, group_id="g1",
+               task_id="t1"),
     Trajectory("s1/0", "s1", 0, "g1", "t1", "teamA", "run1", [1, 2, 3, 4, 5], [0, 0, 0, 1, 1],
-               [0.0, 0.0, 0.0, -0.5, -1.25], [-1, -1, -1, 3, 4], 0.75, "done", 1, 0, T),
+               [0.0, 0.0, 0.0, -0.5, -1.25], [-1, -1, -1, 3, 4], 0.75, TrajectoryStatus.DONE, 1, 0, T),
     Task("task-1", "t1", "g1", "teamA", "run1", "arith", "What is 2+3?", '{"answer": 5}', 4, 0, T),
-    ControlCommand("cmd-1", "gpu-0", 7, "load_weights", "teamA", "run1", T, weight_version=3, weight_uri="file:///w/3"),
-    ResourceStatus("hb-1", "gpu-0", "rollout", ["rollout", "train"], "rollout", "active", 3,
+    ControlCommand("cmd-1", "gpu-0", 7, CommandKind.LOAD_WEIGHTS, "teamA", "run1", T, weight_version=3, weight_uri="file:///w/3"),
+    ResourceStatus("hb-1", "gpu-0", ResourceKind.ROLLOUT, ["rollout", "train"], "rollout", ResourceState.ACTIVE, 3,
                    {"tokens_per_s": 190.5}, "teamA", "run1", T, engine_url="http://127.0.0.1:8001", epoch=7,
                    hardware_tags=["compute", "h100"]),
-    CommandAck("ack-1", "gpu-0", "cmd-1", "load_weights", 7, "ok", "", 120.5, "teamA", "run1", T),
+    CommandAck("ack-1", "gpu-0", "cmd-1", CommandKind.LOAD_WEIGHTS, 7, Outcome.OK, "", 120.5, "teamA", "run1", T),
     WeightVersion("w-3", 3, "file:///w/3", 30, "hf-safetensors", "trainer-0", "teamA", "run1", T),
     DeadLetter("dl-1", "x.session-events", 2, 41, b"s1", b"\x01garbage", "unknown magic byte 1", "assembler",
                "teamA", "run1", T),

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from seamlessflow.core.control import CommandKind, Outcome
+from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.messages import CommandAck, ResourceStatus
 
 BASE_MS = 1_700_000_000_000
@@ -9,13 +11,13 @@ BASE_MS = 1_700_000_000_000
 
 def status(rid: str, t: float, active: str, state: str = "active", kind: str = "rollout", version: int = 0,
            tags: tuple[str, ...] = ("rollout",), hardware: tuple[str, ...] = (), **figures: float) -> ResourceStatus:
-    return ResourceStatus(f"{rid}@{t}", rid, kind, list(tags), active, state, version, dict(figures), "default",
-                          "default", BASE_MS + int(t * 1000), hardware_tags=list(hardware))
+    return ResourceStatus(f"{rid}@{t}", rid, ResourceKind(kind), list(tags), active, ResourceState(state), version,
+                          dict(figures), "default", "default", BASE_MS + int(t * 1000), hardware_tags=list(hardware))
 
 
 def ack(rid: str, t: float, command: str, duration_s: float, outcome: str = "ok") -> CommandAck:
-    return CommandAck(f"{rid}/ack@{t}", rid, "c", command, 1, outcome, "", duration_s * 1000, "default", "default",
-                      BASE_MS + int(t * 1000))
+    return CommandAck(f"{rid}/ack@{t}", rid, "c", CommandKind(command), 1, Outcome(outcome), "", duration_s * 1000,
+                      "default", "default", BASE_MS + int(t * 1000))
 
 
 def two_resource_run() -> list:

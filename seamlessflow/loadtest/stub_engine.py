@@ -1,4 +1,4 @@
-"""StubEngine: a fake vLLM OpenAI server for proxy unit tests and the overhead benchmark. Not an engine.
+"""StubEngine: a fake vLLM OpenAI server for proxy tests, chaos and load runs and the overhead benchmark. Not an engine.
 
 It speaks the subset of vLLM's API the proxy uses (chat and completions, streaming or not, with
 `return_token_ids` and logprobs; `/health`; `/v1/models`) and generates no language: the token at
@@ -76,12 +76,19 @@ class StubEngine:
         return web.Response(status=200 if self.behaviour.healthy else 503)
 
     async def _models(self, request: web.Request) -> web.Response:
-        return web.json_response({"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "stub"}]})
+        return web.json_response(
+            {"object": "list", "data": [{"id": self.model, "object": "model", "owned_by": "stub"}]}
+        )
 
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(("chat", body))
-        return await self._generate(request, body, "chat", lambda: [list("".join(str(m.get("content") or "") for m in body["messages"]).encode()) or [0]])
+        return await self._generate(
+            request,
+            body,
+            "chat",
+            lambda: [list("".join(str(m.get("content") or "") for m in body["messages"]).encode()) or [0]],
+        )
 
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
@@ -92,17 +99,27 @@ class StubEngine:
         try:
             return await self._generate_checked(request, body, kind, read_prompts())
         except (TypeError, ValueError, KeyError, AttributeError) as exc:  # vLLM answers bad fields with 400 too
-            return web.json_response({"error": {"message": f"stub: {exc}", "type": "BadRequestError", "param": None, "code": 400}}, status=400)
+            return web.json_response(
+                {"error": {"message": f"stub: {exc}", "type": "BadRequestError", "param": None, "code": 400}},
+                status=400,
+            )
 
     async def _generate_checked(self, request, body, kind, prompts) -> web.StreamResponse:
         b = self.behaviour
         if b.reject_with:
-            return web.json_response({"error": {"message": "stub rejects", "type": "BadRequestError", "param": None, "code": b.reject_with}}, status=b.reject_with)
+            return web.json_response(
+                {"error": {"message": "stub rejects", "type": "BadRequestError", "param": None, "code": b.reject_with}},
+                status=b.reject_with,
+            )
         if b.fail_next > 0:
             b.fail_next -= 1
-            return web.json_response({"error": {"message": "stub failure", "type": "InternalServerError", "code": 500}}, status=500)
+            return web.json_response(
+                {"error": {"message": "stub failure", "type": "InternalServerError", "code": 500}}, status=500
+            )
         n = body.get("n") or 1
-        max_tokens = min(int(body.get("max_tokens") or body.get("max_completion_tokens") or b.default_max_tokens), b.max_tokens_cap)
+        max_tokens = min(
+            int(body.get("max_tokens") or body.get("max_completion_tokens") or b.default_max_tokens), b.max_tokens_cap
+        )
         tool = kind == "chat" and b.tool_call and body.get("tools") and body.get("tool_choice") != "none"
         stream = _Stream(self, request, body, kind, prompts, n, max_tokens, bool(tool))
         return await (stream.streamed() if body.get("stream") else stream.whole())
@@ -129,16 +146,32 @@ class _Stream:
         if self.kind == "chat":
             delta = {"content": text}
             if self.tool and k == 0:
-                delta = {"tool_calls": [{"index": 0, "id": "call_stub", "type": "function", "function": {"name": "lookup", "arguments": ""}}]}
+                delta = {
+                    "tool_calls": [
+                        {
+                            "index": 0,
+                            "id": "call_stub",
+                            "type": "function",
+                            "function": {"name": "lookup", "arguments": ""},
+                        }
+                    ]
+                }
             elif self.tool:
                 delta = {"tool_calls": [{"index": 0, "function": {"arguments": text}}]}
             choice = {"index": index, "delta": delta, "finish_reason": finish}
             if self.lp_on:
-                choice["logprobs"] = {"content": [{"token": text, "logprob": LOGPROB, "bytes": list(text.encode()), "top_logprobs": []}]}
+                choice["logprobs"] = {
+                    "content": [{"token": text, "logprob": LOGPROB, "bytes": list(text.encode()), "top_logprobs": []}]
+                }
         else:
             choice = {"index": index, "text": text, "finish_reason": finish}
             if self.lp_on:
-                choice["logprobs"] = {"tokens": [text], "token_logprobs": [LOGPROB], "top_logprobs": [{text: LOGPROB}], "text_offset": [0]}
+                choice["logprobs"] = {
+                    "tokens": [text],
+                    "token_logprobs": [LOGPROB],
+                    "top_logprobs": [{text: LOGPROB}],
+                    "text_offset": [0],
+                }
         if self.ids_on:
             choice["token_ids"] = [token]
         return choice
@@ -149,7 +182,13 @@ class _Stream:
         await response.prepare(self.request)
         obj = "chat.completion.chunk" if self.kind == "chat" else "text_completion"
         if self.kind == "chat":
-            first = {**self._head(obj), "choices": [{"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": None} for i, _ in self._choices()]}
+            first = {
+                **self._head(obj),
+                "choices": [
+                    {"index": i, "delta": {"role": "assistant", "content": ""}, "finish_reason": None}
+                    for i, _ in self._choices()
+                ],
+            }
             if self.ids_on:
                 first["prompt_token_ids"] = self.prompts[0]
             await response.write(_sse(first))
@@ -191,13 +230,20 @@ class _Stream:
             choices.append(choice)
         prompt_tokens = sum(len(p) for p in self.prompts)
         completion = self.max_tokens * len(choices)
-        out = {**self._head("chat.completion" if self.kind == "chat" else "text_completion"), "choices": choices,
-               "usage": {"prompt_tokens": prompt_tokens, "completion_tokens": completion, "total_tokens": prompt_tokens + completion}}
+        out = {
+            **self._head("chat.completion" if self.kind == "chat" else "text_completion"),
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": prompt_tokens,
+                "completion_tokens": completion,
+                "total_tokens": prompt_tokens + completion,
+            },
+        }
         return web.json_response(out)
 
 
 def main() -> None:
-    """`python -m seamlessflow.testing.stub_engine PORT TOKEN_DELAY_MS`: a StubEngine process (for the benchmark)."""
+    """`python -m seamlessflow.loadtest.stub_engine PORT TOKEN_DELAY_MS`: a StubEngine process (for the benchmark)."""
     import sys
 
     async def serve() -> None:

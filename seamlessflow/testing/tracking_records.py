@@ -8,6 +8,7 @@ import time
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.kafka.clients import common_config, producer_config
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import ResourceStatus, WeightVersion, new_id
@@ -20,12 +21,12 @@ def trainer_status(step: int, reward: float, at_ms: int, version: int = 0, team:
     figures = {"step": float(step), "busy_s": float(step)}
     if step:
         figures.update({"reward_mean": reward, "loss": 1.0 / step, "tokens_trained": 100.0, "step_time_s": 0.5})
-    return ResourceStatus(new_id(), "trainer-0", "trainer", ["train"], "train", "active", version, figures,
-                          team, run, at_ms)
+    return ResourceStatus(new_id(), "trainer-0", ResourceKind.TRAINER, ["train"], "train", ResourceState.ACTIVE,
+                          version, figures, team, run, at_ms)
 
 
 def rollout_status(resource_id: str, tokens_per_s: float, at_ms: int, running: float = 1.0) -> ResourceStatus:
-    return ResourceStatus(new_id(), resource_id, "rollout", ["rollout"], "rollout", "active", 0,
+    return ResourceStatus(new_id(), resource_id, ResourceKind.ROLLOUT, ["rollout"], "rollout", ResourceState.ACTIVE, 0,
                           {"tokens_per_s": tokens_per_s, "requests_running": running}, "default", "default", at_ms)
 
 

@@ -4,15 +4,15 @@ CommandAck. What they *run* is fake; the protocol with the scheduler is the real
 
 from __future__ import annotations
 
-import threading
-import time
 from collections.abc import Callable
 
 from seamlessflow.core.control import Capabilities, CommandKind, ControlProtocol, Outcome, Reply
+from seamlessflow.core.episodes import TrajectoryStatus
+from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus, Trajectory, WeightVersion, new_id, now_ms
-from seamlessflow.scheduler.service import SchedulerService
+from seamlessflow.testing import waiting
 from seamlessflow.topics import Topics
 
 
@@ -72,8 +72,9 @@ class FakeResource:
         return self.commands.protocol.epoch
 
     def heartbeat(self) -> None:
-        status = ResourceStatus(new_id(), self.id, self.kind, self.tags, self.active, self.state, self.weight_version,
-                                {"tokens_per_s": 10.0}, self.settings.team, self.settings.run, now_ms(), None, self.epoch)
+        status = ResourceStatus(new_id(), self.id, ResourceKind(self.kind), self.tags, self.active,
+                                ResourceState(self.state), self.weight_version, {"tokens_per_s": 10.0},
+                                self.settings.team, self.settings.run, now_ms(), None, self.epoch)
         self.producer.send_and_wait(self.topics.status, self.id, status)
 
     def pump(self) -> None:
@@ -100,28 +101,22 @@ class FakeResource:
 
 def wait_until(condition: Callable[[], bool], fakes: list[FakeResource], timeout_s: float = 60.0) -> None:
     """Pump the fakes until `condition` holds (the timeout only guards against a hang)."""
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not reached; fakes: " + ", ".join(
-                f"{f.id}({f.active},{f.state},v{f.weight_version},e{f.epoch})" for f in fakes))
+    def holds_or_pump() -> bool:
+        if condition():
+            return True
         for fake in fakes:
             fake.pump()
-        time.sleep(0.05)
+        return False
+
+    waiting.wait_until(holds_or_pump, timeout_s, lambda: "the condition; fakes: " + ", ".join(
+        f"{f.id}({f.active},{f.state},v{f.weight_version},e{f.epoch})" for f in fakes), every_s=0.05)
 
 
-class RunningService:
-    """A SchedulerService in a background thread (the same `run` the process entry point calls)."""
-
-    def __init__(self, service: SchedulerService):
-        self.service, self.stop = service, threading.Event()
-        self.thread = threading.Thread(target=service.run, args=(self.stop,), daemon=True)
-        self.thread.start()
-
-    def close(self) -> None:
-        self.stop.set()
-        self.thread.join(30)
-        assert not self.thread.is_alive()
+def trajectory(group_id: str, session: str, branch: int = 0, reward: float | None = None) -> Trajectory:
+    """Rewards differ across sessions by default (a group with signal)."""
+    reward = float(len(session)) if reward is None else reward
+    return Trajectory(f"{session}/{branch}", session, branch, group_id, "t", "default", "default", [1, 2, 3],
+                      [0, 1, 1], [0.0, -0.1, -0.1], [-1, 0, 0], reward, TrajectoryStatus.DONE, 1, 0, 0)
 
 
 def publish_trajectories(settings, codec, group_id: str, sessions: list[str]) -> None:
@@ -129,7 +124,7 @@ def publish_trajectories(settings, codec, group_id: str, sessions: list[str]) ->
     producer = MessageProducer(settings, codec)
     for reward, session in enumerate(sessions):
         t = Trajectory(f"{session}/0", session, 0, group_id, group_id, settings.team, settings.run, [1, 2, 3],
-                       [0, 1, 1], [0.0, -0.5, -0.5], [-1, 0, 0], float(reward), "done", 1, 0, now_ms())
+                       [0, 1, 1], [0.0, -0.5, -0.5], [-1, 0, 0], float(reward), TrajectoryStatus.DONE, 1, 0, now_ms())
         producer.send(Topics(settings).trajectories, group_id, t)
     producer.flush()
 

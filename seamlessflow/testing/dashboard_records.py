@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import EpisodeEnd, ResourceStatus, TokenIO, new_id
 from seamlessflow.topics import Topics
@@ -30,8 +31,9 @@ def sessions(at_ms: int) -> list:
 def switching_rollout(at_ms: int) -> list[ResourceStatus]:
     """rollout-1 (tags rollout, train) generating, then lent to the trainer, then back."""
     roles = ["rollout"] * 3 + ["train"] * 3 + ["rollout"] * 3
-    return [ResourceStatus(new_id(), "rollout-1", "rollout", ["rollout", "train"], role, "active", 1,
-                           {"tokens_per_s": 50.0, "requests_running": 2.0}, "default", "default", at_ms + 1000 * i)
+    return [ResourceStatus(new_id(), "rollout-1", ResourceKind.ROLLOUT, ["rollout", "train"], role,
+                           ResourceState.ACTIVE, 1, {"tokens_per_s": 50.0, "requests_running": 2.0}, "default",
+                           "default", at_ms + 1000 * i)
             for i, role in enumerate(roles)]
 
 
