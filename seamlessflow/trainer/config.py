@@ -116,3 +116,7 @@ class TrainerConfig(BaseModel):
 
     def work_dir(self, settings: Settings) -> Path:
         return Path(settings.data_dir).resolve() / "trainer" / self.resource_id
+
+    def checkpoint_dir(self, settings: Settings) -> Path:
+        """DeepSpeed's checkpoints, written by every rank of the group (each its part)."""
+        return self.work_dir(settings) / "checkpoints"

@@ -94,6 +94,23 @@ class StepMetrics:
         return {k: float(v) for k, v in vars(self).items()}
 
 
+@dataclass(frozen=True)
+class MicroStep:
+    """What one micro-batch's forward/backward measured on this rank."""
+
+    loss: float
+    tokens: int  # trained tokens
+    logprob_abs_diff: float  # mean over its trained tokens, as are the next two
+    clip_fraction: float
+    kl_mean: float
+
+    def sums(self) -> list[float]:
+        """The figures that add up over micro-batches and ranks: loss and tokens as they are, the per-token
+        means weighted by tokens (divided by the step's tokens once summed)."""
+        weighted = (self.logprob_abs_diff, self.clip_fraction, self.kl_mean)
+        return [self.loss, self.tokens, *(mean * self.tokens for mean in weighted)]
+
+
 @dataclass
 class StepShare:
     """One rank's part of an optimizer step. Advantages are relative to each group and the normaliser is
@@ -258,7 +275,7 @@ class PolicyEngine:
         self.engine.train()
         plan = self.plan(samples) if samples else []
         count = self.ranks.max(len(plan))
-        totals = [0.0] * 5  # loss, tokens, then diff, clip and kl weighted by tokens
+        totals = [0.0] * 5  # `MicroStep.sums`: loss, tokens, then diff, clip and kl weighted by tokens
         for n in range(count):
             self.engine.set_gradient_accumulation_boundary(n == count - 1)
             if n < len(plan):
@@ -267,7 +284,7 @@ class PolicyEngine:
                                         share.normaliser)
             else:
                 part = self._micro_step([self._idle_sample()], torch.zeros(1), torch.zeros(1), share.normaliser)
-            totals = [t + x * (part[1] if k > 1 else 1) for k, (t, x) in enumerate(zip(totals, part, strict=True))]
+            totals = [total + x for total, x in zip(totals, part.sums(), strict=True)]
         self.engine.step()
         loss, tokens, *weighted = self.ranks.sum(totals)
         diff, clip, kl = (w / max(tokens, 1) for w in weighted)
@@ -287,13 +304,14 @@ class PolicyEngine:
         per_gpu = None if budget is not None else self.engine.train_micro_batch_size_per_gpu()
         return plan_micro_batches([len(s.tokens) for s in samples], budget, per_gpu, self.packing)
 
-    def _micro_step(self, samples, advantages, weights, normaliser) -> tuple[float, int, float, float, float]:
+    def _micro_step(self, samples: list[TrajectorySample], advantages: torch.Tensor, weights: torch.Tensor,
+                    normaliser: int) -> MicroStep:
         batch = collate(samples, self.pad_id, packed=self.packing).to(self.engine.device)
         out, logprobs = micro_batch_loss(self.engine, batch, advantages, weights, normaliser, self.loss_config,
                                          self.reference, self.ranks.world)
         self.engine.backward(out.loss, scale_wrt_gas=False)
         diff = logprob_abs_diff(logprobs, batch.logprobs, batch.loss_mask)
-        return float(out.loss.detach()), out.tokens, diff, out.clip_fraction, out.kl_mean
+        return MicroStep(float(out.loss.detach()), out.tokens, diff, out.clip_fraction, out.kl_mean)
 
     def save_checkpoint(self, directory: Path, tag: str, client_state: dict[str, Any]) -> None:
         self.engine.save_checkpoint(str(directory), tag=tag, client_state=client_state)

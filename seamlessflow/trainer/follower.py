@@ -1,26 +1,52 @@
-"""A follower rank of the trainer group: it reads nothing, and does what rank 0 orders, turn by turn.
+"""A follower rank of the trainer group: it reads nothing, and does what the leader (rank 0) orders.
 
-Orders (broadcast by rank 0 each loop turn, see seamlessflow/trainer/loop.py): None (nothing this turn),
-("step",) train this rank's share, ("export",) take part in gathering the weights (a collective under
-ZeRO-3; rank 0 writes them), ("checkpoint", tag) save this rank's part of DeepSpeed's checkpoint,
-("stop",) exit.
+Every loop turn the leader (seamlessflow/trainer/loop.py) broadcasts one `Order`, or None for a turn
+without work; a follower takes its share of the step, its part of gathering the weights (a collective
+under ZeRO-3; the leader writes them) and its part of DeepSpeed's checkpoint. It holds no Kafka client and
+no state of its own: a restarted group resumes from the leader's checkpoint.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from enum import StrEnum
 from pathlib import Path
 
+from seamlessflow.trainer.engine import PolicyEngine
 
-def follow(ranks, engine, checkpoints: Path) -> int:
-    while True:
-        order = ranks.broadcast()
-        if order is None:
-            continue
-        if order[0] == "step":
-            engine.train_step(None)
-        elif order[0] == "export":
-            engine.state_dict_for_export()
-        elif order[0] == "checkpoint":
-            engine.save_checkpoint(checkpoints, order[1], {})
-        elif order[0] == "stop":
-            return 0
+
+class OrderKind(StrEnum):
+    STEP = "step"  # train this rank's share of the step
+    EXPORT = "export"  # take part in gathering the weights of a new version
+    CHECKPOINT = "checkpoint"  # save this rank's part of the checkpoint tagged `tag`
+    STOP = "stop"  # exit
+
+
+@dataclass(frozen=True)
+class Order:
+    kind: OrderKind
+    tag: str = ""  # the checkpoint's tag (CHECKPOINT only)
+
+
+class Follower:
+    """Rank > 0: the engine's collectives, in the order the leader runs them."""
+
+    def __init__(self, engine: PolicyEngine, checkpoints: Path):
+        """Restores this rank's part of the latest checkpoint, as the leader restores its own (the client
+        state in it is the leader's: a follower keeps none)."""
+        self.engine, self.checkpoints = engine, checkpoints
+        engine.load_checkpoint(checkpoints)
+
+    def run(self) -> int:
+        while True:
+            order: Order | None = self.engine.ranks.broadcast()
+            if order is None:
+                continue
+            if order.kind == OrderKind.STEP:
+                self.engine.train_step(None)
+            elif order.kind == OrderKind.EXPORT:
+                self.engine.state_dict_for_export()
+            elif order.kind == OrderKind.CHECKPOINT:
+                self.engine.save_checkpoint(self.checkpoints, order.tag, {})
+            elif order.kind == OrderKind.STOP:
+                return 0

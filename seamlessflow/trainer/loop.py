@@ -14,11 +14,12 @@ Per step, in this order, so a crash at any point replays and never skips:
    replays their trajectories; versions published since keep their numbers (the restart numbers on from
    the newest version on disk, and re-publishes it).
 
-With several data-parallel ranks, rank 0 (the leader) is the trainer above: it alone reads Kafka and the
-control topic, forms batches, writes weights, publishes and commits. Every loop turn it broadcasts an
-order to the other ranks (nothing, step, export, checkpoint, stop: seamlessflow/trainer/follower.py); they follow
-with their share of the step and
-their part of the collective saves (ZeRO-3's gather of the weights, DeepSpeed's checkpoint).
+With several data-parallel ranks, rank 0 (the leader, `Trainer`) is the trainer above: it alone reads
+Kafka and the control topic, forms batches, writes weights, publishes and commits. Every loop turn it
+broadcasts an order to the other ranks (nothing, step, export, checkpoint, stop), each a `Follower`
+(seamlessflow/trainer/follower.py) that takes its share of the step and its part of the collective saves
+(ZeRO-3's gather of the weights, DeepSpeed's checkpoint). `start_rank` builds the right one on each rank. What a
+checkpoint carries besides DeepSpeed's own is the leader's `TrainerState` (seamlessflow/trainer/state.py).
 """
 
 from __future__ import annotations
@@ -45,9 +46,10 @@ from seamlessflow.topics import Topics
 from seamlessflow.trainer.config import TrainerConfig
 from seamlessflow.trainer.control import ControlState
 from seamlessflow.trainer.engine import PolicyEngine, StepMetrics
-from seamlessflow.trainer.follower import follow
+from seamlessflow.trainer.follower import Follower, Order, OrderKind
 from seamlessflow.trainer.samples import sample_from_record
 from seamlessflow.trainer.source import Incoming, TrajectorySource
+from seamlessflow.trainer.state import TrainerState
 from seamlessflow.weights.files import (
     PendingVersion,
     WeightWriter,
@@ -64,66 +66,75 @@ if TYPE_CHECKING:
 log = logging.getLogger("seamlessflow.trainer")
 
 
+def policy_engine(config: TrainerConfig) -> PolicyEngine:
+    """This rank's DeepSpeed engine (every rank builds one; its `ranks` tell the leader from a follower)."""
+    return PolicyEngine(config.model_path, config.deepspeed_dict(), config.loss_config(), config.scale_by_std,
+                        config.memory_options())
+
+
 class Trainer:
-    def __init__(self, settings: Settings, config: TrainerConfig | None = None):
+    """The leader rank (rank 0, the only one of a one-rank group): reads Kafka and the control topic, forms
+    the batches, publishes versions and records, checkpoints and commits; the other ranks are `Follower`s."""
+
+    def __init__(self, settings: Settings, config: TrainerConfig | None = None, engine: PolicyEngine | None = None):
         self.settings = settings
         self.config = config or TrainerConfig.from_settings(settings)
         self.topics = Topics(settings)
         self.codec = codec_for(settings)
         self.work = self.config.work_dir(settings)
         self.weights_root = self.work / "weights"
-        self.checkpoints = self.work / "checkpoints"
+        self.checkpoints = self.config.checkpoint_dir(settings)
         self.steps_log = self.work / "steps.jsonl"
         self.work.mkdir(parents=True, exist_ok=True)
         self.control = ControlState(self.config.resource_id, settings.team, settings.run, self.config.initial_role,
                                     settings.generation)
-        self.engine = PolicyEngine(self.config.model_path, self.config.deepspeed_dict(),
-                                   self.config.loss_config(), self.config.scale_by_std, self.config.memory_options())
+        self.engine = engine or policy_engine(self.config)
         self.ranks = self.engine.ranks
-        if self.ranks.leader:  # rank 0 alone talks to Kafka; the other ranks never touch these
-            self.producer = MessageProducer(settings, self.codec)
-            self.dead_letters = DeadLetters(settings, self.codec, "trainer", self.producer.send)
-        self.transfer: EngineTransfer | None = None
-        if self.ranks.leader and self.config.weight_transfer != "none":
-            from seamlessflow.rollout.client import transfer_client
-            from seamlessflow.weights.transfer import EngineTransfer  # imports vLLM: only when configured
-
-            self.transfer = EngineTransfer(settings, self.codec, self.producer, self.config.weight_transfer,
-                                           self.config.transfer_host, self.config.transfer_bucket_mb << 20,
-                                           self.config.resource_id, transfer_client)
-        self.step, self.version = 0, 0
+        if not self.ranks.leader:
+            raise ValueError(f"rank {self.ranks.rank} is a follower: it runs `Follower`, not the trainer loop")
+        self.producer = MessageProducer(settings, self.codec)
+        self.dead_letters = DeadLetters(settings, self.codec, "trainer", self.producer.send)
+        self.transfer = self._engine_transfer()
         self.last_metrics: StepMetrics | None = None
         self.busy_s = 0.0  # seconds in optimizer steps and publishing (heartbeat figure; timeline's train time)
+        self.publish_time_s = self.publish_wait_s = self.checkpoint_time_s = 0.0  # the last ones (heartbeat)
         self.stopping = False
         self.writer = WeightWriter()
-        restored = self.engine.load_checkpoint(self.checkpoints) or {}
-        self._restore(restored)
-
-    def _restore(self, state: dict) -> None:
-        self.step = int(state.get("sf_step", 0))
-        self.version = max(int(state.get("sf_version", 0)), latest_version(self.weights_root))
+        state = TrainerState.from_dict(self.engine.load_checkpoint(self.checkpoints) or {})
+        self.step = state.step
+        self.version = max(state.version, latest_version(self.weights_root))
+        self.announced_version = self.version  # re-published at start (run)
         self._checkpointed = (self.step, time.monotonic())
         self._checkpointed_version = self.version
-        self.announced_version = self.version  # re-published at start (run)
-        if not self.ranks.leader:
-            return
         self._truncate_step_log()
-        start_offsets = {int(p): int(o) for p, o in state.get("sf_offsets", {}).items()}
-        self.builder = BatchBuilder(self.config.batch_config(), seen_ids=set(state.get("sf_finished_ids", [])))
-        self.builder.too_easy_tasks.update(state.get("sf_too_easy", []))
+        self.builder = self._batch_builder(state)
         self._counters_at_step = Counters()
         self._offsets_by_id: dict[str, tuple[int, int]] = {}  # held samples -> where to finish them
         self._trained_since_publish: list[dict] = []
-        self.source = TrajectorySource(self.settings, self.codec, self.topics.trajectories,
-                                       self.config.group_id(self.settings), self.dead_letters, start_offsets)
+        self.source = TrajectorySource(settings, self.codec, self.topics.trajectories,
+                                       self.config.group_id(settings), self.dead_letters, state.offsets)
         log.info("trainer %s at step %d, version %d, offsets %s, %d rank(s)", self.config.resource_id, self.step,
-                 self.version, start_offsets, self.ranks.world)
+                 self.version, state.offsets, self.ranks.world)
+
+    def _engine_transfer(self) -> EngineTransfer | None:
+        if self.config.weight_transfer == "none":
+            return None
+        from seamlessflow.rollout.client import transfer_client
+        from seamlessflow.weights.transfer import EngineTransfer  # imports vLLM: only when configured
+
+        return EngineTransfer(self.settings, self.codec, self.producer, self.config.weight_transfer,
+                              self.config.transfer_host, self.config.transfer_bucket_mb << 20,
+                              self.config.resource_id, transfer_client)
+
+    def _batch_builder(self, state: TrainerState) -> BatchBuilder:
+        """The builder as the checkpoint left it: what was trained above the offsets is not trained again."""
+        builder = BatchBuilder(self.config.batch_config(), seen_ids=set(state.finished_ids))
+        builder.too_easy_tasks.update(state.too_easy_tasks)
+        return builder
 
     # -- the loop ---------------------------------------------------------------------------------------
 
     def run(self) -> int:
-        if not self.ranks.leader:
-            return follow(self.ranks, self.engine, self.checkpoints)
         listener = CommandFeed(self.settings, self.codec, self.dead_letters, self.topics.control,
                                self.control.protocol.addressed)
         restored = self.control.restore(listener.history())
@@ -169,7 +180,7 @@ class Trainer:
         """Lets the followers exit cleanly; if a rank died the group is already broken and the launcher
         stops the rest, so a failure here changes nothing."""
         try:
-            self.ranks.broadcast(("stop",))
+            self.ranks.broadcast(Order(OrderKind.STOP))
         except Exception as exc:  # noqa: BLE001  a dead peer: gloo raises whatever its transport saw
             log.warning("could not tell the other ranks to stop: %s", exc)
 
@@ -203,7 +214,7 @@ class Trainer:
         self._finish(s.trajectory_id for s in result.discarded)
         if not result.batch:
             return False
-        self.ranks.broadcast(("step",))
+        self.ranks.broadcast(Order(OrderKind.STEP))
         metrics = self.engine.train_step(result.batch)
         self.step += 1
         trained = [s.trajectory_id for g in result.batch for s in g.samples]
@@ -233,7 +244,7 @@ class Trainer:
         background writer; it is announced once written (`_announce_written`)."""
         start = time.perf_counter()
         self.version += 1
-        self.ranks.broadcast(("export",))
+        self.ranks.broadcast(Order(OrderKind.EXPORT))
         state = host_snapshot(self.engine.state_dict_for_export() or self.engine.module.state_dict())
         version, module, root, base = self.version, self.engine.module, self.weights_root, self.config.model_path
         if self.transfer is not None:
@@ -270,7 +281,7 @@ class Trainer:
         versions being written finish first, so the version the checkpoint names is on disk."""
         start = time.perf_counter()
         self._announce_written(self.writer.drain())
-        self.ranks.broadcast(("checkpoint", self._checkpoint_tag()))
+        self.ranks.broadcast(Order(OrderKind.CHECKPOINT, self._checkpoint_tag()))
         self._checkpoint()
         self.source.commit()
         self._checkpointed = (self.step, time.monotonic())
@@ -279,14 +290,10 @@ class Trainer:
         log.info("checkpoint at step %d (version %d) in %.2f s", self.step, self.version, self.checkpoint_time_s)
 
     def _checkpoint(self) -> None:
-        state = {
-            "sf_step": self.step, "sf_version": self.version,
-            "sf_offsets": {str(p): o for p, o in self.source.commit_points().items()},
-            "sf_finished_ids": self.source.finished_above_commit(),
-            "sf_too_easy": sorted(self.builder.too_easy_tasks),
-        }
+        state = TrainerState(self.step, self.version, self.source.commit_points(),
+                             self.source.finished_above_commit(), sorted(self.builder.too_easy_tasks))
         self._log_steps()
-        self.engine.save_checkpoint(self.checkpoints, self._checkpoint_tag(), state)
+        self.engine.save_checkpoint(self.checkpoints, self._checkpoint_tag(), state.to_dict())
         (self.work / "too_easy_tasks.json").write_text(json.dumps(sorted(self.builder.too_easy_tasks)))
         tags = sorted(p for p in self.checkpoints.glob("step*") if p.is_dir())
         for old in tags[:-self.config.keep_checkpoints]:
@@ -340,9 +347,8 @@ class Trainer:
     def _heartbeat(self, state: ResourceState) -> None:
         figures = {"step": float(self.step), "pending_samples": float(len(self.builder.pending_samples)),
                    "too_easy_tasks": float(len(self.builder.too_easy_tasks)),
-                   "publish_time_s": float(getattr(self, "publish_time_s", 0.0)),
-                   "publish_wait_s": float(getattr(self, "publish_wait_s", 0.0)),
-                   "checkpoint_time_s": float(getattr(self, "checkpoint_time_s", 0.0)),
+                   "publish_time_s": self.publish_time_s, "publish_wait_s": self.publish_wait_s,
+                   "checkpoint_time_s": self.checkpoint_time_s,
                    "busy_s": self.busy_s, "ranks": float(self.ranks.world)}
         if self.transfer is not None:  # measured per version: the scheduler prices switches with it
             figures.update(
@@ -367,3 +373,13 @@ class Trainer:
 
 def _fmt(values: dict) -> str:
     return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
+
+
+def start_rank(settings: Settings) -> Trainer | Follower:
+    """This rank's part of the trainer group: the leader's loop on rank 0, a follower's on the others (each
+    has `run()`; the leader stops when its `stopping` is set, the followers when the leader orders it)."""
+    config = TrainerConfig.from_settings(settings)
+    engine = policy_engine(config)
+    if not engine.ranks.leader:
+        return Follower(engine, config.checkpoint_dir(settings))
+    return Trainer(settings, config, engine)

@@ -25,11 +25,12 @@ def start_ranks(settings: Settings, args: argparse.Namespace) -> None:
 
 
 def run(settings: Settings, stop: threading.Event, _args: argparse.Namespace) -> int:
-    from seamlessflow.trainer.loop import Trainer  # imports DeepSpeed: after the launcher took over, if it does
+    from seamlessflow.trainer.loop import Trainer, start_rank  # DeepSpeed: after the launcher took over, if it does
 
-    trainer = Trainer(settings)
-    when_stopped(stop, lambda: setattr(trainer, "stopping", True))
-    return trainer.run()
+    part = start_rank(settings)
+    if isinstance(part, Trainer):  # followers stop when the leader tells them
+        when_stopped(stop, lambda: setattr(part, "stopping", True))
+    return part.run()
 
 
 def main() -> None:
