@@ -60,6 +60,7 @@ class TrainerConfig(BaseModel):
     activation_checkpointing: bool = False
     offload_reference: bool = False
     attn_implementation: str | None = None  # transformers' choice when None (sdpa)
+    tree: bool | None = None  # train on token trees (shared prefixes once): None where it pays, true, false
     # data-parallel ranks (seamlessflow.trainer.launch): ranks per node; several start under torch's launcher
     ranks: int = 1
     nnodes: int = 1  # with more than one, every node runs the trainer with its own node_rank
@@ -112,7 +113,8 @@ class TrainerConfig(BaseModel):
         from seamlessflow.trainer.engine import MemoryOptions  # imports DeepSpeed: only when a trainer starts
 
         return MemoryOptions(self.max_tokens_per_micro_batch, self.packing, self.logprob_chunk_tokens,
-                             self.activation_checkpointing, self.offload_reference, self.attn_implementation)
+                             self.activation_checkpointing, self.offload_reference, self.attn_implementation,
+                             self.tree)
 
     def work_dir(self, settings: Settings) -> Path:
         return Path(settings.data_dir).resolve() / "trainer" / self.resource_id

@@ -40,6 +40,7 @@ from seamlessflow.trainer.model import TokenLogprobModel, load_causal_lm, zero_s
 from seamlessflow.trainer.ops import preload_ops
 from seamlessflow.trainer.ranks import RankGroup
 from seamlessflow.trainer.samples import MicroBatch, collate
+from seamlessflow.trainer.tree import TreeChoice, model_shape, plan_by_prefix, tree_batch_loss
 
 log = logging.getLogger("seamlessflow.trainer.engine")
 
@@ -73,6 +74,7 @@ class MemoryOptions:
     activation_checkpointing: bool = False
     offload_reference: bool = False
     attn_implementation: str | None = None
+    tree: bool | None = None  # each micro-batch as its token tree: None where it pays, True, False (trainer/tree)
 
 
 @dataclass
@@ -89,6 +91,8 @@ class StepMetrics:
     clip_fraction: float
     kl_mean: float
     step_time_s: float
+    positions: int = 0  # token positions computed; below flat_positions when trees shared prefixes
+    flat_positions: int = 0
 
     def figures(self) -> dict[str, float]:
         return {k: float(v) for k, v in vars(self).items()}
@@ -103,12 +107,15 @@ class MicroStep:
     logprob_abs_diff: float  # mean over its trained tokens, as are the next two
     clip_fraction: float
     kl_mean: float
+    positions: int  # token positions computed (the tree's when it ran as one)
+    flat_positions: int  # what the same sequences take flat
 
     def sums(self) -> list[float]:
         """The figures that add up over micro-batches and ranks: loss and tokens as they are, the per-token
-        means weighted by tokens (divided by the step's tokens once summed)."""
+        means weighted by tokens (divided by the step's tokens once summed), the positions."""
         weighted = (self.logprob_abs_diff, self.clip_fraction, self.kl_mean)
-        return [self.loss, self.tokens, *(mean * self.tokens for mean in weighted)]
+        return [self.loss, self.tokens, *(mean * self.tokens for mean in weighted), self.positions,
+                self.flat_positions]
 
 
 @dataclass
@@ -207,6 +214,7 @@ class PolicyEngine:
         varlen = model.config._attn_implementation in VARLEN_ATTENTION
         wanted = varlen if options.packing is None else options.packing
         self.packing = wanted and self._packing_confines_attention()
+        self.trees = TreeChoice(options.tree, model_shape(model))
 
     def _load_reference(self, model_path, ds_config: dict[str, Any]):
         """The frozen start model for the KL term, in the training dtype; offloaded or sharded as asked."""
@@ -275,7 +283,7 @@ class PolicyEngine:
         self.engine.train()
         plan = self.plan(samples) if samples else []
         count = self.ranks.max(len(plan))
-        totals = [0.0] * 5  # `MicroStep.sums`: loss, tokens, then diff, clip and kl weighted by tokens
+        totals = [0.0] * 7  # `MicroStep.sums`: loss, tokens, diff, clip and kl weighted by tokens, positions
         for n in range(count):
             self.engine.set_gradient_accumulation_boundary(n == count - 1)
             if n < len(plan):
@@ -286,12 +294,13 @@ class PolicyEngine:
                 part = self._micro_step([self._idle_sample()], torch.zeros(1), torch.zeros(1), share.normaliser)
             totals = [total + x for total, x in zip(totals, part.sums(), strict=True)]
         self.engine.step()
-        loss, tokens, *weighted = self.ranks.sum(totals)
+        loss, tokens, *weighted, positions, flat_positions = self.ranks.sum(totals)
         diff, clip, kl = (w / max(tokens, 1) for w in weighted)
         return StepMetrics(
             loss=loss / self.ranks.world, reward_mean=share.reward_mean, reward_std=share.reward_std,
             groups=share.groups, sequences=share.sequences, tokens_trained=int(tokens), logprob_abs_diff=diff,
-            clip_fraction=clip, kl_mean=kl, step_time_s=time.perf_counter() - start,
+            clip_fraction=clip, kl_mean=kl, step_time_s=time.perf_counter() - start, positions=int(positions),
+            flat_positions=int(flat_positions),
         )
 
     def _idle_sample(self) -> TrajectorySample:
@@ -302,16 +311,27 @@ class PolicyEngine:
         """Indices of ``samples`` per micro-batch (see `core.micro_batches`)."""
         budget = self.options.max_tokens_per_micro_batch
         per_gpu = None if budget is not None else self.engine.train_micro_batch_size_per_gpu()
+        if self.trees.enabled:
+            return plan_by_prefix(samples, budget, per_gpu)
         return plan_micro_batches([len(s.tokens) for s in samples], budget, per_gpu, self.packing)
 
     def _micro_step(self, samples: list[TrajectorySample], advantages: torch.Tensor, weights: torch.Tensor,
                     normaliser: int) -> MicroStep:
-        batch = collate(samples, self.pad_id, packed=self.packing).to(self.engine.device)
-        out, logprobs = micro_batch_loss(self.engine, batch, advantages, weights, normaliser, self.loss_config,
-                                         self.reference, self.ranks.world)
+        flat_positions = sum(len(s.tokens) for s in samples)
+        tree = self.trees.batch(samples, self.pad_id)
+        if tree is not None:
+            on_device = tree.to(self.engine.device)
+            batch, positions = on_device.flat, tree.tree.size
+            out, logprobs = tree_batch_loss(self.engine, on_device, advantages, weights, normaliser, self.loss_config,
+                                            self.reference, self.ranks.world)
+        else:
+            batch, positions = collate(samples, self.pad_id, packed=self.packing).to(self.engine.device), flat_positions
+            out, logprobs = micro_batch_loss(self.engine, batch, advantages, weights, normaliser, self.loss_config,
+                                             self.reference, self.ranks.world)
         self.engine.backward(out.loss, scale_wrt_gas=False)
         diff = logprob_abs_diff(logprobs, batch.logprobs, batch.loss_mask)
-        return MicroStep(float(out.loss.detach()), out.tokens, diff, out.clip_fraction, out.kl_mean)
+        return MicroStep(float(out.loss.detach()), out.tokens, diff, out.clip_fraction, out.kl_mean, positions,
+                         flat_positions)
 
     def save_checkpoint(self, directory: Path, tag: str, client_state: dict[str, Any]) -> None:
         self.engine.save_checkpoint(str(directory), tag=tag, client_state=client_state)

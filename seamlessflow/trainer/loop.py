@@ -225,6 +225,8 @@ class Trainer:
                 "step": self.step,
                 "trajectory_ids": trained,
                 "tokens_trained": metrics.tokens_trained,
+                "positions": metrics.positions,  # below flat_positions when shared prefixes were computed once
+                "flat_positions": metrics.flat_positions,
                 "reward_mean": metrics.reward_mean,
                 "finished_at_ms": now_ms(),
                 "sources": sources,

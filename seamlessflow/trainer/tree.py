@@ -15,12 +15,13 @@ rule as a sparse block mask, has no backward on CPU.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from seamlessflow.core.batching import TrajectorySample
 from seamlessflow.core.losses import PolicyLoss, PolicyLossConfig, ppo_clip_loss
-from seamlessflow.core.token_tree import PackedTree, ancestor_mask, build_tree, edges, gather_sequences
+from seamlessflow.core.token_tree import PackedTree, ancestor_mask, build_tree, edges, gather_sequences, tree_pays
 from seamlessflow.trainer.samples import MicroBatch, collate
 
 
@@ -74,3 +75,53 @@ def tree_batch_loss(model, batch: TreeBatch, advantages: torch.Tensor, weights: 
         sequence_index=flat.sequence_index,
     )
     return out, logprobs
+
+
+@dataclass(frozen=True)
+class TreeChoice:
+    """Whether a micro-batch trains as a tree: ``mode`` False never, True whenever something is shared, None
+    (auto) where the FLOP rule says it pays (`core.token_tree.tree_pays`); ``shape`` is (matmul parameters,
+    layers, attention width) of the model, for that rule."""
+
+    mode: bool | None
+    shape: tuple[int, int, int]
+
+    @property
+    def enabled(self) -> bool:
+        return self.mode is not False
+
+    def batch(self, samples: list[TrajectorySample], pad_id: int) -> TreeBatch | None:
+        if not self.enabled or len(samples) < 2:
+            return None
+        tree = build_tree([s.tokens for s in samples])
+        if tree.size == tree.flat_size or (self.mode is None and not tree_pays(tree, *self.shape)):
+            return None
+        return tree_batch(samples, pad_id)
+
+
+def model_shape(model: torch.nn.Module) -> tuple[int, int, int]:
+    """(matmul parameters, layers, attention width) of an HF causal LM, whole or ZeRO-3 partitioned."""
+    config: Any = model.config
+    params = sum(int(getattr(p, "ds_numel", p.numel())) for p in model.parameters())
+    heads = config.num_attention_heads
+    return params, config.num_hidden_layers, heads * getattr(config, "head_dim", config.hidden_size // heads)
+
+
+def plan_by_prefix(samples: list[TrajectorySample], max_tokens: int | None,
+                   max_sequences: int | None) -> list[list[int]]:
+    """Micro-batches of neighbours in token order, so sequences that share a prefix (a group's prompt, a
+    session's forks) land in one micro-batch and its tree; bounded like `core.micro_batches` (tokens counted
+    flat: a bound the tree can only undercut)."""
+    order = sorted(range(len(samples)), key=lambda i: samples[i].tokens)
+    batches: list[list[int]] = []
+    tokens = 0
+    for i in order:
+        length = len(samples[i].tokens)
+        full = batches and ((max_sequences is not None and len(batches[-1]) >= max_sequences)
+                            or (max_tokens is not None and tokens + length > max_tokens))
+        if not batches or full:
+            batches.append([])
+            tokens = 0
+        batches[-1].append(i)
+        tokens += length
+    return batches

@@ -74,3 +74,39 @@ def test_the_tree_mask_matters(tiny_model_dir):
                       edges=(batch.parents, batch.children))
         leaky = model(input_ids=batch.tokens, position_ids=batch.position_ids, edges=(batch.parents, batch.children))
     assert not torch.allclose(right, leaky, atol=1e-4)
+
+
+def test_a_deepspeed_step_on_trees_is_the_flat_step(tiny_model_dir):
+    """The trainer's engine (DeepSpeed, ZeRO-1 on gloo) with trees on and off: the same loss and the same
+    updated weights, and the step reports the positions it computed against the flat ones."""
+    import json
+
+    from seamlessflow.core.batching import KeptGroup
+    from seamlessflow.trainer.config import DEEPSPEED_CONFIGS
+    from seamlessflow.trainer.engine import MemoryOptions, PolicyEngine
+
+    config = json.loads((DEEPSPEED_CONFIGS / "cpu_zero1.json").read_text())
+    samples = group_on_one_prompt()
+    rewarded = [s.__class__(**{**vars(s), "reward": float(i % 2)}) for i, s in enumerate(samples)]
+    results = {}
+    for tree in (False, True):
+        engine = PolicyEngine(tiny_model_dir, config, options=MemoryOptions(tree=tree))
+        metrics = engine.train_step([KeptGroup("g", "t", rewarded, [1.0] * len(rewarded))])
+        results[tree] = (metrics, {n: p.detach().clone() for n, p in engine.engine.module.named_parameters()})
+    (flat, flat_weights), (tree, tree_weights) = results[False], results[True]
+    assert tree.loss == pytest.approx(flat.loss, abs=1e-6)
+    assert flat.positions == flat.flat_positions == sum(len(s.tokens) for s in samples)
+    assert tree.flat_positions == flat.flat_positions and tree.positions == 8 + 1 + 2 + 1 + 4 + 1  # the trie
+    for name, weight in flat_weights.items():
+        assert torch.allclose(tree_weights[name], weight, atol=1e-6), name
+
+
+def test_the_auto_choice_trains_flat_what_shares_nothing():
+    from seamlessflow.trainer.tree import TreeChoice, plan_by_prefix
+
+    unshared = [sample(0, [1, 2, 3], 1), sample(1, [4, 5, 6], 1)]
+    assert TreeChoice(None, (1000, 2, 64)).batch(unshared, 0) is None
+    assert TreeChoice(False, (1000, 2, 64)).batch(group_on_one_prompt(), 0) is None
+    assert TreeChoice(None, (10**6, 2, 64)).batch(group_on_one_prompt(), 0) is not None
+    mixed = [sample(0, [9, 1], 1), sample(1, [3, 4, 5], 1), sample(2, [9, 2], 1), sample(3, [3, 4, 6], 1)]
+    assert plan_by_prefix(mixed, None, 2) == [[1, 3], [0, 2]]  # neighbours by prefix share a micro-batch
