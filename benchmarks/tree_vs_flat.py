@@ -6,7 +6,7 @@ model-side tree path; the DeepSpeed engine is not wired to it yet):
 - (a) a GRPO group: G completions of C tokens on one P-token prompt (default G=8, P=2048, C=256);
 - (b) multi-turn sessions of 16 turns (a tool output and a generation each) with one rewrite each, which
   forks the session: two trajectories per session sharing the history before the rewrite.
-Printed per case: step time, trained tokens/s and peak RSS of each, the measured tree/flat step-time ratio,
+Printed per case: step time (median of the rounds), trained tokens/s and the step's peak RSS above its start, the measured tree/flat step-time ratio,
 and the ideal ratio from the token arithmetic (tree positions / flat positions). The model is the tiny
 shape scaled to a few million parameters (`--tree-hidden`, `--tree-layers`).
 """
@@ -14,8 +14,10 @@ shape scaled to a few million parameters (`--tree-hidden`, `--tree-layers`).
 from __future__ import annotations
 
 import statistics
+import threading
 import time
 
+import psutil
 import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
@@ -66,32 +68,53 @@ def step(model, optimizer, samples: list[TrajectorySample], tree: bool) -> None:
     optimizer.zero_grad()
 
 
-def peak_rss_mib() -> float:
-    import resource
+class StepMemory:
+    """Peak RSS above the RSS at the start of the block, sampled every 5 ms (the step's own working memory:
+    activations, the mask, gradients' transient buffers), in MiB."""
 
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    def __enter__(self) -> StepMemory:
+        self._process = psutil.Process()
+        self.base = self.peak = self._process.memory_info().rss
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.005):
+            self.peak = max(self.peak, self._process.memory_info().rss)
+
+    def __exit__(self, *_) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    @property
+    def mib(self) -> float:
+        return (self.peak - self.base) / 2**20
 
 
 def run_case(name: str, samples: list[TrajectorySample], model, optimizer, rounds: int) -> None:
     tree = build_tree([s.tokens for s in samples])
     trained = sum(max(s.trained_tokens - s.loss_mask[0], 0) for s in samples)
     times: dict[bool, list[float]] = {False: [], True: []}
-    peaks: dict[bool, float] = {}
+    peaks: dict[bool, list[float]] = {False: [], True: []}
     step(model, optimizer, samples, True)  # warm-up (allocator, kernels)
     for _ in range(rounds):
-        for as_tree in (False, True):  # RSS peaks only grow: the flat (larger) one runs first each round
-            start = time.perf_counter()
-            step(model, optimizer, samples, as_tree)
-            times[as_tree].append(time.perf_counter() - start)
-            peaks[as_tree] = peak_rss_mib()
+        for as_tree in (False, True):
+            with StepMemory() as memory:
+                start = time.perf_counter()
+                step(model, optimizer, samples, as_tree)
+                times[as_tree].append(time.perf_counter() - start)
+            peaks[as_tree].append(memory.mib)
     flat_s, tree_s = statistics.median(times[False]), statistics.median(times[True])
     config = model.causal_lm.config
     matmul = sum(p.numel() for p in model.parameters())  # the tied head does the embedding's multiply-adds
     pays = tree_pays(tree, matmul, config.num_hidden_layers, config.num_attention_heads * config.head_dim)
     print(f"{name}: {len(samples)} sequences, {tree.flat_size} flat positions, {tree.size} tree positions; "
           f"the FLOP rule (core.token_tree.tree_pays) picks {'tree' if pays else 'flat'}")
-    for label, seconds, peak in (("flat", flat_s, peaks[False]), ("tree", tree_s, peaks[True])):
-        print(f"  {label}: step {seconds:.2f} s, {trained / seconds:.0f} trained tokens/s, peak RSS {peak:.0f} MiB")
+    for label, seconds, peak in (("flat", flat_s, max(peaks[False])), ("tree", tree_s, max(peaks[True]))):
+        print(f"  {label}: step {seconds:.2f} s, {trained / seconds:.0f} trained tokens/s, "
+              f"peak RSS above the step's start {peak:.0f} MiB")
     print(f"  tree/flat step time {tree_s / flat_s:.3f} (per round: "
           f"{', '.join(f'{t / f:.3f}' for t, f in zip(times[True], times[False], strict=True))}); "
           f"ideal (token arithmetic) {tree.size / tree.flat_size:.3f}")
