@@ -7,8 +7,9 @@ model-side tree path; the DeepSpeed engine is not wired to it yet):
 - (b) multi-turn sessions of 16 turns (a tool output and a generation each) with one rewrite each, which
   forks the session: two trajectories per session sharing the history before the rewrite.
 Printed per case: step time (median of the rounds), trained tokens/s and the step's peak RSS above its
-start, the measured tree/flat step-time ratio, and the ideal ratio from the token arithmetic (tree positions / flat positions). The model is the tiny
-shape scaled to a few million parameters (`--tree-hidden`, `--tree-layers`).
+start, the measured tree/flat step-time ratio, and the ideal ratio from the token arithmetic (tree positions /
+flat positions). The model is the tiny shape scaled to a few million parameters (`--tree-hidden`,
+`--tree-layers`).
 """
 
 from __future__ import annotations
