@@ -112,10 +112,11 @@ def app_services(settings: Settings) -> list[ServiceSpec]:
 
 
 def dashboard_address(settings: Settings) -> tuple[str, int]:
-    from seamlessflow.dashboard.app import DashboardConfig
-
-    config = DashboardConfig.model_validate(settings.section("dashboard"))
-    return config.host, config.port
+    """Where `up` starts the dashboard (infra/stack-defaults.yaml sets both; the dashboard validates its own
+    section when it starts). Read here, not through the dashboard's options: the dashboard views the stack,
+    so the stack imports nothing of it."""
+    section = settings.section("dashboard")
+    return str(section.get("host", "127.0.0.1")), int(section.get("port", 8300))
 
 
 def metrics_ports(settings: Settings, specs: list[ServiceSpec]) -> dict[str, str]:
