@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 
-from seamlessflow.assembler import AssemblyConfig, SessionBook  # noqa: E402
+from seamlessflow.assembler import AssemblerOptions, SessionBook  # noqa: E402
 from seamlessflow.avro import Codec  # noqa: E402
 from seamlessflow.broker.local import LocalBroker  # noqa: E402
 from seamlessflow.core.assembler import SessionAssembler  # noqa: E402
@@ -68,7 +68,7 @@ def open_session_bytes(codec: Codec, sessions: dict[str, list[Call]]) -> float:
     import tracemalloc
 
     records = [r for r in encoded_sessions(codec, sessions) if codec.decode(r[1]).__class__.__name__ == "TokenIO"]
-    book = SessionBook(AssemblyConfig(), codec, "b")
+    book = SessionBook(AssemblerOptions(), codec, "b")
     tracemalloc.start()
     before = tracemalloc.get_traced_memory()[0]
     for offset, (key, value) in enumerate(records):
@@ -118,7 +118,7 @@ def encoded_sessions(codec: Codec, sessions: dict[str, list[Call]]) -> list[tupl
 def bench_book(codec: Codec, sessions: dict[str, list[Call]]) -> tuple[float, float, float]:
     """The worker's per-record work without Kafka: calls/s, bytes per call on the wire, CPU µs per call."""
     records = encoded_sessions(codec, sessions)
-    book = SessionBook(AssemblyConfig(), codec, "b")
+    book = SessionBook(AssemblerOptions(), codec, "b")
     start, cpu = time.perf_counter(), time.process_time()
     for offset, (key, value) in enumerate(records):
         for trajectory in book.on_record(0, offset, key, value).trajectories:

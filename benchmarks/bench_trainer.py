@@ -45,10 +45,10 @@ from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from seamlessflow.core.batching import KeptGroup, TrajectorySample
 from seamlessflow.core.losses import PolicyLossConfig, group_relative_advantages
-from seamlessflow.trainer.config import DEEPSPEED_CONFIGS
 from seamlessflow.trainer.engine import MemoryOptions, PolicyEngine, micro_batch_loss
 from seamlessflow.trainer.launch import under_launcher
 from seamlessflow.trainer.model import TokenLogprobModel, training_dtype
+from seamlessflow.trainer.options import DEEPSPEED_CONFIGS
 from seamlessflow.trainer.samples import collate
 from seamlessflow.weights.files import WeightWriter, save_weights
 from seamlessflow.weights.snapshot import host_snapshot

@@ -7,13 +7,13 @@ Agent code imports nothing from the trainer. Agents are found and their rewards 
 """
 
 from seamlessflow.agents.episode import SessionOutcome
+from seamlessflow.agents.options import AgentOptions, consumer_group
 from seamlessflow.agents.proxy import EndRejected, ProxyClient, ProxyUnavailable, SessionEnd, session_base_url
-from seamlessflow.agents.settings import AgentSettings, consumer_group
 from seamlessflow.agents.tasks import make_task, publish_tasks
 from seamlessflow.agents.worker import POOL_HEADER, AgentWorker, WorkerFailed, WorkerStats
 
 __all__ = [
-    "AgentSettings", "AgentWorker", "EndRejected", "POOL_HEADER", "ProxyClient", "ProxyUnavailable",
+    "AgentOptions", "AgentWorker", "EndRejected", "POOL_HEADER", "ProxyClient", "ProxyUnavailable",
     "SessionEnd", "SessionOutcome", "WorkerFailed", "WorkerStats", "consumer_group",
     "make_task", "publish_tasks", "session_base_url",
 ]

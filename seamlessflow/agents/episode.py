@@ -23,8 +23,8 @@ from typing import Any
 import httpx
 import openai
 
+from seamlessflow.agents.options import AgentOptions
 from seamlessflow.agents.proxy import ProxyClient, SessionEnd, session_base_url
-from seamlessflow.agents.settings import AgentSettings
 from seamlessflow.core.episodes import EpisodeStatus
 from seamlessflow.messages import Task
 from seamlessflow.rewards.request import REQUEST_KEY, Unscored, request_for
@@ -60,7 +60,7 @@ def profile_headers(task: Task) -> dict[str, str] | None:
     return {"X-Session-Profile": str(profile)} if profile else None
 
 
-def call_agent(fn: Callable, task: Task, base_url: str, key: str, opts: AgentSettings,
+def call_agent(fn: Callable, task: Task, base_url: str, key: str, opts: AgentOptions,
                http_client: httpx.Client | None = None) -> Any:
     if inspect.iscoroutinefunction(fn):
         return asyncio.run(_call_async(fn, task, base_url, key, opts))
@@ -71,14 +71,14 @@ def call_agent(fn: Callable, task: Task, base_url: str, key: str, opts: AgentSet
     return fn(task, client)
 
 
-async def _call_async(fn: Callable, task: Task, base_url: str, key: str, opts: AgentSettings) -> Any:
+async def _call_async(fn: Callable, task: Task, base_url: str, key: str, opts: AgentOptions) -> Any:
     async with openai.AsyncOpenAI(base_url=base_url, api_key=key, timeout=opts.request_timeout_s,
                                   max_retries=opts.client_max_retries, default_headers=profile_headers(task)) as client:
         async with asyncio.timeout(opts.episode_timeout_s):
             return await fn(task, client)
 
 
-def run_session(fn: Callable, task: Task, session_id: str, index: int, key: str, opts: AgentSettings,
+def run_session(fn: Callable, task: Task, session_id: str, index: int, key: str, opts: AgentOptions,
                 proxy: ProxyClient, info: dict[str, Any], http_client: httpx.Client | None = None) -> SessionOutcome:
     """Runs the agent once and ends its session; never raises (errors are in the outcome)."""
     base_url = session_base_url(opts.proxy_url, session_id)
@@ -96,7 +96,7 @@ def run_session(fn: Callable, task: Task, session_id: str, index: int, key: str,
     return end_session(task, session_id, index, opts, proxy, status, reward, info)
 
 
-def end_session(task: Task, session_id: str, index: int, opts: AgentSettings, proxy: ProxyClient, status: EpisodeStatus,
+def end_session(task: Task, session_id: str, index: int, opts: AgentOptions, proxy: ProxyClient, status: EpisodeStatus,
                 reward: float, info: dict[str, Any]) -> SessionOutcome:
     """Ends the session on the proxy; never raises (a refused end is in the outcome)."""
     end = SessionEnd(reward, status, task.group_id, task.task_id, info)

@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from seamlessflow.agents.settings import AgentSettings
+from seamlessflow.agents.options import AgentOptions
 from seamlessflow.agents.worker import AgentWorker
 from seamlessflow.config import Settings
 from seamlessflow.kafka.codecs import codec_for
@@ -29,9 +29,9 @@ def team_key(settings: Settings, team: str, key: str | None) -> str:
 
 def agent_worker(settings: Settings, reference: str, team: str | None, key: str | None,
                  **options: Any) -> AgentWorker:
-    """`options`: AgentSettings fields over the `agents` section (None: the section's value)."""
+    """`options`: AgentOptions fields over the `agents` section (None: the section's value)."""
     team = team or settings.team
-    opts = AgentSettings.from_settings(settings, **options)
+    opts = AgentOptions.from_settings(settings, **options)
     return AgentWorker(
         settings, codec_for(settings), load_function(reference), team, team_key(settings, team, key), opts
     )

@@ -28,8 +28,8 @@ import httpx
 
 from seamlessflow.agents.deliveries import DeliveryJournal
 from seamlessflow.agents.episode import ABORTED, FAILED, SessionOutcome, end_session, run_session
+from seamlessflow.agents.options import AgentOptions, consumer_group
 from seamlessflow.agents.proxy import EndRejected, ProxyClient
-from seamlessflow.agents.settings import AgentSettings, consumer_group
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.core.resources import ResourceKind, ResourceState
@@ -73,9 +73,9 @@ class WorkerStats:
 
 class AgentWorker:
     def __init__(self, settings: Settings, codec: Codec, agent: Callable, team: str, key: str,
-                 opts: AgentSettings | None = None):
+                 opts: AgentOptions | None = None):
         self.settings, self.codec, self.agent, self.team, self.key = settings, codec, agent, team, key
-        self.opts = opts or AgentSettings.from_settings(settings)
+        self.opts = opts or AgentOptions.from_settings(settings)
         self.group = consumer_group(team, self.opts.pool)
         self.topics = Topics(settings)
         self.stats = WorkerStats()

@@ -5,7 +5,7 @@ are safe to commit. `app.Assembler` wires it to the Kafka layer's group member a
 """
 
 from seamlessflow.assembler.book import Output, SessionBook
-from seamlessflow.assembler.config import AssemblyConfig
 from seamlessflow.assembler.convert import call_from_token_io, trajectory_id, trajectory_of
+from seamlessflow.assembler.options import AssemblerOptions
 
-__all__ = ["AssemblyConfig", "Output", "SessionBook", "call_from_token_io", "trajectory_id", "trajectory_of"]
+__all__ = ["AssemblerOptions", "Output", "SessionBook", "call_from_token_io", "trajectory_id", "trajectory_of"]

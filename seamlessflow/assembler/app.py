@@ -23,7 +23,7 @@ import threading
 import time
 
 from seamlessflow.assembler.book import SessionBook
-from seamlessflow.assembler.config import AssemblyConfig
+from seamlessflow.assembler.options import AssemblerOptions
 from seamlessflow.assembler.progress import PublishedMarks
 from seamlessflow.config import Settings
 from seamlessflow.kafka.admin import ensure_topics
@@ -41,9 +41,9 @@ POLL_TIMEOUT_S = 0.1
 class Assembler:
     """Owns the session book, the group member, the producer and the published marks; one thread."""
 
-    def __init__(self, settings: Settings, config: AssemblyConfig | None = None):
+    def __init__(self, settings: Settings, config: AssemblerOptions | None = None):
         self.settings = settings
-        self.config = config or AssemblyConfig.from_settings(settings)
+        self.config = config or AssemblerOptions.from_settings(settings)
         self.topics = Topics(settings)
         self.codec = codec_for(settings)
         self.group_id = f"{settings.topic_prefix}.{self.config.app_id}"

@@ -22,8 +22,8 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from seamlessflow.assembler.config import AssemblyConfig
 from seamlessflow.assembler.convert import call_from_token_io, trajectory_of
+from seamlessflow.assembler.options import AssemblerOptions
 from seamlessflow.avro import Codec
 from seamlessflow.core.assembler import SessionAssembler, SessionStatus
 from seamlessflow.core.assembly_invariants import check_sequence
@@ -62,7 +62,7 @@ class _Held:
 
 
 class SessionBook:
-    def __init__(self, config: AssemblyConfig, codec: Codec, source_topic: str, team: str = "", run: str = "",
+    def __init__(self, config: AssemblerOptions, codec: Codec, source_topic: str, team: str = "", run: str = "",
                  clock: Callable[[], float] = time.monotonic):
         self.config, self.codec, self.source_topic = config, codec, source_topic
         self.team, self.run, self.clock = team, run, clock
@@ -108,7 +108,8 @@ class SessionBook:
             return None
         entry = self.open.get(msg.session_id)
         if entry is None:
-            entry = self.open[msg.session_id] = _Open(SessionAssembler(self.config.core()), partition, offset, 0.0)
+            assembler = SessionAssembler(self.config.assembler_config())
+            entry = self.open[msg.session_id] = _Open(assembler, partition, offset, 0.0)
         entry.last_seen = self.clock()
         try:
             outcome = entry.session.add(call_from_token_io(msg))

@@ -5,24 +5,24 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from seamlessflow.assembler import AssemblyConfig
+from seamlessflow.assembler import AssemblerOptions
 from seamlessflow.chaos.audit import AckedCall, AuditReport, Ledger, Rules, audit
 from seamlessflow.config import Settings
 from seamlessflow.core.assembler import Selection
 from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.io import read_topic
 from seamlessflow.topics import Topics
-from seamlessflow.trainer.config import TrainerConfig
+from seamlessflow.trainer.options import TrainerOptions
 
 
 def rules_for(settings: Settings) -> Rules:
-    config = AssemblyConfig.from_settings(settings)
+    config = AssemblerOptions.from_settings(settings)
     return Rules(config.max_tokens_per_session, config.selection is Selection.LONGEST, config.keep_aborted)
 
 
 def step_log(settings: Settings) -> list[dict] | None:
     """The trainer's durable step log (`steps.jsonl`), or None when this data dir has none."""
-    path = TrainerConfig.from_settings(settings).work_dir(settings) / "steps.jsonl"
+    path = TrainerOptions.from_settings(settings).work_dir(settings) / "steps.jsonl"
     if not path.exists():
         return None
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]

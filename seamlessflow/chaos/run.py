@@ -26,7 +26,7 @@ from seamlessflow.config import Settings
 from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.io import read_topic
 from seamlessflow.messages import EpisodeEnd, TokenIO, Trajectory, WeightVersion
-from seamlessflow.proxy import ProxyConfig
+from seamlessflow.proxy import ProxyOptions
 from seamlessflow.stack.services import enabled, log_dir, run_dir, start_stack
 from seamlessflow.stack.supervisor import ServiceSpec, Supervisor, read_state, stop_tree
 from seamlessflow.teams import TeamKeys
@@ -101,7 +101,7 @@ def run_chaos(settings: Settings, options: ChaosOptions, extra: Sequence[Service
 
 
 def _drive(settings: Settings, options: ChaosOptions, supervisor: Supervisor | None, log) -> ChaosResult:
-    proxy = ProxyConfig.model_validate(settings.section("proxy"))
+    proxy = ProxyOptions.model_validate(settings.section("proxy"))
     key = TeamKeys.from_settings(settings).ensure_default(settings.team) or ""
     path = _ledger_path(settings)
     path.parent.mkdir(parents=True, exist_ok=True)

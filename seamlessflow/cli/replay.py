@@ -21,7 +21,7 @@ import click
 from rich.console import Console
 from rich.table import Table
 
-from seamlessflow.assembler import AssemblyConfig
+from seamlessflow.assembler import AssemblerOptions
 from seamlessflow.cli.context import pass_settings
 from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.io import DeliveryFailed, MessageProducer, Record
@@ -140,7 +140,7 @@ def replay(
     console = Console()
     acted = False
     if do_check:
-        report = check(chosen_sessions, records, AssemblyConfig.from_settings(settings), codec)
+        report = check(chosen_sessions, records, AssemblerOptions.from_settings(settings), codec)
         _print_report(report, fmt, console)
         acted = True
     if to_topic:

@@ -9,7 +9,7 @@ import click
 
 from seamlessflow.cli.context import pass_settings
 from seamlessflow.kafka.codecs import codec_for
-from seamlessflow.rewards.worker import RewardSettings, RewardWorker
+from seamlessflow.rewards.worker import RewardOptions, RewardWorker
 
 
 @click.group()
@@ -32,7 +32,7 @@ def reward_run(settings, reference, team, pool, concurrency, timeout_s, memory_m
     FUNCTION(request: seamlessflow.rewards.ScoreRequest) returns a reward or (reward, info), or raises.
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
-    opts = RewardSettings.from_settings(settings, pool=pool, concurrency=concurrency, timeout_s=timeout_s,
+    opts = RewardOptions.from_settings(settings, pool=pool, concurrency=concurrency, timeout_s=timeout_s,
                                         memory_mb=memory_mb, max_attempts=max_attempts)
     worker = RewardWorker(settings, codec_for(settings), reference, team or settings.team, opts)
     for sig in (signal.SIGTERM, signal.SIGINT):

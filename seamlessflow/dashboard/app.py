@@ -32,7 +32,7 @@ STATIC = Path(__file__).parent / "static"
 log = logging.getLogger(__name__)
 
 
-class DashboardConfig(BaseModel):
+class DashboardOptions(BaseModel):
     """The `dashboard:` section."""
 
     host: str = "127.0.0.1"
@@ -172,7 +172,7 @@ async def serve(dashboard: Dashboard, host: str, port: int, stop: threading.Even
 def run_dashboard(settings: Settings, stop: threading.Event, host: str | None = None, port: int | None = None,
                   tokenizer: str | None = None, announce=print) -> None:
     """The dashboard against the stack `settings` point at, until `stop` is set (the service and the CLI)."""
-    config = DashboardConfig.model_validate(settings.section("dashboard"))
+    config = DashboardOptions.model_validate(settings.section("dashboard"))
     host, port = host or config.host, port or config.port
     dashboard = Dashboard(settings, decode=model_decoder(settings, tokenizer or config.tokenizer))
     announce(f"dashboard: http://{host}:{port}/  (team {settings.team}, run {settings.run}, "

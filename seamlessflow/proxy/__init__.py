@@ -1,10 +1,10 @@
 """The trajectory proxy: an OpenAI-compatible gateway that records token-level I/O onto Kafka.
 
 Start it with `python -m services.proxy --config PATH` (options in the config's `proxy:` section, see
-`ProxyConfig`), or in-process with `await ProxyService(settings).start()`.
+`ProxyOptions`), or in-process with `await ProxyService(settings).start()`.
 """
 
-from seamlessflow.proxy.config import EngineConfig, ProxyConfig
+from seamlessflow.proxy.options import EngineOptions, ProxyOptions
 from seamlessflow.proxy.service import ProxyService
 
-__all__ = ["EngineConfig", "ProxyConfig", "ProxyService"]
+__all__ = ["EngineOptions", "ProxyOptions", "ProxyService"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from seamlessflow.core.episodes import EpisodeStatus
-from seamlessflow.proxy.config import ProxyConfig
+from seamlessflow.proxy.options import ProxyOptions
 
 SESSION_PATTERN = r"^[A-Za-z0-9._:\-]{1,128}$"
 INT32_MAX = 2**31 - 1
@@ -38,7 +38,7 @@ def _bool() -> dict:
     return {"type": ["boolean", "null"]}
 
 
-def _call_body(kind: str, config: ProxyConfig) -> dict:
+def _call_body(kind: str, config: ProxyOptions) -> dict:
     common = {
         "model": {"type": "string"},
         "n": _int(1, config.max_n),
@@ -138,7 +138,7 @@ SSE_EVENT = {"type": "object", "required": ["data"], "properties": {"data": {"ty
 CALL_ERRORS = ["400", "401", "403", "404", "405", "413", "429", "502", "503"]
 
 
-def _call_operation(kind: str, config: ProxyConfig, in_path: bool) -> dict:
+def _call_operation(kind: str, config: ProxyOptions, in_path: bool) -> dict:
     name = "chat" if kind == "chat" else "completions"
     ok = {"description": "the engine's answer (a JSON body, or server-sent events when `stream` is true)",
           "content": {"application/json": {"schema": {"type": "object", "required": ["id", "choices"]}},
@@ -243,7 +243,7 @@ def _models_operation(in_path: bool) -> dict:
     }
 
 
-def openapi_document(config: ProxyConfig) -> dict:
+def openapi_document(config: ProxyOptions) -> dict:
     """The document for this proxy's configuration."""
     paths: dict[str, Any] = {}
     for prefix in ("", "/sessions/{session_id}"):

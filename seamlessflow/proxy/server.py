@@ -32,7 +32,6 @@ from seamlessflow.core.routing import parse_profile
 from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.messages import EpisodeEnd, now_ms
 from seamlessflow.proxy.admission import Admission
-from seamlessflow.proxy.config import ProxyConfig
 from seamlessflow.proxy.deltas import PromptBases
 from seamlessflow.proxy.doors import ClientStream, FrontDoor, OpenAIDoor, json_reply
 from seamlessflow.proxy.errors import ProxyError
@@ -40,6 +39,7 @@ from seamlessflow.proxy.generation import CallRun, ClientGone, PauseGate, Upstre
 from seamlessflow.proxy.messages_api import MessagesDoor
 from seamlessflow.proxy.metrics import ProxyMetrics
 from seamlessflow.proxy.openapi import openapi_document
+from seamlessflow.proxy.options import ProxyOptions
 from seamlessflow.proxy.publisher import EventPublisher
 from seamlessflow.proxy.recording import CallIdentity, CallResult, Recorder
 from seamlessflow.proxy.requests import CallRequest
@@ -83,13 +83,13 @@ class ProxyServer:
     def __init__(
         self,
         settings: Settings,
-        config: ProxyConfig | None = None,
+        config: ProxyOptions | None = None,
         codec: Codec | None = None,
         team_keys: TeamKeys | None = None,
         publisher: EventPublisher | None = None,
     ):
         self.settings = settings
-        self.config = config or ProxyConfig.from_settings(settings)
+        self.config = config or ProxyOptions.from_settings(settings)
         self.codec = codec or codec_for(settings)
         self.team_keys = team_keys or TeamKeys.from_settings(settings)
         self.topic = Topics(settings).session_events

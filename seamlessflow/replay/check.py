@@ -13,7 +13,7 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from seamlessflow.assembler import AssemblyConfig, SessionBook
+from seamlessflow.assembler import AssemblerOptions, SessionBook
 from seamlessflow.avro import Codec
 from seamlessflow.kafka.io import Record
 from seamlessflow.messages import Trajectory
@@ -74,7 +74,7 @@ def differences(rebuilt: Trajectory, stored: Trajectory) -> list[str]:
     return out
 
 
-def rebuild(sessions: list[SessionEvents], config: AssemblyConfig, codec: Codec) -> list[Trajectory]:
+def rebuild(sessions: list[SessionEvents], config: AssemblerOptions, codec: Codec) -> list[Trajectory]:
     """Trajectories the assembler would publish for these sessions."""
     book = SessionBook(config, codec, source_topic="replay-check")
     out = []
@@ -84,7 +84,8 @@ def rebuild(sessions: list[SessionEvents], config: AssemblyConfig, codec: Codec)
     return out
 
 
-def check(sessions: list[SessionEvents], stored: Iterable[Record], config: AssemblyConfig, codec: Codec) -> CheckReport:
+def check(sessions: list[SessionEvents], stored: Iterable[Record], config: AssemblerOptions,
+          codec: Codec) -> CheckReport:
     report = CheckReport()
     checkable = []
     for session in sessions:

@@ -43,7 +43,7 @@ from seamlessflow.topics import Topics
 log = logging.getLogger(__name__)
 
 
-class RewardSettings(BaseModel):
+class RewardOptions(BaseModel):
     """Options of reward workers, from the `rewards` section of the settings."""
 
     model_config = ConfigDict(extra="forbid")
@@ -58,7 +58,7 @@ class RewardSettings(BaseModel):
     heartbeat_s: float = Field(5.0, gt=0)
 
     @classmethod
-    def from_settings(cls, settings: Settings, **overrides) -> RewardSettings:
+    def from_settings(cls, settings: Settings, **overrides) -> RewardOptions:
         data = settings.section("rewards")
         data.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(data)
@@ -79,9 +79,9 @@ class RewardStats:
 
 class RewardWorker:
     def __init__(self, settings: Settings, codec: Codec, reference: str, team: str,
-                 opts: RewardSettings | None = None):
+                 opts: RewardOptions | None = None):
         self.settings, self.codec, self.reference, self.team = settings, codec, reference, team
-        self.opts = opts or RewardSettings.from_settings(settings)
+        self.opts = opts or RewardOptions.from_settings(settings)
         self.group = reward_group(team, self.opts.pool)
         self.resource_id = worker_resource_id(ResourceKind.REWARD, self.group)
         self.topics = Topics(settings)

@@ -33,7 +33,7 @@ class SchedulerOptions(BaseModel):
     rate_window_s: float = Field(30.0, gt=0)
     coordinate_proxy: bool = True  # weight loads wrapped in proxy pause/resume (scheduling.proxy_sync)
 
-    def core_config(self) -> SchedulerConfig:
+    def scheduler_config(self) -> SchedulerConfig:
         return SchedulerConfig(
             switch_cost_s=self.switch_cost_s, min_dwell_s=self.min_dwell_s,
             heartbeat_timeout_s=self.heartbeat_timeout_s, stay_margin=self.stay_margin,

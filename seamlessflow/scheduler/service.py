@@ -69,7 +69,7 @@ class SchedulerService:
         self.spec = get_policy(self.options.policy)
         self.view = ClusterView(frozenset(self.options.resource_kinds), self.options.command_timeout_s,
                                 self.options.rate_window_s)
-        self.scheduler = Scheduler(self.options.policy, clock, self.options.core_config(), self.view.epochs)
+        self.scheduler = Scheduler(self.options.policy, clock, self.options.scheduler_config(), self.view.epochs)
         staleness = self.spec.max_staleness if manager.max_staleness is None else manager.max_staleness
         self.manager = RolloutManager(manager, task_set(manager), settings.team, settings.run,
                                       self.options.batch_threshold, staleness, clock) if manager.enabled else None

@@ -23,11 +23,11 @@ from typing import Any, Protocol, TypeVar
 
 from seamlessflow.agents import AgentWorker
 from seamlessflow.config import Settings
-from seamlessflow.proxy import ProxyConfig, ProxyService
+from seamlessflow.proxy import ProxyOptions, ProxyService
 from seamlessflow.teams import TeamKeys
 from seamlessflow.testing.assembler_harness import AssemblerProcess
-from seamlessflow.trainer.config import TrainerConfig
 from seamlessflow.trainer.loop import Trainer
+from seamlessflow.trainer.options import TrainerOptions
 
 T = TypeVar("T")
 
@@ -88,7 +88,7 @@ class AgentsThread:
 class ProxyThread:
     """The real proxy service on its own event loop in a thread."""
 
-    def __init__(self, settings: Settings, config: ProxyConfig, keys: TeamKeys):
+    def __init__(self, settings: Settings, config: ProxyOptions, keys: TeamKeys):
         self.loop = asyncio.new_event_loop()
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
         self.service: ProxyService = self._run(ProxyService(settings, config=config, team_keys=keys).start())
@@ -105,7 +105,7 @@ class ProxyThread:
 class TrainerThread:
     """The trainer's loop in a thread; stopping sets the flag SIGTERM sets in the process."""
 
-    def __init__(self, settings: Settings, config: TrainerConfig):
+    def __init__(self, settings: Settings, config: TrainerOptions):
         self.trainer = Trainer(settings, config)
         self.thread = threading.Thread(target=self.trainer.run, daemon=True)
         self.thread.start()
@@ -122,10 +122,10 @@ def rollout_process(config_path: Path, resource_id: str, log_path: Path) -> subp
                                  "--resource-id", resource_id], stdout=log, stderr=log, start_new_session=True)
 
 
-def discovering_proxy(settings: Settings, tmp_path: Path) -> tuple[ProxyConfig, TeamKeys]:
+def discovering_proxy(settings: Settings, tmp_path: Path) -> tuple[ProxyOptions, TeamKeys]:
     """A proxy that finds its engines on the status topic and obeys the control topic, with one team key
     (`key-default`) for the settings' team."""
-    config = ProxyConfig.model_validate({"port": 0, "engines": [], "served_model": "tiny", "heartbeat_s": 0.5})
+    config = ProxyOptions.model_validate({"port": 0, "engines": [], "served_model": "tiny", "heartbeat_s": 0.5})
     return config, TeamKeys(tmp_path / "teams.json", {settings.team: "key-default"})
 
 
@@ -138,7 +138,7 @@ class InProcessStack:
     def add(self, stop: Callable[[], object], stage: Stage) -> None:
         self._stops.append((stage, stop))
 
-    def proxy(self, settings: Settings, config: ProxyConfig, keys: TeamKeys) -> ProxyService:
+    def proxy(self, settings: Settings, config: ProxyOptions, keys: TeamKeys) -> ProxyService:
         running = ProxyThread(settings, config, keys)
         self.add(running.stop, Stage.PROXY)
         return running.service
@@ -159,7 +159,7 @@ class InProcessStack:
         self.add(running.close, Stage.CALLERS)
         return running
 
-    def trainer(self, settings: Settings, config: TrainerConfig) -> Trainer:
+    def trainer(self, settings: Settings, config: TrainerOptions) -> Trainer:
         running = TrainerThread(settings, config)
         self.add(running.stop, Stage.TRAINER)
         return running.trainer

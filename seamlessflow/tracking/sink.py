@@ -20,7 +20,7 @@ from pydantic import ValidationError
 from seamlessflow.config import Settings
 from seamlessflow.tracking.follow import Follower
 from seamlessflow.tracking.points import PointMaker
-from seamlessflow.tracking.trackers import Trackers, TrackingConfig
+from seamlessflow.tracking.trackers import Trackers, TrackingOptions
 
 log = logging.getLogger(__name__)
 
@@ -29,19 +29,19 @@ def default_logdir(settings: Settings) -> Path:
     return Path(settings.data_dir).resolve() / "tensorboard" / settings.team / settings.run
 
 
-def tracking_config(settings: Settings) -> TrackingConfig:
+def tracking_options(settings: Settings) -> TrackingOptions:
     """The `tracking:` section; a malformed one is reported and the defaults (TensorBoard) used instead."""
     try:
-        return TrackingConfig.model_validate(settings.section("tracking"))
+        return TrackingOptions.model_validate(settings.section("tracking"))
     except ValidationError as exc:
         log.warning("tracking: configuration not usable, TensorBoard defaults instead: %s", exc)
-        return TrackingConfig()
+        return TrackingOptions()
 
 
 class MetricsSink:
     def __init__(self, settings: Settings, trackers: Trackers | None = None):
         self.settings = settings
-        self.config = tracking_config(settings)
+        self.config = tracking_options(settings)
         self.trackers = trackers or Trackers.open(self.config, default_logdir(settings),
                                                   f"{settings.team}/{settings.run}")
         group = f"{settings.topic_prefix}.{self.config.group}.{settings.team}.{settings.run}"

@@ -20,7 +20,7 @@ from seamlessflow.tracking.points import Point
 log = logging.getLogger(__name__)
 
 
-class TrackingConfig(BaseModel):
+class TrackingOptions(BaseModel):
     """The `tracking:` section. `logdir` default: <data_dir>/tensorboard/<team>/<run>."""
 
     tensorboard: bool = True
@@ -113,7 +113,7 @@ class Trackers:
         self.problems = list(problems or [])
 
     @classmethod
-    def open(cls, config: TrackingConfig, default_logdir: Path, run_name: str) -> Trackers:
+    def open(cls, config: TrackingOptions, default_logdir: Path, run_name: str) -> Trackers:
         opened: list[Tracker] = []
         problems: list[str] = []
         wanted: list[tuple[str, Any]] = []

@@ -14,10 +14,10 @@ import os
 import sys
 from pathlib import Path
 
-from seamlessflow.trainer.config import TrainerConfig
+from seamlessflow.trainer.options import TrainerOptions
 
 
-def launcher_argv(config: TrainerConfig, config_path: str | Path | None) -> list[str] | None:
+def launcher_argv(config: TrainerOptions, config_path: str | Path | None) -> list[str] | None:
     """The launcher command for the group, or None when the trainer is a lone process."""
     if config.ranks <= 1 and config.nnodes <= 1:
         return None

@@ -43,10 +43,10 @@ from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.records import resource_status
 from seamlessflow.messages import WeightVersion, now_ms
 from seamlessflow.topics import Topics
-from seamlessflow.trainer.config import TrainerConfig
 from seamlessflow.trainer.control import ControlState
 from seamlessflow.trainer.engine import PolicyEngine, StepMetrics
 from seamlessflow.trainer.follower import Follower, Order, OrderKind
+from seamlessflow.trainer.options import TrainerOptions
 from seamlessflow.trainer.samples import sample_from_record
 from seamlessflow.trainer.source import Incoming, TrajectorySource
 from seamlessflow.trainer.state import TrainerState
@@ -66,7 +66,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("seamlessflow.trainer")
 
 
-def policy_engine(config: TrainerConfig) -> PolicyEngine:
+def policy_engine(config: TrainerOptions) -> PolicyEngine:
     """This rank's DeepSpeed engine (every rank builds one; its `ranks` tell the leader from a follower)."""
     return PolicyEngine(config.model_path, config.deepspeed_dict(), config.loss_config(), config.scale_by_std,
                         config.memory_options())
@@ -76,9 +76,9 @@ class Trainer:
     """The leader rank (rank 0, the only one of a one-rank group): reads Kafka and the control topic, forms
     the batches, publishes versions and records, checkpoints and commits; the other ranks are `Follower`s."""
 
-    def __init__(self, settings: Settings, config: TrainerConfig | None = None, engine: PolicyEngine | None = None):
+    def __init__(self, settings: Settings, config: TrainerOptions | None = None, engine: PolicyEngine | None = None):
         self.settings = settings
-        self.config = config or TrainerConfig.from_settings(settings)
+        self.config = config or TrainerOptions.from_settings(settings)
         self.topics = Topics(settings)
         self.codec = codec_for(settings)
         self.work = self.config.work_dir(settings)
@@ -380,7 +380,7 @@ def _fmt(values: dict) -> str:
 def start_rank(settings: Settings) -> Trainer | Follower:
     """This rank's part of the trainer group: the leader's loop on rank 0, a follower's on the others (each
     has `run()`; the leader stops when its `stopping` is set, the followers when the leader orders it)."""
-    config = TrainerConfig.from_settings(settings)
+    config = TrainerOptions.from_settings(settings)
     engine = policy_engine(config)
     if not engine.ranks.leader:
         return Follower(engine, config.checkpoint_dir(settings))

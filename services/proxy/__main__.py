@@ -1,6 +1,6 @@
 """Runs the trajectory proxy until SIGTERM/SIGINT, then flushes its events and exits.
 
-Reads the shared settings (Kafka, topic prefix, team keys, run) and the `proxy:` section (ProxyConfig).
+Reads the shared settings (Kafka, topic prefix, team keys, run) and the `proxy:` section (ProxyOptions).
 Prints one line `proxy listening on http://HOST:PORT/v1` once it accepts requests.
 """
 
@@ -11,11 +11,11 @@ import asyncio
 import threading
 
 from seamlessflow.config import Settings
-from seamlessflow.proxy import ProxyConfig, ProxyService
+from seamlessflow.proxy import ProxyOptions, ProxyService
 from seamlessflow.service_main import run_until_signal
 
 
-async def serve(settings: Settings, config: ProxyConfig, stop: threading.Event) -> None:
+async def serve(settings: Settings, config: ProxyOptions, stop: threading.Event) -> None:
     service = await ProxyService(settings, config=config).start()
     print(f"proxy listening on {service.base_url}", flush=True)
     while not stop.is_set():  # the signal handler sets it between two turns of the loop
@@ -23,12 +23,12 @@ async def serve(settings: Settings, config: ProxyConfig, stop: threading.Event) 
     await service.stop()
 
 
-def proxy_config(settings: Settings, args: argparse.Namespace) -> ProxyConfig:
+def proxy_config(settings: Settings, args: argparse.Namespace) -> ProxyOptions:
     section = settings.section("proxy")
     section.update({k: v for k, v in {"host": args.host, "port": args.port}.items() if v is not None})
     if args.worker is not None:
         section["id"] = f"{section.get('id', 'proxy')}-{args.worker}"
-    return ProxyConfig.model_validate(section)
+    return ProxyOptions.model_validate(section)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

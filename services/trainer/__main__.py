@@ -12,14 +12,14 @@ import threading
 
 from seamlessflow.config import Settings
 from seamlessflow.service_main import run_until_signal, when_stopped
-from seamlessflow.trainer.config import TrainerConfig
 from seamlessflow.trainer.launch import launcher_argv, under_launcher
+from seamlessflow.trainer.options import TrainerOptions
 
 
 def start_ranks(settings: Settings, args: argparse.Namespace) -> None:
     """Several ranks: this process becomes torch's launcher (the ranks read the same file or inherit
     SEAMLESSFLOW_CONFIG)."""
-    argv = None if under_launcher() else launcher_argv(TrainerConfig.from_settings(settings), args.config)
+    argv = None if under_launcher() else launcher_argv(TrainerOptions.from_settings(settings), args.config)
     if argv is not None:
         os.execv(argv[0], argv)
 

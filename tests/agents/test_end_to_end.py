@@ -8,11 +8,11 @@ import json
 import pytest
 from click.testing import CliRunner
 
-from seamlessflow.agents import AgentSettings, AgentWorker, publish_tasks
+from seamlessflow.agents import AgentOptions, AgentWorker, publish_tasks
 from seamlessflow.cli.replay import replay
 from seamlessflow.kafka.io import read_topic
 from seamlessflow.messages import EpisodeEnd, TokenIO
-from seamlessflow.proxy import ProxyConfig
+from seamlessflow.proxy import ProxyOptions
 from seamlessflow.teams import TeamKeys
 from seamlessflow.testing.assembler_harness import AssemblerProcess
 from seamlessflow.testing.in_process import AgentsThread
@@ -27,13 +27,13 @@ KEYS = {"red": "key-red", "blue": "key-blue"}
 @pytest.fixture
 def proxy(settings, tmp_path, vllm_engine, in_process_stack):
     """The real proxy service in a thread, in front of the vLLM server."""
-    config = ProxyConfig(port=0, engines=[{"id": "e0", "url": vllm_engine.url}], served_model="tiny",
+    config = ProxyOptions(port=0, engines=[{"id": "e0", "url": vllm_engine.url}], served_model="tiny",
                          listen_control=False, discover_engines=False)
     return in_process_stack.proxy(settings, config, TeamKeys(tmp_path / "teams.json", KEYS))
 
 
 def start(settings, codec, agent, team, proxy, pool="p", kinds=(), concurrency=4):
-    opts = AgentSettings(
+    opts = AgentOptions(
         proxy_url=proxy.base_url.removesuffix("/v1"),
         pool=pool,
         kinds=list(kinds),

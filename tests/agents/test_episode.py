@@ -4,8 +4,8 @@ from dataclasses import replace
 import pytest
 
 from seamlessflow.agents.episode import ABORTED, FAILED, call_agent, failure_status
+from seamlessflow.agents.options import AgentOptions
 from seamlessflow.agents.proxy import session_base_url
-from seamlessflow.agents.settings import AgentSettings
 from seamlessflow.messages import Task
 from seamlessflow.testing.samples import SAMPLES
 
@@ -27,24 +27,24 @@ def test_an_async_agent_over_its_episode_timeout_raises_timeout_and_none_means_n
         return 1.0
 
     with pytest.raises(TimeoutError):
-        call_agent(slow, None, "http://127.0.0.1:9/v1", "k", AgentSettings(episode_timeout_s=0.05))
-    assert call_agent(slow, None, "http://127.0.0.1:9/v1", "k", AgentSettings()) == 1.0
+        call_agent(slow, None, "http://127.0.0.1:9/v1", "k", AgentOptions(episode_timeout_s=0.05))
+    assert call_agent(slow, None, "http://127.0.0.1:9/v1", "k", AgentOptions()) == 1.0
 
 
 def test_a_task_that_declares_its_session_profile_gives_the_agent_a_client_that_sends_it():
     task = next(m for m in SAMPLES if isinstance(m, Task))
     declared = replace(task, payload_json='{"answer": 3, "session_profile": "prefill"}')
     seen = lambda t, client: client.default_headers.get("X-Session-Profile")  # noqa: E731
-    assert call_agent(seen, declared, "http://127.0.0.1:9/v1", "k", AgentSettings()) == "prefill"
+    assert call_agent(seen, declared, "http://127.0.0.1:9/v1", "k", AgentOptions()) == "prefill"
     assert (
-        call_agent(seen, replace(task, payload_json='{"answer": 3}'), "http://127.0.0.1:9/v1", "k", AgentSettings())
+        call_agent(seen, replace(task, payload_json='{"answer": 3}'), "http://127.0.0.1:9/v1", "k", AgentOptions())
         is None
     )
 
     async def seen_async(t, client):
         return client.default_headers.get("X-Session-Profile")
 
-    assert call_agent(seen_async, declared, "http://127.0.0.1:9/v1", "k", AgentSettings()) == "prefill"
+    assert call_agent(seen_async, declared, "http://127.0.0.1:9/v1", "k", AgentOptions()) == "prefill"
 
 
 def test_an_agent_that_leaves_its_reward_to_a_verifier_ends_done_with_its_request():
@@ -61,7 +61,7 @@ def test_an_agent_that_leaves_its_reward_to_a_verifier_ends_done_with_its_reques
     task = replace(next(m for m in SAMPLES if isinstance(m, Task)), payload_json=json.dumps({"answer": "3"}))
     proxy = Proxy()
     outcome = run_session(lambda t, client: Unscored("3", info={"turns": 2}), task, "s1", 0, "k",
-                          AgentSettings(verifier="math"), proxy, {"pool": "p"})  # type: ignore[arg-type]
+                          AgentOptions(verifier="math"), proxy, {"pool": "p"})  # type: ignore[arg-type]
     assert (outcome.status, proxy.end.reward, proxy.end.status) == ("done", 0.0, "done")
     assert proxy.end.info == {"pool": "p", "turns": 2, REQUEST_KEY: {"verifier": "math", "submission": "3",
                                                                      "prompt": task.prompt, "payload": {"answer": "3"}}}

@@ -4,7 +4,7 @@ ends when it finishes, late, and is accepted like any other; a crashed step ends
 
 from __future__ import annotations
 
-from seamlessflow.agents import AgentSettings, AgentWorker, make_task, publish_tasks
+from seamlessflow.agents import AgentOptions, AgentWorker, make_task, publish_tasks
 from seamlessflow.testing import environment_steps as environments
 from tests.agents.end_proxy_stand_in import EndProxyStandIn
 from tests.agents.test_worker import KEY, Running, committed, end_offsets, wait_for
@@ -17,7 +17,7 @@ def test_a_slow_environment_delays_only_its_own_session(settings, codec):
         make_task("env", "q", {"step": step, **extra}, task_id=f"{step}{i}") for i, (step, extra) in enumerate(steps)
     ]
     with EndProxyStandIn() as proxy:
-        options = AgentSettings(proxy_url=proxy.url, concurrency=3, max_attempts=1, end_timeout_s=5.0,
+        options = AgentOptions(proxy_url=proxy.url, concurrency=3, max_attempts=1, end_timeout_s=5.0,
                                 revoke_grace_s=2.0)
         running = Running(AgentWorker(settings, codec, environments.env_agent, "red", KEY, options))
         try:

@@ -7,7 +7,7 @@ import time
 
 import pytest
 
-from seamlessflow.agents import AgentSettings, AgentWorker, WorkerFailed, make_task, publish_tasks
+from seamlessflow.agents import AgentOptions, AgentWorker, WorkerFailed, make_task, publish_tasks
 from seamlessflow.kafka.io import read_topic
 from seamlessflow.kafka.positions import CommittedOffsets
 from seamlessflow.testing.poison import assert_dead_lettered, letters, produce_poison
@@ -40,7 +40,7 @@ class Running:
 
 
 def worker(settings, codec, agent, proxy, team="red", **opts):
-    options = AgentSettings(proxy_url=proxy.url, concurrency=3, end_timeout_s=1.0, revoke_grace_s=2.0, **opts)
+    options = AgentOptions(proxy_url=proxy.url, concurrency=3, end_timeout_s=1.0, revoke_grace_s=2.0, **opts)
     return AgentWorker(settings, codec, agent, team, KEY, options)
 
 

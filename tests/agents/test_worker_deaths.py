@@ -5,15 +5,15 @@ from __future__ import annotations
 import multiprocessing
 import signal
 
-from seamlessflow.agents import AgentSettings, AgentWorker, make_task, publish_tasks
+from seamlessflow.agents import AgentOptions, AgentWorker, make_task, publish_tasks
 from seamlessflow.avro import Codec
 from tests.agents import agent_fns
 from tests.agents.end_proxy_stand_in import EndProxyStandIn
 from tests.agents.test_worker import KEY, Running, committed, end_offsets, wait_for
 
 
-def options(proxy_url: str) -> AgentSettings:
-    return AgentSettings(proxy_url=proxy_url, concurrency=1, max_attempts=2, end_timeout_s=1.0, revoke_grace_s=2.0)
+def options(proxy_url: str) -> AgentOptions:
+    return AgentOptions(proxy_url=proxy_url, concurrency=1, max_attempts=2, end_timeout_s=1.0, revoke_grace_s=2.0)
 
 
 def run_doomed_worker(settings, proxy_url: str) -> None:

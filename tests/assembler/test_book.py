@@ -1,7 +1,7 @@
 """SessionBook without a broker: outputs, dead letters, offsets to commit, and a replay after a crash."""
 
 from seamlessflow.assembler.book import SessionBook
-from seamlessflow.assembler.config import AssemblyConfig
+from seamlessflow.assembler.options import AssemblerOptions
 from seamlessflow.avro import Codec
 from seamlessflow.core.prefix_tree import Call
 from seamlessflow.testing.assembler_harness import episode_end, token_io
@@ -11,7 +11,7 @@ TOPIC = "x.session-events"
 
 
 def book(**options):
-    return SessionBook(AssemblyConfig(**options), Codec(), TOPIC, "teamA", "run1", clock=lambda: now[0])
+    return SessionBook(AssemblerOptions(**options), Codec(), TOPIC, "teamA", "run1", clock=lambda: now[0])
 
 
 now = [0.0]

@@ -98,7 +98,7 @@ def test_the_trainer_trains_every_trajectory_once_through_a_broker_kill(cluster,
 
     from seamlessflow.kafka.io import MessageProducer, read_messages
     from seamlessflow.messages import ControlCommand, WeightVersion
-    from seamlessflow.trainer.config import TrainerConfig
+    from seamlessflow.trainer.options import TrainerOptions
     from tests.services.test_trainer_crash import group, start
     from tests.trainer.helpers import wait_for as wait_on_topic
 
@@ -131,7 +131,7 @@ def test_the_trainer_trains_every_trajectory_once_through_a_broker_kill(cluster,
             trainer.kill()
         cluster.start()
 
-    work = TrainerConfig.from_settings(settings).work_dir(settings)
+    work = TrainerOptions.from_settings(settings).work_dir(settings)
     steps = [json.loads(line) for line in (work / "steps.jsonl").read_text().splitlines()]
     trained = [tid for s in steps for tid in s["trajectory_ids"]]
     assert sorted(trained) == sorted(r.event_id for g in groups for r in g)  # each exactly once
@@ -139,7 +139,7 @@ def test_the_trainer_trains_every_trajectory_once_through_a_broker_kill(cluster,
     published = [m.version for m in read_messages(settings, topics.weights, codec) if isinstance(m, WeightVersion)]
     assert published == sorted(set(published)) and max(published) == 4  # once each, rising
     reader = Consumer({"bootstrap.servers": settings.kafka_bootstrap,
-                       "group.id": TrainerConfig.from_settings(settings).group_id(settings)})
+                       "group.id": TrainerOptions.from_settings(settings).group_id(settings)})
     [committed] = reader.committed([TopicPartition(topics.trajectories, 0)], timeout=30)
     reader.close()
     assert committed.offset == 16  # every record consumed and committed once, none left behind

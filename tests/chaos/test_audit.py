@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from seamlessflow.assembler import AssemblyConfig
+from seamlessflow.assembler import AssemblerOptions
 from seamlessflow.chaos.audit import AckedCall, Ledger, audit
 from seamlessflow.kafka.io import Record
 from seamlessflow.messages import DeadLetter, EpisodeEnd, WeightVersion
@@ -36,7 +36,7 @@ def clean(codec):
         by_session.setdefault(record.message.session_id, SessionEvents(record.message.session_id)).records.append(
             record
         )
-    trajectories = records("t.trajectories", rebuild(list(by_session.values()), AssemblyConfig(), codec), codec)
+    trajectories = records("t.trajectories", rebuild(list(by_session.values()), AssemblerOptions(), codec), codec)
     steps = [
         {"step": 1, "version": 1, "trajectory_ids": ["s1/0", "s1/1"]},
         {"step": 2, "version": 2, "trajectory_ids": ["s2/0"]},
@@ -121,7 +121,7 @@ def test_a_session_scored_by_a_reward_worker_takes_the_verifiers_reward_once_ans
     request = json.dumps({REQUEST_KEY: {"verifier": "arithmetic", "submission": "7", "prompt": "", "payload": {}}})
     events = [token_io("s3", "e", [1, 2], [3, 4]), dataclasses.replace(end("s3", 0.0), info_json=request)]
     session_events = records(TOPIC, events, codec)
-    [pending] = rebuild([SessionEvents("s3", session_events)], AssemblyConfig(), codec)
+    [pending] = rebuild([SessionEvents("s3", session_events)], AssemblerOptions(), codec)
     first = scored(pending, 1.0, {"worker": "reward-a", "attempts": 1, "elapsed_s": 0.01})
     again = scored(pending, 1.0, {"worker": "reward-b", "attempts": 2, "elapsed_s": 0.5})
     differs = scored(pending, 0.0, {"worker": "reward-b", "attempts": 1, "elapsed_s": 0.01})

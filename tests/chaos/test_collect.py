@@ -4,14 +4,14 @@ from disk; violations injected into the topics are found."""
 import dataclasses
 import json
 
-from seamlessflow.assembler import AssemblyConfig
+from seamlessflow.assembler import AssemblerOptions
 from seamlessflow.chaos.collect import audit_topics, read_ledger
 from seamlessflow.kafka.io import MessageProducer, read_topic
 from seamlessflow.replay.check import rebuild
 from seamlessflow.replay.select import SessionEvents
 from seamlessflow.testing.chaos_records import end, token_io
 from seamlessflow.topics import Topics
-from seamlessflow.trainer.config import TrainerConfig
+from seamlessflow.trainer.options import TrainerOptions
 
 
 def test_audit_of_real_topics_passes_then_names_injected_violations(settings, codec, tmp_path):
@@ -21,9 +21,9 @@ def test_audit_of_real_topics_passes_then_names_injected_violations(settings, co
         producer.send(topics.session_events, message.session_id, message)
     producer.flush()
     sessions = [SessionEvents("s1", list(read_topic(settings, topics.session_events, codec)))]
-    [trajectory] = rebuild(sessions, AssemblyConfig(), codec)
+    [trajectory] = rebuild(sessions, AssemblerOptions(), codec)
     producer.send_and_wait(topics.trajectories, trajectory.group_id, trajectory)
-    work = TrainerConfig.from_settings(settings).work_dir(settings)
+    work = TrainerOptions.from_settings(settings).work_dir(settings)
     work.mkdir(parents=True)
     (work / "steps.jsonl").write_text(json.dumps({"step": 1, "version": 1, "trajectory_ids": ["s1/0"]}) + "\n")
     ledger_file = tmp_path / "ledger.jsonl"

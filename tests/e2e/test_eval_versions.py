@@ -14,7 +14,7 @@ import json
 
 import pytest
 
-from seamlessflow.agents import AgentSettings, AgentWorker
+from seamlessflow.agents import AgentOptions, AgentWorker
 from seamlessflow.core.evaluation import is_eval_group
 from seamlessflow.evaluation.options import EvalOptions
 from seamlessflow.evaluation.service import EvalService
@@ -27,7 +27,7 @@ from seamlessflow.testing.tensorboard_events import scalars
 from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
 from seamlessflow.tracking.sink import MetricsSink, default_logdir
-from seamlessflow.trainer.config import TrainerConfig
+from seamlessflow.trainer.options import TrainerOptions
 from services.agents.examples import single_turn
 from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 
@@ -52,7 +52,7 @@ def test_eval_passes_are_published_per_version_and_never_trained(settings, codec
     with InProcessStack() as stack:
         procs = [stack.process(rollout_process(config, "rollout-0", tmp_path / "rollout-0.log"))]
         proxy = stack.proxy(settings, *discovering_proxy(settings, tmp_path))
-        trainer = stack.trainer(settings, TrainerConfig(enabled=True, model_path=str(vllm_model_dir),
+        trainer = stack.trainer(settings, TrainerOptions(enabled=True, model_path=str(vllm_model_dir),
                                                         group_size=GROUP_SIZE, batch_threshold=1, heartbeat_s=0.5,
                                                         initial_role="idle"))
         stack.assembler(settings, tmp_path)
@@ -60,7 +60,7 @@ def test_eval_passes_are_published_per_version_and_never_trained(settings, codec
                    alive=procs)
         proxy_url = proxy.base_url.removesuffix("/v1")
         stack.agents(AgentWorker(settings, codec, single_turn.agent, settings.team, "key-default",
-                                 AgentSettings(proxy_url=proxy_url, pool="p", concurrency=4, request_timeout_s=300)))
+                                 AgentOptions(proxy_url=proxy_url, pool="p", concurrency=4, request_timeout_s=300)))
         evaluator = stack.caller(EvalService(settings, EvalOptions(eval_every=1, count=8, proxy_url=proxy_url,
                                                                   agent="services.agents.examples.single_turn:agent",
                                                                   poll_s=0.5),

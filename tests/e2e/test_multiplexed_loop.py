@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import pytest
 
-from seamlessflow.agents import AgentSettings, AgentWorker
+from seamlessflow.agents import AgentOptions, AgentWorker
 from seamlessflow.kafka.io import read_messages
 from seamlessflow.messages import CommandAck, ResourceStatus, Task, TokenIO, Trajectory, WeightVersion
 from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
@@ -21,7 +21,7 @@ from seamlessflow.scheduler.timeline import intervals_from_records, kind_of
 from seamlessflow.testing.in_process import InProcessStack, discovering_proxy, rollout_process
 from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
-from seamlessflow.trainer.config import TrainerConfig
+from seamlessflow.trainer.options import TrainerOptions
 from services.agents.examples import single_turn
 from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 
@@ -53,13 +53,13 @@ def test_multiplexed_loop_trains_updates_engines_and_loses_no_session(settings, 
             stack.process(rollout_process(config, rid, tmp_path / f"{rid}.log")) for rid in ("rollout-0", "rollout-1")
         ]
         proxy = stack.proxy(settings, *discovering_proxy(settings, tmp_path))
-        trainer = stack.trainer(settings, TrainerConfig(enabled=True, model_path=str(vllm_model_dir),
+        trainer = stack.trainer(settings, TrainerOptions(enabled=True, model_path=str(vllm_model_dir),
                                                         group_size=GROUP_SIZE, batch_threshold=1, heartbeat_s=0.5))
         stack.assembler(settings, tmp_path)
         wait_until(lambda: proxy.server.engines.routable_count == 2, 600, "two engines routable", every_s=0.5,
                    alive=procs)
         stack.agents(AgentWorker(settings, codec, single_turn.agent, settings.team, "key-default",
-                                 AgentSettings(proxy_url=proxy.base_url.removesuffix("/v1"), pool="p",
+                                 AgentOptions(proxy_url=proxy.base_url.removesuffix("/v1"), pool="p",
                                                concurrency=4, request_timeout_s=300)))
         options = SchedulerOptions(policy="multiplexed", tick_s=0.5, min_dwell_s=2, switch_cost_s=1,
                                    batch_threshold=GROUP_SIZE, heartbeat_timeout_s=120)

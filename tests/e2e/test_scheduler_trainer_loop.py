@@ -17,7 +17,7 @@ from seamlessflow.scheduler.service import SchedulerService
 from seamlessflow.testing.in_process import InProcessStack, Stage
 from seamlessflow.testing.scheduler_fakes import FakeResource, wait_until
 from seamlessflow.topics import Topics
-from seamlessflow.trainer.config import TrainerConfig
+from seamlessflow.trainer.options import TrainerOptions
 from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
 from tests.trainer.helpers import trajectory
 
@@ -30,7 +30,7 @@ def test_scheduler_trains_on_ready_batch_and_reloads_rollout_with_trainer_weight
         engine = FakeResource(settings, codec, "r0", ["rollout"])
         stack.add(engine.close, Stage.PROCESSES)
         engine.heartbeat()
-        config = TrainerConfig(enabled=True, model_path=str(tiny_model_dir), group_size=2, batch_threshold=1,
+        config = TrainerOptions(enabled=True, model_path=str(tiny_model_dir), group_size=2, batch_threshold=1,
                                initial_role="idle", heartbeat_s=0.5)
         trainer = stack.trainer(settings, config)
         options = SchedulerOptions(policy="disaggregated", tick_s=0.3, min_dwell_s=0, batch_threshold=2,

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from seamlessflow.loadtest.stub_engine import StubEngine
-from seamlessflow.proxy import ProxyConfig, ProxyService
+from seamlessflow.proxy import ProxyOptions, ProxyService
 from seamlessflow.teams import TeamKeys
 
 KEYS = {"alpha": "key-alpha", "beta": "key-beta"}
@@ -33,7 +33,7 @@ async def proxy_factory(settings, tmp_path):
         listed = [
             e if isinstance(e, dict) else {"id": f"e{i}", "url": getattr(e, "url", e)} for i, e in enumerate(engines)
         ]
-        config = ProxyConfig.model_validate(
+        config = ProxyOptions.model_validate(
             {"port": 0, "engines": listed, "heartbeat_s": 1, "health_interval_s": 0.2, **options}
         )
         service = await ProxyService(settings, config=config, team_keys=TeamKeys(tmp_path / "teams.json", KEYS)).start()

@@ -12,7 +12,7 @@ import pytest
 
 from seamlessflow.loadtest.stub_engine import token_at
 from seamlessflow.messages import TokenIO
-from seamlessflow.proxy import ProxyConfig, ProxyService
+from seamlessflow.proxy import ProxyOptions, ProxyService
 from seamlessflow.teams import TeamKeys
 from tests.proxy.conftest import KEYS
 from tests.proxy.helpers import send_command, session_events, until
@@ -324,7 +324,7 @@ async def test_unrecordable_calls_never_look_like_a_success_on_the_new_doors(stu
     """Kafka does not confirm the events: a plain call gets its API's 503, a stream ends in its API's error event
     instead of response.completed or message_stop."""
     dead_kafka = settings.with_overrides(bootstrap_servers="127.0.0.1:9")
-    config = ProxyConfig(
+    config = ProxyOptions(
         port=0,
         engines=[{"id": "e0", "url": stub.url}],
         delivery_timeout_s=1,

@@ -33,7 +33,7 @@ from schemathesis.specs.openapi.checks import (
 from seamlessflow.kafka.io import read_messages
 from seamlessflow.loadtest.stub_engine import StubBehaviour, StubEngine
 from seamlessflow.messages import EpisodeEnd, TokenIO
-from seamlessflow.proxy import ProxyConfig, ProxyService
+from seamlessflow.proxy import ProxyOptions, ProxyService
 from seamlessflow.proxy.openapi import openapi_document
 from seamlessflow.teams import TeamKeys
 from seamlessflow.topics import Topics
@@ -57,7 +57,7 @@ class ThreadedProxy:
     def __enter__(self):
         self.thread.start()
         self.engine = self._run(StubEngine(StubBehaviour(max_tokens_cap=4)).start())
-        config = ProxyConfig(engines=[{"id": "e0", "url": self.engine.url}], **CONFIG)
+        config = ProxyOptions(engines=[{"id": "e0", "url": self.engine.url}], **CONFIG)
         self.proxy = self._run(
             ProxyService(self.settings, config=config, team_keys=TeamKeys(self.tmp_path / "t.json", KEYS)).start()
         )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from seamlessflow.proxy import ProxyConfig
+from seamlessflow.proxy import ProxyOptions
 from seamlessflow.proxy.openapi import openapi_document
 from seamlessflow.proxy.server import ProxyServer
 
@@ -19,7 +19,7 @@ def _documented(document: dict) -> set[tuple[str, str]]:
 
 
 def test_every_registered_route_is_documented_and_nothing_else(settings):
-    config = ProxyConfig(port=0, listen_control=False, discover_engines=False)
+    config = ProxyOptions(port=0, listen_control=False, discover_engines=False)
     server = ProxyServer(settings, config=config)
     try:
         assert _routes(server.app()) == _documented(openapi_document(config))
@@ -28,7 +28,7 @@ def test_every_registered_route_is_documented_and_nothing_else(settings):
 
 
 def test_limits_come_from_the_configuration():
-    document = openapi_document(ProxyConfig(max_n=3, max_body_bytes=1234))
+    document = openapi_document(ProxyOptions(max_n=3, max_body_bytes=1234))
     chat = document["paths"]["/v1/chat/completions"]["post"]["requestBody"]["content"]["application/json"]["schema"]
     assert chat["properties"]["n"]["maximum"] == 3 and "1234 bytes" in document["info"]["description"]
 

@@ -9,7 +9,7 @@ import openai
 import pytest
 
 from seamlessflow.loadtest.stub_engine import StubEngine, token_at
-from seamlessflow.proxy import ProxyConfig, ProxyService
+from seamlessflow.proxy import ProxyOptions, ProxyService
 from seamlessflow.teams import TeamKeys
 from tests.proxy.conftest import KEYS
 from tests.proxy.helpers import client, session_events, until
@@ -123,7 +123,7 @@ async def test_no_engine_reachable_is_503(proxy_factory):
 
 async def test_unrecordable_events_make_the_call_a_retryable_503(stub, settings, tmp_path):
     dead_kafka = settings.with_overrides(bootstrap_servers="127.0.0.1:9")
-    config = ProxyConfig(
+    config = ProxyOptions(
         port=0,
         engines=[{"id": "e0", "url": stub.url}],
         delivery_timeout_s=1,

@@ -3,12 +3,12 @@
 import dataclasses
 import struct
 
-from seamlessflow.assembler import AssemblyConfig
+from seamlessflow.assembler import AssemblerOptions
 from seamlessflow.replay.check import check
 from seamlessflow.replay.select import group_sessions
 from seamlessflow.testing.replay_samples import expected_two_turn, forked_session, records, two_turn_session
 
-CONFIG = AssemblyConfig()
+CONFIG = AssemblerOptions()
 
 
 def run_check(events, stored, codec):

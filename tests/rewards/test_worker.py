@@ -12,7 +12,7 @@ from seamlessflow.kafka.io import MessageProducer, read_messages
 from seamlessflow.messages import DeadLetter, Trajectory
 from seamlessflow.rewards.request import REQUEST_KEY
 from seamlessflow.rewards.sandbox import start_forkserver
-from seamlessflow.rewards.worker import RewardSettings, RewardWorker
+from seamlessflow.rewards.worker import RewardOptions, RewardWorker
 from seamlessflow.topics import Topics
 
 REF = "tests.rewards.verifiers:exact"
@@ -51,8 +51,8 @@ def wait_for_outputs(settings, codec, count: int, timeout_s: float = 90.0) -> li
         time.sleep(0.5)
 
 
-def options(**extra) -> RewardSettings:
-    return RewardSettings(**{"pool": "exact", "concurrency": 2, "timeout_s": 6.0, "max_attempts": 2, "poll_s": 0.1,
+def options(**extra) -> RewardOptions:
+    return RewardOptions(**{"pool": "exact", "concurrency": 2, "timeout_s": 6.0, "max_attempts": 2, "poll_s": 0.1,
                              **extra})
 
 

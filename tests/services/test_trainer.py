@@ -11,8 +11,8 @@ from seamlessflow.kafka.io import MessageProducer, read_messages
 from seamlessflow.kafka.positions import CommittedOffsets
 from seamlessflow.messages import CommandAck, ControlCommand, DeadLetter, ResourceStatus, WeightVersion
 from seamlessflow.topics import Topics
-from seamlessflow.trainer.config import TrainerConfig
 from seamlessflow.trainer.loop import Trainer
+from seamlessflow.trainer.options import TrainerOptions
 from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
 from tests.trainer.helpers import trajectory, wait_for
 
@@ -42,7 +42,7 @@ def test_trainer_trains_masked_tokens_publishes_loadable_weights_and_obeys_contr
     producer.send_bytes(topics.trajectories, b"g9", b"not avro")
     producer.flush(30)
 
-    config = TrainerConfig(enabled=True, model_path=str(m), group_size=2, batch_threshold=2, heartbeat_s=0.5)
+    config = TrainerOptions(enabled=True, model_path=str(m), group_size=2, batch_threshold=2, heartbeat_s=0.5)
     config.deepspeed = {**config.deepspeed_dict(), "train_micro_batch_size_per_gpu": 3}
     trainer = Trainer(settings, config)
     thread = threading.Thread(target=trainer.run)

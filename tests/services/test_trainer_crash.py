@@ -20,7 +20,7 @@ from seamlessflow.kafka.positions import CommittedOffsets
 from seamlessflow.messages import ControlCommand, WeightVersion
 from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
-from seamlessflow.trainer.config import TrainerConfig
+from seamlessflow.trainer.options import TrainerOptions
 from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
 from tests.trainer.helpers import trajectory, wait_for
 
@@ -93,7 +93,7 @@ def test_kill_9_and_restart_resumes_without_skipping_or_retraining(settings, cod
 
     restart_log = (tmp_path / "run2.log").read_text()
     assert "at step 2, version 2" in restart_log  # resumed from the checkpoint, not from scratch
-    work = TrainerConfig.from_settings(settings).work_dir(settings)
+    work = TrainerOptions.from_settings(settings).work_dir(settings)
     steps = [json.loads(line) for line in (work / "steps.jsonl").read_text().splitlines()]
     trained = [tid for s in steps for tid in s["trajectory_ids"]]
     expected = [r.event_id for r in g1 + g2 + g3 + g4 + g5 + g6]
@@ -114,7 +114,7 @@ def test_versions_between_checkpoints_are_weights_only_and_a_crash_replays_since
     )
     ensure_topics(settings)
     config_path = settings.dump_yaml(tmp_path / "config.yaml")
-    config = TrainerConfig.from_settings(settings)
+    config = TrainerOptions.from_settings(settings)
     topics = Topics(settings)
     producer = MessageProducer(settings, codec)
     groups = [group(tiny_model_dir, f"g{i}") for i in range(1, 7)]

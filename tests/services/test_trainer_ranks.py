@@ -26,7 +26,7 @@ from seamlessflow.kafka.clients import common_config
 from seamlessflow.kafka.io import MessageProducer, read_messages
 from seamlessflow.messages import ControlCommand, ResourceStatus, WeightVersion
 from seamlessflow.topics import Topics
-from seamlessflow.trainer.config import TrainerConfig
+from seamlessflow.trainer.options import TrainerOptions
 from tests.services.test_trainer_crash import group
 from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
 from tests.trainer.helpers import wait_for
@@ -75,7 +75,7 @@ def test_two_rank_group_publishes_once_commits_once_and_survives_kill_9_of_a_ran
     )
     ensure_topics(settings)
     config_path = settings.dump_yaml(tmp_path / "config.yaml")
-    config = TrainerConfig.from_settings(settings)
+    config = TrainerOptions.from_settings(settings)
     topics = Topics(settings)
     producer = MessageProducer(settings, codec)
     m = tiny_model_dir

@@ -1,7 +1,7 @@
 """What `seamlessflow up` runs on the embedded default, and that its pieces agree with each other."""
 
 from seamlessflow.config import Settings
-from seamlessflow.proxy import ProxyConfig
+from seamlessflow.proxy import ProxyOptions
 from seamlessflow.rollout.options import RolloutOptions
 from seamlessflow.service_metrics import PORT_ENV
 from seamlessflow.stack.services import app_services, metrics_ports, with_stack_defaults
@@ -33,7 +33,7 @@ def test_proxy_workers_share_one_address_as_resources_of_their_own(tmp_path):
 
 def test_default_pieces_agree(tmp_path):
     settings = with_stack_defaults(Settings(data_dir=tmp_path))
-    proxy = ProxyConfig.model_validate(settings.section("proxy"))
+    proxy = ProxyOptions.model_validate(settings.section("proxy"))
     assert proxy.served_model == RolloutOptions.from_settings(settings).served_model_name
     assert settings.section("agents")["proxy_url"] == f"http://{proxy.host}:{proxy.port}"
     assert settings.section("trainer")["model_path"] == str(tmp_path.resolve() / "models" / "tiny")

@@ -7,8 +7,8 @@ import time
 from seamlessflow.config import Settings
 from seamlessflow.testing.tensorboard_events import scalars
 from seamlessflow.testing.tracking_records import create_eval_topic, eval_json, publish_evals, publish_run
-from seamlessflow.tracking.sink import MetricsSink, default_logdir, tracking_config
-from seamlessflow.tracking.trackers import Trackers, TrackingConfig
+from seamlessflow.tracking.sink import MetricsSink, default_logdir, tracking_options
+from seamlessflow.tracking.trackers import Trackers, TrackingOptions
 
 
 def run_sink_until(sink, done, timeout_s=30.0):
@@ -44,7 +44,7 @@ def test_a_restarted_sink_goes_on_from_its_committed_offsets(settings, codec):
 
 
 def test_a_broken_tracker_is_reported_once_and_never_stops_the_sink(settings, codec, caplog):
-    config = TrackingConfig(wandb={"project": "x"}, mlflow={"tracking_uri": "http://127.0.0.1:9"})
+    config = TrackingOptions(wandb={"project": "x"}, mlflow={"tracking_uri": "http://127.0.0.1:9"})
     trackers = Trackers.open(config, default_logdir(settings), "default/default")
     assert [t.name for t in trackers.trackers] == ["tensorboard"]  # wandb and mlflow: not installed here
     assert len(trackers.problems) == 2
@@ -87,8 +87,8 @@ def _stopped():
 
 
 def test_a_malformed_tracking_section_falls_back_to_tensorboard(caplog):
-    config = tracking_config(Settings().with_overrides(tracking={"tensorboard": "sometimes", "flush_s": "x"}))
-    assert config == TrackingConfig()
+    config = tracking_options(Settings().with_overrides(tracking={"tensorboard": "sometimes", "flush_s": "x"}))
+    assert config == TrackingOptions()
     assert "configuration not usable" in caplog.text
 
 

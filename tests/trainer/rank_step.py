@@ -9,8 +9,8 @@ import deepspeed
 import torch
 
 from seamlessflow.core.batching import KeptGroup
-from seamlessflow.trainer.config import DEEPSPEED_CONFIGS
 from seamlessflow.trainer.engine import PolicyEngine
+from seamlessflow.trainer.options import DEEPSPEED_CONFIGS
 from tests.trainer.test_packing import random_samples
 
 

@@ -1,5 +1,5 @@
 from seamlessflow.config import Settings
-from seamlessflow.trainer.config import TrainerConfig
+from seamlessflow.trainer.options import TrainerOptions
 
 
 def test_trainer_section_builds_core_configs():
@@ -8,7 +8,7 @@ def test_trainer_section_builds_core_configs():
         trainer={"group_size": 8, "batch_threshold": 4096, "threshold_kind": "tokens", "max_staleness": 2,
                  "stale_mode": "downweight", "clip_high": 0.28, "tis_cap": 2.0},
     )
-    config = TrainerConfig.from_settings(settings)
+    config = TrainerOptions.from_settings(settings)
     batch = config.batch_config()
     assert (batch.group_size, batch.threshold, batch.threshold_kind) == (8, 4096, "tokens")
     assert (batch.staleness.max_staleness, batch.staleness.mode) == (2, "downweight")
@@ -20,6 +20,6 @@ def test_trainer_section_builds_core_configs():
 def test_memory_settings_reach_the_engine_options():
     settings = Settings().with_overrides(trainer={"max_tokens_per_micro_batch": 8192, "packing": False,
                                                   "activation_checkpointing": True, "offload_reference": True})
-    options = TrainerConfig.from_settings(settings).memory_options()
+    options = TrainerOptions.from_settings(settings).memory_options()
     assert (options.max_tokens_per_micro_batch, options.packing) == (8192, False)
     assert options.activation_checkpointing and options.offload_reference and options.logprob_chunk_tokens == 1024

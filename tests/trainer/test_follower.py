@@ -6,9 +6,9 @@ from types import SimpleNamespace
 import pytest
 
 from seamlessflow.config import Settings
-from seamlessflow.trainer.config import TrainerConfig
 from seamlessflow.trainer.follower import Follower, Order, OrderKind
 from seamlessflow.trainer.loop import Trainer
+from seamlessflow.trainer.options import TrainerOptions
 
 
 class Engine:
@@ -45,4 +45,4 @@ def test_a_follower_takes_its_part_of_each_order_until_told_to_stop():
 
 def test_the_trainer_loop_is_the_leader_s_alone(tmp_path):
     with pytest.raises(ValueError, match="rank 1 is a follower"):
-        Trainer(Settings(data_dir=str(tmp_path)), TrainerConfig(enabled=True), Engine([]))
+        Trainer(Settings(data_dir=str(tmp_path)), TrainerOptions(enabled=True), Engine([]))

@@ -7,9 +7,9 @@ import torch
 
 from seamlessflow.core.batching import KeptGroup
 from seamlessflow.core.losses import PolicyLossConfig
-from seamlessflow.trainer.config import DEEPSPEED_CONFIGS
 from seamlessflow.trainer.engine import MemoryOptions, PolicyEngine
 from seamlessflow.trainer.model import TokenLogprobModel, load_causal_lm, training_dtype
+from seamlessflow.trainer.options import DEEPSPEED_CONFIGS
 from tests.trainer.test_packing import random_samples
 
 

@@ -9,9 +9,9 @@ from transformers import AutoModelForCausalLM
 from seamlessflow.core.batching import KeptGroup, TrajectorySample
 from seamlessflow.core.losses import PolicyLossConfig
 from seamlessflow.core.micro_batches import micro_batch_cost
-from seamlessflow.trainer.config import DEEPSPEED_CONFIGS
 from seamlessflow.trainer.engine import MemoryOptions, PolicyEngine, forward_logprobs, micro_batch_loss
 from seamlessflow.trainer.model import TokenLogprobModel
+from seamlessflow.trainer.options import DEEPSPEED_CONFIGS
 from seamlessflow.trainer.samples import collate
 
 

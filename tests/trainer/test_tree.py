@@ -82,8 +82,8 @@ def test_a_deepspeed_step_on_trees_is_the_flat_step(tiny_model_dir):
     import json
 
     from seamlessflow.core.batching import KeptGroup
-    from seamlessflow.trainer.config import DEEPSPEED_CONFIGS
     from seamlessflow.trainer.engine import MemoryOptions, PolicyEngine
+    from seamlessflow.trainer.options import DEEPSPEED_CONFIGS
 
     config = json.loads((DEEPSPEED_CONFIGS / "cpu_zero1.json").read_text())
     samples = group_on_one_prompt()

@@ -7,8 +7,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from seamlessflow.core.batching import KeptGroup
-from seamlessflow.trainer.config import DEEPSPEED_CONFIGS
 from seamlessflow.trainer.engine import MemoryOptions, PolicyEngine
+from seamlessflow.trainer.options import DEEPSPEED_CONFIGS
 from seamlessflow.weights.files import save_weights
 from tests.trainer.test_packing import random_samples
 

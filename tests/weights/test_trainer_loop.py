@@ -21,8 +21,8 @@ from seamlessflow.rollout.client import EngineClient
 from seamlessflow.rollout.service import RolloutService
 from seamlessflow.testing.models import build_random_tiny_model
 from seamlessflow.topics import Topics
-from seamlessflow.trainer.config import TrainerConfig
 from seamlessflow.trainer.loop import Trainer
+from seamlessflow.trainer.options import TrainerOptions
 from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 from tests.rollout.helpers import StatusWatcher
 from tests.trainer.helpers import trajectory, wait_for
@@ -46,7 +46,7 @@ def test_trainer_versions_go_through_the_transfer_group_before_they_are_announce
     service = RolloutService(settings, RID, codec)
     rollout = threading.Thread(target=service.run, args=(stop,), name="rollout")
     rollout.start()
-    config = TrainerConfig(enabled=True, model_path=str(model_dir), group_size=2, batch_threshold=1,
+    config = TrainerOptions(enabled=True, model_path=str(model_dir), group_size=2, batch_threshold=1,
                            heartbeat_s=0.5, weight_transfer="gloo", files_every=2)
     deepspeed = config.deepspeed_dict()
     deepspeed["optimizer"]["params"]["lr"] = 1e-2  # one step moves the logprobs well past the tolerance

@@ -8,7 +8,7 @@ from seamlessflow.config import Settings
 from seamlessflow.core.assembler import AssemblerConfig, Selection
 
 
-class AssemblyConfig(BaseModel):
+class AssemblerOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     enabled: bool = True
@@ -23,8 +23,8 @@ class AssemblyConfig(BaseModel):
     closed_memory: int = 100_000  # closed session ids remembered to ignore late or repeated events
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> AssemblyConfig:
+    def from_settings(cls, settings: Settings) -> AssemblerOptions:
         return cls.model_validate(settings.section("assembler"))
 
-    def core(self) -> AssemblerConfig:
+    def assembler_config(self) -> AssemblerConfig:
         return AssemblerConfig(max_tokens=self.max_tokens_per_session, selection=self.selection)

@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 from seamlessflow.core.routing import FitTable, ProfileLearner
 
 
-class EngineConfig(BaseModel):
+class EngineOptions(BaseModel):
     """An inference engine the proxy may route to: its id and base URL (without `/v1`)."""
 
     model_config = ConfigDict(extra="forbid")
@@ -49,14 +49,14 @@ class RoutingOptions(BaseModel):
         return ProfileLearner(ratio=self.ratio, min_tokens=self.min_tokens, hysteresis=self.hysteresis)
 
 
-class ProxyConfig(BaseModel):
+class ProxyOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     id: str = "proxy"  # resource id on the control/status topics
     host: str = "127.0.0.1"
     port: int = 8100
     workers: int = Field(1, ge=1)  # processes `up` starts on host:port (SO_REUSEPORT), resources <id>-<i>
-    engines: list[EngineConfig] = Field(default_factory=list)
+    engines: list[EngineOptions] = Field(default_factory=list)
     routing: RoutingOptions = Field(default_factory=RoutingOptions)
     discover_engines: bool = True  # add rollout engines announced on the status topic
     listen_control: bool = True  # consume the control topic (pause/resume/load_weights)
@@ -82,5 +82,5 @@ class ProxyConfig(BaseModel):
     producer: dict = Field(default_factory=lambda: {"linger.ms": 0})  # extra librdkafka producer properties
 
     @classmethod
-    def from_settings(cls, settings) -> ProxyConfig:
+    def from_settings(cls, settings) -> ProxyOptions:
         return cls.model_validate(settings.section("proxy"))

@@ -7,7 +7,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from seamlessflow.config import Settings
 
 
-class AgentSettings(BaseModel):
+class AgentOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     proxy_url: str = "http://127.0.0.1:8000"  # the proxy's root; sessions live under /sessions/{id}/v1
@@ -26,7 +26,7 @@ class AgentSettings(BaseModel):
     heartbeat_s: float = Field(5.0, gt=0)  # status-topic heartbeat (kind "agent") for `status` and `up`
 
     @classmethod
-    def from_settings(cls, settings: Settings, **overrides) -> AgentSettings:
+    def from_settings(cls, settings: Settings, **overrides) -> AgentOptions:
         data = settings.section("agents")
         data.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(data)

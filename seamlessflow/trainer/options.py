@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 DEEPSPEED_CONFIGS = Path(__file__).resolve().parents[2] / "infra" / "deepspeed"
 
 
-class TrainerConfig(BaseModel):
+class TrainerOptions(BaseModel):
     """Everything the trainer process needs beyond the shared settings.
 
     ``deepspeed`` is passed to `deepspeed.initialize` untouched: a path to a JSON file or the dict itself.
@@ -84,7 +84,7 @@ class TrainerConfig(BaseModel):
     max_steps: int | None = None  # stop after this many steps (tests, benchmarks)
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> TrainerConfig:
+    def from_settings(cls, settings: Settings) -> TrainerOptions:
         return cls.model_validate(settings.section("trainer"))
 
     def group_id(self, settings: Settings) -> str:
