@@ -79,7 +79,7 @@ def enabled(settings: Settings, service: str, default: bool = False) -> bool:
 
 def app_services(settings: Settings) -> list[ServiceSpec]:
     """The project's own services, in start order; each can be turned off in its config section."""
-    from seamlessflow.proxy import ProxyConfig
+    from seamlessflow.proxy import ProxyOptions
     from seamlessflow.rollout.options import RolloutOptions
 
     specs = []
@@ -99,7 +99,7 @@ def app_services(settings: Settings) -> list[ServiceSpec]:
         # agents start only once the engines are up (vLLM takes ~40 s, minutes on a loaded machine)
         specs[-1].ready, specs[-1].ready_timeout_s = engines_up(settings, ids), rollout.health_timeout_s
     if enabled(settings, "proxy"):
-        specs += proxy_services(ProxyConfig.model_validate(settings.section("proxy")), settings)
+        specs += proxy_services(ProxyOptions.model_validate(settings.section("proxy")), settings)
     if enabled(settings, "trainer"):
         specs.append(trainer_service(settings))
     if enabled(settings, "scheduler"):
@@ -137,9 +137,9 @@ def assembler_services(settings: Settings) -> list[ServiceSpec]:
     """`assembler.workers` processes in one consumer group sharing the session-events
     partitions (a session's events share a key, so one worker holds the whole session); each is supervised
     on its own, and a dead one's partitions move to the others until it is back."""
-    from seamlessflow.assembler.config import AssemblyConfig
+    from seamlessflow.assembler.options import AssemblerOptions
 
-    workers = AssemblyConfig.from_settings(settings).workers
+    workers = AssemblerOptions.from_settings(settings).workers
     if workers == 1:
         return [python_service(settings, "assembler")]
     return [python_service(settings, f"assembler-{i}", module="assembler") for i in range(workers)]
@@ -161,11 +161,11 @@ def trainer_service(settings: Settings) -> ServiceSpec:
     """One supervised service whatever the ranks: with `trainer.ranks` > 1 (or several nodes) it is torch's
     launcher, which starts the ranks and takes them all down when one fails, so the supervisor restarts
     the group as a whole (`seamlessflow.trainer.launch`)."""
-    from seamlessflow.trainer.config import TrainerConfig
     from seamlessflow.trainer.launch import launcher_argv
+    from seamlessflow.trainer.options import TrainerOptions
 
     spec = python_service(settings, "trainer")
-    argv = launcher_argv(TrainerConfig.from_settings(settings), config_path(settings))
+    argv = launcher_argv(TrainerOptions.from_settings(settings), config_path(settings))
     if argv is not None:
         spec.argv = argv
     return spec
@@ -208,9 +208,9 @@ def start_stack(settings: Settings, supervisor: Supervisor, log=print) -> None:
     supervisor.info["generation"] = settings.generation
     prepare_model(settings, log)
     if enabled(settings, "proxy"):
-        from seamlessflow.proxy import ProxyConfig
+        from seamlessflow.proxy import ProxyOptions
 
-        proxy = ProxyConfig.model_validate(settings.section("proxy"))
+        proxy = ProxyOptions.model_validate(settings.section("proxy"))
         supervisor.info["proxy"] = f"http://{proxy.host}:{proxy.port}/v1"
         key = TeamKeys.from_settings(settings).ensure_default(settings.team)
         supervisor.info[f"api key ({settings.team})"] = (
