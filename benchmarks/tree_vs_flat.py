@@ -28,7 +28,7 @@ from seamlessflow.core.token_tree import build_tree, tree_pays
 from seamlessflow.trainer.engine import micro_batch_loss
 from seamlessflow.trainer.model import TokenLogprobModel
 from seamlessflow.trainer.samples import collate
-from seamlessflow.trainer.tree import tree_batch, tree_batch_loss
+from seamlessflow.trainer.tree import tree_batch
 
 
 def sample(name: str, tokens: list[int], mask: list[int]) -> TrajectorySample:
@@ -61,7 +61,7 @@ def step(model, optimizer, samples: list[TrajectorySample], tree: bool) -> None:
     advantages, weights = torch.linspace(-1, 1, len(samples)), torch.ones(len(samples))
     total = sum(max(s.trained_tokens - s.loss_mask[0], 0) for s in samples)
     if tree:
-        out, _ = tree_batch_loss(model, tree_batch(samples), advantages, weights, total, PolicyLossConfig())
+        out, _ = micro_batch_loss(model, tree_batch(samples), advantages, weights, total, PolicyLossConfig())
     else:
         out, _ = micro_batch_loss(model, collate(samples), advantages, weights, total, PolicyLossConfig())
     out.loss.backward()

@@ -40,7 +40,7 @@ from seamlessflow.trainer.model import TokenLogprobModel, load_causal_lm, zero_s
 from seamlessflow.trainer.ops import preload_ops
 from seamlessflow.trainer.ranks import RankGroup
 from seamlessflow.trainer.samples import MicroBatch, collate
-from seamlessflow.trainer.tree import TreeChoice, model_shape, plan_by_prefix, tree_batch_loss
+from seamlessflow.trainer.tree import TreeBatch, TreeChoice, model_shape, plan_by_prefix
 
 log = logging.getLogger("seamlessflow.trainer.engine")
 
@@ -154,22 +154,25 @@ def init_distributed() -> None:
 
 def forward_logprobs(model, batch: MicroBatch) -> torch.Tensor:
     """Logprobs [rows, T] from a `TokenLogprobModel` (or a DeepSpeed engine around one)."""
-    return model(input_ids=batch.tokens, attention_mask=batch.attention_mask, position_ids=batch.position_ids)
+    return batch.logprobs_of(model)
 
 
-def micro_batch_loss(model, batch: MicroBatch, advantages: torch.Tensor, weights: torch.Tensor, normaliser: int,
-                     config: PolicyLossConfig, reference=None, ranks: int = 1) -> tuple[PolicyLoss, torch.Tensor]:
-    """The step's loss share of one micro-batch (padded or packed: the same numbers) and its logprobs;
-    ``ranks`` data-parallel ranks whose gradients DeepSpeed averages (so each share counts ``ranks`` times)."""
-    logprobs = forward_logprobs(model, batch)
+def micro_batch_loss(model, batch: MicroBatch | TreeBatch, advantages: torch.Tensor, weights: torch.Tensor,
+                     normaliser: int, config: PolicyLossConfig, reference=None,
+                     ranks: int = 1) -> tuple[PolicyLoss, torch.Tensor]:
+    """The step's loss share of one micro-batch (padded, packed or a token tree: the same numbers) and its
+    logprobs in the flat layout; ``ranks`` data-parallel ranks whose gradients DeepSpeed averages (so each
+    share counts ``ranks`` times)."""
+    flat = batch.flat
+    logprobs = batch.logprobs_of(model)
     ref = None
     if reference is not None:
         with torch.no_grad():
-            ref = forward_logprobs(reference, batch)
+            ref = batch.logprobs_of(reference)
     out = ppo_clip_loss(
-        logprobs, batch.logprobs, batch.per_token(advantages), batch.loss_mask, config, ref_logprobs=ref,
-        sample_weights=batch.per_token(weights), normaliser=max(normaliser, 1) / ranks,
-        sequence_index=batch.sequence_index,
+        logprobs, flat.logprobs, flat.per_token(advantages), flat.loss_mask, config, ref_logprobs=ref,
+        sample_weights=flat.per_token(weights), normaliser=max(normaliser, 1) / ranks,
+        sequence_index=flat.sequence_index,
     )
     return out, logprobs
 
@@ -315,24 +318,19 @@ class PolicyEngine:
         budget = self.options.max_tokens_per_micro_batch
         per_gpu = None if budget is not None else self.engine.train_micro_batch_size_per_gpu()
         if self.trees.enabled:
-            return plan_by_prefix(samples, budget, per_gpu)
+            return plan_by_prefix(samples, budget, per_gpu, self.packing)
         return plan_micro_batches([len(s.tokens) for s in samples], budget, per_gpu, self.packing)
 
     def _micro_step(self, samples: list[TrajectorySample], advantages: torch.Tensor, weights: torch.Tensor,
                     normaliser: int) -> MicroStep:
         flat_positions = sum(len(s.tokens) for s in samples)
         tree = self.trees.batch(samples, self.pad_id)
-        if tree is not None:
-            on_device = tree.to(self.engine.device)
-            batch, positions = on_device.flat, tree.tree.size
-            out, logprobs = tree_batch_loss(self.engine, on_device, advantages, weights, normaliser, self.loss_config,
-                                            self.reference, self.ranks.world)
-        else:
-            batch, positions = collate(samples, self.pad_id, packed=self.packing).to(self.engine.device), flat_positions
-            out, logprobs = micro_batch_loss(self.engine, batch, advantages, weights, normaliser, self.loss_config,
-                                             self.reference, self.ranks.world)
+        batch = (tree or collate(samples, self.pad_id, packed=self.packing)).to(self.engine.device)
+        out, logprobs = micro_batch_loss(self.engine, batch, advantages, weights, normaliser, self.loss_config,
+                                         self.reference, self.ranks.world)
         self.engine.backward(out.loss, scale_wrt_gas=False)
-        diff = logprob_abs_diff(logprobs, batch.logprobs, batch.loss_mask)
+        diff = logprob_abs_diff(logprobs, batch.flat.logprobs, batch.flat.loss_mask)
+        positions = tree.tree.size if tree is not None else flat_positions
         return MicroStep(float(out.loss.detach()), out.tokens, diff, out.clip_fraction, out.kl_mean, positions,
                          flat_positions)
 

@@ -45,6 +45,15 @@ class MicroBatch:
     def to(self, device) -> MicroBatch:
         return MicroBatch(*(None if t is None else t.to(device) for t in vars(self).values()))  # type: ignore[arg-type]  # position_ids may be None
 
+    @property
+    def flat(self) -> MicroBatch:
+        """The padded or packed layout the loss reads: itself (a tree batch has its own, `trainer.tree`)."""
+        return self
+
+    def logprobs_of(self, model) -> torch.Tensor:
+        """Logprobs [rows, T] from a `TokenLogprobModel` (or a DeepSpeed engine around one)."""
+        return model(input_ids=self.tokens, attention_mask=self.attention_mask, position_ids=self.position_ids)
+
     def per_token(self, values: torch.Tensor) -> torch.Tensor:
         """Per-sequence ``values`` [n] spread over positions [rows, T] (any value on padding)."""
         return values.to(self.tokens.device)[self.sequence_index.clamp(min=0)]

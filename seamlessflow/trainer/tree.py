@@ -5,7 +5,8 @@ The model sees one row of the trie's nodes with each node's depth as its positio
 forward returns each node's logprob (read from the parent's output), which is gathered back into the flat
 [sequences, T] layout. From there the loss is the flat one (`core.losses.ppo_clip_loss` with the padded
 batch's behaviour logprobs, masks, advantages and weights), so every term, clip, KL and weight is the same;
-a node several sequences share gets the sum of their gradients through the gather.
+a node several sequences share gets the sum of their gradients through the gather. `engine.micro_batch_loss`
+takes a tree batch as it takes a flat one.
 
 The mask here is dense (`core.token_tree.ancestor_mask`, an additive [1, 1, N, N] float mask for SDPA or
 eager attention: 4 N^2 bytes, 64 MB at 4k tree tokens): torch's flex attention, which could take the tree
@@ -20,7 +21,7 @@ from typing import Any
 import torch
 
 from seamlessflow.core.batching import TrajectorySample
-from seamlessflow.core.losses import PolicyLoss, PolicyLossConfig, ppo_clip_loss
+from seamlessflow.core.micro_batches import micro_batch_cost
 from seamlessflow.core.token_tree import PackedTree, ancestor_mask, build_tree, edges, gather_sequences, tree_pays
 from seamlessflow.trainer.samples import MicroBatch, collate
 
@@ -37,6 +38,13 @@ class TreeBatch:
     children: torch.Tensor  # [E]
     flat: MicroBatch
 
+    def logprobs_of(self, model) -> torch.Tensor:
+        """Per-sequence logprobs [S, T] (what the flat batch's `logprobs_of` gives) from one forward of the
+        tree; ``model`` is a `TokenLogprobModel` or a DeepSpeed engine around one."""
+        nodes = model(input_ids=self.tokens, attention_mask=self.attention_mask, position_ids=self.position_ids,
+                      edges=(self.parents, self.children))
+        return gather_sequences(nodes, self.tree)
+
     def to(self, device) -> TreeBatch:
         return TreeBatch(self.tree, self.tokens.to(device), self.position_ids.to(device),
                          self.attention_mask.to(device), self.parents.to(device), self.children.to(device),
@@ -50,31 +58,6 @@ def tree_batch(samples: list[TrajectorySample], pad_id: int = 0) -> TreeBatch:
     parents, children = edges(tree)
     return TreeBatch(tree, torch.tensor([tree.tokens]), torch.tensor([tree.position_ids]), mask[None, None],
                      parents, children, collate(samples, pad_id))
-
-
-def tree_logprobs(model, batch: TreeBatch) -> torch.Tensor:
-    """Per-sequence logprobs [S, T] (as `engine.forward_logprobs` gives for the flat batch) from one forward
-    of the tree; ``model`` is a `TokenLogprobModel` or a DeepSpeed engine around one."""
-    nodes = model(input_ids=batch.tokens, attention_mask=batch.attention_mask, position_ids=batch.position_ids,
-                  edges=(batch.parents, batch.children))
-    return gather_sequences(nodes, batch.tree)
-
-
-def tree_batch_loss(model, batch: TreeBatch, advantages: torch.Tensor, weights: torch.Tensor, normaliser: int,
-                    config: PolicyLossConfig, reference=None, ranks: int = 1) -> tuple[PolicyLoss, torch.Tensor]:
-    """`engine.micro_batch_loss` for a tree: the same loss share, its prefixes computed once."""
-    flat = batch.flat
-    logprobs = tree_logprobs(model, batch)
-    ref = None
-    if reference is not None:
-        with torch.no_grad():
-            ref = tree_logprobs(reference, batch)
-    out = ppo_clip_loss(
-        logprobs, flat.logprobs, flat.per_token(advantages), flat.loss_mask, config, ref_logprobs=ref,
-        sample_weights=flat.per_token(weights), normaliser=max(normaliser, 1) / ranks,
-        sequence_index=flat.sequence_index,
-    )
-    return out, logprobs
 
 
 @dataclass(frozen=True)
@@ -107,21 +90,19 @@ def model_shape(model: torch.nn.Module) -> tuple[int, int, int]:
     return params, config.num_hidden_layers, heads * getattr(config, "head_dim", config.hidden_size // heads)
 
 
-def plan_by_prefix(samples: list[TrajectorySample], max_tokens: int | None,
-                   max_sequences: int | None) -> list[list[int]]:
+def plan_by_prefix(samples: list[TrajectorySample], max_tokens: int | None, max_sequences: int | None,
+                   packed: bool) -> list[list[int]]:
     """Micro-batches of neighbours in token order, so sequences that share a prefix (a group's prompt, a
-    session's forks) land in one micro-batch and its tree; bounded like `core.micro_batches` (tokens counted
-    flat: a bound the tree can only undercut)."""
+    session's forks) land in one micro-batch and its tree; bounded like `core.micro_batches`, tokens counted
+    as the flat layout would (`micro_batch_cost`: a bound the tree can only undercut, and what a micro-batch
+    the FLOP rule keeps flat costs)."""
     order = sorted(range(len(samples)), key=lambda i: samples[i].tokens)
     batches: list[list[int]] = []
-    tokens = 0
     for i in order:
-        length = len(samples[i].tokens)
+        lengths = [len(samples[j].tokens) for j in (batches[-1] if batches else [])] + [len(samples[i].tokens)]
         full = batches and ((max_sequences is not None and len(batches[-1]) >= max_sequences)
-                            or (max_tokens is not None and tokens + length > max_tokens))
+                            or (max_tokens is not None and micro_batch_cost(lengths, packed) > max_tokens))
         if not batches or full:
             batches.append([])
-            tokens = 0
         batches[-1].append(i)
-        tokens += length
     return batches

@@ -10,7 +10,7 @@ from seamlessflow.core.losses import PolicyLossConfig
 from seamlessflow.trainer.engine import micro_batch_loss
 from seamlessflow.trainer.model import TokenLogprobModel
 from seamlessflow.trainer.samples import collate
-from seamlessflow.trainer.tree import tree_batch, tree_batch_loss
+from seamlessflow.trainer.tree import tree_batch
 
 
 def sample(i: int, tokens: list[int], trained_from: int, trained_until: int | None = None) -> TrajectorySample:
@@ -43,7 +43,7 @@ def loss_and_grads(model, samples, tree, config):
     if config.ratio == "sequence":
         total = len(samples)
     if tree:
-        out, _ = tree_batch_loss(model, tree_batch(samples), advantages, weights, total, config, reference=model)
+        out, _ = micro_batch_loss(model, tree_batch(samples), advantages, weights, total, config, reference=model)
     else:
         out, _ = micro_batch_loss(model, collate(samples), advantages, weights, total, config, reference=model)
     out.loss.backward()
@@ -109,4 +109,5 @@ def test_the_auto_choice_trains_flat_what_shares_nothing():
     assert TreeChoice(False, (1000, 2, 64)).batch(group_on_one_prompt(), 0) is None
     assert TreeChoice(None, (10**6, 2, 64)).batch(group_on_one_prompt(), 0) is not None
     mixed = [sample(0, [9, 1], 1), sample(1, [3, 4, 5], 1), sample(2, [9, 2], 1), sample(3, [3, 4, 6], 1)]
-    assert plan_by_prefix(mixed, None, 2) == [[1, 3], [0, 2]]  # neighbours by prefix share a micro-batch
+    assert plan_by_prefix(mixed, None, 2, False) == [[1, 3], [0, 2]]  # neighbours by prefix share a micro-batch
+    assert plan_by_prefix(mixed, 5, None, False) == [[1], [3], [0, 2]]  # padded cost: rows x longest
