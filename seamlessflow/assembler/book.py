@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from seamlessflow.assembler.config import AssemblyConfig
-from seamlessflow.assembler.convert import call_from_token_io, trajectory_of
+from seamlessflow.assembler.convert import attempt_of, call_from_token_io, trajectory_of
 from seamlessflow.avro import Codec
 from seamlessflow.core.assembler import SessionAssembler, SessionStatus
 from seamlessflow.core.assembly_invariants import check_sequence
@@ -111,7 +111,7 @@ class SessionBook:
             entry = self.open[msg.session_id] = _Open(SessionAssembler(self.config.core()), partition, offset, 0.0)
         entry.last_seen = self.clock()
         try:
-            outcome = entry.session.add(call_from_token_io(msg))
+            outcome = entry.session.add(call_from_token_io(msg), attempt_of(msg))
         except InvalidCall as exc:
             out.dead_letters.append(self._dead_letter(partition, offset, key, value, f"invalid call: {exc}"))
             return msg.session_id
@@ -146,6 +146,8 @@ class SessionBook:
         info: dict[str, Any] = {"outcomes": {o.value: n for o, n in session.counts.items() if n}}
         if end.num_calls >= 0 and end.num_calls != num_calls:
             info["calls_expected"] = end.num_calls
+        if session.abandoned_attempts:
+            info["abandoned_attempts"] = session.abandoned_attempts
         request = pending_request(end.info_json)
         if request is not None:  # scored later by a reward worker (seamlessflow/rewards)
             info[REQUEST_KEY] = request

@@ -119,7 +119,10 @@ SESSION_PARAM = {"name": "session_id", "in": "path", "required": True, "schema":
 SESSION_HEADER = {"name": "X-Session-Id", "in": "header", "required": False, "schema": {"type": "string", "pattern": SESSION_PATTERN},
                   "description": "the session, when the path does not name it (else a new one is made)"}
 CALL_KEY = {"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string"},
-            "description": "names the call so a client retry keeps its call id"}
+            "description": "names the call so a client retry keeps its call id (else the call id is a digest of the body)"}
+RETRY_COUNT = {"name": "X-Stainless-Retry-Count", "in": "header", "required": False, "schema": {"type": "integer", "minimum": 0},
+               "description": "which retry of the same request this is (the openai and anthropic SDKs send it); the "
+                              "assembler trains only the last attempt answered"}
 SSE_EVENT = {"type": "object", "required": ["data"], "properties": {"data": {"type": "string"}},
              "description": "a JSON chunk, an OpenAI error object, or [DONE]"}
 CALL_ERRORS = ["400", "401", "403", "404", "405", "413", "429", "502", "503"]
@@ -133,7 +136,7 @@ def _call_operation(kind: str, config: ProxyConfig, in_path: bool) -> dict:
     return {"post": {
         "operationId": f"{name}{'_in_session' if in_path else ''}",
         "summary": f"OpenAI {'chat completions' if kind == 'chat' else 'completions'}; token I/O recorded",
-        "parameters": [SESSION_PARAM, CALL_KEY] if in_path else [SESSION_HEADER, CALL_KEY],
+        "parameters": [SESSION_PARAM, CALL_KEY, RETRY_COUNT] if in_path else [SESSION_HEADER, CALL_KEY, RETRY_COUNT],
         "requestBody": {"required": True, "content": {"application/json": {"schema": _call_body(kind, config)}}},
         "responses": _responses(ok, CALL_ERRORS),
     }}
@@ -189,7 +192,7 @@ def _door_operation(door: str, in_path: bool) -> dict:
     operation = {
         "operationId": f"{door}{'_in_session' if in_path else ''}",
         "summary": f"{'OpenAI Responses' if door == 'responses' else 'Anthropic Messages'}; token I/O recorded",
-        "parameters": [SESSION_PARAM, CALL_KEY] if in_path else [SESSION_HEADER, CALL_KEY],
+        "parameters": [SESSION_PARAM, CALL_KEY, RETRY_COUNT] if in_path else [SESSION_HEADER, CALL_KEY, RETRY_COUNT],
         "requestBody": {"required": True, "content": {"application/json": {"schema": body}}},
         "responses": responses,
     }
