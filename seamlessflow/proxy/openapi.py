@@ -120,9 +120,10 @@ SESSION_HEADER = {"name": "X-Session-Id", "in": "header", "required": False, "sc
                   "description": "the session, when the path does not name it (else a new one is made)"}
 CALL_KEY = {"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string"},
             "description": "names the call so a client retry keeps its call id (else the call id is a digest of the body)"}
-RETRY_COUNT = {"name": "X-Stainless-Retry-Count", "in": "header", "required": False, "schema": {"type": "integer", "minimum": 0},
-               "description": "which retry of the same request this is (the openai and anthropic SDKs send it); the "
-                              "assembler trains only the last attempt answered"}
+RETRY_COUNT = {"name": "X-Stainless-Retry-Count", "in": "header", "required": False, "schema": {"type": "string"},
+               "description": "which retry of the same request this is, a count the openai and anthropic SDKs send "
+                              "(advisory: a value that is not a small count reads as 0); the assembler trains only the "
+                              "last attempt answered"}
 SSE_EVENT = {"type": "object", "required": ["data"], "properties": {"data": {"type": "string"}},
              "description": "a JSON chunk, an OpenAI error object, or [DONE]"}
 CALL_ERRORS = ["400", "401", "403", "404", "405", "413", "429", "502", "503"]
