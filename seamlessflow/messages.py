@@ -113,6 +113,9 @@ class TokenIO:
     # session with event id `prompt_base_id`; readers rebuild the whole prompt (`SessionAssembler.resolve`)
     prompt_base_id: str | None = None
     prompt_base_tokens: Int32 = 0
+    # the client's retry of the same request (0: its first attempt; from the SDK's retry count): attempts of one
+    # request share `call_id`, and the assembler trains only the highest attempt answered (the one the agent got)
+    attempt: Int32 = 0
 
 
 @dataclass

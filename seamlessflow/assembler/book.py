@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from seamlessflow.assembler.convert import call_from_token_io, trajectory_of
+from seamlessflow.assembler.convert import attempt_of, call_from_token_io, trajectory_of
 from seamlessflow.assembler.options import AssemblerOptions
 from seamlessflow.avro import Codec
 from seamlessflow.core.assembler import SessionAssembler, SessionStatus
@@ -112,7 +112,7 @@ class SessionBook:
             entry = self.open[msg.session_id] = _Open(assembler, partition, offset, 0.0)
         entry.last_seen = self.clock()
         try:
-            outcome = entry.session.add(call_from_token_io(msg))
+            outcome = entry.session.add(call_from_token_io(msg), attempt_of(msg))
         except InvalidCall as exc:
             out.dead_letters.append(self._dead_letter(partition, offset, key, value, f"invalid call: {exc}"))
             return msg.session_id
@@ -147,6 +147,8 @@ class SessionBook:
         info: dict[str, Any] = {"outcomes": {o.value: n for o, n in session.counts.items() if n}}
         if end.num_calls >= 0 and end.num_calls != num_calls:
             info["calls_expected"] = end.num_calls
+        if session.abandoned_attempts:
+            info["abandoned_attempts"] = session.abandoned_attempts
         request = pending_request(end.info_json)
         if request is not None:  # scored later by a reward worker (seamlessflow/rewards)
             info[REQUEST_KEY] = request

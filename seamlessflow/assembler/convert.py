@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import replace
 
-from seamlessflow.core.assembler import AssembledSequence
+from seamlessflow.core.assembler import AssembledSequence, Attempt
 from seamlessflow.core.episodes import TrajectoryStatus
 from seamlessflow.core.prefix_tree import Call, PromptBase
 from seamlessflow.messages import EpisodeEnd, TokenIO, Trajectory
@@ -17,6 +17,11 @@ def call_from_token_io(record: TokenIO) -> Call:
     recorded as a delta keeps its base, which the session's assembler resolves."""
     base = PromptBase(record.prompt_base_id, record.prompt_base_tokens) if record.prompt_base_id is not None else None
     return Call(record.event_id, record.prompt_ids, record.completion_ids, record.logprobs, record.versions, base)
+
+
+def attempt_of(record: TokenIO) -> Attempt:
+    """The request the record answered (the proxy's call id: a client's retries share it) and the attempt."""
+    return Attempt(record.call_id, record.attempt)
 
 
 def with_whole_prompts(records: Iterable[TokenIO]) -> list[TokenIO]:

@@ -128,7 +128,7 @@ def _sessions(
                 session.late_calls += 1
                 continue
             session.calls.append(OracleCall(message.event_id, message.prompt_ids, message.completion_ids,
-                                            message.logprobs, message.versions))
+                                            message.logprobs, message.versions, message.call_id, message.attempt))
         elif isinstance(message, EpisodeEnd):
             session = sessions.setdefault(message.session_id, _Session())
             if message.event_id in session.end_ids:
@@ -218,7 +218,7 @@ def _check_trajectories(sessions: dict[str, _Session], stored: dict[str, Traject
         if end is None or (end.status == "aborted" and not rules.keep_aborted):
             continue
         derived = derive(session.calls, rules.max_tokens)
-        leaves = list(enumerate(derived.leaves))
+        leaves = [(branch, leaf) for branch, leaf in enumerate(derived.leaves) if branch not in derived.abandoned]
         if rules.longest_only and leaves:
             leaves = [max(leaves, key=lambda bl: (len(bl[1].tokens), -bl[0]))]
         status = "truncated" if derived.truncated else end.status

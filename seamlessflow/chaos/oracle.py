@@ -11,7 +11,9 @@ order, which is the branch id. One case is left open on purpose: when two calls 
 with different labels (a retry or n>1 sampling the same text) and a later call forks inside them, which
 copy's labels the fork inherits is a tie the assembler's tree breaks by its internal node order; such a
 leaf's `exact_from` says where its labels become certain; the audit checks all its tokens and the labels
-from there on. Pure: plain values in, plain values out (quadratic, fine for an audit).
+from there on. A client's retry: a leaf whose last call answered an attempt of a request that a later
+answered attempt superseded is not trained (`Derived.abandoned`, the README's retry rule). Pure: plain
+values in, plain values out (quadratic, fine for an audit).
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ class OracleCall:
     completion: Sequence[int]
     logprobs: Sequence[float]
     versions: Sequence[int]
+    request_id: str = ""  # the request it answered (a client's retries share it)
+    attempt: int = 0  # which of the client's attempts at that request
 
 
 @dataclass
@@ -39,6 +43,7 @@ class Leaf:
     logprobs: list[float] = field(default_factory=list)
     versions: list[int] = field(default_factory=list)
     exact_from: int = 0  # labels before this position are one of several equally valid ones (see derive)
+    last_call: str = ""  # the id of the call that wrote its end
 
     def cut(self, n: int) -> Leaf:
         return Leaf(self.tokens[:n], self.mask[:n], self.logprobs[:n], self.versions[:n], min(self.exact_from, n))
@@ -48,11 +53,12 @@ class Leaf:
 
     def write(self, call: OracleCall) -> None:
         """Appends the call's prompt beyond what is stored (fed) and its completion (generated)."""
-        gap = list(call.prompt[len(self.tokens):])
+        gap = list(call.prompt[len(self.tokens) :])
         self.tokens += gap + list(call.completion)
         self.mask += [0] * len(gap) + [1] * len(call.completion)
         self.logprobs += [FED_LOGPROB] * len(gap) + list(call.logprobs)
         self.versions += [FED_VERSION] * len(gap) + list(call.versions)
+        self.last_call = call.call_id
 
 
 @dataclass
@@ -60,6 +66,7 @@ class Derived:
     leaves: list[Leaf]
     truncated: bool
     calls: int  # distinct calls seen (duplicates by id count once)
+    abandoned: frozenset[int] = frozenset()  # leaves not trained: they end in a superseded attempt
 
 
 def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
@@ -99,7 +106,24 @@ def derive(calls: Sequence[OracleCall], max_tokens: int = 1 << 20) -> Derived:
                 leaf.exact_from = best
             leaf.write(call)
             leaves.append(leaf)
-    return Derived(leaves, truncated, len(seen))
+    return Derived(leaves, truncated, len(seen), abandoned_leaves(calls, leaves))
+
+
+def abandoned_leaves(calls: Sequence[OracleCall], leaves: Sequence[Leaf]) -> frozenset[int]:
+    """Leaves (by branch id) that end in an attempt a later answered attempt of the same request superseded;
+    a copy of a call under a later attempt (the same tokens again) counts as that attempt."""
+    attempt_of: dict[str, int] = {}
+    last: dict[str, int] = {}
+    request_of: dict[str, str] = {}
+    for call in calls:
+        attempt_of[call.call_id] = max(call.attempt, attempt_of.get(call.call_id, 0))
+        last[call.request_id] = max(call.attempt, last.get(call.request_id, 0))
+        request_of.setdefault(call.call_id, call.request_id)
+    return frozenset(
+        i
+        for i, leaf in enumerate(leaves)
+        if leaf.last_call in attempt_of and attempt_of[leaf.last_call] < last[request_of[leaf.last_call]]
+    )
 
 
 def _last(indices) -> int | None:

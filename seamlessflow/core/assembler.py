@@ -4,6 +4,12 @@ Why: the prefix tree only knows tokens. A session also has to ignore replayed ca
 at-least-once), count what each call did (so operators see how often agents fork or restart), stop
 growing once it reaches its token bound, and decide which leaves become trajectories. The state
 round-trips through plain data so a stream job can store or rebuild it.
+
+Retries: a client SDK that times out sends the same request again. When the first attempt was recorded
+too (its reply came too late, or was lost), the session holds both answers; the agent got only the last
+attempt's, and its later calls continue from it. So a leaf that ends in an attempt a later attempt of the
+same request superseded is an orphan: it is dropped at `finish` (counted as `abandoned_attempts`), never
+trained with a reward the agent earned from another answer. Their shared prompt stays in the kept leaf.
 """
 
 from __future__ import annotations
@@ -35,6 +41,14 @@ class AssemblerConfig:
 
 
 @dataclass(frozen=True)
+class Attempt:
+    """Which request a call answered (its key in the session) and which of the client's attempts at it it was."""
+
+    request_id: str
+    number: int = 0
+
+
+@dataclass(frozen=True)
 class AssembledSequence:
     """One leaf as a training sequence. Lists are equally long."""
 
@@ -62,10 +76,15 @@ class SessionAssembler:
         self.seen_call_ids: set[str] = set()
         self.counts: dict[Outcome, int] = {outcome: 0 for outcome in Outcome}
         self.status = SessionStatus.OPEN
+        self.attempts: dict[str, Attempt] = {}  # call (event) id -> the highest attempt it answered
+        self.last_attempt: dict[str, int] = {}  # request id -> its highest attempt answered
 
-    def add(self, call: Call) -> Outcome:
+    def add(self, call: Call, attempt: Attempt | None = None) -> Outcome:
         """Match one call into the session; raises InvalidCall for malformed calls (a prompt recorded as a
-        delta whose base this session does not hold included)."""
+        delta whose base this session does not hold included). `attempt`: which request and client attempt
+        the call answered (None: not known, never superseded)."""
+        if attempt is not None:
+            self._note(call.call_id, attempt)
         if call.call_id in self.seen_call_ids:
             return self._count(Outcome.DUPLICATE)
         call.validate()
@@ -78,6 +97,18 @@ class SessionAssembler:
         if outcome is Outcome.TRUNCATED:
             self.status = SessionStatus.TRUNCATED
         return self._count(outcome)
+
+    def _note(self, call_id: str, attempt: Attempt) -> None:
+        """A copy of a call under a later attempt (the same tokens again) counts as that later attempt."""
+        known = self.attempts.get(call_id)
+        if known is None or attempt.number > known.number:
+            self.attempts[call_id] = attempt
+        self.last_attempt[attempt.request_id] = max(attempt.number, self.last_attempt.get(attempt.request_id, 0))
+
+    def superseded(self, call_id: str) -> bool:
+        """The call answered an attempt the client gave up on: a later attempt of its request was answered."""
+        attempt = self.attempts.get(call_id)
+        return attempt is not None and attempt.number < self.last_attempt[attempt.request_id]
 
     def resolve(self, call: Call) -> Call:
         """The call with its whole prompt: a delta's base ids (from the session's stored sequences) then its
@@ -93,7 +124,7 @@ class SessionAssembler:
 
     def finish(self) -> list[AssembledSequence]:
         """The session's trajectories (all leaves, or the longest one), in branch id order."""
-        leaves = self.tree.leaves()
+        leaves = [leaf for leaf in self.tree.leaves() if not self.superseded(leaf.last_call.call_id)]
         if self.config.selection is Selection.LONGEST and leaves:
             leaves = [max(leaves, key=lambda leaf: (len(leaf.tokens), -leaf.branch_id))]
         truncated = self.status is SessionStatus.TRUNCATED
@@ -105,6 +136,11 @@ class SessionAssembler:
             )
             for leaf in leaves
         ]
+
+    @property
+    def abandoned_attempts(self) -> int:
+        """Leaves dropped because they end in an attempt the client retried."""
+        return sum(1 for leaf in self.tree.leaves() if self.superseded(leaf.last_call.call_id))
 
     @property
     def total_tokens(self) -> int:
@@ -124,6 +160,7 @@ class SessionAssembler:
             "status": self.status.value,
             "max_tokens": self.config.max_tokens,
             "selection": self.config.selection.value,
+            "attempts": {call_id: [a.request_id, a.number] for call_id, a in self.attempts.items()},
         }
 
     @classmethod
@@ -135,6 +172,8 @@ class SessionAssembler:
         for name, n in data["counts"].items():
             session.counts[Outcome(name)] = n
         session.status = SessionStatus(data["status"])
+        for call_id, (request_id, number) in data.get("attempts", {}).items():  # absent in older snapshots
+            session._note(call_id, Attempt(request_id, number))
         return session
 
     def to_bytes(self) -> bytes:

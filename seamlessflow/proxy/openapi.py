@@ -132,24 +132,46 @@ SESSION_HEADER = {
     "description": "the session, when the path does not name it (else a new one is made)",
 }
 CALL_KEY = {"name": "Idempotency-Key", "in": "header", "required": False, "schema": {"type": "string"},
-            "description": "names the call so a client retry keeps its call id"}
-SSE_EVENT = {"type": "object", "required": ["data"], "properties": {"data": {"type": "string"}},
-             "description": "a JSON chunk, an OpenAI error object, or [DONE]"}
+            "description": "names the call so a client retry keeps its call id "
+                           "(else the call id is a digest of the body)"}
+RETRY_COUNT = {
+    "name": "X-Stainless-Retry-Count",
+    "in": "header",
+    "required": False,
+    "schema": {"type": "string"},
+    "description": "which retry of the same request this is, a count the openai and anthropic SDKs send "
+    "(advisory: a value that is not a small count reads as 0); the assembler trains only the "
+    "last attempt answered",
+}
+SSE_EVENT = {
+    "type": "object",
+    "required": ["data"],
+    "properties": {"data": {"type": "string"}},
+    "description": "a JSON chunk, an OpenAI error object, or [DONE]",
+}
 CALL_ERRORS = ["400", "401", "403", "404", "405", "413", "429", "502", "503"]
 
 
 def _call_operation(kind: str, config: ProxyOptions, in_path: bool) -> dict:
     name = "chat" if kind == "chat" else "completions"
-    ok = {"description": "the engine's answer (a JSON body, or server-sent events when `stream` is true)",
-          "content": {"application/json": {"schema": {"type": "object", "required": ["id", "choices"]}},
-                      "text/event-stream": {"schema": SSE_EVENT}}}
-    return {"post": {
-        "operationId": f"{name}{'_in_session' if in_path else ''}",
-        "summary": f"OpenAI {'chat completions' if kind == 'chat' else 'completions'}; token I/O recorded",
-        "parameters": [SESSION_PARAM, CALL_KEY] if in_path else [SESSION_HEADER, CALL_KEY],
-        "requestBody": {"required": True, "content": {"application/json": {"schema": _call_body(kind, config)}}},
-        "responses": _responses(ok, CALL_ERRORS),
-    }}
+    ok = {
+        "description": "the engine's answer (a JSON body, or server-sent events when `stream` is true)",
+        "content": {
+            "application/json": {"schema": {"type": "object", "required": ["id", "choices"]}},
+            "text/event-stream": {"schema": SSE_EVENT},
+        },
+    }
+    return {
+        "post": {
+            "operationId": f"{name}{'_in_session' if in_path else ''}",
+            "summary": f"OpenAI {'chat completions' if kind == 'chat' else 'completions'}; token I/O recorded",
+            "parameters": [SESSION_PARAM, CALL_KEY, RETRY_COUNT]
+            if in_path
+            else [SESSION_HEADER, CALL_KEY, RETRY_COUNT],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": _call_body(kind, config)}}},
+            "responses": _responses(ok, CALL_ERRORS),
+        }
+    }
 
 
 RESPONSES_BODY = {
@@ -220,7 +242,7 @@ def _door_operation(door: str, in_path: bool) -> dict:
     operation = {
         "operationId": f"{door}{'_in_session' if in_path else ''}",
         "summary": f"{'OpenAI Responses' if door == 'responses' else 'Anthropic Messages'}; token I/O recorded",
-        "parameters": [SESSION_PARAM, CALL_KEY] if in_path else [SESSION_HEADER, CALL_KEY],
+        "parameters": [SESSION_PARAM, CALL_KEY, RETRY_COUNT] if in_path else [SESSION_HEADER, CALL_KEY, RETRY_COUNT],
         "requestBody": {"required": True, "content": {"application/json": {"schema": body}}},
         "responses": responses,
     }

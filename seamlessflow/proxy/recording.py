@@ -33,7 +33,8 @@ class CallIdentity:
 
     session_id: str
     team: str
-    call_id: str
+    call_id: str  # the request's key in its session: a client's retries of one request share it
+    attempt: int = 0  # the client's count of its retries of this request
 
 
 @dataclass(frozen=True)
@@ -94,6 +95,7 @@ class Recorder:
             created_at_ms=now_ms(),
             prompt_base_id=base[0] if base else None,
             prompt_base_tokens=base[1] if base else 0,
+            attempt=who.attempt,
         )
         return event, sequence
 
@@ -113,11 +115,13 @@ class Recorder:
 
 
 def event_id(call_id: str, choice: int, n_prompt: int, sequence: np.ndarray) -> str:
-    """`<call_id>-<tokens digest>.<choice>`. A client retry under the same Idempotency-Key keeps the call id
-    (recognisable downstream), and a copy of the same record keeps the whole id (de-duplicated). But when the
+    """`<call_id>-<tokens digest>.<choice>`. A client retry of the same request (the same Idempotency-Key, or the
+    same body) keeps the call id (recognisable downstream), and a copy of the same record keeps the whole id
+    (de-duplicated). But when the
     first attempt was recorded and its reply lost (the proxy died between Kafka's acknowledgement and the
-    reply), the retry generates anew: different tokens, so a different id, and both are kept (a fork) instead
-    of the first shadowing the tokens the agent actually received (found by a chaos run). The digest runs
+    reply), the retry generates anew: different tokens, so a different id, and both are kept instead
+    of the first shadowing the tokens the agent actually received (found by a chaos run); the assembler then
+    trains the later attempt when the client counted it (`TokenIO.attempt`), else both, as a fork. The digest runs
     over the prompt's length and the choice's int32 sequence (`deltas.token_sequence`)."""
     tokens = n_prompt.to_bytes(4, "little") + sequence.tobytes()
     digest = hashlib.blake2b(tokens, digest_size=4).hexdigest()

@@ -55,11 +55,22 @@ SESSION_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 SESSION_HEADER = "X-Session-Id"
 PROFILE_HEADER = "X-Session-Profile"  # prefill | decode | auto: declares the session's routing profile
 CALL_KEY_HEADERS = ("Idempotency-Key", "X-Request-Id")
+RETRY_COUNT_HEADER = "X-Stainless-Retry-Count"
 DOOR = web.RequestKey("door", FrontDoor)  # the request's front door: errors answer in its API's shape
 CHAT_DOOR = OpenAIDoor("chat")
 MESSAGES_DOOR = MessagesDoor()
-DOORS: dict[str, FrontDoor] = {"/v1/chat/completions": CHAT_DOOR, "/v1/completions": OpenAIDoor("completions"),
-                               "/v1/responses": ResponsesDoor(), "/v1/messages": MESSAGES_DOOR}
+DOORS: dict[str, FrontDoor] = {
+    "/v1/chat/completions": CHAT_DOOR,
+    "/v1/completions": OpenAIDoor("completions"),
+    "/v1/responses": ResponsesDoor(),
+    "/v1/messages": MESSAGES_DOOR,
+}
+
+
+def attempt_of(request: web.Request) -> int:
+    """Which attempt of its request this is, as the client's SDK counts it (0 when it does not say)."""
+    value = request.headers.get(RETRY_COUNT_HEADER, "")
+    return int(value) if value.isdigit() and len(value) < 6 else 0
 
 
 class EndRequest(BaseModel):
@@ -206,21 +217,28 @@ class ProxyServer:
             raise ProxyError(400, "session id must be 1-128 characters from [A-Za-z0-9._:-]", "session_id")
         return session_id, False
 
-    def _call_id(self, request: web.Request, team: str, session_id: str) -> str:
-        """Stable when the client names its request (a client retry is then recognisable downstream)."""
+    def _call_id(self, request: web.Request, team: str, session_id: str, body: bytes) -> str:
+        """The request's key within its session: the name the client gave it, else a digest of its route and body.
+        A client SDK's retry sends the same body again, so its attempts share the call id without any state
+        here (a retry may reach another proxy worker); the assembler trains the last attempt (`attempt_of`)."""
         for header in CALL_KEY_HEADERS:
             key = request.headers.get(header)
             if key:
                 return hashlib.blake2b(f"{team}/{session_id}/{key}".encode(), digest_size=12).hexdigest()
-        return uuid.uuid4().hex
+        digest = hashlib.blake2b(f"{team}/{session_id}/{request.path}/".encode(), digest_size=12)
+        digest.update(body)
+        return digest.hexdigest()
 
-    async def _json(self, request: web.Request) -> Any:
+    async def _body(self, request: web.Request) -> bytes:
         if request.content_length is not None and request.content_length > self.config.max_body_bytes:
             raise ProxyError(413, f"request body over {self.config.max_body_bytes} bytes")
         try:
-            raw = await request.read()
+            return await request.read()
         except web.HTTPRequestEntityTooLarge:
             raise ProxyError(413, f"request body over {self.config.max_body_bytes} bytes") from None
+
+    async def _json(self, request: web.Request, raw: bytes | None = None) -> Any:
+        raw = await self._body(request) if raw is None else raw
         try:
             return orjson.loads(raw)  # strict: NaN, Infinity and integers past 64 bits are not JSON here
         except orjson.JSONDecodeError as exc:
@@ -231,7 +249,8 @@ class ProxyServer:
         request[DOOR] = door  # errors answer in the door's API shape
         team = self._team(request)
         session_id, generated = self._session_id(request)
-        call = door.parse(await self._json(request), self.config.max_n)
+        body = await self._body(request)
+        call = door.parse(await self._json(request, body), self.config.max_n)
         try:
             session = self.sessions.claim(session_id, team)
         except SessionOwnedByOtherTeam:
@@ -243,11 +262,11 @@ class ProxyServer:
             except ValueError as exc:
                 raise ProxyError(400, str(exc), PROFILE_HEADER) from None
         headers = {SESSION_HEADER: session_id}
-        call_id = self._call_id(request, team, session_id)
+        who = CallIdentity(session_id, team, self._call_id(request, team, session_id, body), attempt_of(request))
         session.call_started()
         try:
             async with self.admission.slot():
-                return await self._serve(request, door, call, CallIdentity(session_id, team, call_id), headers)
+                return await self._serve(request, door, call, who, headers)
         finally:
             session.call_finished()
 
@@ -257,6 +276,7 @@ class ProxyServer:
         state = self.sessions.get(who.session_id)
         assert self.http is not None  # start_http() runs before the app serves
         stream = ClientStream(request, headers) if call.stream else None
+        reply_id = uuid.uuid4().hex  # the reply's own ids (response, items, tool calls): two answers never share one
         run = CallRun(
             call,
             who.session_id,
@@ -265,10 +285,10 @@ class ProxyServer:
             self.gate,
             self.config,
             profile=state.profile if state else None,
-            shaper_id=f"{'chatcmpl' if call.kind == 'chat' else 'cmpl'}-{who.call_id}",
+            shaper_id=f"{'chatcmpl' if call.kind == 'chat' else 'cmpl'}-{reply_id}",
             on_continuation=self.metrics.continuations.inc,
         )
-        events = door.events(run.shaper, who.call_id) if stream else None
+        events = door.events(run.shaper, reply_id) if stream else None
         if stream is not None and events is not None:
             run.emit = lambda chunk: stream.write(events.chunk(chunk))
         try:
@@ -288,7 +308,7 @@ class ProxyServer:
         self.metrics.tokens.labels("prompt").inc(capture.prompt_tokens)
         self.metrics.tokens.labels("completion").inc(capture.completion_tokens)
         if stream is None or events is None:
-            return json_reply(door.reply(run.shaper, who.call_id), headers)
+            return json_reply(door.reply(run.shaper, reply_id), headers)
         await stream.close(events.finish())
         return stream.response
 

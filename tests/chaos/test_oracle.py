@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from seamlessflow.chaos.oracle import OracleCall, derive
-from seamlessflow.core.assembler import AssemblerConfig, SessionAssembler, SessionStatus
+from seamlessflow.core.assembler import AssemblerConfig, Attempt, SessionAssembler, SessionStatus
 from seamlessflow.testing.sessions import sessions
 
 
@@ -55,3 +55,24 @@ def test_a_fork_inside_twin_histories_marks_where_labels_become_certain():
     leaves = derive(twins).leaves
     assert [leaf.tokens for leaf in leaves] == [[1, 2, 3], [1, 2, 3], [1, 2, 9, 4]]
     assert leaves[2].exact_from == 2 and leaves[2].mask[2:] == [0, 1] and leaves[2].versions[2:] == [-1, 3]
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sessions(), st.data())
+def test_oracle_drops_the_same_abandoned_attempts_as_the_core(sent, data):
+    """Calls answer random requests at random attempts (a record's id names its request, as the proxy's ids do;
+    a copy may come under a later attempt): both keep exactly the leaves no later attempt superseded."""
+    request = {c.call_id: data.draw(st.sampled_from("rst")) for c in sent}
+    attempts = [Attempt(request[c.call_id], data.draw(st.integers(0, 2))) for c in sent]
+    core = SessionAssembler(AssemblerConfig())
+    for call, attempt in zip(sent, attempts, strict=True):
+        core.add(call, attempt)
+    derived = derive(
+        [
+            OracleCall(c.call_id, c.prompt_ids, c.completion_ids, c.logprobs, c.versions, a.request_id, a.number)
+            for c, a in zip(sent, attempts, strict=True)
+        ]
+    )
+    kept = [(branch, leaf.tokens) for branch, leaf in enumerate(derived.leaves) if branch not in derived.abandoned]
+    assert kept == [(s.branch_id, s.tokens) for s in core.finish()]
+    assert len(derived.abandoned) == core.abandoned_attempts

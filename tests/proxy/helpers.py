@@ -13,11 +13,12 @@ from seamlessflow.messages import CommandAck, ControlCommand, TokenIO, new_id, n
 from seamlessflow.topics import Topics
 
 
-async def session_events(settings, codec, session_id=None):
-    """The session-events messages (of one session), prompts recorded as deltas made whole."""
+async def session_events(settings, codec, session_id=None, whole_prompts=True):
+    """The session-events messages (of one session), prompts recorded as deltas made whole (unless not asked)."""
     messages = await asyncio.to_thread(read_messages, settings, Topics(settings).session_events, codec)
-    calls = iter(with_whole_prompts(m for m in messages if isinstance(m, TokenIO)))
-    messages = [next(calls) if isinstance(m, TokenIO) else m for m in messages]
+    if whole_prompts:
+        calls = iter(with_whole_prompts(m for m in messages if isinstance(m, TokenIO)))
+        messages = [next(calls) if isinstance(m, TokenIO) else m for m in messages]
     return [m for m in messages if session_id is None or m.session_id == session_id]
 
 
