@@ -5,26 +5,17 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import pytest
 
 from seamlessflow.ports import free_port_block
 from seamlessflow.stack.supervisor import pid_alive
+from seamlessflow.testing.waiting import wait_until
 
 
 def sf(data_dir, port, *args, timeout=120):
     cmd = [sys.executable, "-m", "seamlessflow", "--data-dir", str(data_dir), "--broker-port", str(port), *args]
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
-
-
-def wait_for(predicate, timeout_s=60.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.3)
-    return False
 
 
 @pytest.mark.slow
@@ -47,7 +38,7 @@ def test_up_status_restart_down_leaves_no_process(tmp_path):
         s = json.loads(sf(tmp_path, port, "status", "--json").stdout)
         b = next(x for x in s["services"] if x["name"] == "broker")
         return b["restarts"] >= 1 and b["pid"] and s["broker_reachable"]
-    assert wait_for(restarted), "the supervisor did not restart the killed broker"
+    assert wait_until(restarted), "the supervisor did not restart the killed broker"
     status = json.loads(sf(tmp_path, port, "status", "--json").stdout)
     pids |= {s["pid"] for s in status["services"] if s["pid"]}
 
@@ -82,7 +73,7 @@ def test_down_in_the_middle_of_the_start_stops_every_process_engines_included(tm
         engines = [p for p in stack_processes(run) if "vllm.entrypoints" in " ".join(p.cmdline())]
         return "rollout-1" in listed and engines
     try:
-        assert wait_for(engine_starting, 180), "no engine started"
+        assert wait_until(engine_starting, 180), "no engine started"
         assert (read_state(run) or {})["ready"] is False  # still starting
         seen = {p.pid for p in stack_processes(run)}
         stopped = sf(tmp_path, port, "down", timeout=180)

@@ -15,6 +15,7 @@ from seamlessflow.stack.supervisor import (
     read_state,
     stack_processes,
 )
+from seamlessflow.testing.waiting import wait_until
 
 # A service that starts a helper in its own session (as a rollout worker starts vLLM) and records its pid.
 SPAWNER = """
@@ -25,26 +26,17 @@ time.sleep(600)
 """
 
 
-def _wait(predicate, timeout_s=20.0):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.1)
-    return False
-
-
 def test_orphaned_grandchild_in_its_own_session_is_stopped(tmp_path):
     sup = Supervisor(tmp_path / "run", tmp_path / "logs", grace_s=2)
     pid_file = tmp_path / "child.pid"
     sup.start(ServiceSpec("spawner", [sys.executable, "-c", SPAWNER, str(pid_file)]))
-    assert _wait(lambda: pid_file.exists() and pid_file.read_text())
+    assert wait_until(lambda: pid_file.exists() and pid_file.read_text())
     grandchild = int(pid_file.read_text())
     os.kill(sup.states["spawner"].pid, signal.SIGKILL)  # the service dies; its helper is orphaned
     time.sleep(0.5)
     assert pid_alive(grandchild)
     sup.stop_all()
-    assert _wait(lambda: not pid_alive(grandchild), 10), "an orphaned grandchild survived stop_all"
+    assert wait_until(lambda: not pid_alive(grandchild), 10), "an orphaned grandchild survived stop_all"
 
 
 def test_crashed_service_is_restarted_with_backoff(tmp_path):
@@ -57,7 +49,7 @@ def test_crashed_service_is_restarted_with_backoff(tmp_path):
         sup.check()
         return sup.states["sleeper"].restarts == 1 and sup.states["sleeper"].pid != first
     try:
-        assert _wait(restarted, 10)
+        assert wait_until(restarted, 10)
         assert sup.states["sleeper"].state == "running"
         second = sup.states["sleeper"].pid
     finally:
@@ -127,7 +119,7 @@ def test_stack_processes_finds_every_process_of_the_stack_wherever_it_was_repare
     pid_file = tmp_path / "child.pid"
     sup.start(ServiceSpec("spawner", [sys.executable, "-c", SPAWNER, str(pid_file)]))
     try:
-        assert _wait(lambda: pid_file.exists() and pid_file.read_text())
+        assert wait_until(lambda: pid_file.exists() and pid_file.read_text())
         found = {p.pid for p in stack_processes(tmp_path / "run")}
         assert found == {sup.states["spawner"].pid, int(pid_file.read_text())}
         assert stack_processes(tmp_path / "elsewhere") == []
