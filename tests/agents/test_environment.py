@@ -32,6 +32,11 @@ def test_a_step_returns_its_value_or_raises_with_the_reason(env):
     assert time.monotonic() - started < 5.0  # killed at its deadline, not waited for
 
 
+# The others' seven forked steps must finish before the hung step's deadline; 4 s held on a quiet machine but not
+# in a loaded CI run (a quick session finished after it), so the deadline leaves room for a loaded fork server.
+SLOW_STEP_TIMEOUT_S = 20.0
+
+
 async def _ticker(gaps: list[float], stop: asyncio.Event) -> None:
     """How long the event loop was away: the longest gap between 20 ms sleeps."""
     last = time.monotonic()
@@ -62,7 +67,7 @@ def test_a_slow_or_crashing_step_does_not_block_the_event_loop_or_the_other_sess
             if inline_slow:
                 time.sleep(2.0)  # what a blocking tool call inside an async agent does
             else:
-                await env.astep(envs.sleep_then, 3600, "never", timeout_s=4.0)
+                await env.astep(envs.sleep_then, 3600, "never", timeout_s=SLOW_STEP_TIMEOUT_S)
 
         async def quick():
             for _ in range(3):
