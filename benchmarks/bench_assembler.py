@@ -11,7 +11,8 @@ after the other, so their ratio is taken side by side. Targets: >= 10k calls/s p
 p99 <= 200 ms. `--profile DIR` also writes a cProfile of one backlog drain per format (worker process).
 `--baseline TREE`
 also drains every backlog with the worker of another source tree (say `git archive <commit>` unpacked), in
-the same rounds, alternating with this tree's, and prints this tree's rate over that one's. `--backlog-only`
+the same rounds, alternating with this tree's, and prints this tree's rate over that one's (its backlogs are
+written with TokenIO schema v3, which that tree can read). `--backlog-only`
 skips the live rates and latency. `--long` measures long-horizon sessions instead (48 turns, tool outputs
 of 300 ids and completions of 100, growing to ~19k tokens): bytes per call, the worker's own work per call
 in-process (calls/s and CPU µs), the memory an open session holds, and a backlog drain through one worker.
@@ -42,13 +43,16 @@ sys.path.insert(0, str(ROOT))
 
 from seamlessflow.assembler import AssemblerOptions, SessionBook  # noqa: E402
 from seamlessflow.avro import Codec  # noqa: E402
+from seamlessflow.avro.packing import to_wire  # noqa: E402
 from seamlessflow.broker.local import LocalBroker  # noqa: E402
 from seamlessflow.core.assembler import SessionAssembler  # noqa: E402
 from seamlessflow.core.prefix_tree import Call  # noqa: E402
 from seamlessflow.kafka.admin import ensure_topics  # noqa: E402
 from seamlessflow.kafka.io import MessageProducer  # noqa: E402
 from seamlessflow.kafka.subscriber import Subscriber  # noqa: E402
+from seamlessflow.messages import TokenIO  # noqa: E402
 from seamlessflow.testing.assembler_harness import AssemblerProcess, episode_end, token_io  # noqa: E402
+from seamlessflow.testing.samples import encode_with_schema, previous_schema  # noqa: E402
 from seamlessflow.topics import Topics  # noqa: E402
 
 
@@ -201,6 +205,18 @@ class ProfiledAssembler(AssemblerProcess):
         super().stop()
 
 
+class EarlierWriterCodec(Codec):
+    """Writes TokenIO with schema v3 (before `attempt`): a tree from before that field has no registry to learn
+    the new schema from, so its worker dead-letters records written with it. The bytes per call are the same."""
+
+    def encode(self, message, topic: str) -> bytes:
+        if not isinstance(message, TokenIO):
+            return super().encode(message, topic)
+        schema = previous_schema(TokenIO, 3)
+        assert schema is not None
+        return encode_with_schema(schema, to_wire(message, self.packed))
+
+
 class TreeAssembler(AssemblerProcess):
     """The worker as another source tree has it (run from that tree, so its packages are the ones imported)."""
 
@@ -227,7 +243,8 @@ def bench_backlog(settings, codec, tmp: Path, sessions: dict[str, list[Call]],
     import psutil
 
     ensure_topics(settings)
-    publish_sessions(MessageProducer(settings, codec), Topics(settings).session_events, sessions)
+    writer = EarlierWriterCodec(packed=codec.packed) if tree is not None else codec
+    publish_sessions(MessageProducer(settings, writer), Topics(settings).session_events, sessions)
     output = Output(settings, codec)
     if tree is not None:
         procs: list[AssemblerProcess] = [TreeAssembler(settings, tmp, tree)]
