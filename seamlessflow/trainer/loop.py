@@ -39,9 +39,10 @@ from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
 from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.command_feed import CommandFeed
 from seamlessflow.kafka.dead_letters import DeadLetters
+from seamlessflow.kafka.heartbeat import Heartbeat
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.records import resource_status
-from seamlessflow.messages import WeightVersion, now_ms
+from seamlessflow.messages import ResourceStatus, WeightVersion, now_ms
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.control import ControlState
 from seamlessflow.trainer.engine import PolicyEngine, StepMetrics
@@ -95,6 +96,8 @@ class Trainer:
         self.producer = MessageProducer(settings, self.codec)
         self.dead_letters = DeadLetters(settings, self.codec, "trainer", self.producer.send)
         self.transfer = self._engine_transfer()
+        self.heartbeat = Heartbeat(self.producer.send, self.topics.status, self.config.heartbeat_s,
+                                   lambda: self._status(ResourceState.ACTIVE))
         self.last_metrics: StepMetrics | None = None
         self.busy_s = 0.0  # seconds in optimizer steps and publishing (heartbeat figure; timeline's train time)
         self.publish_time_s = self.publish_wait_s = self.checkpoint_time_s = 0.0  # the last ones (heartbeat)
@@ -142,14 +145,11 @@ class Trainer:
             self._apply(restored)
         if self.version > 0:
             self._publish_version()  # idempotent: a crash may have come between checkpoint and publish
-        next_beat = 0.0
         try:
             while not self.stopping:
                 for command in listener.commands():
                     self._apply(command)
-                if time.monotonic() >= next_beat:
-                    self._heartbeat(ResourceState.ACTIVE)
-                    next_beat = time.monotonic() + self.config.heartbeat_s
+                self.heartbeat.beat()
                 self._take(self.source.poll(0.2))
                 self._announce_written(self.writer.written())
                 if self.transfer is not None:
@@ -157,7 +157,7 @@ class Trainer:
                 started = time.perf_counter()
                 if self.control.role == Tag.TRAIN and self._train_if_ready():
                     self.busy_s += time.perf_counter() - started
-                    next_beat = 0.0  # a heartbeat after every step: the step's figures reach the trackers
+                    self.heartbeat.soon()  # a heartbeat after every step: the step's figures reach the trackers
                     if self.config.max_steps is not None and self.step >= self.config.max_steps:
                         break
                 else:
@@ -170,7 +170,7 @@ class Trainer:
             if self.transfer is not None:
                 self.transfer.close()
             self._stop_followers()
-            self._heartbeat(ResourceState.STOPPED)
+            self.heartbeat.publish(self._status(ResourceState.STOPPED))
             self.producer.flush()
             listener.close()
             self.source.close()
@@ -344,9 +344,9 @@ class Trainer:
         if decision.shutdown:
             self.stopping = True
         self.producer.send(self.topics.status, f"{self.config.resource_id}/ack", decision.ack)
-        self._heartbeat(ResourceState.ACTIVE)
+        self.heartbeat.beat(force=True)
 
-    def _heartbeat(self, state: ResourceState) -> None:
+    def _status(self, state: ResourceState) -> ResourceStatus:
         figures = {"step": float(self.step), "pending_samples": float(len(self.builder.pending_samples)),
                    "too_easy_tasks": float(len(self.builder.too_easy_tasks)),
                    "publish_time_s": self.publish_time_s, "publish_wait_s": self.publish_wait_s,
@@ -359,7 +359,7 @@ class Trainer:
         figures.update({f"total_{k}": float(v) for k, v in vars(self.builder.counters).items()})
         if self.last_metrics is not None:
             figures.update(self.last_metrics.figures())
-        status = resource_status(
+        return resource_status(
             self.config.resource_id,
             ResourceKind.TRAINER,
             state,
@@ -371,7 +371,6 @@ class Trainer:
             figures=figures,
             epoch=max(self.control.epoch, 0),
         )
-        self.producer.send(self.topics.status, self.config.resource_id, status)
 
 def _fmt(values: dict) -> str:
     return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())

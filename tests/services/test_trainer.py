@@ -72,8 +72,12 @@ def test_trainer_trains_masked_tokens_publishes_loadable_weights_and_obeys_contr
     for p, q in zip(trainer.engine.module.parameters(), loaded.parameters(), strict=True):
         assert torch.equal(p.detach(), q)
 
-    acks = {a.epoch: a.outcome for a in read_messages(settings, topics.status, codec) if isinstance(a, CommandAck)}
+    status_records = read_messages(settings, topics.status, codec)
+    acks = {a.epoch: a.outcome for a in status_records if isinstance(a, CommandAck)}
     assert acks == {1: "ok", 2: "ok", 3: "ok"}
+    beats = [s for s in status_records if isinstance(s, ResourceStatus) and s.kind == "trainer"]
+    assert (beats[-1].state, beats[-1].figures["step"]) == ("stopped", 1.0)  # the last word after a shutdown
+    assert any(s.state == "active" and s.figures["step"] == 1.0 for s in beats)  # a beat right after the step
     [letter] = [d for d in read_messages(settings, topics.dead_letter, codec) if isinstance(d, DeadLetter)]
     assert letter.service == "trainer" and letter.value == b"not avro"
     [step] = [json.loads(line) for line in (trainer.work / "steps.jsonl").read_text().splitlines()]
