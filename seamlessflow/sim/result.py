@@ -3,12 +3,25 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import Any, Protocol
 
 from seamlessflow.core.timeline import Interval, bubble_ratio, exclusive_share, time_by_kind
 
-if TYPE_CHECKING:
-    from seamlessflow.sim.simulator import Simulator
+
+class FinishedRun(Protocol):
+    """What a result is read from: the simulator after its run (named here, so the result does not import the
+    simulator that returns it)."""
+
+    spec: Any
+    gpus: int
+    train_capable: int
+    trained_steps: int
+    batch_size: int
+    now: float
+    trained_tokens: int
+    intervals: list[Interval]
+    staleness: list[int]
+    engines: list[Any]
 
 
 @dataclass(frozen=True)
@@ -36,7 +49,7 @@ class SimResult:
     intervals: tuple[Interval, ...] = field(repr=False, default=())
 
     @classmethod
-    def from_run(cls, sim: Simulator) -> SimResult:
+    def from_run(cls, sim: FinishedRun) -> SimResult:
         intervals = tuple(sim.intervals)
         by_kind = time_by_kind(intervals)
         live = sum(by_kind.values()) - by_kind.get("failed", 0.0)
