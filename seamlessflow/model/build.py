@@ -20,7 +20,14 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from seamlessflow.model.spec import FULL, SMALL, TinyModelSpec, spec_hash
 from seamlessflow.model.tokenizer import CHAT_TEMPLATE, train_tokenizer
-from seamlessflow.model.warmstart import answer_text, measure_accuracy, restates, uses_tool, warm_start
+from seamlessflow.model.warmstart import (
+    answer_text,
+    measure_accuracy,
+    offered_tools,
+    restates,
+    uses_tool,
+    warm_start,
+)
 from seamlessflow.tasks.arithmetic import ArithmeticTask, generate_tasks
 
 BUILD_RECORD = "build.json"
@@ -92,9 +99,10 @@ def _build(out: Path, spec: TinyModelSpec, seed: int, wanted: str, log: Callable
         tool_fraction=spec.tool_fraction,
         log=log,
     )
-    greedy = measure_accuracy(model, tokenizer, eval_tasks)
+    tools = offered_tools(spec.tool_fraction)
+    greedy = measure_accuracy(model, tokenizer, eval_tasks, tools=tools)
     torch.manual_seed(seed)
-    sampled = measure_accuracy(model, tokenizer, eval_tasks, sample=True)
+    sampled = measure_accuracy(model, tokenizer, eval_tasks, sample=True, tools=tools)
     log(
         f"warm-start accuracy on {greedy.count} held-out tasks: greedy {greedy.exact:.0%}, "
         f"sampled {sampled.exact:.0%} (mean reward {sampled.mean_reward:.2f})"
@@ -113,10 +121,13 @@ def _build(out: Path, spec: TinyModelSpec, seed: int, wanted: str, log: Callable
 
 def corpus_text(tasks: list[ArithmeticTask], restate_fraction: float = 0.0, tool_fraction: float = 0.0) -> list[str]:
     """What the tokenizer learns merges from: the questions, answers (as the warm start writes them,
-    calculator calls included) and chat scaffolding."""
-    scaffold = ["user\n", "assistant\n", "system\n", "You are a helpful assistant."]
-    return scaffold + [f"{t.prompt}\n{answer_text(t, restates(t, restate_fraction), uses_tool(t, tool_fraction))}"
-                       for t in tasks]
+    calculator calls included), the tools line every prompt then offers (as the template's `tojson` writes
+    it), and chat scaffolding."""
+    scaffold = ["user\n", "assistant\n", "system\n", "tools\n", "You are a helpful assistant."]
+    tools = offered_tools(tool_fraction) or []
+    offered = "".join(json.dumps(tool["function"]) + "\n" for tool in tools)
+    answers = [answer_text(t, restates(t, restate_fraction), uses_tool(t, tool_fraction)) for t in tasks]
+    return scaffold + [f"{offered}{t.prompt}\n{answer}" for t, answer in zip(tasks, answers, strict=True)]
 
 
 def qwen2_config(spec: TinyModelSpec, tokenizer) -> Qwen2Config:

@@ -5,7 +5,9 @@ always (or there is nothing left to learn). Knobs that put the start inside that
 training stops once greedy accuracy on held-out tasks reaches `stop_at_accuracy`; a share
 of the examples (`restate_fraction`) restate the question first ("51+48=99"), which the
 grader (first number) scores like a wrong answer; and a share (`tool_fraction`) call the
-calculator instead ("CALC 51+48", tasks.calculator). Measured: exact sums are slow to learn
+calculator instead (`[calculator(expression="51+48")]`, tasks.calculator). With calls in the mix every
+prompt offers the calculator as a function tool, exactly as the demo agent's requests do (`offered_tools`),
+so the prompts the model learns on are the ones the engine renders for the agent. Measured: exact sums are slow to learn
 by RL on two cores (flat over ~1,600 samples), dropping the restating habit is quick but
 small (mean reward 0.36 -> ~0.48 within ~500 samples), and the default, three-digit sums
 with a quarter of calculator calls, takes greedy accuracy from ~2 % to ~60 % within ~160
@@ -26,7 +28,7 @@ from transformers import PreTrainedModel, PreTrainedTokenizerBase
 
 from seamlessflow.model.tokenizer import render_chat
 from seamlessflow.tasks.arithmetic import ArithmeticTask, expression_of, score_completion
-from seamlessflow.tasks.calculator import tool_call_text
+from seamlessflow.tasks.calculator import TOOL, calculate, parse_tool_call, tool_call_text
 
 IGNORE_INDEX = -100
 
@@ -40,9 +42,17 @@ class Accuracy:
     count: int
 
 
-def prompt_ids(tokenizer: PreTrainedTokenizerBase, task: ArithmeticTask) -> list[int]:
+Tools = list[dict[str, Any]] | None
+
+
+def offered_tools(tool_fraction: float) -> Tools:
+    """The tools every prompt offers: the calculator when some answers call it, else none (plain ChatML)."""
+    return [TOOL] if tool_fraction > 0 else None
+
+
+def prompt_ids(tokenizer: PreTrainedTokenizerBase, task: ArithmeticTask, tools: Tools = None) -> list[int]:
     encoded: Any = tokenizer.apply_chat_template(
-        render_chat(task.prompt), add_generation_prompt=True
+        render_chat(task.prompt), tools=[*tools] if tools else None, add_generation_prompt=True
     )  # ids, or a BatchEncoding
     return list(encoded["input_ids"] if hasattr(encoded, "keys") else encoded)
 
@@ -66,10 +76,11 @@ def answer_text(task: ArithmeticTask, restate: bool = False, tool: bool = False)
 
 
 def example_ids(
-    tokenizer: PreTrainedTokenizerBase, task: ArithmeticTask, restate: bool = False, tool: bool = False
+    tokenizer: PreTrainedTokenizerBase, task: ArithmeticTask, restate: bool = False, tool: bool = False,
+    tools: Tools = None,
 ) -> tuple[list[int], list[int]]:
     """(input ids, labels): the loss falls on the answer and its <|im_end|> only."""
-    prompt = prompt_ids(tokenizer, task)
+    prompt = prompt_ids(tokenizer, task, tools)
     text = answer_text(task, restate, tool)
     answer = tokenizer(text, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
     return prompt + answer, [IGNORE_INDEX] * len(prompt) + answer
@@ -89,7 +100,7 @@ def collate(examples: Sequence[tuple[list[int], list[int]]], pad_id: int) -> dic
 
 @torch.no_grad()
 def teacher_forced_accuracy(
-    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, tasks: Sequence[ArithmeticTask]
+    model: PreTrainedModel, tokenizer: PreTrainedTokenizerBase, tasks: Sequence[ArithmeticTask], tools: Tools = None
 ) -> float:
     """Greedy exact-match accuracy in one forward pass.
 
@@ -97,7 +108,7 @@ def teacher_forced_accuracy(
     (and the closing <|im_end|>) is the argmax: that is checkable without decoding step by step.
     """
     model.eval()
-    batch = collate([example_ids(tokenizer, task) for task in tasks], tokenizer.pad_token_id)
+    batch = collate([example_ids(tokenizer, task, tools=tools) for task in tasks], tokenizer.pad_token_id)
     logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits
     model.train()
     predicted, gold = logits[:, :-1].argmax(-1), batch["labels"][:, 1:]
@@ -120,15 +131,17 @@ def measure_accuracy(
     tokenizer: PreTrainedTokenizerBase,
     tasks: Sequence[ArithmeticTask],
     sample: bool = False,
-    max_new_tokens: int = 6,
+    max_new_tokens: int = 16,
     batch_size: int = 64,
+    tools: Tools = None,
 ) -> Accuracy:
-    """Decode each task (greedy, or sampled at temperature 1) and score it."""
+    """Decode each task (greedy, or sampled at temperature 1) and score it as the demo agent does: a
+    calculator call is scored by what the calculator returns."""
     model.eval()
     rewards = []
     for start in range(0, len(tasks), batch_size):
         batch = tasks[start : start + batch_size]
-        prompts = [prompt_ids(tokenizer, task) for task in batch]
+        prompts = [prompt_ids(tokenizer, task, tools) for task in batch]
         width = max(len(p) for p in prompts)
         pad = tokenizer.pad_token_id
         input_ids = torch.tensor([[pad] * (width - len(p)) + p for p in prompts])
@@ -146,7 +159,8 @@ def measure_accuracy(
         )
         for task, row in zip(batch, output[:, width:].tolist(), strict=True):
             text = cast(str, tokenizer.decode(row, skip_special_tokens=True))  # one sequence decodes to one str
-            rewards.append(score_completion(text, task.answer))
+            call = parse_tool_call(text)
+            rewards.append(score_completion(calculate(*call) if call else text, task.answer))
     model.train()
     exact = sum(r == 1.0 for r in rewards) / len(rewards)
     return Accuracy(exact=exact, mean_reward=sum(rewards) / len(rewards), count=len(rewards))
@@ -170,7 +184,8 @@ def warm_start(
 ) -> float:
     """Train until greedy accuracy reaches `stop_at_accuracy` or `steps` run out."""
     rng = random.Random(seed)
-    examples = [example_ids(tokenizer, task, restates(task, restate_fraction), uses_tool(task, tool_fraction))
+    tools = offered_tools(tool_fraction)
+    examples = [example_ids(tokenizer, task, restates(task, restate_fraction), uses_tool(task, tool_fraction), tools)
                 for task in train_tasks]
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.0)
     model.train()
@@ -184,7 +199,7 @@ def warm_start(
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
         if step % eval_every == 0 or step == steps:
-            accuracy = teacher_forced_accuracy(model, tokenizer, eval_tasks)
+            accuracy = teacher_forced_accuracy(model, tokenizer, eval_tasks, tools)
             log(f"step {step}: loss {loss.item():.3f}, greedy exact {accuracy:.0%}")
             if accuracy >= stop_at_accuracy:
                 break

@@ -10,10 +10,12 @@ compared with the engine's own answer to the same chat request, asked directly (
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import anthropic
 import httpx
+import openai
 import pytest
 
 from seamlessflow.assembler.convert import call_from_token_io
@@ -256,3 +258,28 @@ async def test_messages_plain_streamed_and_tool_round_trip_on_the_engine(vllm_en
         ),
     )
     assert_recorded_as_the_engine(recorded[3], await direct(vllm_engine, as_chat, 8, tools=pinned))
+
+
+async def test_the_demo_agent_offers_its_calculator_and_the_engine_sees_the_prompt_the_warm_start_teaches(
+    vllm_engine, vllm_model_dir, proxy_factory, settings, codec, monkeypatch
+):
+    """The warm start trains on prompts that offer the calculator tool; they must be, token for token, what the
+    engine renders for the demo agent's request (else the policy learns on prompts it never sees)."""
+    from transformers import AutoTokenizer
+
+    from seamlessflow.agents.tasks import make_task
+    from seamlessflow.model.warmstart import offered_tools, prompt_ids
+    from seamlessflow.tasks import generate_tasks
+    from services.agents.examples import calculator
+
+    monkeypatch.setattr(calculator, "MODEL", "tiny")  # this proxy knows the engine's name only
+    proxy = await proxy_factory([vllm_engine])
+    question = generate_tasks(3, 1, 999)[0]
+    task = make_task("arithmetic", question.prompt, {"answer": question.answer})
+    sync_client = openai.OpenAI(base_url=proxy.session_url("calc"), api_key="key-alpha", max_retries=0)
+    reward, info = await asyncio.to_thread(calculator.agent, task, sync_client)
+    assert 0.0 <= reward <= 1.0 and info["tool"] in (True, False)
+    [event] = [e for e in await session_events(settings, codec, "calc") if hasattr(e, "prompt_ids")]
+    tokenizer = AutoTokenizer.from_pretrained(vllm_model_dir)
+    assert event.prompt_ids == prompt_ids(tokenizer, question, offered_tools(0.25))
+    assert prompt_ids(tokenizer, question) != event.prompt_ids  # the tool is in it

@@ -1,27 +1,30 @@
-"""Example 5 (the demo's default): answer an arithmetic question, or hand it to a calculator tool.
+"""Example 5 (the demo's default): answer an arithmetic question, or call the calculator function tool.
 
     seamlessflow agent run services.agents.examples.calculator:agent --team red --pool calc
 
-The policy either writes the sum itself or calls the tool with `CALC <a>+<b>`; the agent then runs the
-calculator and its result is the episode's answer. The reward grades that answer
-(seamlessflow.tasks.score_completion): a call with the question's operands copied right earns 1.0, where
-the tiny model's own three-digit sums mostly miss, so what RL has to teach is when and how to call the tool.
+The request offers the calculator in `tools` like any OpenAI-style agent; the engine's tool-call parser
+(`rollout.tool_call_parser`, pythonic for the tiny model) turns a reply such as
+`[calculator(expression="512+389")]` into `message.tool_calls`, the agent runs the calculator and its result
+is the episode's answer. The reward grades that answer (seamlessflow.tasks.score_completion): a call with the
+question's operands copied right earns 1.0, where the tiny model's own three-digit sums mostly miss, so what
+RL has to teach is when and how to call the tool.
 """
 
 import json
 import os
 
 from seamlessflow.tasks import score_completion
-from seamlessflow.tasks.calculator import calculate, parse_tool_call
+from seamlessflow.tasks.calculator import TOOL, calculate, call_from_arguments
 
 MODEL = os.environ.get("SEAMLESSFLOW_MODEL", "policy")
 
 
 def agent(task, client):
     reply = client.chat.completions.create(
-        model=MODEL, messages=[{"role": "user", "content": task.prompt}], max_tokens=16, temperature=1.0)
-    text = reply.choices[0].message.content or ""
-    call = parse_tool_call(text)
-    answer = calculate(*call) if call is not None else text
+        model=MODEL, messages=[{"role": "user", "content": task.prompt}], tools=[TOOL], max_tokens=16,
+        temperature=1.0)
+    message = reply.choices[0].message
+    calls = [call_from_arguments(c.function.name, c.function.arguments) for c in message.tool_calls or []]
+    answer = calculate(*calls[0]) if calls and calls[0] else (message.content or "")
     reward = score_completion(answer, json.loads(task.payload_json)["answer"])
-    return reward, {"reply": text, "tool": call is not None}
+    return reward, {"reply": message.content or "", "tool": bool(message.tool_calls)}
