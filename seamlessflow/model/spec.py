@@ -10,6 +10,8 @@ import hashlib
 import json
 from dataclasses import asdict, dataclass
 
+from seamlessflow.tasks.calculator import TOOL
+
 BUILD_FORMAT = 4  # bump when the build procedure changes in a way the numbers do not show
 
 
@@ -77,5 +79,6 @@ SMALL = TinyModelSpec(
 
 
 def spec_hash(spec: TinyModelSpec, seed: int) -> str:
-    record = {"spec": asdict(spec), "seed": seed, "format": BUILD_FORMAT}
+    # the tool the prompts offer shapes every example: a changed tool is another model
+    record = {"spec": asdict(spec), "seed": seed, "format": BUILD_FORMAT, "tool": TOOL if spec.tool_fraction else None}
     return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:16]
