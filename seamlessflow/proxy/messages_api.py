@@ -163,9 +163,11 @@ def text_of(blocks: list[dict], where: str) -> str:
 
 def chat_messages(message: Any) -> list[dict]:
     """One Anthropic message as chat messages: a user turn's tool results become tool messages before its text."""
-    if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
-        raise ProxyError(400, "each message needs a role of 'user' or 'assistant'", "messages")
+    if not isinstance(message, dict) or message.get("role") not in ("user", "assistant", "system"):
+        raise ProxyError(400, "each message needs a role of 'user', 'assistant' or 'system'", "messages")
     role, content = message["role"], message.get("content")
+    if role == "system":  # Claude Code sends its environment notes as a system message after the user's turn
+        return system_messages(content) or [{"role": "system", "content": ""}]
     if isinstance(content, str):
         return [{"role": role, "content": content}]
     blocks = listed(content, "messages.content")
