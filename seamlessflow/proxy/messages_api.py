@@ -1,10 +1,11 @@
 """Anthropic's Messages API (`POST /v1/messages`) as a front door: the request becomes a chat call.
 
-System prompts, text, `tool_use` and `tool_result` blocks and tools map one to one onto chat messages and
-function tools; the engine renders them with the model's chat template and reports the prompt ids it used,
-which is what gets recorded. What has no chat form (images, documents, server tools, MCP servers) is refused
-with a 400 rather than silently dropped. `thinking`, `metadata` and `cache_control` change nothing the engine
-sees and are ignored. Errors have Anthropic's shape (`{"type": "error", "error": {"type", "message"}}`).
+System prompts (also a `system` message inside the conversation, as Claude Code sends), text, `tool_use` and
+`tool_result` blocks and tools map one to one onto chat messages and function tools; the engine renders them
+with the model's chat template and reports the prompt ids it used, which is what gets recorded. What has no
+chat form (images, documents, server tools, MCP servers) is refused with a 400 rather than silently dropped.
+`thinking`, `metadata` and `cache_control` change nothing the engine sees and are ignored. Errors have
+Anthropic's shape (`{"type": "error", "error": {"type", "message"}}`).
 """
 
 from __future__ import annotations
