@@ -168,7 +168,8 @@ def chat_messages(message: Any) -> list[dict]:
         raise ProxyError(400, "each message needs a role of 'user', 'assistant' or 'system'", "messages")
     role, content = message["role"], message.get("content")
     if role == "system":  # Claude Code sends its environment notes as a system message after the user's turn
-        return system_messages(content) or [{"role": "system", "content": ""}]
+        text = content if isinstance(content, str) else text_of(listed(content, "messages.content"), "system")
+        return [{"role": "system", "content": text}]
     if isinstance(content, str):
         return [{"role": role, "content": content}]
     blocks = listed(content, "messages.content")

@@ -278,6 +278,12 @@ async def test_messages_tool_use_then_tool_result(proxy, stub):
             "invalid_request_error",
         ),
         (
+            {"model": "m", "max_tokens": 2, "messages": [{"role": "user", "content": "x"}, {"role": "system"}]},
+            {"x-api-key": ALPHA},
+            400,
+            "invalid_request_error",
+        ),
+        (
             {"model": "m", "max_tokens": 2, "messages": [{"role": "user", "content": "x"}]},
             {},
             401,

@@ -76,6 +76,8 @@ async def assert_recorded_and_assembled(proxy, tap: EngineTap, settings, codec, 
     await end(proxy, session_id)
     assert isinstance((await session_events(settings, codec, session_id, whole_prompts=False))[-1], EpisodeEnd)
     assembled, letters = await trajectories(settings, codec, session_id)
+    sizes = [(len(c.prompt_ids), len(c.completion_ids)) for c in calls]
+    print(f"{session_id}: calls (prompt, completion ids) {sizes}, trajectories of {[len(t.tokens) for t in assembled]}")
     assert assembled and not letters
     last = calls[-1]
     assert any(t.tokens == list(last.prompt_ids) + list(last.completion_ids) for t in assembled)
