@@ -49,10 +49,15 @@ test: install lint test-deps
 
 # The dashboard test drives a real headless Chromium: Debian's `chromium`, installed only when missing
 # (as root, else through sudo). Playwright only drives it; it never downloads a browser.
+# The agent CLI test (tests/proxy/test_agent_clis.py) runs Codex and Claude Code from npm, installed into
+# .agent-clis/ (git ignores it; ~760 MB) when missing; the test installs them too, and skips where npm is absent.
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
+AGENT_CLIS := @openai/codex@0.169.0 @anthropic-ai/claude-code@2.1.328
 test-deps:
 	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium; }
+	@test -x .agent-clis/node_modules/.bin/codex -a -x .agent-clis/node_modules/.bin/claude || \
+		! command -v npm >/dev/null 2>&1 || npm install --prefix .agent-clis --no-audit --no-fund $(AGENT_CLIS)
 
 lint: install
 	$(BIN)/ruff check .

@@ -1,10 +1,11 @@
 """Anthropic's Messages API (`POST /v1/messages`) as a front door: the request becomes a chat call.
 
-System prompts, text, `tool_use` and `tool_result` blocks and tools map one to one onto chat messages and
-function tools; the engine renders them with the model's chat template and reports the prompt ids it used,
-which is what gets recorded. What has no chat form (images, documents, server tools, MCP servers) is refused
-with a 400 rather than silently dropped. `thinking`, `metadata` and `cache_control` change nothing the engine
-sees and are ignored. Errors have Anthropic's shape (`{"type": "error", "error": {"type", "message"}}`).
+System prompts (also a `system` message inside the conversation, as Claude Code sends), text, `tool_use` and
+`tool_result` blocks and tools map one to one onto chat messages and function tools; the engine renders them
+with the model's chat template and reports the prompt ids it used, which is what gets recorded. What has no
+chat form (images, documents, server tools, MCP servers) is refused with a 400 rather than silently dropped.
+`thinking`, `metadata` and `cache_control` change nothing the engine sees and are ignored. Errors have
+Anthropic's shape (`{"type": "error", "error": {"type", "message"}}`).
 """
 
 from __future__ import annotations
@@ -163,9 +164,12 @@ def text_of(blocks: list[dict], where: str) -> str:
 
 def chat_messages(message: Any) -> list[dict]:
     """One Anthropic message as chat messages: a user turn's tool results become tool messages before its text."""
-    if not isinstance(message, dict) or message.get("role") not in ("user", "assistant"):
-        raise ProxyError(400, "each message needs a role of 'user' or 'assistant'", "messages")
+    if not isinstance(message, dict) or message.get("role") not in ("user", "assistant", "system"):
+        raise ProxyError(400, "each message needs a role of 'user', 'assistant' or 'system'", "messages")
     role, content = message["role"], message.get("content")
+    if role == "system":  # Claude Code sends its environment notes as a system message after the user's turn
+        text = content if isinstance(content, str) else text_of(listed(content, "messages.content"), "system")
+        return [{"role": "system", "content": text}]
     if isinstance(content, str):
         return [{"role": role, "content": content}]
     blocks = listed(content, "messages.content")

@@ -3,8 +3,10 @@
 Instructions, message items, `function_call` and `function_call_output` items and function tools map one to
 one onto chat messages and tools; the engine renders them with the model's chat template and reports the
 prompt ids it used, which is what gets recorded. The proxy keeps no response state (`store` is never honoured):
-`previous_response_id` gets a 400 that says so, and so does anything with no chat form (built-in tools,
-images, files, item references) rather than being dropped. Reasoning items carry nothing the engine can take
+`previous_response_id` gets a 400 that says so, and so does anything with no chat form (images, files, item
+references) rather than being dropped. Built-in tools (`web_search`, ...) are not offered to the model: no one
+behind the proxy runs them, and Codex sends one with every call; the tools of a `namespace` tool are offered
+as plain function tools. Reasoning items carry nothing the engine can take
 back and are skipped. Errors keep OpenAI's shape.
 """
 
@@ -20,6 +22,9 @@ from seamlessflow.proxy.shaping import Shaper
 TEXT_PARTS = ("input_text", "output_text", "text", "refusal")
 SAMPLING = {"temperature": "temperature", "top_p": "top_p", "max_output_tokens": "max_tokens",
             "parallel_tool_calls": "parallel_tool_calls"}
+# built-in tools OpenAI's servers run: no chat form and no one to run them here, so not offered to the model
+HOSTED_TOOLS = ("web_search", "web_search_preview", "file_search", "code_interpreter", "computer_use_preview",
+                "image_generation", "local_shell", "mcp")
 NO_STATE = ("response state is not kept by the trajectory proxy: send the whole conversation in 'input' "
             "(store: false) instead of 'previous_response_id'")
 
@@ -94,11 +99,10 @@ def chat_body(body: Any) -> dict:
     messages += input_messages(body.get("input"))
     chat: dict[str, Any] = {"model": model, "messages": messages, "stream": body.get("stream", False)}
     chat.update({ours: body[theirs] for theirs, ours in SAMPLING.items() if body.get(theirs) is not None})
-    if body.get("tools"):
-        chat["tools"] = (
-            [function_tool(tool) for tool in body["tools"]] if isinstance(body["tools"], list) else bad("tools")
-        )
-    if body.get("tool_choice") is not None:
+    tools = chat_tools(body.get("tools") or [])
+    if tools:
+        chat["tools"] = tools
+    if body.get("tool_choice") is not None and (tools or body["tool_choice"] not in ("auto", "none")):
         chat["tool_choice"] = tool_choice_of(body["tool_choice"])
     fmt = (body.get("text") or {}).get("format") if isinstance(body.get("text"), dict) else None
     if isinstance(fmt, dict) and fmt.get("type") == "json_schema":
@@ -166,6 +170,20 @@ def text_of(content: Any) -> str:
             raise ProxyError(400, f"content parts of type {kind!r} are not supported (text only)", "input")
         texts.append(part.get("text") or part.get("refusal") or "")
     return "\n".join(texts)
+
+
+def chat_tools(tools: Any) -> list[dict]:
+    """The tools the model is offered: function tools, and those inside a `namespace` tool (Codex groups its
+    sub-agent tools so); hosted tools are left out, since no one behind the proxy runs them (Codex offers
+    `web_search` by default)."""
+    out: list[dict] = []
+    for tool in tools if isinstance(tools, list) else bad("tools"):
+        kind = tool.get("type") if isinstance(tool, dict) else None
+        if kind == "namespace" and isinstance(tool.get("tools"), list):
+            out += [function_tool(inner) for inner in tool["tools"]]
+        elif kind not in HOSTED_TOOLS:
+            out.append(function_tool(tool))
+    return out
 
 
 def function_tool(tool: Any) -> dict:

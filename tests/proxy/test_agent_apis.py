@@ -120,7 +120,7 @@ async def test_responses_function_tool_round_trip(proxy, stub):
             400,
             "input_image",
         ),
-        ({"model": "m", "input": "x", "tools": [{"type": "web_search"}]}, 400, "only function tools"),
+        ({"model": "m", "input": "x", "tools": [{"type": "custom", "name": "patch"}]}, 400, "only function tools"),
         ({"model": "m", "input": []}, 400, "'input'"),
     ],
 )
@@ -132,6 +132,23 @@ async def test_responses_bad_input_gets_openai_errors_and_records_nothing(proxy,
     assert response.status_code == status and words in response.json()["error"]["message"]
     assert response.json()["error"]["type"] == "invalid_request_error"
     assert await session_events(settings, codec, "rbad") == []
+
+
+async def test_responses_offers_a_namespace_s_tools_and_leaves_hosted_tools_out(proxy, stub):
+    """As Codex sends every call: sub-agent tools grouped in a `namespace`, and `web_search`, which no one behind
+    the proxy runs (it was a 400, so Codex could not start)."""
+    lookup = {"type": "function", "name": "lookup", "parameters": {"type": "object", "properties": {}}}
+    spawn = {**lookup, "name": "spawn_agent", "description": "start one"}
+    grouped = {"type": "namespace", "name": "multi_agent_v1", "description": "agents", "tools": [spawn]}
+    hosted = {"type": "web_search", "external_web_access": False}
+    await responses_client(proxy, "rtools").responses.create(
+        model="stub-model", input="x", tools=[lookup, grouped, hosted], tool_choice="auto", max_output_tokens=2
+    )
+    assert [tool["function"]["name"] for tool in stub.requests[-1][1]["tools"]] == ["lookup", "spawn_agent"]
+    await responses_client(proxy, "rhosted").responses.create(
+        model="stub-model", input="x", tools=[hosted], tool_choice="auto", max_output_tokens=2
+    )
+    assert "tools" not in stub.requests[-1][1] and "tool_choice" not in stub.requests[-1][1]
 
 
 async def test_responses_without_a_key_is_401(proxy):
@@ -153,6 +170,24 @@ async def test_messages_plain_with_system_and_the_engine_tokens_recorded(proxy, 
     assert (reply.usage.input_tokens, reply.usage.output_tokens) == (5, 3) and reply.role == "assistant"
     [event] = await session_events(settings, codec, "m1")
     assert event.prompt_ids == list(b"syshi") and event.completion_ids == [token_at(5 + k) for k in range(3)]
+
+
+async def test_messages_system_message_inside_the_conversation_stays_in_its_place(proxy, stub):
+    """Claude Code sends its environment notes as a `system` message after the user's turn (it was a 400)."""
+    await messages_client(proxy, "msys").messages.create(
+        model="stub-model",
+        max_tokens=2,
+        system="sys",
+        messages=[
+            {"role": "user", "content": "hi"},
+            {"role": "system", "content": [{"type": "text", "text": "env"}]},
+        ],
+    )
+    assert stub.requests[-1][1]["messages"] == [
+        {"role": "system", "content": "sys"},
+        {"role": "user", "content": "hi"},
+        {"role": "system", "content": "env"},
+    ]
 
 
 async def test_messages_stream_gives_anthropics_events(proxy, settings, codec):
@@ -238,6 +273,12 @@ async def test_messages_tool_use_then_tool_result(proxy, stub):
         ),
         (
             {"model": "m", "max_tokens": 2, "messages": [{"role": "user", "content": [{"type": "image"}]}]},
+            {"x-api-key": ALPHA},
+            400,
+            "invalid_request_error",
+        ),
+        (
+            {"model": "m", "max_tokens": 2, "messages": [{"role": "user", "content": "x"}, {"role": "system"}]},
             {"x-api-key": ALPHA},
             400,
             "invalid_request_error",

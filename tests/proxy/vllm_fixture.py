@@ -50,8 +50,10 @@ LEAN_ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 
 
 class VllmServer:
-    def __init__(self, model_dir: Path, log_path: Path):
+    def __init__(self, model_dir: Path, log_path: Path, max_model_len: int = 1024, extra_args: tuple[str, ...] = ()):
         self.model_dir = model_dir
+        self.max_model_len = max_model_len
+        self.extra_args = extra_args
         self.port = free_port()
         self.log_path = log_path
         self.proc: subprocess.Popen | None = None
@@ -81,7 +83,7 @@ class VllmServer:
             "--port",
             str(self.port),
             "--max-model-len",
-            "1024",
+            str(self.max_model_len),
             "--dtype",
             "float32",
             "--seed",
@@ -94,6 +96,7 @@ class VllmServer:
             # compact JSON under a schema (a named tool choice): a random model would otherwise pad it with whitespace
             "--structured-outputs-config",
             '{"backend": "xgrammar", "disable_any_whitespace": true}',
+            *self.extra_args,
         ]
         out = open(self.log_path, "ab")
         self.proc = subprocess.Popen(argv, env=env, stdout=out, stderr=out)
