@@ -4,15 +4,21 @@ Why pythonic: vLLM's `pythonic` tool-call parser reads `[name(arg=value, ...)]` 
 fits a tokenizer trained here (Qwen's `<tool_call>` format needs tokens this vocabulary lacks). The template
 renders an assistant turn's tool calls in that same format and the tools offered as one JSON line each, so a
 tool round trip shows the model its own call again (the next prompt extends the recorded completion when the
-model wrote the call the way the template renders it) and the model sees which tools exist. A conversation
-without tools renders exactly as plain ChatML did. vLLM hands a tool call's arguments to templates as a dict.
+model wrote the call the way the template renders it) and the model sees which tools exist. A tool is written
+as its name, description (only when it has one) and parameters, in that order: servers fill in other fields
+(vLLM hands the template `description: null` for a tool without one), and a prompt must not depend on which
+server rendered it (the warm start renders it too). A conversation without tools renders exactly as plain
+ChatML did. vLLM hands a tool call's arguments to templates as a dict.
 """
 
 from __future__ import annotations
 
 CHAT_TEMPLATE = (
     "{% if tools %}{{ '<|im_start|>tools\n' }}"
-    "{% for tool in tools %}{{ (tool.function if tool.function is defined else tool) | tojson }}{{ '\n' }}{% endfor %}"
+    "{% for tool in tools %}{% set f = tool.function if tool.function is defined else tool %}"
+    "{{ '{\"name\": ' + (f.name | tojson) }}"
+    "{% if f.description %}{{ ', \"description\": ' + (f.description | tojson) }}{% endif %}"
+    "{{ ', \"parameters\": ' + ((f.parameters or {}) | tojson) + '}\n' }}{% endfor %}"
     "{{ '<|im_end|>\n' }}{% endif %}"
     "{% for message in messages %}"
     "{{ '<|im_start|>' + message['role'] + '\n' + (message['content'] or '') }}"

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 
 from seamlessflow.tasks.calculator import TOOL
 
-BUILD_FORMAT = 4  # bump when the build procedure changes in a way the numbers do not show
+BUILD_FORMAT = 5  # bump when the build procedure changes in a way the numbers do not show
 
 
 @dataclass(frozen=True)

@@ -35,6 +35,23 @@ def test_tools_and_tool_calls_render_in_the_pythonic_form_the_engine_parser_read
                     "<|im_start|>tool\n3<|im_end|>\n<|im_start|>assistant\n")
 
 
+def test_a_tool_renders_as_name_description_and_parameters_whatever_else_the_server_fills_in():
+    """vLLM hands the template `description: null` (and may add fields) for a tool a client sent without them:
+    the prompt is the same as for the bare tool, so the warm start's prompts are the engine's."""
+    tokenizer = make_tokenizer()
+    bare = {"name": "add", "parameters": {"type": "object"}}
+    as_served = {"name": "add", "description": None, "parameters": {"type": "object"}, "strict": None}
+    described = {"description": "adds", "parameters": {"type": "object"}, "name": "add"}
+
+    def tools_line(function):
+        text = tokenizer.apply_chat_template([{"role": "user", "content": "hi"}], tools=[
+            {"type": "function", "function": function}], tokenize=False)
+        return text.split("\n")[1]
+
+    assert tools_line(bare) == tools_line(as_served) == '{"name": "add", "parameters": {"type": "object"}}'
+    assert tools_line(described) == '{"name": "add", "description": "adds", "parameters": {"type": "object"}}'
+
+
 def test_digits_are_one_token_each():
     tokenizer = make_tokenizer()
     tokens = tokenizer.convert_ids_to_tokens(tokenizer("123", add_special_tokens=False)["input_ids"])

@@ -45,5 +45,5 @@ def test_the_tokenizer_corpus_carries_the_calculator_calls():
     tasks = generate_tasks(5, 50, 999)
     calls = [line for line in corpus_text(tasks, 0.0, 1.0) if '\n[calculator(expression="' in line]
     assert len(calls) == 50
-    offered = '{"name": "calculator", "description": '  # the offered tool, as prompts show it
+    offered = '{"name": "calculator", "parameters": '  # the offered tool, as prompts show it
     assert all(line.startswith(offered) for line in calls)
