@@ -22,6 +22,8 @@ from pathlib import Path
 
 import psutil
 
+from seamlessflow.stack.resources import Resources, RestartPolicy
+
 PR_SET_CHILD_SUBREAPER = 36
 MAX_BACKOFF_S = 30.0
 HEALTHY_AFTER_S = 60.0  # a process that ran this long has its backoff reset
@@ -35,11 +37,19 @@ Awaiting = Callable[[], str]
 
 @dataclass
 class ServiceSpec:
+    """One service of the stack, whatever places it. `role` is what it runs (`services.<role>`, or `broker`);
+    `resources`, `replicas` and `restart` are a placement's to honour: this supervisor has one machine and
+    restarts always, so it uses none of them (replicas are expanded before they reach it)."""
+
     name: str
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     ready: Awaiting | None = None
     ready_timeout_s: float = 120.0
+    role: str = ""
+    resources: Resources = field(default_factory=Resources)
+    replicas: int = 1
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
 
 
 @dataclass

@@ -109,7 +109,7 @@ def alive_nodes(address: str) -> int:
     """How many nodes the cluster at `address` has alive, asked of its GCS directly: the process need not be a
     driver, and `ray list` needs the dashboard, which these nodes do not run. (`GcsClient` is Ray's internal
     client; a test helper may lean on it.)"""
-    from ray._raylet import GcsClient
+    from ray._raylet import GcsClient  # type: ignore[attr-defined]
 
     try:
         nodes = GcsClient(address=address).get_all_node_info(timeout=5)
