@@ -18,8 +18,9 @@ from seamlessflow.config import Settings, _deep_merge
 from seamlessflow.kafka.admin import cluster_ready, ensure_topics
 from seamlessflow.rollout.launch import ensure_model
 from seamlessflow.service_metrics import PORT_ENV
+from seamlessflow.stack.placement import Placement, expand_replicas
 from seamlessflow.stack.resources import ClusterOptions, RestartPolicy, requested
-from seamlessflow.stack.supervisor import Awaiting, ServiceSpec, Supervisor
+from seamlessflow.stack.supervisor import Awaiting, ServiceSpec
 from seamlessflow.stack.watch import engines_up
 from seamlessflow.teams import TeamKeys
 from seamlessflow.tracking.sink import default_logdir
@@ -216,7 +217,8 @@ def prepare_model(settings: Settings, log) -> None:
         log(f"model: {ensure_model(settings, log)}")
 
 
-def start_stack(settings: Settings, supervisor: Supervisor, log=print) -> None:
+def start_stack(settings: Settings, supervisor: Placement, log=print) -> None:
+    """Starts the stack through `supervisor`, whichever placement it is (the local supervisor or Ray)."""
     settings.dump_yaml(config_path(settings))
     for spec in broker_services(settings):
         supervisor.start(spec)
@@ -235,7 +237,7 @@ def start_stack(settings: Settings, supervisor: Supervisor, log=print) -> None:
         supervisor.info[f"api key ({settings.team})"] = (
             f"{key}  (also in {Path(settings.data_dir) / (settings.team + '.key')})"
         )
-    specs = app_services(settings)
+    specs = expand_replicas(app_services(settings))
     urls = metrics_ports(settings, specs)
     if enabled(settings, "proxy"):
         urls["proxy"] = supervisor.info["proxy"].removesuffix("/v1") + "/metrics"

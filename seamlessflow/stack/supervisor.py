@@ -14,6 +14,7 @@ import ctypes
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -62,6 +63,8 @@ class ServiceState:
     exit_code: int | None = None
     log: str = ""
     waiting_for: str = ""  # while starting: what its readiness check still waits for
+    host: str = ""  # where it runs: the machine's name, and its address in the cluster (a Ray node's IP)
+    node_ip: str = ""
 
 
 class StartupFailed(RuntimeError):
@@ -178,7 +181,8 @@ class Supervisor:
     def start(self, spec: ServiceSpec) -> None:
         """Starts one service and waits for its readiness check, if it has one."""
         self.specs[spec.name] = spec
-        self.states[spec.name] = ServiceState(spec.name, log=str(self.log_dir / f"{spec.name}.log"))
+        self.states[spec.name] = ServiceState(spec.name, log=str(self.log_dir / f"{spec.name}.log"),
+                                              host=socket.gethostname(), node_ip="127.0.0.1")
         self._spawn(spec.name)
         self.write_state()  # listed before any wait: a `down` during the start stops it too
         if spec.ready:
