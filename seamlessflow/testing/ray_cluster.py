@@ -161,3 +161,14 @@ def _stop(cluster: RayCluster) -> None:
         subprocess.run(["ip", "netns", "delete", ns], capture_output=True)
     subprocess.run(["ip", "link", "delete", cluster.bridge], capture_output=True)
     shutil.rmtree(cluster.root, ignore_errors=True)
+
+
+def can_make_namespaces() -> str:
+    """Why this machine cannot run `ray_cluster` ("" when it can): it needs root, `ip` and Ray."""
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    if shutil.which("ip") is None:
+        return "no `ip` command (iproute2)"
+    if not Path(RAY).exists():
+        return "Ray is not installed (the `cluster` extra)"
+    return ""
