@@ -20,6 +20,9 @@ class Placement(Protocol):
     ready: bool
     states: dict[str, ServiceState]
 
+    def check_all(self, specs: list[ServiceSpec]) -> None:
+        """Raises if a spec can be placed nowhere, before anything starts."""
+
     def start(self, spec: ServiceSpec) -> None:
         """Starts one service and waits for its readiness check, if it has one."""
 

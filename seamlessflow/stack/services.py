@@ -218,9 +218,13 @@ def prepare_model(settings: Settings, log) -> None:
 
 
 def start_stack(settings: Settings, supervisor: Placement, log=print) -> None:
-    """Starts the stack through `supervisor`, whichever placement it is (the local supervisor or Ray)."""
+    """Starts the stack through `supervisor`, whichever placement it is (the local supervisor or Ray). Every
+    spec is built, and checked by the placement, before anything starts."""
     settings.dump_yaml(config_path(settings))
-    for spec in broker_services(settings):
+    brokers = broker_services(settings)
+    specs = expand_replicas(app_services(settings))
+    supervisor.check_all(brokers + specs)
+    for spec in brokers:
         supervisor.start(spec)
     client = settings.with_overrides(bootstrap_servers=settings.kafka_bootstrap)
     ensure_topics(client)
@@ -237,7 +241,6 @@ def start_stack(settings: Settings, supervisor: Placement, log=print) -> None:
         supervisor.info[f"api key ({settings.team})"] = (
             f"{key}  (also in {Path(settings.data_dir) / (settings.team + '.key')})"
         )
-    specs = expand_replicas(app_services(settings))
     urls = metrics_ports(settings, specs)
     if enabled(settings, "proxy"):
         urls["proxy"] = supervisor.info["proxy"].removesuffix("/v1") + "/metrics"

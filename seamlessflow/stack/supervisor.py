@@ -178,6 +178,9 @@ class Supervisor:
     def state_path(self) -> Path:
         return self.run_dir / "state.json"
 
+    def check_all(self, specs: list[ServiceSpec]) -> None:
+        """Nothing to check: one machine, and requests are not enforced here (`Placement`)."""
+
     def start(self, spec: ServiceSpec) -> None:
         """Starts one service and waits for its readiness check, if it has one."""
         self.specs[spec.name] = spec
