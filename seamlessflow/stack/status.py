@@ -18,7 +18,10 @@ def stack_status(settings: Settings, resources: list[dict] | None = None) -> dic
         running, services = ray_services(state)
     else:
         running, services = local_services(state)
-    client = settings.with_overrides(bootstrap_servers=settings.kafka_bootstrap)
+    # where the stack's `up` put the broker (a Ray-placed stack's listens on the driver's node address)
+    recorded = (state.get("info") or {}).get("bootstrap_servers") if state.get("placement") else None
+    bootstrap = recorded or settings.kafka_bootstrap
+    client = settings.with_overrides(bootstrap_servers=bootstrap)
     cluster = brokers(client, 1.0)
     reachable = bool(cluster)
     if resources is None:
@@ -27,7 +30,7 @@ def stack_status(settings: Settings, resources: list[dict] | None = None) -> dic
         "running": running,
         "supervisor_pid": state.get("supervisor_pid") if pid_alive(state.get("supervisor_pid")) else None,
         "placement": state.get("placement") or {"engine": "local"},
-        "bootstrap_servers": settings.kafka_bootstrap,
+        "bootstrap_servers": bootstrap,
         "broker_reachable": reachable,
         "brokers": cluster,
         "info": state.get("info", {}),

@@ -19,6 +19,7 @@ import secrets
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -119,11 +120,13 @@ def alive_nodes(address: str) -> int:
 
 
 @contextmanager
-def ray_cluster(root: Path, names: tuple[str, ...] = ("node_a", "node_b", "node_c")) -> Iterator[RayCluster]:
+def ray_cluster(names: tuple[str, ...] = ("node_a", "node_b", "node_c")) -> Iterator[RayCluster]:
     """Starts a head (`names[0]`, on the bridge's address) and one worker per further name, each in its own
     namespace; waits until all are alive; stops and removes everything on the way out."""
     tag = secrets.token_hex(2)
-    root = Path(root) / f"r{tag}"  # short: Ray's unix sockets live under each temp dir (107-byte limit)
+    # a short root of its own: Ray's unix sockets live under each temp dir (107 bytes at most; a pytest tmp_path
+    # is too long), and nothing of one node's is in another's directory
+    root = Path(tempfile.mkdtemp(prefix=f"sfray{tag}-", dir="/tmp"))
     bridge, spaces, hosts = _make_network(tag, len(names) - 1)
     nodes = [RayNode(names[0], hosts[0], root / "a")]
     nodes += [RayNode(name, hosts[i + 1], root / chr(ord("b") + i), spaces[i]) for i, name in enumerate(names[1:])]

@@ -39,8 +39,8 @@ http.server.ThreadingHTTPServer(("0.0.0.0", int(sys.argv[1])), Answer).serve_for
 
 
 @pytest.fixture(scope="module")
-def cluster(tmp_path_factory):
-    with ray_cluster(tmp_path_factory.mktemp("ray")) as running:
+def cluster():
+    with ray_cluster() as running:
         yield running
     import ray
 
