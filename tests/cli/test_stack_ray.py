@@ -20,7 +20,7 @@ from seamlessflow.stack.supervisor import pid_alive, stop_tree
 from seamlessflow.testing.ray_cluster import can_make_namespaces, ray_cluster
 from seamlessflow.testing.waiting import wait_until
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(can_make_namespaces()), reason=can_make_namespaces())]
+NAMESPACES = pytest.mark.skipif(bool(can_make_namespaces()), reason=can_make_namespaces())
 ONLY = {"assembler": True, "proxy": True, "tracking": False, "dashboard": False, "rollout": False, "trainer": False,
         "scheduler": False, "agents": False, "eval": False}
 
@@ -52,6 +52,17 @@ def post(url: str, key: str, body: dict) -> dict:
         return json.loads(response.read())
 
 
+def test_up_on_an_unreachable_ray_address_is_one_line_naming_it_and_starts_nothing(tmp_path):
+    config, _ = small_stack(tmp_path, 1)
+    up = sf(config, "up", "--ray", "127.0.0.1:1", "--detach", timeout=60)
+    assert up.returncode != 0
+    assert up.stderr.strip().splitlines() == [up.stderr.strip()]  # one line
+    assert "cannot reach the Ray cluster at 127.0.0.1:1" in up.stderr
+    assert not (tmp_path / "driver" / "kafka").exists()  # no broker was prepared, let alone started
+
+
+@pytest.mark.slow
+@NAMESPACES
 def test_up_on_ray_places_a_small_stack_on_named_nodes_and_down_leaves_no_process(tmp_path):
     with ray_cluster() as cluster:
         engine_port = free_port_block(1)
