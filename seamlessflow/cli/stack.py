@@ -19,7 +19,7 @@ from seamlessflow.cli.stack_ray import down_on_ray, up_on_ray
 from seamlessflow.cli.status_view import render_status
 from seamlessflow.stack.resources import ClusterOptions
 from seamlessflow.stack.services import SERVICES, config_path, log_dir, run_dir, start_stack, with_stack_defaults
-from seamlessflow.stack.status import stack_status
+from seamlessflow.stack.status import ray_services, stack_status
 from seamlessflow.stack.supervisor import (
     STACK_ENV,
     StartupFailed,
@@ -71,6 +71,9 @@ def up(settings, detach, wait_s, policy, only_broker, brokers, generation, only,
         raise click.ClickException(
             f"already running (supervisor pid {state['supervisor_pid']}); `seamlessflow down` first"
         )
+    if state and state.get("placement") and ray_services(state)[0]:  # a detached stack outlives its `up`
+        raise click.ClickException(f"already running on Ray ({state['placement']['address']}, namespace "
+                                   f"{state['placement']['namespace']}); `seamlessflow down` first")
     if ClusterOptions.from_settings(settings).engine == "ray":
         up_on_ray(settings, detach, _print_ready)
     elif detach:

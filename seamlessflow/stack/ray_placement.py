@@ -143,7 +143,8 @@ class RayPlacement:
             self._refresh(spec.name)
             state = self.states[spec.name]
             if state.state == "failed":
-                raise StartupFailed(f"{spec.name} exited with {state.exit_code} on {state.node_ip}; see {state.log}")
+                raise StartupFailed(f"{spec.name} failed on {state.node_ip} (exit code {state.exit_code}); see "
+                                    f"{state.log} there")
             waiting = ""
             if spec.ready is not None and state.pid:
                 waiting = ray.get(actor.awaiting.remote()) if on_node else spec.ready()

@@ -86,8 +86,15 @@ class ServiceHost:
         self.state, self.started_at, self.exit_code = "running", time.time(), None
 
     def _watch(self) -> None:
-        self._spawn()
-        self.spawned.set()
+        try:
+            self._spawn()
+        except OSError as exc:  # no such program, say: a failed service, not a start that never ends
+            with open(self.log, "a") as log:
+                log.write(f"cannot start {self.argv[0]}: {exc}\n")
+            self.state = "failed"
+            return
+        finally:
+            self.spawned.set()
         while not self.stopping.is_set():
             assert self.proc is not None
             self.exit_code = self.proc.wait()

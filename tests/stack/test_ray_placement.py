@@ -17,7 +17,7 @@ from seamlessflow.stack.placement import expand_replicas
 from seamlessflow.stack.ray_placement import PlacementError, RayPlacement, stop_actors
 from seamlessflow.stack.resources import Resources, RestartPolicy
 from seamlessflow.stack.services import listening
-from seamlessflow.stack.supervisor import ServiceSpec, pid_alive
+from seamlessflow.stack.supervisor import ServiceSpec, StartupFailed, pid_alive
 from seamlessflow.testing.ray_cluster import can_make_namespaces, ray_cluster
 from seamlessflow.testing.waiting import wait_until
 
@@ -140,3 +140,12 @@ def test_an_unreachable_address_is_one_line_naming_it(tmp_path):
     with pytest.raises(PlacementError, match=f"cannot reach the Ray cluster at {address}"):
         RayPlacement(address, "sf-nowhere", tmp_path / "run", str(tmp_path / "nodes"))
     assert time.monotonic() - started < 10
+
+
+def test_a_service_that_cannot_start_fails_its_start_at_once(cluster, placement):
+    broken = ServiceSpec("broken", ["/no/such/program"], ready=listening("127.0.0.1", 1), ready_timeout_s=600,
+                         resources=Resources(node="node_b"))
+    started = time.monotonic()
+    with pytest.raises(StartupFailed, match=f"broken failed on {cluster.node('node_b').ip}"):
+        placement.start(broken)
+    assert time.monotonic() - started < 60  # not the 600 s readiness timeout
