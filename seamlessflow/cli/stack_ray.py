@@ -56,6 +56,7 @@ def up_on_ray(settings: Settings, detach: bool, print_ready) -> None:
     try:
         start_stack(settings, placement, log=console.print)
         placement.check()
+        _proxy_on_its_node(placement)
         print_ready(console, placement.info, settings)
         for name, state in placement.states.items():
             console.print(f"  {name}: {state.state} on {state.host} ({state.node_ip}), pid {state.pid}")
@@ -75,6 +76,15 @@ def up_on_ray(settings: Settings, detach: bool, print_ready) -> None:
     finally:
         if stop:
             placement.stop_all()
+
+
+def _proxy_on_its_node(placement: RayPlacement) -> None:
+    """A proxy listening on every address (`proxy.host: 0.0.0.0`) is shown at its node's address."""
+    proxy = next((s for name, s in placement.states.items() if name.split("-")[0] == "proxy"), None)
+    url = placement.info.get("proxy", "")
+    if proxy is not None and proxy.node_ip and url.startswith("http://0.0.0.0:"):
+        placement.info["proxy"] = url.replace("0.0.0.0", proxy.node_ip, 1)
+        placement.write_state()
 
 
 def down_on_ray(settings: Settings, state: dict) -> None:

@@ -88,6 +88,7 @@ def _up_call_status_down(tmp_path, cluster, engine_port):
                      "proxy": cluster.node("node_c").ip}, status["services"]
     assert status["running"] and status["broker_reachable"] and status["placement"]["engine"] == "ray"
     assert all(s["state"] == "running" and s["pid"] and s["host"] for s in status["services"])
+    assert status["info"]["proxy"] == f"http://{cluster.node('node_c').ip}:{proxy_port}/v1"  # where agents reach it
 
     key = (tmp_path / "driver" / "default.key").read_text().strip()
     proxy = f"http://{cluster.node('node_c').ip}:{proxy_port}/sessions/s-ray-1"
