@@ -175,3 +175,28 @@ def can_make_namespaces() -> str:
     if not Path(RAY).exists():
         return "Ray is not installed (the `cluster` extra)"
     return ""
+
+
+SMALL_STACK = {"assembler": True, "proxy": True, "tracking": False, "dashboard": False, "rollout": False,
+               "trainer": False, "scheduler": False, "agents": False, "eval": False}
+
+
+def small_stack_config(directory: Path, engine_port: int, on_ray: bool = True) -> tuple[Path, int]:
+    """A config file for the smallest stack that moves data: the embedded broker, an assembler (on node_b when
+    placed by Ray) and a proxy listening on every address (on node_c) that routes to a StubEngine at
+    127.0.0.1:`engine_port` of its node. Returns (the file, the proxy's port)."""
+    import yaml
+
+    proxy_port, broker_port, metrics_port = free_port_block(1), free_port_block(2), free_port_block(4)
+    config: dict = {
+        "data_dir": str(directory / "driver"), "broker_port": broker_port, "services": SMALL_STACK,
+        "metrics": {"port": metrics_port},
+        "proxy": {"host": "0.0.0.0", "port": proxy_port, "discover_engines": False, "listen_control": False,
+                  "engines": [{"id": "stub-0", "url": f"http://127.0.0.1:{engine_port}"}]},
+    }
+    if on_ray:
+        config["cluster"] = {"node_data_dir": str(directory / "nodes"),
+                             "resources": {"assembler": {"node": "node_b"}, "proxy": {"node": "node_c"}}}
+    path = directory / "stack.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path, proxy_port

@@ -13,36 +13,16 @@ import time
 import urllib.request
 
 import pytest
-import yaml
 
 from seamlessflow.ports import free_port_block
 from seamlessflow.stack.supervisor import pid_alive, stop_tree
-from seamlessflow.testing.ray_cluster import can_make_namespaces, ray_cluster
+from seamlessflow.testing.ray_cluster import can_make_namespaces, ray_cluster, small_stack_config
 from seamlessflow.testing.waiting import wait_until
 
 NAMESPACES = pytest.mark.skipif(bool(can_make_namespaces()), reason=can_make_namespaces())
-ONLY = {"assembler": True, "proxy": True, "tracking": False, "dashboard": False, "rollout": False, "trainer": False,
-        "scheduler": False, "agents": False, "eval": False}
-
-
 def sf(config, *args, timeout=300):
     return subprocess.run([sys.executable, "-m", "seamlessflow", "--config", str(config), *args],
                           capture_output=True, text=True, timeout=timeout)
-
-
-def small_stack(tmp_path, engine_port: int) -> tuple:
-    proxy_port, broker_port, metrics_port = free_port_block(1), free_port_block(2), free_port_block(4)
-    config = {
-        "data_dir": str(tmp_path / "driver"), "broker_port": broker_port, "services": ONLY,
-        "metrics": {"port": metrics_port},
-        "proxy": {"host": "0.0.0.0", "port": proxy_port, "discover_engines": False, "listen_control": False,
-                  "engines": [{"id": "stub-0", "url": f"http://127.0.0.1:{engine_port}"}]},
-        "cluster": {"node_data_dir": str(tmp_path / "nodes"),
-                    "resources": {"assembler": {"node": "node_b"}, "proxy": {"node": "node_c"}}},
-    }
-    path = tmp_path / "stack.yaml"
-    path.write_text(yaml.safe_dump(config))
-    return path, proxy_port
 
 
 def post(url: str, key: str, body: dict) -> dict:
@@ -53,7 +33,7 @@ def post(url: str, key: str, body: dict) -> dict:
 
 
 def test_up_on_an_unreachable_ray_address_is_one_line_naming_it_and_starts_nothing(tmp_path):
-    config, _ = small_stack(tmp_path, 1)
+    config, _ = small_stack_config(tmp_path, 1)
     up = sf(config, "up", "--ray", "127.0.0.1:1", "--detach", timeout=60)
     assert up.returncode != 0
     assert up.stderr.strip().splitlines() == [up.stderr.strip()]  # one line
@@ -76,7 +56,7 @@ def test_up_on_ray_places_a_small_stack_on_named_nodes_and_down_leaves_no_proces
 
 
 def _up_call_status_down(tmp_path, cluster, engine_port):
-    config, proxy_port = small_stack(tmp_path, engine_port)
+    config, proxy_port = small_stack_config(tmp_path, engine_port)
     started = time.monotonic()
     up = sf(config, "up", "--ray", cluster.address, "--detach")
     assert up.returncode == 0, up.stdout + up.stderr
