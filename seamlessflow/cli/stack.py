@@ -15,9 +15,11 @@ from rich.console import Console
 from rich.live import Live
 
 from seamlessflow.cli.context import pass_settings
+from seamlessflow.cli.stack_ray import down_on_ray, up_on_ray
 from seamlessflow.cli.status_view import render_status
+from seamlessflow.stack.resources import ClusterOptions
 from seamlessflow.stack.services import SERVICES, config_path, log_dir, run_dir, start_stack, with_stack_defaults
-from seamlessflow.stack.status import stack_status
+from seamlessflow.stack.status import ray_services, stack_status
 from seamlessflow.stack.supervisor import (
     STACK_ENV,
     StartupFailed,
@@ -51,11 +53,15 @@ def _raise_stop(*_):
 @click.option("--only", "only", multiple=True, type=click.Choice(SERVICES),
               help="Start just these services (repeatable), e.g. `--only trainer` on another node of a "
                    "multi-node trainer, with --bootstrap-servers pointing at the cluster.")
+@click.option("--ray", "ray_address", metavar="HOST:PORT",
+              help="Place the services on this Ray cluster (its head's GCS address) instead of this machine.")
 @pass_settings
-def up(settings, detach, wait_s, policy, only_broker, brokers, generation, only):
+def up(settings, detach, wait_s, policy, only_broker, brokers, generation, only, ray_address):
     """Start the stack: embedded broker (unless --bootstrap-servers), topics, and the RL loop's services."""
     settings = with_stack_defaults(settings).with_overrides(brokers=brokers,
                                                             generation=generation or new_generation())
+    if ray_address:
+        settings = settings.with_overrides(cluster={"engine": "ray", "address": ray_address})
     if policy:
         settings = settings.with_overrides(scheduler={"policy": policy})
     if only_broker or only:
@@ -65,7 +71,12 @@ def up(settings, detach, wait_s, policy, only_broker, brokers, generation, only)
         raise click.ClickException(
             f"already running (supervisor pid {state['supervisor_pid']}); `seamlessflow down` first"
         )
-    if detach:
+    if state and state.get("placement") and ray_services(state)[0]:  # a detached stack outlives its `up`
+        raise click.ClickException(f"already running on Ray ({state['placement']['address']}, namespace "
+                                   f"{state['placement']['namespace']}); `seamlessflow down` first")
+    if ClusterOptions.from_settings(settings).engine == "ray":
+        up_on_ray(settings, detach, _print_ready)
+    elif detach:
         _up_detached(settings, wait_s)
     else:
         _up_foreground(settings)
@@ -146,6 +157,10 @@ def down(settings):
     """Stop the stack: SIGTERM, then SIGKILL after the grace period; no process is left behind, whatever
     state `up` reached (every process of the stack carries its run directory: see `supervisor.stack_processes`)."""
     state = read_state(run_dir(settings))
+    if state and state.get("placement"):
+        down_on_ray(settings, state)
+        click.echo("stopped")
+        return
     leftovers = stack_processes(run_dir(settings))
     if not state and not leftovers:
         click.echo("nothing is running here")

@@ -34,11 +34,13 @@ def render_status(data: dict, rewards: dict[int, float] | None = None) -> Group:
     head = (f"stack: {'running' if data['running'] else 'stopped'}   Kafka {data['bootstrap_servers']}: "
             f"{_cluster_line(data)}   trainer version: "
             f"{data.get('trainer_version')}")
-    services = Table("service", "state", "pid", "restarts", "uptime", title=head, title_justify="left")
+    services = Table("service", "state", "node", "pid", "restarts", "uptime", title=head, title_justify="left")
     for svc in data["services"]:
         uptime = f"{svc['uptime_s']:.0f}s" if svc["uptime_s"] is not None else "-"
         state = f"{svc['state']}: waiting for {svc['waiting_for']}" if svc.get("waiting_for") else svc["state"]
-        services.add_row(svc["name"], state, str(svc["pid"] or "-"), str(svc["restarts"]), uptime)
+        node = svc.get("node_ip") or "-"
+        node = f"{svc['host']} ({node})" if svc.get("host") else node
+        services.add_row(svc["name"], state, node, str(svc["pid"] or "-"), str(svc["restarts"]), uptime)
     resources = Table("resource", "kind", "tags", "active", "state", "version", "tokens/s", "queue", "age")
     for row in data.get("resources", []):
         figures = row["figures"]

@@ -18,7 +18,9 @@ from seamlessflow.config import Settings, _deep_merge
 from seamlessflow.kafka.admin import cluster_ready, ensure_topics
 from seamlessflow.rollout.launch import ensure_model
 from seamlessflow.service_metrics import PORT_ENV
-from seamlessflow.stack.supervisor import Awaiting, ServiceSpec, Supervisor
+from seamlessflow.stack.placement import Placement, expand_replicas
+from seamlessflow.stack.resources import ClusterOptions, RestartPolicy, requested
+from seamlessflow.stack.supervisor import Awaiting, ServiceSpec
 from seamlessflow.stack.watch import engines_up
 from seamlessflow.teams import TeamKeys
 from seamlessflow.tracking.sink import default_logdir
@@ -61,7 +63,7 @@ def broker_services(settings: Settings) -> list[ServiceSpec]:
         return []
     prepare(settings)
     client = settings.with_overrides(bootstrap_servers=settings.kafka_bootstrap)
-    specs = [ServiceSpec(p.name, p.argv, p.env) for p in node_processes(settings)]
+    specs = [ServiceSpec(p.name, p.argv, p.env, role="broker") for p in node_processes(settings)]
     specs[-1].ready, specs[-1].ready_timeout_s = brokers_registered(client, settings.brokers), 120
     return specs
 
@@ -69,7 +71,7 @@ def broker_services(settings: Settings) -> list[ServiceSpec]:
 def python_service(settings: Settings, name: str, *args: str, module: str | None = None,
                    ready: Awaiting | None = None, timeout_s: float = 120) -> ServiceSpec:
     argv = [sys.executable, "-m", f"services.{module or name}", "--config", str(config_path(settings)), *args]
-    return ServiceSpec(name, argv, {"PYTHONUNBUFFERED": "1"}, ready, timeout_s)
+    return ServiceSpec(name, argv, {"PYTHONUNBUFFERED": "1"}, ready, timeout_s, role=module or name)
 
 
 def enabled(settings: Settings, service: str, default: bool = False) -> bool:
@@ -108,6 +110,24 @@ def app_services(settings: Settings) -> list[ServiceSpec]:
         specs.append(agent_pool_service(settings, pool))
     if enabled(settings, "eval"):
         specs.append(python_service(settings, "eval"))
+    return with_requests(settings, specs, rollout)
+
+
+def with_requests(settings: Settings, specs: list[ServiceSpec], rollout) -> list[ServiceSpec]:
+    """Fills each spec's resources, replicas and restart policy from `cluster.resources` and the role's
+    defaults; an engine's hardware tags and GPUs (`rollout.workers.<id>.gpu`) are part of its request."""
+    cluster = ClusterOptions.from_settings(settings)
+    for spec in specs:
+        entry = cluster.entry(spec.name, spec.role)
+        tags: list[str] = []
+        gpus = 0.0
+        if spec.role == "rollout":
+            worker = rollout.workers.get(spec.argv[spec.argv.index("--resource-id") + 1])
+            tags = list(worker.hardware_tags) if worker else []
+            gpus = float(len(worker.gpu.split(","))) if worker and worker.gpu else 0.0
+        spec.resources = requested(entry, spec.role, tags, gpus)
+        spec.replicas = entry.replicas
+        spec.restart = RestartPolicy(max_restarts=entry.max_restarts)
     return specs
 
 
@@ -197,9 +217,14 @@ def prepare_model(settings: Settings, log) -> None:
         log(f"model: {ensure_model(settings, log)}")
 
 
-def start_stack(settings: Settings, supervisor: Supervisor, log=print) -> None:
+def start_stack(settings: Settings, supervisor: Placement, log=print) -> None:
+    """Starts the stack through `supervisor`, whichever placement it is (the local supervisor or Ray). Every
+    spec is built, and checked by the placement, before anything starts."""
     settings.dump_yaml(config_path(settings))
-    for spec in broker_services(settings):
+    brokers = broker_services(settings)
+    specs = expand_replicas(app_services(settings))
+    supervisor.check_all(brokers + specs)
+    for spec in brokers:
         supervisor.start(spec)
     client = settings.with_overrides(bootstrap_servers=settings.kafka_bootstrap)
     ensure_topics(client)
@@ -216,7 +241,6 @@ def start_stack(settings: Settings, supervisor: Supervisor, log=print) -> None:
         supervisor.info[f"api key ({settings.team})"] = (
             f"{key}  (also in {Path(settings.data_dir) / (settings.team + '.key')})"
         )
-    specs = app_services(settings)
     urls = metrics_ports(settings, specs)
     if enabled(settings, "proxy"):
         urls["proxy"] = supervisor.info["proxy"].removesuffix("/v1") + "/metrics"

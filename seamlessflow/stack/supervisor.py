@@ -14,6 +14,7 @@ import ctypes
 import json
 import os
 import signal
+import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -21,6 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import psutil
+
+from seamlessflow.stack.resources import Resources, RestartPolicy
 
 PR_SET_CHILD_SUBREAPER = 36
 MAX_BACKOFF_S = 30.0
@@ -35,11 +38,19 @@ Awaiting = Callable[[], str]
 
 @dataclass
 class ServiceSpec:
+    """One service of the stack, whatever places it. `role` is what it runs (`services.<role>`, or `broker`);
+    `resources`, `replicas` and `restart` are a placement's to honour: this supervisor has one machine and
+    restarts always, so it uses none of them (replicas are expanded before they reach it)."""
+
     name: str
     argv: list[str]
     env: dict[str, str] = field(default_factory=dict)
     ready: Awaiting | None = None
     ready_timeout_s: float = 120.0
+    role: str = ""
+    resources: Resources = field(default_factory=Resources)
+    replicas: int = 1
+    restart: RestartPolicy = field(default_factory=RestartPolicy)
 
 
 @dataclass
@@ -52,6 +63,8 @@ class ServiceState:
     exit_code: int | None = None
     log: str = ""
     waiting_for: str = ""  # while starting: what its readiness check still waits for
+    host: str = ""  # where it runs: the machine's name, and its address in the cluster (a Ray node's IP)
+    node_ip: str = ""
 
 
 class StartupFailed(RuntimeError):
@@ -165,10 +178,14 @@ class Supervisor:
     def state_path(self) -> Path:
         return self.run_dir / "state.json"
 
+    def check_all(self, specs: list[ServiceSpec]) -> None:
+        """Nothing to check: one machine, and requests are not enforced here (`Placement`)."""
+
     def start(self, spec: ServiceSpec) -> None:
         """Starts one service and waits for its readiness check, if it has one."""
         self.specs[spec.name] = spec
-        self.states[spec.name] = ServiceState(spec.name, log=str(self.log_dir / f"{spec.name}.log"))
+        self.states[spec.name] = ServiceState(spec.name, log=str(self.log_dir / f"{spec.name}.log"),
+                                              host=socket.gethostname(), node_ip="127.0.0.1")
         self._spawn(spec.name)
         self.write_state()  # listed before any wait: a `down` during the start stops it too
         if spec.ready:

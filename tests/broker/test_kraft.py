@@ -24,6 +24,14 @@ def test_one_node_is_its_own_quorum_and_three_nodes_replicate_with_two_in_sync(t
     assert Settings(brokers=3, broker_port=30000).kafka_bootstrap == "127.0.0.1:30000,127.0.0.1:30001,127.0.0.1:30002"
 
 
+def test_a_broker_host_is_where_clients_reach_the_nodes_and_the_controllers_stay_on_loopback(tmp_path):
+    one = kraft.nodes(Settings(data_dir=tmp_path, broker_port=30000))
+    props = kraft.server_properties(one[0], one, "10.1.2.3")
+    assert props["listeners"] == "PLAINTEXT://10.1.2.3:30000,CONTROLLER://127.0.0.1:30001"
+    assert props["advertised.listeners"] == "PLAINTEXT://10.1.2.3:30000"
+    assert Settings(broker_host="10.1.2.3", broker_port=30000).kafka_bootstrap == "10.1.2.3:30000"
+
+
 def test_a_data_dir_laid_out_for_another_cluster_is_refused(tmp_path):
     kraft.kafka_dir(Settings(data_dir=tmp_path)).mkdir(parents=True)
     (tmp_path / "kafka" / "layout").write_text("1@19092/19093")

@@ -3,6 +3,7 @@
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 
@@ -28,6 +29,8 @@ def test_up_status_restart_down_leaves_no_process(tmp_path):
     status = json.loads(sf(tmp_path, port, "status", "--json").stdout)
     assert status["running"] and status["broker_reachable"]
     broker = next(s for s in status["services"] if s["name"] == "broker")
+    assert (broker["host"], broker["node_ip"]) == (socket.gethostname(), "127.0.0.1")  # where it runs
+    assert status["placement"] == {"engine": "local"}
     pids = {status["supervisor_pid"], broker["pid"]}
 
     listed = sf(tmp_path, port, "topics", "list")

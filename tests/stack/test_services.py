@@ -1,5 +1,8 @@
 """What `seamlessflow up` runs on the embedded default, and that its pieces agree with each other."""
 
+import pytest
+from pydantic import ValidationError
+
 from seamlessflow.config import Settings
 from seamlessflow.proxy import ProxyOptions
 from seamlessflow.rollout.options import RolloutOptions
@@ -77,3 +80,28 @@ def test_every_service_but_the_proxy_gets_its_own_metrics_port(tmp_path):
     ports = [int(spec.env[PORT_ENV]) for spec in specs if spec.name not in ("proxy", "dashboard")]
     assert ports == list(range(9500, 9500 + len(specs) - 2))  # proxy and dashboard serve it on their own port
     assert "proxy" not in urls and urls["trainer"].startswith("http://127.0.0.1:95")
+
+
+def test_specs_carry_what_a_placement_needs(tmp_path):
+    settings = with_stack_defaults(Settings(
+        data_dir=tmp_path,
+        rollout={"workers": {"rollout-0": {}, "rollout-1": {"gpu": "0,1", "hardware_tags": ["h100"]}}},
+        cluster={"resources": {"rollout-1": {"node": "node_b"}, "proxy": {"cpus": 2, "memory_mb": 512},
+                               "agents": {"replicas": 3, "max_restarts": 4}}},
+    ))
+    specs = {spec.name: spec for spec in app_services(settings)}
+    engine = specs["rollout-1"].resources
+    assert (engine.cpus, engine.gpus, engine.custom, engine.node) == (1.0, 2.0, {"h100": 1.0}, "node_b")
+    assert engine.wanted() == {"CPU": 1.0, "GPU": 2.0, "h100": 1.0, "node_b": 0.001}
+    assert specs["rollout-0"].resources.wanted() == {"CPU": 1.0}
+    assert specs["proxy"].resources.wanted() == {"CPU": 2.0, "memory": 512 * 2**20}
+    assert specs["agents-default-demo"].replicas == 3
+    assert specs["agents-default-demo"].restart.max_restarts == 4
+    assert specs["scheduler"].resources.wanted() == {}  # waits on Kafka; asks for nothing by default
+    assert {spec.role for spec in specs.values()} >= {"assembler", "rollout", "proxy", "agents", "eval"}
+
+
+def test_only_consumer_group_members_run_as_copies(tmp_path):
+    settings = with_stack_defaults(Settings(data_dir=tmp_path, cluster={"resources": {"proxy": {"replicas": 2}}}))
+    with pytest.raises(ValidationError, match="proxy.workers"):
+        app_services(settings)

@@ -1,0 +1,109 @@
+"""`up`, `down` and `status` for a stack placed on a Ray cluster (`up --ray ADDRESS`, or `cluster: {engine: ray}`).
+
+The services are detached actors, so the stack outlives the `up` that started it: with `--detach` it returns
+once every service is ready, in the foreground it follows their states until Ctrl-C or SIGTERM and then stops
+them. Either way `down` (another process) finds the actors by the namespace recorded in the run directory.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import click
+from rich.console import Console
+
+from seamlessflow.config import Settings
+from seamlessflow.stack.ray_placement import PlacementError, RayPlacement, namespace_for, stop_actors
+from seamlessflow.stack.resources import ClusterOptions
+from seamlessflow.stack.services import config_path, run_dir, start_stack
+from seamlessflow.stack.supervisor import StartupFailed, pid_alive, stack_processes, stop_tree
+from seamlessflow.teams import TeamKeys
+
+
+class _Stop(Exception):
+    pass
+
+
+def _raise_stop(*_):
+    raise _Stop()
+
+
+def for_the_cluster(settings: Settings, driver_ip: str) -> Settings:
+    """What changes when the services run on other hosts: the embedded broker listens on the driver's node
+    address (unless a `broker_host` was given), and the default team's key travels in the config (each node's
+    data directory is its own, so the key file is not there)."""
+    if settings.embedded and settings.broker_host == "127.0.0.1":
+        settings = settings.with_overrides(broker_host=driver_ip)
+    key = TeamKeys.from_settings(settings).ensure_default(settings.team)
+    return settings.with_overrides(team_keys={settings.team: key, **settings.team_keys})
+
+
+def up_on_ray(settings: Settings, detach: bool, print_ready) -> None:
+    cluster = ClusterOptions.from_settings(settings)
+    if not cluster.address:
+        raise click.ClickException("cluster.engine is ray but no address: `up --ray HOST:PORT` or cluster.address")
+    console = Console(width=160)
+    try:
+        placement = RayPlacement(cluster.address, namespace_for(settings.generation), run_dir(settings),
+                                 cluster.node_data_dir, config_path(settings), settings.stop_grace_s, console.print)
+        settings = for_the_cluster(settings, placement.driver_ip)
+    except PlacementError as exc:
+        raise click.ClickException(str(exc)) from None
+    signal.signal(signal.SIGTERM, _raise_stop)
+    stop = True
+    try:
+        start_stack(settings, placement, log=console.print)
+        placement.check()
+        _proxy_on_its_node(placement)
+        print_ready(console, placement.info, settings)
+        for name, state in placement.states.items():
+            console.print(f"  {name}: {state.state} on {state.host} ({state.node_ip}), pid {state.pid}")
+        if detach:
+            stop = False
+            return
+        while True:
+            placement.check()
+            time.sleep(2.0)
+    except PlacementError as exc:
+        raise click.ClickException(str(exc)) from None
+    except StartupFailed as exc:
+        console.print(f"[red]startup failed:[/red] {exc}")
+        raise SystemExit(1) from exc
+    except (_Stop, KeyboardInterrupt):
+        console.print("stopping ...")
+    finally:
+        if stop:
+            placement.stop_all()
+
+
+def _proxy_on_its_node(placement: RayPlacement) -> None:
+    """A proxy listening on every address (`proxy.host: 0.0.0.0`) is shown at its node's address."""
+    proxy = next((s for name, s in placement.states.items() if name.split("-")[0] == "proxy"), None)
+    url = placement.info.get("proxy", "")
+    if proxy is not None and proxy.node_ip and url.startswith("http://0.0.0.0:"):
+        placement.info["proxy"] = url.replace("0.0.0.0", proxy.node_ip, 1)
+        placement.write_state()
+
+
+def down_on_ray(settings: Settings, state: dict) -> None:
+    """Stops the foreground `up` (if any), every actor of the stack's namespace and its process, and what ran
+    on this machine outside Ray."""
+    placement = state["placement"]
+    driver = state.get("supervisor_pid")
+    if driver and pid_alive(driver) and driver != os.getpid():
+        os.kill(driver, signal.SIGTERM)
+        deadline = time.monotonic() + settings.stop_grace_s * (len(state.get("services", {})) + 1) + 5
+        while pid_alive(driver) and time.monotonic() < deadline:
+            time.sleep(0.2)
+    try:
+        from seamlessflow.stack.ray_placement import connect
+
+        connect(placement["address"], placement["namespace"])
+        stopped = stop_actors(placement["namespace"], None, settings.stop_grace_s)
+        click.echo(f"stopped {len(stopped)} actor(s) in namespace {placement['namespace']}")
+    except PlacementError as exc:
+        click.echo(f"the cluster is gone or unreachable ({exc}); stopping what runs here")
+    for proc in stack_processes(run_dir(settings)):
+        stop_tree(proc.pid, settings.stop_grace_s)

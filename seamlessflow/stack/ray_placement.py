@@ -1,0 +1,248 @@
+"""The stack on a Ray cluster: every service a named, detached actor (`service_host.ServiceHost`) that owns its
+process, in one namespace per start of the stack (`seamlessflow-<generation>`).
+
+Each actor asks Ray for the spec's resources (CPUs, GPUs, memory, custom resources, a node's resource) and
+gets `max_restarts` from its restart policy, so placement and the restart of a lost actor are Ray's; nothing
+here places or restarts anything by hand. Before any actor starts, every spec is checked against the nodes
+Ray reports: a request no node can give is an error naming the service, what it asked for and what each node
+has, never a wait. The embedded broker is pinned to the driver's node (its files were prepared there).
+`state.json` in the run directory records the address and namespace, so `status` and `down` find the actors.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from seamlessflow.stack.supervisor import SAY_WAITING_EVERY_S, ServiceSpec, ServiceState, StartupFailed
+
+NAMESPACE_PREFIX = "seamlessflow-"
+
+
+class PlacementError(RuntimeError):
+    """The cluster cannot be reached, or cannot give a service what it asks for."""
+
+
+def namespace_for(generation: str) -> str:
+    return f"{NAMESPACE_PREFIX}{generation or 'default'}"
+
+
+def connect(address: str, namespace: str) -> None:
+    """Joins the cluster at `address` as a driver; an address nothing answers at is one line, not a hang."""
+    import ray
+
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host, int(port)), timeout=5):
+            pass
+    except (OSError, ValueError) as exc:
+        raise PlacementError(f"cannot reach the Ray cluster at {address}: {exc}") from None
+    if ray.is_initialized():
+        ray.shutdown()
+    try:
+        ray.init(address=address, namespace=namespace, logging_level=logging.WARNING, log_to_driver=False)
+    except Exception as exc:  # Ray says why in many ways; the address is what the user can act on
+        raise PlacementError(f"cannot join the Ray cluster at {address}: {exc}") from None
+
+
+def node_table() -> list[dict[str, Any]]:
+    """The alive nodes as Ray reports them: address and total resources."""
+    import ray
+
+    return [{"ip": n["NodeManagerAddress"], "resources": n["Resources"]} for n in ray.nodes() if n["Alive"]]
+
+
+def check_feasible(specs: list[ServiceSpec], nodes: list[dict[str, Any]]) -> None:
+    """Raises for the first spec that no single node can hold (each spec on its own: whether they all fit at
+    once is Ray's to decide, and a service that must wait for a busy node is shown as waiting)."""
+    for spec in specs:
+        wanted = spec.resources.wanted()
+        if not any(all(node["resources"].get(k, 0.0) >= v for k, v in wanted.items()) for node in nodes):
+            have = "; ".join(f"{n['ip']}: {_words(n['resources'])}" for n in nodes) or "no alive node"
+            raise PlacementError(f"{spec.name} asks for {_words(wanted)}, which no node of the cluster has "
+                                 f"({have})")
+
+
+def _words(resources: dict[str, float]) -> str:
+    shown = {k: v for k, v in resources.items() if not k.startswith(("node:", "object_store_memory"))}
+    return ", ".join(f"{k} {v / 2**20:.0f} MiB" if k == "memory" else f"{k} {v:g}" for k, v in sorted(shown.items()))
+
+
+def actor_options(spec: ServiceSpec, namespace: str) -> dict[str, Any]:
+    """The spec's request as Ray actor options (a detached, named actor restarted by Ray's policy)."""
+    r = spec.resources
+    custom = {k: v for k, v in r.wanted().items() if k not in ("CPU", "GPU", "memory")}
+    return {"name": spec.name, "namespace": namespace, "lifetime": "detached", "num_cpus": r.cpus,
+            "num_gpus": r.gpus, "memory": r.memory_mb * 2**20 or None, "resources": custom or None,
+            "max_restarts": spec.restart.max_restarts, "max_concurrency": 4}
+
+
+class RayPlacement:
+    """Places specs as actors; the same `Placement` interface as the local `Supervisor`."""
+
+    def __init__(self, address: str, namespace: str, run_dir: Path, node_dir: str, config: Path | None = None,
+                 grace_s: float = 10.0, say: Callable[[str], None] = print):
+        self.address, self.namespace, self.run_dir, self.node_dir = address, namespace, run_dir, node_dir
+        self.config, self.grace_s, self.say = config, grace_s, say
+        self.info: dict[str, str] = {"ray": f"{address} (namespace {namespace})"}
+        self.ready = False
+        self.states: dict[str, ServiceState] = {}
+        self.actors: dict[str, Any] = {}
+        self.driver_ip = ""
+        connect(address, namespace)
+        import ray
+
+        self.driver_ip = ray.util.get_node_ip_address()
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.write_state()
+
+    def check_all(self, specs: list[ServiceSpec]) -> None:
+        check_feasible([self._pinned(spec) for spec in specs], node_table())
+
+    def _pinned(self, spec: ServiceSpec) -> ServiceSpec:
+        """The broker runs where its files are: the driver's node."""
+        if spec.role == "broker" and not spec.resources.node:
+            import dataclasses
+
+            resources = dataclasses.replace(spec.resources, node=f"node:{self.driver_ip}")
+            return dataclasses.replace(spec, resources=resources)
+        return spec
+
+    def start(self, spec: ServiceSpec) -> None:
+        """Starts the service's actor (after checking that some node can hold it) and awaits its readiness."""
+        import ray
+
+        from seamlessflow.stack.service_host import ServiceHost
+
+        spec = self._pinned(spec)
+        check_feasible([spec], node_table())
+        config = self.config.read_text() if self.config and "--config" in spec.argv else None
+        ready = spec.ready if _travels(spec.ready) else None
+        host = ray.remote(ServiceHost).options(**actor_options(spec, self.namespace))
+        self.actors[spec.name] = host.remote(spec.name, spec.argv, spec.env, config, self.node_dir,
+                                             spec.restart.max_restarts, spec.restart.max_backoff_s, ready)
+        self.states[spec.name] = ServiceState(spec.name, state="starting")
+        self.write_state()  # listed before any wait: a `down` during the start stops it too
+        self._await(spec, ready is not None)
+        self.write_state()
+
+    def _await(self, spec: ServiceSpec, on_node: bool) -> None:
+        """Waits for the actor to run its process, then for the readiness check (on the service's node when
+        the check can travel there, else here), saying what it waits for; fails when the process died."""
+        import ray
+
+        started, said = time.monotonic(), time.monotonic()
+        actor = self.actors[spec.name]
+        while True:
+            self._refresh(spec.name)
+            state = self.states[spec.name]
+            if state.state == "failed":
+                raise StartupFailed(f"{spec.name} failed on {state.node_ip} (exit code {state.exit_code}); see "
+                                    f"{state.log} there")
+            waiting = ""
+            if spec.ready is not None and state.pid:
+                waiting = ray.get(actor.awaiting.remote()) if on_node else spec.ready()
+            elif not state.pid:
+                waiting = "Ray to place it and start its process"
+            if not waiting:
+                state.state, state.waiting_for = "running", ""
+                return
+            state.waiting_for = waiting
+            now = time.monotonic()
+            if now - started > spec.ready_timeout_s:
+                raise StartupFailed(f"{spec.name} not ready after {spec.ready_timeout_s:.0f} s, still waiting for "
+                                    f"{waiting}")
+            if now - said >= SAY_WAITING_EVERY_S:
+                self.say(f"{spec.name}: waiting {now - started:.0f} s for {waiting}")
+                said = now
+            time.sleep(0.25)
+
+    def _refresh(self, name: str) -> None:
+        import ray
+
+        try:
+            info = ray.get(self.actors[name].info.remote(), timeout=10)
+        except Exception:  # being placed, or restarted by Ray
+            self.states[name].state = "restarting" if self.states[name].pid else "pending"
+            return
+        self.states[name] = state_of(info)
+
+    def check(self) -> None:
+        for name in self.actors:
+            self._refresh(name)
+        self.write_state()
+
+    def stop_all(self) -> None:
+        stop_actors(self.namespace, list(reversed(self.actors)), self.grace_s)
+        for state in self.states.values():
+            state.state, state.pid = "stopped", None
+        self.write_state()
+
+    def write_state(self) -> None:
+        from dataclasses import asdict
+
+        data = {"supervisor_pid": os.getpid(), "ready": self.ready, "stopping": False, "info": self.info,
+                "placement": {"engine": "ray", "address": self.address, "namespace": self.namespace},
+                "services": {name: asdict(state) for name, state in self.states.items()}}
+        tmp = self.run_dir / "state.tmp"
+        tmp.write_text(json.dumps(data, indent=2))
+        os.replace(tmp, self.run_dir / "state.json")
+
+
+def _travels(ready: Any) -> bool:
+    """Whether a readiness check can be shipped to the service's node (a check holding a live client cannot)."""
+    if ready is None:
+        return False
+    import ray
+
+    try:
+        ray.cloudpickle.dumps(ready)
+    except Exception:
+        return False
+    return True
+
+
+def state_of(info: dict) -> ServiceState:
+    fields = ("name", "pid", "state", "restarts", "exit_code", "started_at", "log", "host", "node_ip")
+    known: dict[str, Any] = {k: info[k] for k in fields if k in info}
+    return ServiceState(**known)
+
+
+def stop_actors(namespace: str, names: list[str] | None = None, grace_s: float = 10.0) -> list[str]:
+    """Stops the named actors of `namespace` (all of them when `names` is None): each stops its process, then
+    is killed for good (no restart). Returns the names stopped."""
+    import ray
+
+    if names is None:
+        names = [a["name"] for a in ray.util.list_named_actors(all_namespaces=True) if a["namespace"] == namespace]
+    for name in names:
+        try:
+            actor = ray.get_actor(name, namespace=namespace)
+        except ValueError:
+            continue
+        try:
+            ray.get(actor.stop.remote(grace_s), timeout=grace_s + 10)
+        except Exception:  # a dead or unreachable actor: killing it takes its process (parent-death signal)
+            pass
+        ray.kill(actor, no_restart=True)
+    return names
+
+
+def actor_states(namespace: str, names: list[str]) -> dict[str, dict]:
+    """Each named service's live state as its actor reports it (`status` of a Ray-placed stack)."""
+    import ray
+
+    out: dict[str, dict] = {}
+    for name in names:
+        try:
+            info: Any = ray.get(ray.get_actor(name, namespace=namespace).info.remote(), timeout=10)
+            out[name] = info
+        except Exception:
+            out[name] = {"name": name, "state": "gone"}
+    return out

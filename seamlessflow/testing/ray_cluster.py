@@ -1,0 +1,202 @@
+"""A real multi-node Ray cluster on one machine: each node has its own network address, node B and C each in a
+network namespace of their own, all joined by one bridge (root only).
+
+Why namespaces, not Ray's in-process `Cluster` helper: every node here is a separate `ray start` with its own
+IP address, so a service placed on a node really runs at that node's address, and a test can tell the nodes
+apart by where a process listens. The head runs in this machine's own namespace on the bridge's address
+(a Ray driver must run on a node of the cluster, and the test process is the driver); the two workers run in
+namespaces created here. Each node gets its own `--temp-dir` and custom resource (`node_a`, `node_b`,
+`node_c`). Ray is stopped by the pids started here (`ray start --block` stops what it started on SIGTERM), never
+by `ray stop`, which would stop every Ray process on the machine.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import json
+import os
+import secrets
+import shutil
+import subprocess
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import psutil
+
+from seamlessflow.ports import free_port_block
+from seamlessflow.testing.waiting import wait_until
+
+RAY = str(Path(sys.executable).with_name("ray"))
+REPO = Path(__file__).resolve().parents[2]
+
+
+@dataclass
+class RayNode:
+    name: str  # its custom resource, e.g. node_b
+    ip: str
+    temp_dir: Path
+    netns: str | None = None  # None: this machine's own namespace
+    proc: subprocess.Popen | None = None
+
+
+@dataclass
+class RayCluster:
+    address: str  # the head's GCS, host:port
+    nodes: list[RayNode]
+    bridge: str
+    root: Path
+    _links: list[str] = field(default_factory=list)
+
+    def node(self, name: str) -> RayNode:
+        return next(n for n in self.nodes if n.name == name)
+
+
+def _ip(*args: str) -> None:
+    subprocess.run(["ip", *args], check=True, capture_output=True)
+
+
+def _free_subnet() -> ipaddress.IPv4Network:
+    """A /24 under 10.233/16 that no interface of this machine uses (another test's cluster may hold one)."""
+    used = subprocess.run(["ip", "-4", "-o", "addr"], capture_output=True, text=True).stdout
+    while True:
+        net = ipaddress.IPv4Network(f"10.233.{secrets.randbelow(200) + 40}.0/24")
+        if f" {net.network_address + 1}/" not in used:
+            return net
+
+
+def _make_network(tag: str, count: int) -> tuple[str, list[str], list[str]]:
+    """A bridge holding the first address, and `count` namespaces each with one veth end on the bridge.
+    Returns (bridge, namespaces, addresses: the bridge's first, then one per namespace)."""
+    net = _free_subnet()
+    hosts = [str(net.network_address + i) for i in range(1, count + 2)]
+    bridge = f"sfbr{tag}"
+    _ip("link", "add", bridge, "type", "bridge")
+    _ip("addr", "add", f"{hosts[0]}/24", "dev", bridge)
+    _ip("link", "set", bridge, "up")
+    spaces = []
+    for i in range(count):
+        ns, outer, inner = f"sf{tag}n{i}", f"sfv{tag}{i}", f"sfp{tag}{i}"
+        _ip("netns", "add", ns)
+        spaces.append(ns)
+        _ip("link", "add", outer, "type", "veth", "peer", "name", inner)
+        _ip("link", "set", inner, "netns", ns)
+        _ip("link", "set", outer, "master", bridge)
+        _ip("link", "set", outer, "up")
+        _ip("netns", "exec", ns, "ip", "addr", "add", f"{hosts[i + 1]}/24", "dev", inner)
+        _ip("netns", "exec", ns, "ip", "link", "set", inner, "up")
+        _ip("netns", "exec", ns, "ip", "link", "set", "lo", "up")
+    return bridge, spaces, hosts
+
+
+def _start_node(node: RayNode, head: str | None, port: int) -> subprocess.Popen:
+    argv = [RAY, "start", "--block", f"--node-ip-address={node.ip}", "--num-cpus=1", "--disable-usage-stats",
+            f"--resources={json.dumps({node.name: 1})}", f"--temp-dir={node.temp_dir}"]
+    argv += [f"--address={head}"] if head else ["--head", f"--port={port}", "--include-dashboard=false"]
+    if node.netns:
+        argv = ["ip", "netns", "exec", node.netns, *argv]
+    node.temp_dir.mkdir(parents=True, exist_ok=True)
+    log = open(node.temp_dir.parent / f"{node.name}.log", "ab")
+    # the workers import this checkout's code (the venv may hold another one), and Ray's own stays local
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
+    return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
+                            start_new_session=True)
+
+
+def alive_nodes(address: str) -> int:
+    """How many nodes the cluster at `address` has alive, asked of its GCS directly: the process need not be a
+    driver, and `ray list` needs the dashboard, which these nodes do not run. (`GcsClient` is Ray's internal
+    client; a test helper may lean on it.)"""
+    from ray._raylet import GcsClient  # type: ignore[attr-defined]
+
+    try:
+        nodes = GcsClient(address=address).get_all_node_info(timeout=5)
+    except Exception:  # the GCS is not up yet
+        return 0
+    return sum(1 for info in nodes.values() if info.state == 0)  # 0: ALIVE
+
+
+@contextmanager
+def ray_cluster(names: tuple[str, ...] = ("node_a", "node_b", "node_c")) -> Iterator[RayCluster]:
+    """Starts a head (`names[0]`, on the bridge's address) and one worker per further name, each in its own
+    namespace; waits until all are alive; stops and removes everything on the way out."""
+    tag = secrets.token_hex(2)
+    # a short root of its own: Ray's unix sockets live under each temp dir (107 bytes at most; a pytest tmp_path
+    # is too long), and nothing of one node's is in another's directory
+    root = Path(tempfile.mkdtemp(prefix=f"sfray{tag}-", dir="/tmp"))
+    bridge, spaces, hosts = _make_network(tag, len(names) - 1)
+    nodes = [RayNode(names[0], hosts[0], root / "a")]
+    nodes += [RayNode(name, hosts[i + 1], root / chr(ord("b") + i), spaces[i]) for i, name in enumerate(names[1:])]
+    cluster = RayCluster(f"{hosts[0]}:{free_port_block(1)}", nodes, bridge, root, spaces)
+    try:
+        port = int(cluster.address.rsplit(":", 1)[1])
+        nodes[0].proc = _start_node(nodes[0], None, port)
+        wait_until(lambda: alive_nodes(cluster.address) >= 1, 120, "the Ray head", every_s=1, alive=[nodes[0].proc])
+        for node in nodes[1:]:
+            node.proc = _start_node(node, cluster.address, port)
+        wait_until(lambda: alive_nodes(cluster.address) == len(nodes), 180, f"{len(nodes)} Ray nodes alive",
+                   every_s=1, alive=[n.proc for n in nodes if n.proc])
+        yield cluster
+    finally:
+        _stop(cluster)
+
+
+def _stop(cluster: RayCluster) -> None:
+    """Stops the workers, then the head, by the pids started here and their descendants; then anything still
+    running from one of the cluster's temp dirs (a worker Ray re-parented); then the network."""
+    from seamlessflow.stack.supervisor import stop_tree
+
+    for node in reversed(cluster.nodes):
+        if node.proc is not None:
+            stop_tree(node.proc.pid, 15)
+            node.proc.wait(10)
+    marker = str(cluster.root)
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if any(marker in arg for arg in proc.info["cmdline"] or []):
+                stop_tree(proc.pid, 5)
+        except psutil.NoSuchProcess:
+            pass
+    for ns in cluster._links:
+        subprocess.run(["ip", "netns", "delete", ns], capture_output=True)
+    subprocess.run(["ip", "link", "delete", cluster.bridge], capture_output=True)
+    shutil.rmtree(cluster.root, ignore_errors=True)
+
+
+def can_make_namespaces() -> str:
+    """Why this machine cannot run `ray_cluster` ("" when it can): it needs root, `ip` and Ray."""
+    if os.geteuid() != 0:
+        return "network namespaces need root"
+    if shutil.which("ip") is None:
+        return "no `ip` command (iproute2)"
+    if not Path(RAY).exists():
+        return "Ray is not installed (the `cluster` extra)"
+    return ""
+
+
+SMALL_STACK = {"assembler": True, "proxy": True, "tracking": False, "dashboard": False, "rollout": False,
+               "trainer": False, "scheduler": False, "agents": False, "eval": False}
+
+
+def small_stack_config(directory: Path, engine_port: int, on_ray: bool = True) -> tuple[Path, int]:
+    """A config file for the smallest stack that moves data: the embedded broker, an assembler (on node_b when
+    placed by Ray) and a proxy listening on every address (on node_c) that routes to a StubEngine at
+    127.0.0.1:`engine_port` of its node. Returns (the file, the proxy's port)."""
+    import yaml
+
+    proxy_port, broker_port, metrics_port = free_port_block(1), free_port_block(2), free_port_block(4)
+    config: dict = {
+        "data_dir": str(directory / "driver"), "broker_port": broker_port, "services": SMALL_STACK,
+        "metrics": {"port": metrics_port},
+        "proxy": {"host": "0.0.0.0", "port": proxy_port, "discover_engines": False, "listen_control": False,
+                  "engines": [{"id": "stub-0", "url": f"http://127.0.0.1:{engine_port}"}]},
+    }
+    if on_ray:
+        config["cluster"] = {"node_data_dir": str(directory / "nodes"),
+                             "resources": {"assembler": {"node": "node_b"}, "proxy": {"node": "node_c"}}}
+    path = directory / "stack.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path, proxy_port

@@ -1,0 +1,151 @@
+"""RayPlacement on a real 3-node Ray cluster (each node its own address, two in network namespaces): services
+land on the nodes their resources name, run at those nodes' addresses with a config and data directory of
+their node's own, are restarted by their actor when their process dies; impossible requests and unreachable
+addresses are errors before anything starts."""
+
+import json
+import os
+import signal
+import sys
+import time
+import urllib.request
+
+import pytest
+
+from seamlessflow.ports import free_port, free_port_block
+from seamlessflow.stack.placement import expand_replicas
+from seamlessflow.stack.ray_placement import PlacementError, RayPlacement, stop_actors
+from seamlessflow.stack.resources import Resources, RestartPolicy
+from seamlessflow.stack.services import listening
+from seamlessflow.stack.supervisor import ServiceSpec, StartupFailed, pid_alive
+from seamlessflow.testing.ray_cluster import can_make_namespaces, ray_cluster
+from seamlessflow.testing.waiting import wait_until
+
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(bool(can_make_namespaces()), reason=can_make_namespaces())]
+
+# A service that says, over HTTP on every address of its node, which config it was given and what is in it.
+SERVICE = """
+import http.server, json, sys, yaml
+path = sys.argv[sys.argv.index("--config") + 1]
+config = yaml.safe_load(open(path))
+body = json.dumps({"config": path, "data_dir": config["data_dir"], "run": config["run"]}).encode()
+class Answer(http.server.BaseHTTPRequestHandler):
+    def do_GET(self):
+        self.send_response(200)
+        self.end_headers()
+        self.wfile.write(body)
+http.server.ThreadingHTTPServer(("0.0.0.0", int(sys.argv[1])), Answer).serve_forever()
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with ray_cluster() as running:
+        yield running
+    import ray
+
+    ray.shutdown()
+
+
+@pytest.fixture
+def placement(cluster, tmp_path):
+    config = tmp_path / "config.yaml"
+    config.write_text("run: placed-by-ray\ndata_dir: /nowhere/shared\n")
+    namespace = f"sf-test-{os.getpid()}-{time.monotonic_ns()}"
+    placed = RayPlacement(cluster.address, namespace, tmp_path / "run", str(tmp_path / "nodes"), config, grace_s=2)
+    yield placed
+    placed.stop_all()
+
+
+def answer(ip: str, port: int) -> dict:
+    with urllib.request.urlopen(f"http://{ip}:{port}/", timeout=5) as response:
+        return json.loads(response.read())
+
+
+def http_service(name: str, port: int, node: str) -> ServiceSpec:
+    argv = [sys.executable, "-c", SERVICE, str(port), "--config", "/driver/only/config.yaml"]
+    return ServiceSpec(name, argv, ready=listening("127.0.0.1", port), role="probe",
+                       resources=Resources(node=node), restart=RestartPolicy(max_restarts=3, max_backoff_s=1))
+
+
+def test_services_run_on_the_nodes_their_resources_name(cluster, placement):
+    ports = {name: free_port_block(1) for name in ("node_a", "node_b", "node_c")}
+    for node, port in ports.items():
+        placement.start(http_service(f"probe-{node}", port, node))
+    placement.check()
+    seen = {}
+    for node, port in ports.items():
+        state = placement.states[f"probe-{node}"]
+        assert state.node_ip == cluster.node(node).ip, f"probe-{node} ran at {state.node_ip}"
+        assert state.state == "running"
+        seen[node] = answer(state.node_ip, port)  # served from that node's own address
+    assert {s["run"] for s in seen.values()} == {"placed-by-ray"}  # the driver's config, carried by the actor
+    assert len({s["data_dir"] for s in seen.values()}) == 3  # each node its own data directory
+    assert all(s["config"] != "/driver/only/config.yaml" for s in seen.values())
+    assert json.loads((placement.run_dir / "state.json").read_text())["services"]["probe-node_b"]["node_ip"] == \
+        cluster.node("node_b").ip
+
+
+def test_a_killed_service_process_is_restarted_by_its_actor(cluster, placement):
+    port = free_port_block(1)
+    placement.start(http_service("probe-restart", port, "node_c"))
+    placement.check()
+    first = placement.states["probe-restart"].pid
+    os.kill(first, signal.SIGKILL)  # one machine: the namespaces share the process table
+
+    def restarted():
+        placement.check()
+        state = placement.states["probe-restart"]
+        return state.restarts == 1 and state.pid not in (None, first) and state.state == "running"
+    wait_until(restarted, 60, "the actor to start the killed process again")
+    ip = cluster.node("node_c").ip
+    assert wait_until(lambda: _answers(ip, port), 30, f"the restarted service to answer at {ip}:{port}")
+    placement.stop_all()
+    assert wait_until(lambda: not pid_alive(placement.states["probe-restart"].pid or 0) and not _answers(ip, port),
+                      30, "the stopped service to be gone")
+
+
+def _answers(ip: str, port: int) -> bool:
+    try:
+        return bool(answer(ip, port))
+    except OSError:
+        return False
+
+
+def test_replicas_are_placed_as_copies(cluster, placement):
+    spec = ServiceSpec("sleeper", [sys.executable, "-c", "import time; time.sleep(600)"], role="agents",
+                       resources=Resources(custom={"node_b": 0.1}), replicas=2)
+    for copy in expand_replicas([spec]):
+        placement.start(copy)
+    placement.check()
+    assert {placement.states[n].node_ip for n in ("sleeper-r0", "sleeper-r1")} == {cluster.node("node_b").ip}
+
+
+def test_a_request_no_node_can_give_is_an_error_before_anything_starts(cluster, placement):
+    impossible = ServiceSpec("rollout-gpu", [sys.executable, "-c", "pass"], role="rollout",
+                             resources=Resources(cpus=1, gpus=1, custom={"h100": 1}))
+    fine = ServiceSpec("fine", [sys.executable, "-c", "import time; time.sleep(600)"])
+    with pytest.raises(PlacementError) as failure:
+        placement.check_all([fine, impossible])
+    message = str(failure.value)
+    assert "rollout-gpu asks for CPU 1, GPU 1, h100 1" in message
+    for node in cluster.nodes:  # what each node has, by address
+        assert node.ip in message and f"{node.name} 1" in message
+    assert stop_actors(placement.namespace) == []  # nothing was started
+
+
+def test_an_unreachable_address_is_one_line_naming_it(tmp_path):
+    address = f"127.0.0.1:{free_port()}"
+    started = time.monotonic()
+    with pytest.raises(PlacementError, match=f"cannot reach the Ray cluster at {address}"):
+        RayPlacement(address, "sf-nowhere", tmp_path / "run", str(tmp_path / "nodes"))
+    assert time.monotonic() - started < 10
+
+
+def test_a_service_that_cannot_start_fails_its_start_at_once(cluster, placement):
+    broken = ServiceSpec("broken", ["/no/such/program"], ready=listening("127.0.0.1", 1), ready_timeout_s=600,
+                         resources=Resources(node="node_b"))
+    started = time.monotonic()
+    with pytest.raises(StartupFailed, match=f"broken failed on {cluster.node('node_b').ip}"):
+        placement.start(broken)
+    assert time.monotonic() - started < 60  # not the 600 s readiness timeout
