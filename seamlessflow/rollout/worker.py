@@ -170,6 +170,8 @@ class RolloutWorker:
         if command.weight_version is None:
             raise CommandRejected("load_weights needs weight_version and weight_uri")
         self.hear_of(command.weight_version, command.weight_uri or "")
+        if command.weight_version < self._held():  # a late or replayed command: versions never go backwards
+            return f"v{command.weight_version} not loaded: v{self._held()} is newer and stays"
         if self.engine.running():
             return self._bring_to(command.weight_version, command.weight_uri or "")
         path = self._files(command.weight_version, command.weight_uri or "")
