@@ -76,7 +76,8 @@ class WeightsServer:
         return self
 
     def stop(self) -> None:
-        self._server.shutdown()
+        if self._thread.is_alive():  # shutdown() waits for serve_forever, which a server never started lacks
+            self._server.shutdown()
         self._server.server_close()
 
     def uri_for(self, version_dir: Path) -> str:
