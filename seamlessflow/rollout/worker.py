@@ -23,11 +23,12 @@ from seamlessflow.rollout.client import EngineClient, EngineError
 from seamlessflow.rollout.engine import EngineProcess, EngineStartFailed
 from seamlessflow.rollout.loading import reload_unsafe_reason, wait_for_label
 from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
-from seamlessflow.weights.http_files import local_weights
+from seamlessflow.weights.http_files import local_weights, prune_copies
 
 log = logging.getLogger(__name__)
 
 ROLES = tuple(Tag)  # rollout, train, idle
+KEPT_COPIES = 2  # versions fetched over HTTP kept on the worker's disk: the one loaded and the one before
 
 
 def capabilities(spec: WorkerSpec) -> Capabilities:
@@ -228,6 +229,7 @@ class RolloutWorker:
                 continue
             elapsed_ms = (time.monotonic() - began) * 1000
             self.weights_dir, self.weight_version, self.last_swap = path, version, (method, elapsed_ms)
+            prune_copies(self.weights_cache, KEPT_COPIES, protect=path)
             skipped = f" ({'; '.join(errors)})" if errors else ""
             return f"v{version} loaded by {method} in {elapsed_ms:.0f} ms{skipped}"
         raise CommandFailed("; ".join(errors) or "no weight load method configured")

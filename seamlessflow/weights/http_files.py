@@ -154,6 +154,15 @@ def resolve_version(uri: str, cache: Path, timeout_s: float = 600.0) -> Path:
         return _download(http, base, listing.json(), final)
 
 
+def prune_copies(cache: Path, keep: int, protect: Path) -> None:
+    """Deletes fetched copies beyond the newest `keep` (never `protect`, the one the engine holds): a worker's
+    disk holds a few versions, not the run's history (a 7B version in bf16 is ~15 GB)."""
+    copies = sorted(p for p in Path(cache).glob("v[0-9]*") if p.is_dir() and p.name[1:].isdigit())
+    for old in copies[:-keep] if keep > 0 else []:
+        if old != protect:
+            shutil.rmtree(old, ignore_errors=True)
+
+
 def local_weights(uri: str, cache: Path | None = None) -> Path:
     """Where a rollout worker loads a version from, whatever its URI: `file:///a/b` or a plain path -> that
     path; `http(s)://host/v000002/` (the trainer host's weights server) -> the trainer's directory when this

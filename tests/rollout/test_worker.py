@@ -234,3 +234,24 @@ def test_a_late_engine_catches_up_from_the_trainers_server_into_its_own_director
     fetched = tmp_path / "logs" / "weights-r0" / "v000002"
     assert client.loaded == [str(fetched)] and (fetched / "config.json").read_text() == '{"v": 2}'
     assert worker.status({}).weight_version == 2 and client.label == "2"
+    assert [p.name for p in fetched.parent.iterdir()] == ["v000002"]  # the older announcement was not fetched
+
+
+def test_versions_fetched_over_http_do_not_pile_up_on_the_workers_disk(tmp_path):
+    from seamlessflow.weights.http_files import WeightsServer
+
+    trainer_root = tmp_path / "trainer"
+    server = WeightsServer(trainer_root, host="127.0.0.1").start()
+    (trainer_root / ".weights-server").write_text("another host's view")
+    try:
+        client = FilesClient("0")
+        worker = files_worker(tmp_path, client)
+        for version in (1, 2, 3):
+            (trainer_root / f"v00000{version}").mkdir(parents=True)
+            (trainer_root / f"v00000{version}" / "config.json").write_text("{}")
+            uri = server.uri_for(trainer_root / f"v00000{version}")
+            ack = worker.handle(command(version, "load_weights", weight_version=version, weight_uri=uri))
+            assert ack.outcome == "ok", ack
+    finally:
+        server.stop()
+    assert sorted(p.name for p in (tmp_path / "logs" / "weights-r0").iterdir()) == ["v000002", "v000003"]

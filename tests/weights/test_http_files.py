@@ -7,7 +7,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from seamlessflow.weights.http_files import WeightsServer, fetch_version, local_weights
+from seamlessflow.weights.http_files import WeightsServer, fetch_version, local_weights, prune_copies
 
 
 @pytest.fixture
@@ -89,3 +89,11 @@ def test_a_copy_fetched_before_is_used_while_the_server_is_away(served, tmp_path
     assert local_weights(server.uri_for(version), cache=tmp_path / "cache") == first
     with pytest.raises(httpx.HTTPError):
         local_weights(server.uri_for(version).replace("v000002", "v000003"), cache=tmp_path / "cache")
+
+
+def test_only_the_newest_copies_stay_on_a_workers_disk(tmp_path):
+    for version in (1, 2, 3, 4):
+        (tmp_path / f"v00000{version}").mkdir()
+    (tmp_path / "v000005.part").mkdir()  # being fetched: not a copy
+    prune_copies(tmp_path, keep=2, protect=tmp_path / "v000001")  # the engine still holds v1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["v000001", "v000003", "v000004", "v000005.part"]
