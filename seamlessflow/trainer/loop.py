@@ -173,7 +173,7 @@ class Trainer:
             self._apply(restored)
         if self.weights_server is not None:
             self.weights_server.start()
-            log.info("serving versions at %s", self.weights_server.uri_for(self.weights_root / "v000000"))
+            log.info("serving versions at %s", self.weights_server.url)
         if self._files_lost:
             self._export_version()  # the newest version's files are on the node this trainer ran on before
             self._announce_written(self.writer.drain())

@@ -80,8 +80,12 @@ class WeightsServer:
             self._server.shutdown()
         self._server.server_close()
 
+    @property
+    def url(self) -> str:
+        return f"http://{self.advertised_host}:{self.port}/"
+
     def uri_for(self, version_dir: Path) -> str:
-        return f"http://{self.advertised_host}:{self.port}/{Path(version_dir).relative_to(self.root).as_posix()}/"
+        return f"{self.url}{Path(version_dir).relative_to(self.root).as_posix()}/"
 
 
 def fetch_version(uri: str, cache: Path, timeout_s: float = 600.0) -> Path:
