@@ -23,11 +23,12 @@ from seamlessflow.rollout.client import EngineClient, EngineError
 from seamlessflow.rollout.engine import EngineProcess, EngineStartFailed
 from seamlessflow.rollout.loading import reload_unsafe_reason, wait_for_label
 from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
-from seamlessflow.weights.http_files import local_weights
+from seamlessflow.weights.http_files import local_weights, prune_copies
 
 log = logging.getLogger(__name__)
 
 ROLES = tuple(Tag)  # rollout, train, idle
+KEPT_COPIES = 2  # versions fetched over HTTP kept on the worker's disk: the one loaded and the one before
 
 
 def capabilities(spec: WorkerSpec) -> Capabilities:
@@ -170,6 +171,8 @@ class RolloutWorker:
         if command.weight_version is None:
             raise CommandRejected("load_weights needs weight_version and weight_uri")
         self.hear_of(command.weight_version, command.weight_uri or "")
+        if command.weight_version < self._held():  # a late or replayed command: versions never go backwards
+            return f"v{command.weight_version} not loaded: v{self._held()} is newer and stays"
         if self.engine.running():
             return self._bring_to(command.weight_version, command.weight_uri or "")
         path = self._files(command.weight_version, command.weight_uri or "")
@@ -226,6 +229,7 @@ class RolloutWorker:
                 continue
             elapsed_ms = (time.monotonic() - began) * 1000
             self.weights_dir, self.weight_version, self.last_swap = path, version, (method, elapsed_ms)
+            prune_copies(self.weights_cache, KEPT_COPIES, protect=path)
             skipped = f" ({'; '.join(errors)})" if errors else ""
             return f"v{version} loaded by {method} in {elapsed_ms:.0f} ms{skipped}"
         raise CommandFailed("; ".join(errors) or "no weight load method configured")

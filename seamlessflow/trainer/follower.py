@@ -12,6 +12,8 @@ from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
 
+from seamlessflow.storage import CheckpointStore
+from seamlessflow.trainer.checkpoints import fetch_newest, upload_part
 from seamlessflow.trainer.engine import PolicyEngine
 
 
@@ -31,10 +33,11 @@ class Order:
 class Follower:
     """Rank > 0: the engine's collectives, in the order the leader runs them."""
 
-    def __init__(self, engine: PolicyEngine, checkpoints: Path):
+    def __init__(self, engine: PolicyEngine, checkpoints: Path, store: CheckpointStore | None = None):
         """Restores this rank's part of the latest checkpoint, as the leader restores its own (the client
-        state in it is the leader's: a follower keeps none)."""
-        self.engine, self.checkpoints = engine, checkpoints
+        state in it is the leader's: a follower keeps none); with a store, its newest one first."""
+        self.engine, self.checkpoints, self.store = engine, checkpoints, store
+        fetch_newest(store, checkpoints, engine.ranks)
         engine.load_checkpoint(checkpoints)
 
     def run(self) -> int:
@@ -48,5 +51,6 @@ class Follower:
                 self.engine.state_dict_for_export()
             elif order.kind == OrderKind.CHECKPOINT:
                 self.engine.save_checkpoint(self.checkpoints, order.tag, {})
+                upload_part(self.store, self.checkpoints, order.tag, self.engine.ranks)
             elif order.kind == OrderKind.STOP:
                 return 0

@@ -12,7 +12,13 @@ Per step, in this order, so a crash at any point replays and never skips:
    already finished above them), then commit
    the offsets. Offsets move only with checkpoints: a crash loses the steps since the last checkpoint and
    replays their trajectories; versions published since keep their numbers (the restart numbers on from
-   the newest version on disk, and re-publishes it).
+   the newest version on disk or announced, and re-publishes it).
+
+No shared file system is assumed: with `serve_weights` the leader serves its weights root over HTTP and
+announces `http://` URIs (seamlessflow/trainer/versions.py); with `checkpoint_uri` every checkpoint also
+goes to a store, and a start on a node without it resumes from the store's newest
+(seamlessflow/trainer/checkpoints.py). A restart whose newest announced version's files stayed behind on
+another node exports the restored weights as the next version at once, so engines have one to load.
 
 With several data-parallel ranks, rank 0 (the leader, `Trainer`) is the trainer above: it alone reads
 Kafka and the control topic, forms batches, writes weights, publishes and commits. Every loop turn it
@@ -44,6 +50,13 @@ from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.records import resource_status
 from seamlessflow.messages import ResourceStatus, WeightVersion, now_ms
 from seamlessflow.topics import Topics
+from seamlessflow.trainer.checkpoints import (
+    STEP_LOG,
+    checkpoint_store,
+    fetch_newest,
+    mark_complete,
+    upload_part,
+)
 from seamlessflow.trainer.control import ControlState
 from seamlessflow.trainer.engine import PolicyEngine, StepMetrics
 from seamlessflow.trainer.follower import Follower, Order, OrderKind
@@ -51,6 +64,7 @@ from seamlessflow.trainer.options import TrainerOptions
 from seamlessflow.trainer.samples import sample_from_record
 from seamlessflow.trainer.source import Incoming, TrajectorySource
 from seamlessflow.trainer.state import TrainerState
+from seamlessflow.trainer.versions import newest_announced, version_uri, weights_server
 from seamlessflow.weights.files import (
     PendingVersion,
     WeightWriter,
@@ -103,9 +117,11 @@ class Trainer:
         self.publish_time_s = self.publish_wait_s = self.checkpoint_time_s = 0.0  # the last ones (heartbeat)
         self.stopping = False
         self.writer = WeightWriter()
-        state = TrainerState.from_dict(self.engine.load_checkpoint(self.checkpoints) or {})
+        self.weights_server = weights_server(self.config, self.weights_root)  # started by `run`
+        self.store = checkpoint_store(self.config)
+        state = self._restore()
         self.step = state.step
-        self.version = max(state.version, latest_version(self.weights_root))
+        self._number_versions(state)
         self.announced_version = self.version  # re-published at start (run)
         self._checkpointed = (self.step, time.monotonic())
         self._checkpointed_version = self.version
@@ -118,6 +134,21 @@ class Trainer:
                                        self.config.group_id(settings), self.dead_letters, state.offsets)
         log.info("trainer %s at step %d, version %d, offsets %s, %d rank(s)", self.config.resource_id, self.step,
                  self.version, state.offsets, self.ranks.world)
+
+    def _restore(self) -> TrainerState:
+        """The newest checkpoint (from the store when this node lacks it, with its step log)."""
+        if fetch_newest(self.store, self.checkpoints, self.ranks) and self.store is not None:
+            self.store.download_file(STEP_LOG, self.steps_log)
+        return TrainerState.from_dict(self.engine.load_checkpoint(self.checkpoints) or {})
+
+    def _number_versions(self, state: TrainerState) -> None:
+        """Versions number on from the newest checkpointed, on disk or announced: never backwards, even on a
+        node without the old work dir. When the newest announced had files that are not here, the restored
+        weights are exported as the next version at start (`run`)."""
+        announced = newest_announced(self.settings, self.codec, self.topics.weights, self.config.resource_id)
+        self.version = max(state.version, latest_version(self.weights_root), announced.version if announced else 0)
+        self._files_lost = (announced is not None and announced.version == self.version and bool(announced.uri)
+                            and not version_dir(self.weights_root, self.version).exists())
 
     def _engine_transfer(self) -> EngineTransfer | None:
         if self.config.weight_transfer == "none":
@@ -143,7 +174,13 @@ class Trainer:
         restored = self.control.restore(listener.history())
         if restored is not None:
             self._apply(restored)
-        if self.version > 0:
+        if self.weights_server is not None:
+            self.weights_server.start()
+            log.info("serving versions at %s", self.weights_server.url)
+        if self._files_lost:
+            self._export_version()  # the newest version's files are on the node this trainer ran on before
+            self._announce_written(self.writer.drain())
+        elif self.version > 0:
             self._publish_version()  # idempotent: a crash may have come between checkpoint and publish
         try:
             while not self.stopping:
@@ -167,6 +204,8 @@ class Trainer:
             self._announce_written(self.writer.drain())
         finally:
             self.writer.close()
+            if self.weights_server is not None:
+                self.weights_server.stop()
             if self.transfer is not None:
                 self.transfer.close()
             self._stop_followers()
@@ -242,6 +281,15 @@ class Trainer:
         return True
 
     def _publish_step(self) -> None:
+        """Exports version N+1, then checkpoints when one is due."""
+        self._export_version()
+        versions_since = self.version - self._checkpointed_version
+        minutes = self.config.checkpoint_minutes
+        if versions_since >= self.config.checkpoint_every or (
+                minutes is not None and time.monotonic() - self._checkpointed[1] >= minutes * 60):
+            self._checkpoint_and_commit()
+
+    def _export_version(self) -> None:
         """Exports version N+1 (a host snapshot: the part on the step's critical path) and hands it to the
         background writer; it is announced once written (`_announce_written`)."""
         start = time.perf_counter()
@@ -264,11 +312,6 @@ class Trainer:
         self.publish_time_s = time.perf_counter() - start
         log.info("version %d exported in %.2f s on the step's path (%.2f s of it waiting for the previous "
                  "write)", self.version, self.publish_time_s, self.publish_wait_s)
-        versions_since = self.version - self._checkpointed_version
-        minutes = self.config.checkpoint_minutes
-        if versions_since >= self.config.checkpoint_every or (
-                minutes is not None and time.monotonic() - self._checkpointed[1] >= minutes * 60):
-            self._checkpoint_and_commit()
 
     def _announce_written(self, written: list[PendingVersion]) -> None:
         """Publishes each version whose directory is complete, in order, then prunes old directories."""
@@ -295,7 +338,10 @@ class Trainer:
         state = TrainerState(self.step, self.version, self.source.commit_points(),
                              self.source.finished_above_commit(), sorted(self.builder.too_easy_tasks))
         self._log_steps()
-        self.engine.save_checkpoint(self.checkpoints, self._checkpoint_tag(), state.to_dict())
+        tag = self._checkpoint_tag()
+        self.engine.save_checkpoint(self.checkpoints, tag, state.to_dict())
+        upload_part(self.store, self.checkpoints, tag, self.ranks)
+        mark_complete(self.store, tag, self.steps_log, self.config.keep_checkpoints)
         (self.work / "too_easy_tasks.json").write_text(json.dumps(sorted(self.builder.too_easy_tasks)))
         tags = sorted(p for p in self.checkpoints.glob("step*") if p.is_dir())
         for old in tags[:-self.config.keep_checkpoints]:
@@ -328,7 +374,7 @@ class Trainer:
         files = version_dir(self.weights_root, version)  # none for a version that went by transfer only
         record = WeightVersion(
             event_id=f"{self.settings.run}/{self.config.resource_id}/v{version}", version=version,
-            uri=files.as_uri() if files.exists() else "", step=self.step if step is None else step,
+            uri=version_uri(files, self.weights_server), step=self.step if step is None else step,
             format="hf-safetensors",
             trainer_id=self.config.resource_id, team=self.settings.team, run=self.settings.run,
             created_at_ms=now_ms(),
@@ -382,5 +428,5 @@ def start_rank(settings: Settings) -> Trainer | Follower:
     config = TrainerOptions.from_settings(settings)
     engine = policy_engine(config)
     if not engine.ranks.leader:
-        return Follower(engine, config.checkpoint_dir(settings))
+        return Follower(engine, config.checkpoint_dir(settings), checkpoint_store(config))
     return Trainer(settings, config, engine)

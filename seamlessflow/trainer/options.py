@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import ipaddress
 import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from seamlessflow.config import Settings
 from seamlessflow.core.batching import TRAINABLE_STATUSES, BatchConfig, StalenessPolicy
@@ -76,9 +77,22 @@ class TrainerOptions(BaseModel):
     transfer_host: str = "127.0.0.1"
     transfer_bucket_mb: int = 64
     files_every: int = 1  # with a transfer: versions per file archive (the fallback); 1 = every version
+    # version files over HTTP (seamlessflow/weights/http_files.py) for engines without this node's directory:
+    # the leader serves its weights root and announces http:// URIs. `auto` serves when the trainer is told an
+    # address other than loopback to be reached at (`weights_host`, else `transfer_host`): engines may then be
+    # on other hosts. A worker that sees the directory itself still loads it in place (no copy).
+    serve_weights: Literal["auto", "always", "never"] = "auto"
+    weights_host: str | None = None  # the address engines fetch versions from (None: transfer_host)
+    weights_bind: str | None = None  # the address the server listens on (None: the advertised one)
+    weights_port: int = 0  # 0: a free port (every start announces its newest version again, with the new URI)
     checkpoint_every: int = 1  # weight versions per full checkpoint (optimizer state; offsets are committed)
     checkpoint_minutes: float | None = None  # also at the first version this long after the last checkpoint
     keep_checkpoints: int = 2
+    # where checkpoints live beyond this node (seamlessflow/storage.py): None keeps them in the work dir only
+    # (today's default); `s3://bucket/prefix` (or a path every trainer node sees) gets every checkpoint
+    # uploaded, and a trainer that starts without it locally downloads the newest one and resumes from it
+    checkpoint_uri: str | None = None
+    checkpoint_storage: dict[str, Any] = Field(default_factory=dict)  # fsspec options (s3fs: endpoint_url, key, ...)
     keep_weight_versions: int = 3
     heartbeat_s: float = 2.0
     max_steps: int | None = None  # stop after this many steps (tests, benchmarks)
@@ -116,9 +130,28 @@ class TrainerOptions(BaseModel):
                              self.activation_checkpointing, self.offload_reference, self.attn_implementation,
                              self.tree)
 
+    def advertised_weights_host(self) -> str:
+        return self.weights_host or self.transfer_host
+
+    def serves_weights(self) -> bool:
+        """Whether the leader serves its version directories over HTTP (see `serve_weights`)."""
+        if self.serve_weights != "auto":
+            return self.serve_weights == "always"
+        return not _loopback(self.advertised_weights_host())
+
     def work_dir(self, settings: Settings) -> Path:
         return Path(settings.data_dir).resolve() / "trainer" / self.resource_id
 
     def checkpoint_dir(self, settings: Settings) -> Path:
         """DeepSpeed's checkpoints, written by every rank of the group (each its part)."""
         return self.work_dir(settings) / "checkpoints"
+
+
+def _loopback(host: str) -> bool:
+    """A host name counts as another host's address unless it is `localhost` or a loopback IP."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False

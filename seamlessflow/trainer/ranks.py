@@ -41,6 +41,11 @@ class RankGroup:
         dist.broadcast_object_list(box, src=0, group=self._group)
         return box[0]
 
+    def barrier(self) -> None:
+        """Every rank got here (a store upload waits for all the parts)."""
+        if self.world > 1:
+            dist.barrier(group=self._group)
+
     def scatter(self, shares: list[Any] | None = None) -> Any:
         """``shares[r]`` to rank r; the leader passes one share per rank, followers pass nothing."""
         if self.world == 1:

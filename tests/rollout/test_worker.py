@@ -173,3 +173,85 @@ def test_a_transfer_only_version_that_never_arrives_is_refused_and_the_engine_ke
     ack = worker.handle(command(1, "load_weights", weight_version=2, weight_uri=""))
     assert ack.outcome == "rejected" and "has no files" in ack.reason
     assert worker.status({}).weight_version == 1
+
+
+class FilesClient(LabelClient):
+    """A fake engine client that takes versions from files (in-place reload) and records where from."""
+
+    def __init__(self, label=None):
+        super().__init__(label)
+        self.loaded: list[str] = []
+
+    def pause(self, mode):
+        pass
+
+    def resume(self):
+        pass
+
+    def reload_weights(self, path):
+        self.loaded.append(path)
+
+    def reset_prefix_cache(self, reset_running=False):
+        return True
+
+
+def files_worker(tmp_path: Path, client: FilesClient) -> RolloutWorker:
+    options = RolloutOptions(weight_load_methods=["reload"], workers={"r0": {"capability_tags": ["rollout"]}})
+    return RolloutWorker("r0", options, tmp_path / "model", tmp_path / "logs", engine=RunningEngine(),
+                         client=client)  # type: ignore[arg-type]
+
+
+def test_an_older_version_is_never_loaded_over_a_newer_one(tmp_path):
+    client = FilesClient("3")
+    worker = files_worker(tmp_path, client)
+    worker.adopt_engine_version("3")
+    (tmp_path / "v2").mkdir()
+    (tmp_path / "v2" / "config.json").write_text("{}")
+    ack = worker.handle(command(1, "load_weights", weight_version=2, weight_uri=(tmp_path / "v2").as_uri()))
+    assert ack.outcome == "ok" and "v3 is newer and stays" in ack.reason
+    assert client.loaded == [] and worker.status({}).weight_version == 3
+
+
+def test_a_late_engine_catches_up_from_the_trainers_server_into_its_own_directory(tmp_path):
+    """No directory of the trainer's here (its token differs, as on another host): the newest announced
+    version is fetched over HTTP into the worker's own cache and loaded from there."""
+    from seamlessflow.weights.http_files import WeightsServer
+
+    trainer_root = tmp_path / "trainer"
+    for version in (1, 2):
+        (trainer_root / f"v00000{version}").mkdir(parents=True)
+        (trainer_root / f"v00000{version}" / "config.json").write_text(f'{{"v": {version}}}')
+    server = WeightsServer(trainer_root, host="127.0.0.1").start()
+    (trainer_root / ".weights-server").write_text("another host's view")
+    try:
+        client = FilesClient()
+        worker = files_worker(tmp_path, client)
+        worker.hear_of(2, server.uri_for(trainer_root / "v000002"))
+        worker.hear_of(1, server.uri_for(trainer_root / "v000001"))  # an older announcement read later
+        worker.start()
+    finally:
+        server.stop()
+    fetched = tmp_path / "logs" / "weights-r0" / "v000002"
+    assert client.loaded == [str(fetched)] and (fetched / "config.json").read_text() == '{"v": 2}'
+    assert worker.status({}).weight_version == 2 and client.label == "2"
+    assert [p.name for p in fetched.parent.iterdir()] == ["v000002"]  # the older announcement was not fetched
+
+
+def test_versions_fetched_over_http_do_not_pile_up_on_the_workers_disk(tmp_path):
+    from seamlessflow.weights.http_files import WeightsServer
+
+    trainer_root = tmp_path / "trainer"
+    server = WeightsServer(trainer_root, host="127.0.0.1").start()
+    (trainer_root / ".weights-server").write_text("another host's view")
+    try:
+        client = FilesClient("0")
+        worker = files_worker(tmp_path, client)
+        for version in (1, 2, 3):
+            (trainer_root / f"v00000{version}").mkdir(parents=True)
+            (trainer_root / f"v00000{version}" / "config.json").write_text("{}")
+            uri = server.uri_for(trainer_root / f"v00000{version}")
+            ack = worker.handle(command(version, "load_weights", weight_version=version, weight_uri=uri))
+            assert ack.outcome == "ok", ack
+    finally:
+        server.stop()
+    assert sorted(p.name for p in (tmp_path / "logs" / "weights-r0").iterdir()) == ["v000002", "v000003"]

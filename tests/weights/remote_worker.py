@@ -8,7 +8,7 @@ shared), then applies the control commands it reads as JSON lines on stdin (the 
 Kafka control topic) and answers each with its `CommandAck` as a JSON line. Stops at end of input.
 
     python -m tests.weights.remote_worker --base-uri http://A/v000001/ --data-dir D --host B
-        --ifname sfbXXXX [--must-not-see PATH ...]
+        --ifname sfbXXXX [--must-not-see PATH ...] [--files-only]
 """
 
 from __future__ import annotations
@@ -34,12 +34,14 @@ def main() -> None:
     parser.add_argument("--host", required=True, help="this host's address: the engine listens there")
     parser.add_argument("--ifname", required=True, help="this host's interface for gloo (GLOO_SOCKET_IFNAME)")
     parser.add_argument("--must-not-see", type=Path, action="append", default=[])
+    parser.add_argument("--files-only", action="store_true", help="no transfer backend: versions as files only")
     args = parser.parse_args()
     base = fetch_version(args.base_uri, args.data_dir / "models")
     env = {**LEAN_ENGINE_ENV, "VLLM_LOGGING_LEVEL": "WARNING", "GLOO_SOCKET_IFNAME": args.ifname,
            **plugin_env(args.data_dir / "plugin")}
     options = RolloutOptions(model=str(base), host=args.host, max_model_len=256, optimization_level=0,
-                             health_timeout_s=240, weight_transfer="gloo", weight_load_methods=["reload"],
+                             health_timeout_s=240,
+                             weight_transfer=None if args.files_only else "gloo", weight_load_methods=["reload"],
                              extra_args=list(LEAN_ENGINE_ARGS), env=env)
     worker = RolloutWorker("remote-0", options, base, args.data_dir / "logs", "test", "second-host")
     try:

@@ -1,0 +1,45 @@
+"""An S3-compatible object store for tests: moto's server (from PyPI) on a free local port.
+
+Why a real server and not moto's in-process mock: the trainer under test is another process (killed with
+-9 and started again), and s3fs talks HTTP; a server is what both reach, as they would reach real storage.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+from seamlessflow.ports import free_port
+
+CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
+
+
+@dataclass
+class ObjectStore:
+    endpoint_url: str
+
+    def storage_options(self) -> dict[str, Any]:
+        """fsspec/s3fs options that reach this store (the trainer's `checkpoint_storage`)."""
+        return {"endpoint_url": self.endpoint_url, "key": CREDENTIALS["AWS_ACCESS_KEY_ID"],
+                "secret": CREDENTIALS["AWS_SECRET_ACCESS_KEY"]}
+
+    def make_bucket(self, name: str) -> str:
+        import s3fs
+
+        s3fs.S3FileSystem(skip_instance_cache=True, **self.storage_options()).mkdir(name)
+        return f"s3://{name}"
+
+
+@contextlib.contextmanager
+def object_store(host: str = "127.0.0.1") -> Iterator[ObjectStore]:
+    from moto.server import ThreadedMotoServer
+
+    port = free_port()
+    server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
+    server.start()
+    try:
+        yield ObjectStore(f"http://{host}:{port}")
+    finally:
+        server.stop()
