@@ -98,9 +98,10 @@ def test_the_trainer_trains_every_trajectory_once_through_a_broker_kill(cluster,
 
     from seamlessflow.kafka.io import MessageProducer, read_messages
     from seamlessflow.messages import ControlCommand, WeightVersion
+    from seamlessflow.testing.trainer_records import group
+    from seamlessflow.testing.trainer_records import wait_for as wait_on_topic
+    from seamlessflow.testing.trainer_runs import start
     from seamlessflow.trainer.options import TrainerOptions
-    from tests.services.test_trainer_crash import group, start
-    from tests.trainer.helpers import wait_for as wait_on_topic
 
     settings = cluster.client_settings.with_overrides(
         topic_prefix=f"t{uuid.uuid4().hex[:8]}", data_dir=tmp_path / "d", partitions={"trajectories": 1},

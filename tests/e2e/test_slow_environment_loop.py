@@ -18,11 +18,11 @@ from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
 from seamlessflow.scheduler.service import SchedulerService
 from seamlessflow.testing.in_process import InProcessStack, Stage
 from seamlessflow.testing.scheduler_fakes import FakeResource, wait_until
+from seamlessflow.testing.trainer_records import trajectory
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.loop import Trainer
 from seamlessflow.trainer.options import TrainerOptions
 from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
-from tests.trainer.helpers import trajectory
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 

@@ -10,11 +10,11 @@ from transformers import AutoModelForCausalLM
 from seamlessflow.kafka.io import MessageProducer, read_messages
 from seamlessflow.kafka.positions import CommittedOffsets
 from seamlessflow.messages import CommandAck, ControlCommand, DeadLetter, ResourceStatus, WeightVersion
+from seamlessflow.testing.trainer_records import trajectory, wait_for
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.loop import Trainer
 from seamlessflow.trainer.options import TrainerOptions
 from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
-from tests.trainer.helpers import trajectory, wait_for
 
 pytestmark = pytest.mark.slow
 

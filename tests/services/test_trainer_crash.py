@@ -6,57 +6,23 @@ must replay g3's sample, skip g4/g5 (remembered in the checkpoint), and keep the
 """
 
 import json
-import os
 import signal
-import subprocess
-import sys
 import uuid
 
 import pytest
 
 from seamlessflow.kafka.admin import ensure_topics
-from seamlessflow.kafka.io import MessageProducer, read_messages
+from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.positions import CommittedOffsets
-from seamlessflow.messages import ControlCommand, WeightVersion
+from seamlessflow.messages import WeightVersion
+from seamlessflow.testing.trainer_records import group, wait_for
+from seamlessflow.testing.trainer_runs import publish_gap_scenario, run_to_version_then_stop, start, versions
 from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.options import TrainerOptions
 from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
-from tests.trainer.helpers import trajectory, wait_for
 
 pytestmark = pytest.mark.slow
-
-
-def group(model_dir, name, rewards=(1.0, 0.0)):
-    return [
-        trajectory(model_dir, f"{name}{i}/0", name, [1, 2, 3 + i, 4], [0, 0, 1, 1], r) for i, r in enumerate(rewards)
-    ]
-
-
-def start(config_path, log_path):
-    log = open(log_path, "ab")
-    return subprocess.Popen([sys.executable, "-m", "services.trainer", "--config", str(config_path)],
-                            stdout=log, stderr=log, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-
-
-def run_to_version_then_stop(settings, codec, producer, config_path, log_path, version: int) -> None:
-    """Start a trainer, wait until it publishes `version`, then stop it with a shutdown command: exit 0."""
-    topics = Topics(settings)
-    proc = start(config_path, log_path)
-    try:
-        wait_for(settings, codec, topics.weights, lambda x: isinstance(x, WeightVersion) and x.version == version)
-        producer.send_and_wait(topics.control, "trainer-0",
-                               ControlCommand("stop", "trainer-0", 1, "shutdown", "default", "default", 0))
-        assert proc.wait(timeout=120) == 0
-    finally:
-        if proc.poll() is None:
-            proc.kill()
-            proc.wait(timeout=30)
-
-
-def versions(settings, codec):
-    return sorted(m.version for m in read_messages(settings, Topics(settings).weights, codec)
-                  if isinstance(m, WeightVersion))
 
 
 def test_kill_9_and_restart_resumes_without_skipping_or_retraining(settings, codec, tiny_model_dir, tmp_path):
@@ -68,12 +34,7 @@ def test_kill_9_and_restart_resumes_without_skipping_or_retraining(settings, cod
     ensure_topics(settings)
     config_path = settings.dump_yaml(tmp_path / "config.yaml")
     topics = Topics(settings)
-    producer = MessageProducer(settings, codec)
-    m = tiny_model_dir
-    g1, g2, g3, g4, g5, g6 = (group(m, f"g{i}") for i in range(1, 7))
-    for record in g1 + g2 + g3[:1] + g4 + g5:
-        producer.send(topics.trajectories, record.group_id, record)
-    producer.flush()
+    producer, (g1, g2, g3, g4, g5, g6) = publish_gap_scenario(settings, codec, tiny_model_dir)
 
     first = start(config_path, tmp_path / "run1.log")
     try:

@@ -24,12 +24,11 @@ from seamlessflow.messages import ControlCommand, WeightVersion
 from seamlessflow.ports import free_port
 from seamlessflow.storage import CheckpointStore
 from seamlessflow.testing.object_store import object_store
+from seamlessflow.testing.trainer_records import group, wait_for
 from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.options import TrainerOptions
-from tests.services.test_trainer_crash import group
 from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
-from tests.trainer.helpers import wait_for
 
 pytestmark = pytest.mark.slow
 

@@ -23,13 +23,13 @@ from confluent_kafka.admin import AdminClient
 
 from seamlessflow.kafka.admin import ensure_topics
 from seamlessflow.kafka.clients import common_config
-from seamlessflow.kafka.io import MessageProducer, read_messages
+from seamlessflow.kafka.io import read_messages
 from seamlessflow.messages import ControlCommand, ResourceStatus, WeightVersion
+from seamlessflow.testing.trainer_records import wait_for
+from seamlessflow.testing.trainer_runs import publish_gap_scenario
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.options import TrainerOptions
-from tests.services.test_trainer_crash import group
 from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
-from tests.trainer.helpers import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -77,12 +77,7 @@ def test_two_rank_group_publishes_once_commits_once_and_survives_kill_9_of_a_ran
     config_path = settings.dump_yaml(tmp_path / "config.yaml")
     config = TrainerOptions.from_settings(settings)
     topics = Topics(settings)
-    producer = MessageProducer(settings, codec)
-    m = tiny_model_dir
-    g1, g2, g3, g4, g5, g6 = (group(m, f"g{i}") for i in range(1, 7))
-    for record in g1 + g2 + g3[:1] + g4 + g5:
-        producer.send(topics.trajectories, record.group_id, record)
-    producer.flush()
+    producer, (g1, g2, g3, g4, g5, g6) = publish_gap_scenario(settings, codec, tiny_model_dir)
 
     first = start(config_path, tmp_path / "run1.log")
     try:

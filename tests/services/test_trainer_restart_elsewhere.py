@@ -16,16 +16,16 @@ import uuid
 import pytest
 
 from seamlessflow.kafka.admin import ensure_topics
-from seamlessflow.kafka.io import MessageProducer, read_messages
+from seamlessflow.kafka.io import read_messages
 from seamlessflow.messages import WeightVersion
 from seamlessflow.storage import CheckpointStore
 from seamlessflow.testing.object_store import object_store
+from seamlessflow.testing.trainer_records import wait_for
+from seamlessflow.testing.trainer_runs import publish_gap_scenario, run_to_version_then_stop, start
 from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.options import TrainerOptions
-from tests.services.test_trainer_crash import group, run_to_version_then_stop, start
 from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
-from tests.trainer.helpers import wait_for
 
 pytestmark = pytest.mark.slow
 
@@ -48,11 +48,7 @@ def test_a_trainer_restarted_without_its_work_dir_resumes_from_the_object_store(
     ensure_topics(settings)
     config_path = settings.dump_yaml(tmp_path / "config.yaml")
     topics = Topics(settings)
-    producer = MessageProducer(settings, codec)
-    g1, g2, g3, g4, g5, g6 = (group(tiny_model_dir, f"g{i}") for i in range(1, 7))
-    for record in g1 + g2 + g3[:1] + g4 + g5:
-        producer.send(topics.trajectories, record.group_id, record)
-    producer.flush()
+    producer, (g1, g2, g3, g4, g5, g6) = publish_gap_scenario(settings, codec, tiny_model_dir)
 
     first = start(config_path, tmp_path / "run1.log")
     try:

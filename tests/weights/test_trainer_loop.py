@@ -20,12 +20,12 @@ from seamlessflow.messages import ResourceStatus, WeightVersion
 from seamlessflow.rollout.client import EngineClient
 from seamlessflow.rollout.service import RolloutService
 from seamlessflow.testing.models import build_random_tiny_model
+from seamlessflow.testing.trainer_records import trajectory, wait_for
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.loop import Trainer
 from seamlessflow.trainer.options import TrainerOptions
 from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 from tests.rollout.helpers import StatusWatcher
-from tests.trainer.helpers import trajectory, wait_for
 from tests.weights.helpers import engine_logprobs, model_logprobs, plugin_env
 
 pytestmark = pytest.mark.slow

@@ -20,11 +20,11 @@ import torch
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import WeightVersion
 from seamlessflow.testing.models import build_random_tiny_model
+from seamlessflow.testing.trainer_records import trajectory, wait_for
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.loop import Trainer
 from seamlessflow.trainer.options import TrainerOptions
 from seamlessflow.weights.http_files import local_weights
-from tests.trainer.helpers import trajectory, wait_for
 from tests.weights.helpers import engine_logprobs, model_logprobs
 from tests.weights.test_second_host import RemoteWorker, second_host  # noqa: F401  (fixture)
 

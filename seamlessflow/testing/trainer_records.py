@@ -1,4 +1,5 @@
-"""Hand-made Trajectory records for trainer tests, and small broker polling helpers."""
+"""Hand-made Trajectory records for trainer tests (the model's own logprobs on trained tokens, so the PPO
+ratio is exactly 1 there), and a broker polling helper."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import time
 import torch
 from transformers import AutoModelForCausalLM
 
+from seamlessflow.core.episodes import TrajectoryStatus
 from seamlessflow.core.losses import token_logprobs
 from seamlessflow.kafka.io import read_messages
 from seamlessflow.messages import Trajectory
@@ -33,9 +35,17 @@ def trajectory(model_dir, tid: str, group: str, tokens: list[int], mask: list[in
     return Trajectory(
         event_id=tid, session_id=tid.split("/")[0], branch_id=0, group_id=group, task_id=f"task-{group}",
         team="default", run="default", tokens=tokens, loss_mask=mask, logprobs=own_logprobs(model_dir, tokens, mask),
-        versions=[version if m else -1 for m in mask], reward=reward, status=status, num_calls=1, num_forks=0,
+        versions=[version if m else -1 for m in mask], reward=reward, status=TrajectoryStatus(status), num_calls=1,
+        num_forks=0,
         created_at_ms=0,
     )
+
+
+def group(model_dir, name: str, rewards=(1.0, 0.0)) -> list[Trajectory]:
+    """A GRPO group of short trajectories named `<name><i>/0`, one per reward."""
+    return [
+        trajectory(model_dir, f"{name}{i}/0", name, [1, 2, 3 + i, 4], [0, 0, 1, 1], r) for i, r in enumerate(rewards)
+    ]
 
 
 def wait_for(settings, codec, topic: str, predicate, timeout_s: float = 120.0) -> list:

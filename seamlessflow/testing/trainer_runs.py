@@ -1,0 +1,57 @@
+"""A trainer service run as a process, the way `up` runs it, for the tests that kill and restart one.
+
+`publish_gap_scenario` is the crash tests' shared setup: one partition, a group (g3) left incomplete before
+two complete ones (g4, g5), so after steps 1-2 the commit point sits below g3's first sample while g4 and g5
+above it are already trained; a restart must replay g3's sample and skip g4/g5.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+from seamlessflow.core.control import CommandKind
+from seamlessflow.kafka.io import MessageProducer, read_messages
+from seamlessflow.messages import ControlCommand, Trajectory, WeightVersion
+from seamlessflow.testing.trainer_records import group, wait_for
+from seamlessflow.topics import Topics
+
+
+def start(config_path, log_path) -> subprocess.Popen:
+    log = open(log_path, "ab")
+    return subprocess.Popen([sys.executable, "-m", "services.trainer", "--config", str(config_path)],
+                            stdout=log, stderr=log, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def run_to_version_then_stop(settings, codec, producer, config_path, log_path, version: int) -> None:
+    """Start a trainer, wait until it publishes `version`, then stop it with a shutdown command: exit 0."""
+    topics = Topics(settings)
+    proc = start(config_path, log_path)
+    try:
+        wait_for(settings, codec, topics.weights, lambda x: isinstance(x, WeightVersion) and x.version == version)
+        producer.send_and_wait(topics.control, "trainer-0",
+                               ControlCommand("stop", "trainer-0", 1, CommandKind.SHUTDOWN, "default", "default", 0))
+        assert proc.wait(timeout=120) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
+
+
+def versions(settings, codec) -> list[int]:
+    return sorted(m.version for m in read_messages(settings, Topics(settings).weights, codec)
+                  if isinstance(m, WeightVersion))
+
+
+def publish_gap_scenario(settings, codec, model_dir: Path) -> tuple[MessageProducer, list[list[Trajectory]]]:
+    """Publishes g1, g2, g3's first sample, g4, g5 (see the module's docstring); returns the producer and the
+    groups g1..g6 (g3's second sample and g6 are the test's to publish later)."""
+    producer = MessageProducer(settings, codec)
+    groups = [group(model_dir, f"g{i}") for i in range(1, 7)]
+    g1, g2, g3, g4, g5, _ = groups
+    for record in g1 + g2 + g3[:1] + g4 + g5:
+        producer.send(Topics(settings).trajectories, record.group_id, record)
+    producer.flush()
+    return producer, groups
