@@ -66,3 +66,10 @@ def test_pruning_keeps_the_newest_tags_and_loose_files(store, tmp_path):
     assert store.download_file("steps.jsonl", tmp_path / "back.jsonl")
     assert (tmp_path / "back.jsonl").read_text() == '{"step": 3}\n'
     assert not store.download_file("nothing.jsonl", tmp_path / "nothing.jsonl")
+
+
+def test_each_object_store_starts_empty_though_moto_keeps_its_state_per_process():
+    with object_store() as first:
+        first.make_bucket("same-name")
+    with object_store() as second:
+        assert second.make_bucket("same-name") == "s3://same-name"

@@ -7,6 +7,7 @@ Why a real server and not moto's in-process mock: the trainer under test is anot
 from __future__ import annotations
 
 import contextlib
+import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
@@ -39,7 +40,11 @@ def object_store(host: str = "127.0.0.1") -> Iterator[ObjectStore]:
     port = free_port()
     server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
     server.start()
+    url = f"http://{host}:{port}"
+    # moto keeps its buckets in process-wide state: a second store in one test process would find the
+    # first one's buckets (seen: a test's bucket "already exists"), so each store starts empty
+    urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST"), timeout=30).close()
     try:
-        yield ObjectStore(f"http://{host}:{port}")
+        yield ObjectStore(url)
     finally:
         server.stop()
