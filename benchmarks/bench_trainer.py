@@ -23,7 +23,7 @@ overrides. Peak memory: CUDA max allocated during the mode's steps; on CPU the p
 Usage: python benchmarks/bench_trainer.py [--model HF_DIR | --shape tiny|qwen2.5-0.5b] [--groups 4]
        [--group-size 4] [--prompt 64] [--generated 192] [--spread 0.75] [--max-tokens N]
        [--activation-checkpointing] [--attn sdpa|flash_attention_2] [--deepspeed CONFIG.json] [--rounds 3]
-       [--peak-tflops X] [--ranks N] [--checkpoint-every K]
+       [--peak-tflops X] [--ranks N] [--checkpoint-every K] [--layout auto|tree|flat]
        python benchmarks/bench_trainer.py --tree [--rounds 3] [--tree-group 8 --tree-prompt 2048 ...]
        (tree vs flat steps: benchmarks/tree_vs_flat.py)
 """
@@ -188,6 +188,9 @@ def main() -> None:
     parser.add_argument("--peak-tflops", type=float)
     parser.add_argument("--ranks", type=int, default=1, help="data-parallel ranks (torch's launcher)")
     parser.add_argument("--checkpoint-every", type=int, default=1, help="versions per checkpoint (amortised)")
+    parser.add_argument("--layout", choices=("auto", "tree", "flat"), default="auto",
+                        help="trainer.tree: auto (null: a micro-batch trains as a tree where the FLOP rule says it "
+                             "pays, planned by shared prefix), tree (true) or flat (false: planned by length)")
     tree_vs_flat.add_arguments(parser)
     args = parser.parse_args()
     if args.tree:
@@ -199,7 +202,8 @@ def main() -> None:
     model_dir = Path(args.model) if args.model else build_model(tmp / "model", args.shape)
     ds_config = json.loads(Path(args.deepspeed).read_text())
     options = MemoryOptions(max_tokens_per_micro_batch=args.max_tokens, packing=True,
-                            activation_checkpointing=args.activation_checkpointing, attn_implementation=args.attn)
+                            activation_checkpointing=args.activation_checkpointing, attn_implementation=args.attn,
+                            tree={"auto": None, "tree": True, "flat": False}[args.layout])
     engine = PolicyEngine(model_dir, ds_config, options=options)
     device, leader, world = engine.engine.device, engine.ranks.leader, engine.ranks.world
     plain = AutoModelForCausalLM.from_pretrained(model_dir, dtype=training_dtype(ds_config),

@@ -74,12 +74,16 @@ class TreeChoice:
         return self.mode is not False
 
     def batch(self, samples: list[TrajectorySample], pad_id: int) -> TreeBatch | None:
+        return tree_batch(samples, pad_id) if self.pays(samples) else None
+
+    def pays(self, samples: list[TrajectorySample]) -> bool:
+        """Whether these sequences train as one tree: something is shared and (auto) the FLOP rule agrees.
+        Asked of a whole step too: only then are its micro-batches planned by shared prefix, since a prefix
+        plan that ends up flat pads more than the length plan (seen: 21 % padding instead of 7 %)."""
         if not self.enabled or len(samples) < 2:
-            return None
+            return False
         tree = build_tree([s.tokens for s in samples])
-        if tree.size == tree.flat_size or (self.mode is None and not tree_pays(tree, *self.shape)):
-            return None
-        return tree_batch(samples, pad_id)
+        return tree.size < tree.flat_size and (self.mode is not None or tree_pays(tree, *self.shape))
 
 
 def model_shape(model: torch.nn.Module) -> tuple[int, int, int]:

@@ -111,3 +111,16 @@ def test_the_auto_choice_trains_flat_what_shares_nothing():
     mixed = [sample(0, [9, 1], 1), sample(1, [3, 4, 5], 1), sample(2, [9, 2], 1), sample(3, [3, 4, 6], 1)]
     assert plan_by_prefix(mixed, None, 2, False) == [[1, 3], [0, 2]]  # neighbours by prefix share a micro-batch
     assert plan_by_prefix(mixed, 5, None, False) == [[1], [3], [0, 2]]  # padded cost: rows x longest
+
+
+def test_a_step_is_planned_by_shared_prefix_only_when_its_tree_pays():
+    """A prefix plan that then trains flat pads more than the length plan: the step asks the rule first."""
+    from seamlessflow.trainer.tree import TreeChoice
+
+    unshared = [sample(i, list(range(10 * i, 10 * i + 2 + 3 * i)), 1) for i in range(4)]
+    assert not TreeChoice(None, (10**6, 2, 64)).pays(unshared)  # nothing shared: the length plan
+    barely = [sample(i, [7] + list(range(100 * i + 1, 100 * i + 21)), 1) for i in range(4)]  # one token shared
+    assert not TreeChoice(None, (1000, 2, 64)).pays(barely)  # its dense mask costs more than the padding saves
+    assert TreeChoice(None, (10**6, 2, 64)).pays(group_on_one_prompt())
+    assert TreeChoice(True, (1000, 2, 64)).pays(group_on_one_prompt())  # forced whenever something is shared
+    assert not TreeChoice(False, (10**6, 2, 64)).pays(group_on_one_prompt())
