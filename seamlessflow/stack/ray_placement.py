@@ -15,12 +15,11 @@ import json
 import logging
 import os
 import socket
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from seamlessflow.stack.supervisor import SAY_WAITING_EVERY_S, ServiceSpec, ServiceState, StartupFailed
+from seamlessflow.stack.supervisor import ServiceSpec, ServiceState, StartupFailed, await_ready
 
 NAMESPACE_PREFIX = "seamlessflow-"
 
@@ -137,31 +136,21 @@ class RayPlacement:
         the check can travel there, else here), saying what it waits for; fails when the process died."""
         import ray
 
-        started, said = time.monotonic(), time.monotonic()
         actor = self.actors[spec.name]
-        while True:
+
+        def still_awaited() -> str:
             self._refresh(spec.name)
             state = self.states[spec.name]
             if state.state == "failed":
                 raise StartupFailed(f"{spec.name} failed on {state.node_ip} (exit code {state.exit_code}); see "
                                     f"{state.log} there")
-            waiting = ""
-            if spec.ready is not None and state.pid:
-                waiting = ray.get(actor.awaiting.remote()) if on_node else spec.ready()
-            elif not state.pid:
-                waiting = "Ray to place it and start its process"
-            if not waiting:
-                state.state, state.waiting_for = "running", ""
-                return
-            state.waiting_for = waiting
-            now = time.monotonic()
-            if now - started > spec.ready_timeout_s:
-                raise StartupFailed(f"{spec.name} not ready after {spec.ready_timeout_s:.0f} s, still waiting for "
-                                    f"{waiting}")
-            if now - said >= SAY_WAITING_EVERY_S:
-                self.say(f"{spec.name}: waiting {now - started:.0f} s for {waiting}")
-                said = now
-            time.sleep(0.25)
+            if not state.pid:
+                return "Ray to place it and start its process"
+            if spec.ready is None:
+                return ""
+            return ray.get(actor.awaiting.remote()) if on_node else spec.ready()
+
+        await_ready(spec, self.states[spec.name], still_awaited, self.say)
 
     def _refresh(self, name: str) -> None:
         import ray

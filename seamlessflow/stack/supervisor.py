@@ -158,6 +158,28 @@ def current_children() -> frozenset[tuple[int, float]]:
     return frozenset(found)
 
 
+def await_ready(spec: ServiceSpec, state: ServiceState, awaited: Awaiting, say: Callable[[str], object],
+                on_change: Callable[[], object] = lambda: None, where: str = "") -> None:
+    """One readiness wait for every placement: `awaited()` says what the service still waits for ("" once
+    ready; it raises StartupFailed when the start cannot finish). What it waits for goes to the state when it
+    changes (`on_change` records it) and to the log every `SAY_WAITING_EVERY_S`, so a start that cannot finish
+    says why; past the spec's timeout the start fails (`where` points at the service's log)."""
+    started = said = time.monotonic()
+    while waiting_for := awaited():
+        if waiting_for != state.waiting_for:
+            state.waiting_for = waiting_for
+            on_change()
+        now = time.monotonic()
+        if now - started > spec.ready_timeout_s:
+            raise StartupFailed(f"{spec.name} not ready after {spec.ready_timeout_s:.0f} s, still waiting for "
+                                f"{waiting_for}{where}")
+        if now - said >= SAY_WAITING_EVERY_S:
+            say(f"{spec.name}: waiting {now - started:.0f} s for {waiting_for}")
+            said = now
+        time.sleep(0.25)
+    state.state, state.waiting_for = "running", ""
+
+
 class Supervisor:
     def __init__(self, run_dir: Path, log_dir: Path, grace_s: float = 10.0, say: Callable[[str], None] = print):
         self.run_dir, self.log_dir, self.grace_s, self.say = run_dir, log_dir, grace_s, say
@@ -206,29 +228,18 @@ class Supervisor:
         state.pid, state.state, state.started_at, state.exit_code = proc.pid, "running", time.time(), None
 
     def _wait_ready(self, spec: ServiceSpec) -> None:
-        """Polls the readiness check; what it still waits for goes to the state file when it changes and to
-        the log every `SAY_WAITING_EVERY_S`, so a start that cannot finish says what it is waiting for."""
+        """The readiness check, polled until it passes; a process that exits meanwhile fails the start."""
         state = self.states[spec.name]
         state.state = "starting"
-        started = time.monotonic()
-        deadline, said = started + spec.ready_timeout_s, started
         awaiting = spec.ready
         assert awaiting is not None  # only called for a spec with a ready check
-        while waiting_for := awaiting():
-            if waiting_for != state.waiting_for:
-                state.waiting_for = waiting_for
-                self.write_state()
+
+        def still_awaited() -> str:
             if self._procs[spec.name].poll() is not None:
                 raise StartupFailed(f"{spec.name} exited with {self._procs[spec.name].returncode}; see {state.log}")
-            now = time.monotonic()
-            if now > deadline:
-                raise StartupFailed(f"{spec.name} not ready after {spec.ready_timeout_s:.0f} s, still waiting for "
-                                    f"{waiting_for}; see {state.log}")
-            if now - said >= SAY_WAITING_EVERY_S:
-                self.say(f"{spec.name}: waiting {now - started:.0f} s for {waiting_for}")
-                said = now
-            time.sleep(0.25)
-        state.state, state.waiting_for = "running", ""
+            return awaiting()
+
+        await_ready(spec, state, still_awaited, self.say, self.write_state, f"; see {state.log}")
 
     def check(self) -> None:
         """Restarts exited services, with exponential backoff; call this periodically."""
