@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.live import Live
 
 from seamlessflow.cli.context import pass_settings
+from seamlessflow.cli.foreground import held_until_stopped
 from seamlessflow.cli.stack_ray import down_on_ray, up_on_ray
 from seamlessflow.cli.status_view import render_status
 from seamlessflow.stack.resources import ClusterOptions
@@ -22,7 +23,6 @@ from seamlessflow.stack.services import SERVICES, config_path, log_dir, run_dir,
 from seamlessflow.stack.status import ray_services, stack_status
 from seamlessflow.stack.supervisor import (
     STACK_ENV,
-    StartupFailed,
     Supervisor,
     pid_alive,
     read_state,
@@ -30,14 +30,6 @@ from seamlessflow.stack.supervisor import (
     stop_tree,
 )
 from seamlessflow.stack.watch import ResourceWatcher
-
-
-class _Stop(Exception):
-    pass
-
-
-def _raise_stop(*_):
-    raise _Stop()
 
 
 @click.command()
@@ -90,8 +82,7 @@ def new_generation() -> str:
 def _up_foreground(settings) -> None:
     console = Console() if sys.stdout.isatty() else Console(width=160)  # logs: no wrapping at 80 columns
     supervisor = Supervisor(run_dir(settings), log_dir(settings), settings.stop_grace_s, say=console.print)
-    signal.signal(signal.SIGTERM, _raise_stop)  # from here on, a stop always ends in `stop_all`
-    try:
+    with held_until_stopped(console, supervisor.stop_all):
         start_stack(settings, supervisor, log=console.print)
         _print_ready(console, supervisor.info, settings)
         watcher = ResourceWatcher(settings)
@@ -106,13 +97,6 @@ def _up_foreground(settings) -> None:
                     console.print(view())
                     last_print = time.monotonic()
                 time.sleep(1.0)
-    except StartupFailed as exc:
-        console.print(f"[red]startup failed:[/red] {exc}")
-        raise SystemExit(1) from exc
-    except (_Stop, KeyboardInterrupt):
-        console.print("stopping ...")
-    finally:
-        supervisor.stop_all()
 
 
 def _up_detached(settings, wait_s: float) -> None:

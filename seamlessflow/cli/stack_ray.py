@@ -14,20 +14,13 @@ import time
 import click
 from rich.console import Console
 
+from seamlessflow.cli.foreground import held_until_stopped
 from seamlessflow.config import Settings
 from seamlessflow.stack.ray_placement import PlacementError, RayPlacement, namespace_for, stop_actors
 from seamlessflow.stack.resources import ClusterOptions
 from seamlessflow.stack.services import config_path, run_dir, start_stack
-from seamlessflow.stack.supervisor import StartupFailed, pid_alive, stack_processes, stop_tree
+from seamlessflow.stack.supervisor import pid_alive, stack_processes, stop_tree
 from seamlessflow.teams import TeamKeys
-
-
-class _Stop(Exception):
-    pass
-
-
-def _raise_stop(*_):
-    raise _Stop()
 
 
 def for_the_cluster(settings: Settings, driver_ip: str) -> Settings:
@@ -51,31 +44,23 @@ def up_on_ray(settings: Settings, detach: bool, print_ready) -> None:
         settings = for_the_cluster(settings, placement.driver_ip)
     except PlacementError as exc:
         raise click.ClickException(str(exc)) from None
-    signal.signal(signal.SIGTERM, _raise_stop)
-    stop = True
-    try:
-        start_stack(settings, placement, log=console.print)
+    detached = False
+    with held_until_stopped(console, placement.stop_all, keep=lambda: detached):
+        try:
+            start_stack(settings, placement, log=console.print)
+        except PlacementError as exc:
+            raise click.ClickException(str(exc)) from None
         placement.check()
         _proxy_on_its_node(placement)
         print_ready(console, placement.info, settings)
         for name, state in placement.states.items():
             console.print(f"  {name}: {state.state} on {state.host} ({state.node_ip}), pid {state.pid}")
         if detach:
-            stop = False
+            detached = True
             return
         while True:
             placement.check()
             time.sleep(2.0)
-    except PlacementError as exc:
-        raise click.ClickException(str(exc)) from None
-    except StartupFailed as exc:
-        console.print(f"[red]startup failed:[/red] {exc}")
-        raise SystemExit(1) from exc
-    except (_Stop, KeyboardInterrupt):
-        console.print("stopping ...")
-    finally:
-        if stop:
-            placement.stop_all()
 
 
 def _proxy_on_its_node(placement: RayPlacement) -> None:
