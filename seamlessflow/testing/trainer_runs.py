@@ -8,6 +8,7 @@ above it are already trained; a restart must replay g3's sample and skip g4/g5.
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 from pathlib import Path
@@ -16,6 +17,7 @@ from seamlessflow.core.control import CommandKind
 from seamlessflow.kafka.io import MessageProducer, read_messages
 from seamlessflow.messages import ControlCommand, Trajectory, WeightVersion
 from seamlessflow.testing.trainer_records import group, wait_for
+from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
 
 
@@ -38,6 +40,21 @@ def run_to_version_then_stop(settings, codec, producer, config_path, log_path, v
         if proc.poll() is None:
             proc.kill()
             proc.wait(timeout=30)
+
+
+def kill_9_after_checkpoint(settings, codec, config_path, log_path: Path, step: int = 2) -> None:
+    """Start a trainer, wait until version `step` is published and its checkpoint saved, then kill -9 it.
+    Version N is published just before its checkpoint is saved: the kill comes after the save (a kill between
+    the two replays that step under the next version, by design; not the case these tests pin down)."""
+    proc = start(config_path, log_path)
+    try:
+        weights = Topics(settings).weights
+        wait_for(settings, codec, weights, lambda x: isinstance(x, WeightVersion) and x.version == step)
+        wait_until(lambda: f"checkpoint at step {step} " in log_path.read_text(errors="replace"), 60,
+                   f"a checkpoint at step {step}", every_s=0.05)
+    finally:
+        proc.send_signal(signal.SIGKILL)
+        proc.wait(timeout=30)
 
 
 def versions(settings, codec) -> list[int]:

@@ -16,8 +16,13 @@ from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.positions import CommittedOffsets
 from seamlessflow.messages import WeightVersion
 from seamlessflow.testing.trainer_records import group, wait_for
-from seamlessflow.testing.trainer_runs import publish_gap_scenario, run_to_version_then_stop, start, versions
-from seamlessflow.testing.waiting import wait_until
+from seamlessflow.testing.trainer_runs import (
+    kill_9_after_checkpoint,
+    publish_gap_scenario,
+    run_to_version_then_stop,
+    start,
+    versions,
+)
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.options import TrainerOptions
 from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
@@ -36,16 +41,7 @@ def test_kill_9_and_restart_resumes_without_skipping_or_retraining(settings, cod
     topics = Topics(settings)
     producer, (g1, g2, g3, g4, g5, g6) = publish_gap_scenario(settings, codec, tiny_model_dir)
 
-    first = start(config_path, tmp_path / "run1.log")
-    try:
-        wait_for(settings, codec, topics.weights, lambda x: isinstance(x, WeightVersion) and x.version == 2)
-        # version 2 is published just before its checkpoint is saved: kill after the save (a kill between
-        # the two replays step 2 under version 3, by design; not the case this test pins down)
-        wait_until(lambda: "checkpoint at step 2 " in (tmp_path / "run1.log").read_text(errors="replace"), 60,
-                   "a checkpoint at step 2", every_s=0.05)
-    finally:
-        first.send_signal(signal.SIGKILL)
-        first.wait(timeout=30)
+    kill_9_after_checkpoint(settings, codec, config_path, tmp_path / "run1.log")
 
     for record in g3[1:] + g6:
         producer.send(topics.trajectories, record.group_id, record)

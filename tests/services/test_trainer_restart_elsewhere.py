@@ -10,7 +10,6 @@ gone with the old work dir and exports the restored weights as the next version 
 
 import json
 import shutil
-import signal
 import uuid
 
 import pytest
@@ -20,9 +19,11 @@ from seamlessflow.kafka.io import read_messages
 from seamlessflow.messages import WeightVersion
 from seamlessflow.storage import CheckpointStore
 from seamlessflow.testing.object_store import object_store
-from seamlessflow.testing.trainer_records import wait_for
-from seamlessflow.testing.trainer_runs import publish_gap_scenario, run_to_version_then_stop, start
-from seamlessflow.testing.waiting import wait_until
+from seamlessflow.testing.trainer_runs import (
+    kill_9_after_checkpoint,
+    publish_gap_scenario,
+    run_to_version_then_stop,
+)
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.options import TrainerOptions
 from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
@@ -50,14 +51,7 @@ def test_a_trainer_restarted_without_its_work_dir_resumes_from_the_object_store(
     topics = Topics(settings)
     producer, (g1, g2, g3, g4, g5, g6) = publish_gap_scenario(settings, codec, tiny_model_dir)
 
-    first = start(config_path, tmp_path / "run1.log")
-    try:
-        wait_for(settings, codec, topics.weights, lambda x: isinstance(x, WeightVersion) and x.version == 2)
-        wait_until(lambda: "checkpoint at step 2 " in (tmp_path / "run1.log").read_text(errors="replace"), 60,
-                   "a checkpoint at step 2", every_s=0.05)
-    finally:
-        first.send_signal(signal.SIGKILL)
-        first.wait(timeout=30)
+    kill_9_after_checkpoint(settings, codec, config_path, tmp_path / "run1.log")
     assert CheckpointStore(uri, store.storage_options()).latest() == "step00000002"
     work = TrainerOptions.from_settings(settings).work_dir(settings)
     shutil.move(work, tmp_path / "lost-node")  # the node is gone, and its disk with it
