@@ -4,7 +4,8 @@ Phases: start the stack under a supervisor that restarts what dies (or attach to
 the driver's agents, wait for the first acknowledged call, deliver the faults, let the loop settle, stop
 the agents (the driver's and the stack's agent pools), wait until every ended session's trajectories are
 on the topic, scored where a session asked a reward worker (or the drain time runs out:
-the audit then names what is missing), stop the services (SIGTERM: the trainer checkpoints and logs its
+the audit then names what is missing) and, with a trainer, until it
+published a version after a fault last hit it, stop the services (SIGTERM: the trainer checkpoints and logs its
 steps), and audit the topics with the broker still up. Recovery times come from the same records.
 """
 
@@ -44,7 +45,7 @@ class ChaosOptions:
     group_size: int = 2
     warmup_s: float = 120.0  # longest wait for the first acknowledged call
     settle_s: float = 15.0  # after the last fault, before the agents stop
-    drain_s: float = 90.0  # longest wait for the trajectories of ended sessions
+    drain_s: float = 90.0  # longest wait for the trajectories of ended sessions and the trainer's
     recover_within_s: float = 90.0  # a fault not recovered from within this is a violation
 
 
@@ -128,7 +129,7 @@ def _drive(settings: Settings, options: ChaosOptions, supervisor: Supervisor | N
         for name in [n for n in supervisor.states if n.startswith("agents-")]:
             supervisor.stop(name)
     log("chaos: agents stopped; waiting for the last trajectories")
-    _drain(settings, options.drain_s)
+    _drain(settings, options.drain_s, _last_hit_ms(injected, "trainer"))
     return ChaosResult(injected, [], AuditReport(), driver.stats, 0.0, stopped_ms)
 
 
@@ -164,26 +165,44 @@ def ledger_times(path: Path) -> list[int]:
     return [json.loads(line)["t_ms"] for line in path.read_text().splitlines() if '"prompt"' in line]
 
 
-def _drain(settings: Settings, drain_s: float) -> None:
+def _drain(settings: Settings, drain_s: float, last_fault_ms: int) -> None:
     """Waits until every session ended on the session-events topic with a call in it (the driver's and the
-    stack's agent pools') has a trajectory on the trajectories topic; sessions that asked a reward worker
-    get there once scored, so the reward workers run until this returns."""
-    codec, topics = codec_for(settings), Topics(settings)
-    keep_aborted = rules_for(settings).keep_aborted
+    stack's agent pools') has a trajectory on the trajectories topic, and, with a trainer in the stack, until
+    it has published a version after a fault last hit it: a trainer killed late spends its restart (a DeepSpeed
+    start, longer on a loaded machine) before it trains again. Sessions that asked a reward worker get
+    there once scored, so the reward workers run until this returns."""
     deadline = time.monotonic() + drain_s
     while time.monotonic() < deadline:
-        called, ended = set(), set()
-        for record in read_topic(settings, topics.session_events, codec):
-            m = record.message
-            if isinstance(m, TokenIO):
-                called.add(m.session_id)
-            elif isinstance(m, EpisodeEnd) and (keep_aborted or m.status != "aborted"):
-                ended.add(m.session_id)
-        have = {r.message.session_id for r in read_topic(settings, topics.trajectories, codec)
-                if isinstance(r.message, Trajectory)}
-        if ended & called <= have:
+        if _all_ended_assembled(settings) and _trained_since(settings, last_fault_ms):
             return
         time.sleep(2.0)
+
+
+def _last_hit_ms(injected: list[Injected], prefix: str) -> int:
+    """When a fault last hit a service named `prefix…` (0: never)."""
+    return max((i.at_ms for i in injected if i.delivered and any(t.startswith(prefix) for t in i.pids)), default=0)
+
+
+def _all_ended_assembled(settings: Settings) -> bool:
+    codec, topics = codec_for(settings), Topics(settings)
+    keep_aborted = rules_for(settings).keep_aborted
+    called, ended = set(), set()
+    for record in read_topic(settings, topics.session_events, codec):
+        m = record.message
+        if isinstance(m, TokenIO):
+            called.add(m.session_id)
+        elif isinstance(m, EpisodeEnd) and (keep_aborted or m.status != "aborted"):
+            ended.add(m.session_id)
+    have = {r.message.session_id for r in read_topic(settings, topics.trajectories, codec)
+            if isinstance(r.message, Trajectory)}
+    return ended & called <= have
+
+
+def _trained_since(settings: Settings, since_ms: int) -> bool:
+    if not enabled(settings, "trainer"):
+        return True
+    return any(isinstance(r.message, WeightVersion) and r.timestamp_ms > since_ms
+               for r in read_topic(settings, Topics(settings).weights, codec_for(settings)))
 
 
 def _recoveries(settings: Settings, injected: list[Injected], acks_ms: list[int], end_ms: int) -> list[Recovery]:
