@@ -15,6 +15,7 @@ import threading
 from collections.abc import Callable, Iterable
 
 from seamlessflow.config import Settings
+from seamlessflow.memory_probe import start_from_environment
 from seamlessflow.service_metrics import serve_metrics
 
 LOG_FORMAT = "%(asctime)s %(name)s %(levelname)s %(message)s"
@@ -39,6 +40,7 @@ def run_until_signal(module: str, run: Run, *, add_arguments: Callable[[argparse
     if prepare is not None:
         prepare(settings, args)
     logging.basicConfig(level=logging.INFO, format=log_format)
+    start_from_environment()  # memory snapshots, only when asked for (seamlessflow/memory_probe.py)
     for name in quiet_loggers:
         logging.getLogger(name).setLevel(logging.WARNING)
     if metrics:
