@@ -7,10 +7,12 @@ arithmetic on values, tested without a broker. The caller supplies the current p
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Literal
 
 from seamlessflow.core.episodes import TrajectoryStatus
+from seamlessflow.core.recent_ids import RecentIds
 
 
 @dataclass(frozen=True)
@@ -95,7 +97,9 @@ class BatchConfig:
     """``group_size``: samples per task that close a group. A batch is formed once ``threshold`` groups
     (``threshold_kind="groups"``) or trained tokens (``"tokens"``) are ready. A group still incomplete
     ``group_timeout_s`` after its first sample is closed with what arrived (None: wait forever).
-    ``success_reward``: a group whose rewards all reach it marks its task "too easy" (SRPO)."""
+    ``success_reward``: a group whose rewards all reach it marks its task "too easy" (SRPO).
+    ``dedup_window``: how many of the newest trajectory ids (and group ids) are remembered to skip a
+    duplicate or a late sample (`core.recent_ids` says why a window is enough)."""
 
     group_size: int
     threshold: int = 1
@@ -104,6 +108,7 @@ class BatchConfig:
     staleness: StalenessPolicy = StalenessPolicy()
     success_reward: float = 1.0
     trainable_statuses: frozenset[TrajectoryStatus] = frozenset(TRAINABLE_STATUSES)
+    dedup_window: int = 100_000
 
 
 @dataclass
@@ -157,13 +162,13 @@ class _OpenGroup:
 class BatchBuilder:
     """Collects samples into GRPO groups and hands out batches of groups with signal."""
 
-    def __init__(self, config: BatchConfig, seen_ids: set[str] | None = None) -> None:
+    def __init__(self, config: BatchConfig, seen_ids: Iterable[str] = ()) -> None:
         self.config = config
         self.counters = Counters()
         self.too_easy_tasks: set[str] = set()
-        self._seen_ids: set[str] = set(seen_ids or ())
+        self._seen_ids = RecentIds(config.dedup_window, seen_ids)
         self._open: dict[str, _OpenGroup] = {}
-        self._closed_ids: set[str] = set()
+        self._closed_ids = RecentIds(config.dedup_window)
         self._closed: list[_OpenGroup] = []
         self._ready: list[KeptGroup] = []
         self._discarded: list[TrajectorySample] = []
@@ -207,6 +212,11 @@ class BatchBuilder:
         batch, self._ready = self._ready[:size], self._ready[size:]
         return PollResult(batch, discarded)
 
+    def steps_ready(self) -> float:
+        """How many batches the groups judged and waiting would make: the trainer stops reading while this
+        is enough for the next steps, so the backlog waits on the topic instead of in its memory."""
+        return self._amount(self._ready) / max(self.config.threshold, 1)
+
     @property
     def pending_samples(self) -> list[TrajectorySample]:
         """Samples held (open, closed or ready groups) and not yet handed out."""
@@ -219,8 +229,10 @@ class BatchBuilder:
         the consumer lost its partitions); ids already trained or discarded stay de-duplicated."""
         dropped = self.pending_samples
         groups = list(self._open.values()) + self._closed
-        self._closed_ids -= {g.group_id for g in groups} | {g.group_id for g in self._ready}
-        self._seen_ids -= {s.trajectory_id for s in dropped}
+        for group_id in {g.group_id for g in groups} | {g.group_id for g in self._ready}:
+            self._closed_ids.discard(group_id)
+        for sample in dropped:
+            self._seen_ids.discard(sample.trajectory_id)
         self._open, self._closed, self._ready = {}, [], []
         return dropped
 

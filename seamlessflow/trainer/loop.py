@@ -162,7 +162,7 @@ class Trainer:
 
     def _batch_builder(self, state: TrainerState) -> BatchBuilder:
         """The builder as the checkpoint left it: what was trained above the offsets is not trained again."""
-        builder = BatchBuilder(self.config.batch_config(), seen_ids=set(state.finished_ids))
+        builder = BatchBuilder(self.config.batch_config(), seen_ids=state.finished_ids)
         builder.too_easy_tasks.update(state.too_easy_tasks)
         return builder
 
@@ -188,6 +188,7 @@ class Trainer:
                     self._apply(command)
                 self.heartbeat.beat()
                 self._take(self.source.poll(0.2))
+                self._hold_back_when_ahead()
                 self._announce_written(self.writer.written())
                 if self.transfer is not None:
                     self.transfer.catch_up()  # engines that started, restarted or came back from train
@@ -235,6 +236,13 @@ class Trainer:
                 self._offsets_by_id[item.trajectory.event_id] = (item.partition, item.offset)
             else:
                 self.source.done(item.partition, item.offset)
+
+    def _hold_back_when_ahead(self) -> None:
+        """Reads on only while fewer than `prefetch_steps` batches are judged and waiting: a trainer slower
+        than the agents would otherwise hold the whole backlog in memory (the soak's trainer grew without
+        end); Kafka keeps it instead, and the samples taken are fresher when their step comes."""
+        ahead = self.builder.steps_ready() >= self.config.prefetch_steps
+        self.source.set_paused(self.control.role != Tag.TRAIN or ahead)
 
     def _rebuild_after_revoke(self) -> None:
         """Partitions moved: held samples are dropped and read again from the committed offsets."""

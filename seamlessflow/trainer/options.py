@@ -47,6 +47,10 @@ class TrainerOptions(BaseModel):
     stale_decay: float = 0.5
     success_reward: float = 1.0
     trainable_statuses: list[TrajectoryStatus] = list(TRAINABLE_STATUSES)
+    # memory over days: judged groups held for at most this many steps ahead (the rest waits on the topic),
+    # and the newest ids remembered to skip duplicates (seamlessflow.core.recent_ids)
+    prefetch_steps: float = Field(default=2.0, gt=0)
+    dedup_window: int = Field(default=100_000, ge=1000)
     # loss (seamlessflow.core.losses)
     scale_by_std: bool = True
     clip_low: float = 0.2
@@ -118,6 +122,7 @@ class TrainerOptions(BaseModel):
             staleness=StalenessPolicy(self.max_staleness, self.stale_mode, self.stale_decay),
             success_reward=self.success_reward,
             trainable_statuses=frozenset(self.trainable_statuses),
+            dedup_window=self.dedup_window,
         )
 
     def loss_config(self) -> PolicyLossConfig:

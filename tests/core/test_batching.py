@@ -165,3 +165,24 @@ def test_forget_pending_lets_held_samples_come_back_but_not_trained_ones():
     assert builder.add(sample("c", "g2", 1.0), 0)
     builder.add(sample("d", "g2", 0.0), 0)
     assert [g.group_id for g in builder.poll(0, 0).batch] == ["g2"]
+
+
+def test_ids_are_remembered_only_within_the_window():
+    builder = BatchBuilder(BatchConfig(group_size=2, dedup_window=4))
+    for i in range(10):
+        builder.add(sample(f"a{i}", f"g{i}", 1.0), 0)
+        builder.add(sample(f"b{i}", f"g{i}", 0.0), 0)
+    builder.poll(0, 0)
+    assert not builder.add(sample("b9", "g9", 0.0), 0)  # within the window: a duplicate
+    assert builder.counters.duplicates == 1
+    assert builder.add(sample("a0", "gx", 1.0), 0)  # far behind: no longer remembered (bounded memory)
+
+
+def test_steps_ready_counts_judged_groups_against_the_threshold():
+    builder = BatchBuilder(BatchConfig(group_size=2, threshold=2))
+    for i in range(5):
+        builder.add(sample(f"a{i}", f"g{i}", 1.0), 0)
+        builder.add(sample(f"b{i}", f"g{i}", 0.0), 0)
+    assert builder.steps_ready() == 0  # closed, not judged yet
+    builder.poll(0, 0)  # hands out two groups, three wait
+    assert builder.steps_ready() == 1.5
