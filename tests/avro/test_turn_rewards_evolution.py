@@ -17,7 +17,8 @@ from seamlessflow.messages import EpisodeEnd, Trajectory
 END = EpisodeEnd("s1.end", "s1", "team", "run", 1.0, "done", "{}", 3, 1, "g", "t", call_rewards={"#0": 0.5, "ab": -1.0})
 TRAJECTORY = Trajectory("s1/0", "s1", 0, "g", "t", "team", "run", [1, 2, 3, 4], [0, 1, 0, 1], [0.0, -0.5, 0.0, -0.25],
                         [-1, 3, -1, 3], 1.0, "done", 2, 0, 1, "{}", turn_ends=[2, 4], turn_rewards=[0.5, 0.0])
-CASES = [(END, "episode_end.v1.avsc", {"call_rewards"}), (TRAJECTORY, "trajectory.v2.avsc", {"turn_ends", "turn_rewards"})]
+CASES = [(END, "episode_end.v1.avsc", {"call_rewards"}),
+         (TRAJECTORY, "trajectory.v2.avsc", {"turn_ends", "turn_rewards"})]
 
 
 def _old(name: str) -> dict:
