@@ -96,3 +96,17 @@ def test_per_token_advantages_reach_the_loss_in_either_layout(tiny_model_dir):
     assert loss(constant, False) == pytest.approx(loss(scalar, False), abs=1e-6)
     assert loss(varying, True) == pytest.approx(loss(varying, False), abs=1e-6)
     assert abs(loss(varying, False) - loss(constant, False)) > 1e-3
+
+
+def test_a_per_turn_rule_trains_through_the_engine(tiny_model_dir):
+    """`trainer.advantages: per_turn_group` through a whole engine step: the leader's share carries per-token
+    advantages (on one-turn sessions, each sequence's group-relative one on every token) and the step trains."""
+    config = json.loads((DEEPSPEED_CONFIGS / "cpu_zero1.json").read_text())
+    samples = random_samples(4, seed=2)
+    engine = PolicyEngine(tiny_model_dir, config, advantages="per_turn_group")
+    (share,) = engine.split_step([KeptGroup("g", "t", samples, [1.0] * 4)], 1)
+    assert share.token_advantages is not None
+    for sample, scalar, per_token in zip(share.samples, share.advantages, share.token_advantages, strict=True):
+        assert per_token == pytest.approx([scalar] * len(sample.tokens), abs=1e-5) and scalar != 0.0
+    metrics = engine.train_share(share)
+    assert metrics.sequences == 4 and metrics.loss != 0.0
