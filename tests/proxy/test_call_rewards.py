@@ -4,6 +4,7 @@ StubEngine, driven by the openai SDK; the EpisodeEnd read back from the broker c
 from __future__ import annotations
 
 import asyncio
+import json
 
 import httpx
 import openai
@@ -92,3 +93,38 @@ async def test_with_several_workers_the_route_points_to_the_end(proxy_factory, s
     async with httpx.AsyncClient() as http:
         answer = await http.post(base(proxy, "cr5") + "/calls/0/reward", headers=ALPHA, json={"reward": 1})
     assert answer.status_code == 409 and "call_rewards" in answer.json()["error"]["message"]
+
+
+def two_calls_rewarded(task, client):
+    """An agent of `seamlessflow agent run`: two calls, the second with a call key, each rewarded in its info."""
+    for turn in range(2):
+        headers = {"X-Request-Id": "check"} if turn else {}
+        client.chat.completions.create(model="stub-model", messages=[{"role": "user", "content": str(turn)}],
+                                       max_tokens=2, extra_headers=headers)
+    return 1.0, {"call_rewards": {0: 0.5, "check": -0.5}, "note": "kept"}
+
+
+async def test_an_agent_worker_s_agent_rewards_its_calls_through_its_info(proxy, settings, codec):
+    from seamlessflow.agents.episode import run_session
+    from seamlessflow.agents.options import AgentOptions
+    from seamlessflow.agents.proxy import ProxyClient
+    from seamlessflow.testing.samples import SAMPLES
+
+    task = next(m for m in SAMPLES if type(m).__name__ == "Task")
+    root = proxy.base_url.removesuffix("/v1")
+    ends = ProxyClient(root, "key-alpha")
+    try:
+        outcome = await asyncio.to_thread(run_session, two_calls_rewarded, task, "cr6", 0, "key-alpha",
+                                          AgentOptions(proxy_url=root), ends, {})
+        bad = await asyncio.to_thread(run_session, lambda t, c: (0.0, {"call_rewards": {0: float("nan")}}), task,
+                                      "cr7", 0, "key-alpha", AgentOptions(proxy_url=root), ends, {})
+    finally:
+        ends.close()
+    assert outcome.end_error is None and bad.end_error is None  # a bad reward costs the rewards, not the end
+    events = await session_events(settings, codec, "cr6")
+    calls = [e for e in events if isinstance(e, TokenIO)]
+    (ended,) = [e for e in events if isinstance(e, EpisodeEnd)]
+    assert ended.call_rewards == {"#0": 0.5, calls[1].call_id: -0.5}
+    assert json.loads(ended.info_json) == {"note": "kept"}
+    (bad_end,) = [e for e in await session_events(settings, codec, "cr7") if isinstance(e, EpisodeEnd)]
+    assert bad_end.call_rewards == {} and "call_rewards_error" in json.loads(bad_end.info_json)
