@@ -133,6 +133,9 @@ class EpisodeEnd(Enumerated):
     created_at_ms: Int64
     group_id: str | None = None
     task_id: str | None = None
+    # rewards the agent gave single calls: key "<proxy call id>" or "#<position>" (0-based, the order in which
+    # the session's calls were recorded); the assembler puts them on the trajectory's turns
+    call_rewards: dict[str, Float64] = field(default_factory=dict)
 
 
 @dataclass
@@ -156,6 +159,10 @@ class Trajectory(Enumerated):
     num_forks: Int32
     created_at_ms: Int64
     info_json: str = "{}"
+    # the turns (calls) that wrote the sequence, in order: turn k spans [turn_ends[k-1], turn_ends[k]) (its
+    # prompt delta, then its completion); turn_rewards[k] is the reward the agent gave that call (0.0: none)
+    turn_ends: list[Int32] = field(default_factory=list)
+    turn_rewards: list[Float64] = field(default_factory=list)
 
 
 @dataclass

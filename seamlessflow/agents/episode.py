@@ -15,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import json
+import math
 import traceback
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,6 +30,8 @@ from seamlessflow.core.episodes import EpisodeStatus
 from seamlessflow.messages import Task
 from seamlessflow.rewards.request import REQUEST_KEY, Unscored, request_for
 from seamlessflow.user_code import parse_result
+
+CALL_REWARDS = "call_rewards"  # in an agent's info: rewards of single calls (README: Rewards per turn)
 
 DONE, FAILED, ABORTED = EpisodeStatus.DONE, EpisodeStatus.FAILED, EpisodeStatus.ABORTED
 
@@ -96,10 +99,25 @@ def run_session(fn: Callable, task: Task, session_id: str, index: int, key: str,
     return end_session(task, session_id, index, opts, proxy, status, reward, info)
 
 
+def call_rewards_of(info: dict[str, Any]) -> tuple[dict[str, float], dict[str, Any]]:
+    """The per-call rewards an agent put in its info, and the rest of the info. Ones the proxy would refuse are
+    left out with the reason in the info, so the agent's mistake costs them, not the session's end."""
+    calls, rest = info.get(CALL_REWARDS) or {}, {k: v for k, v in info.items() if k != CALL_REWARDS}
+    valid = isinstance(calls, dict) and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        and ((isinstance(k, int) and 0 <= k < 1_000_000) or (isinstance(k, str) and 0 < len(k) <= 128))
+        for k, v in calls.items())
+    if not valid:
+        return {}, {**rest, "call_rewards_error": f"not {{position or call key: finite number}}: {str(calls)[:200]}"}
+    return {str(k): float(v) for k, v in calls.items()}, rest
+
+
 def end_session(task: Task, session_id: str, index: int, opts: AgentOptions, proxy: ProxyClient, status: EpisodeStatus,
                 reward: float, info: dict[str, Any]) -> SessionOutcome:
-    """Ends the session on the proxy; never raises (a refused end is in the outcome)."""
-    end = SessionEnd(reward, status, task.group_id, task.task_id, info)
+    """Ends the session on the proxy; never raises (a refused end is in the outcome). An agent's
+    ``info["call_rewards"]`` ({position or call key: reward}) goes on the end as its per-call rewards."""
+    calls, rest = call_rewards_of(info)
+    end = SessionEnd(reward, status, task.group_id, task.task_id, rest, calls)
     try:
         proxy.end_session(session_id, end, opts.end_timeout_s)
     except Exception as exc:

@@ -39,10 +39,14 @@ class SessionEnd:
     group_id: str
     task_id: str
     info: dict[str, Any] = field(default_factory=dict)
+    call_rewards: dict[str, float] = field(default_factory=dict)  # call position or key -> reward
 
     def body(self) -> dict[str, Any]:
-        return {"reward": self.reward, "status": self.status, "info": self.info,
+        body = {"reward": self.reward, "status": self.status, "info": self.info,
                 "group_id": self.group_id, "task_id": self.task_id}
+        if self.call_rewards:  # only when given: the body stays what proxies before per-turn rewards accept
+            body["call_rewards"] = self.call_rewards
+        return body
 
 
 class ProxyClient:

@@ -149,6 +149,9 @@ class SessionBook:
             info["calls_expected"] = end.num_calls
         if session.abandoned_attempts:
             info["abandoned_attempts"] = session.abandoned_attempts
+        unmatched = session.unmatched_rewards(end.call_rewards)
+        if unmatched:
+            info["call_rewards_unmatched"] = unmatched
         request = pending_request(end.info_json)
         if request is not None:  # scored later by a reward worker (seamlessflow/rewards)
             info[REQUEST_KEY] = request
@@ -158,7 +161,8 @@ class SessionBook:
                 reason = "invariant violated: " + "; ".join(problems)
                 out.dead_letters.append(self._dead_letter(partition, offset, key, value, reason))
                 continue
-            out.trajectories.append(trajectory_of(seq, end, status, num_calls, info))
+            turns = session.turns(seq, end.call_rewards)
+            out.trajectories.append(trajectory_of(seq, end, status, num_calls, info, turns))
 
     # -- idle sessions ----------------------------------------------------------------------
 

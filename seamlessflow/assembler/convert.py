@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import replace
 
-from seamlessflow.core.assembler import AssembledSequence, Attempt
+from seamlessflow.core.assembler import AssembledSequence, Attempt, Turns
 from seamlessflow.core.episodes import TrajectoryStatus
 from seamlessflow.core.prefix_tree import Call, PromptBase
 from seamlessflow.messages import EpisodeEnd, TokenIO, Trajectory
@@ -48,7 +48,8 @@ def trajectory_id(session_id: str, branch_id: int) -> str:
 
 
 def trajectory_of(
-    seq: AssembledSequence, end: EpisodeEnd, status: TrajectoryStatus, num_calls: int, info: dict | None = None
+    seq: AssembledSequence, end: EpisodeEnd, status: TrajectoryStatus, num_calls: int, info: dict | None = None,
+    turns: Turns | None = None,
 ) -> Trajectory:
     """A Trajectory record for one leaf. Every field derives from the input, so a replay yields equal records."""
     return Trajectory(
@@ -69,4 +70,6 @@ def trajectory_of(
         num_forks=seq.fork_count,
         created_at_ms=end.created_at_ms,
         info_json=json.dumps(info or {}, sort_keys=True),
+        turn_ends=list(turns.ends) if turns else [],
+        turn_rewards=list(turns.rewards) if turns else [],
     )

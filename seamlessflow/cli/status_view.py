@@ -47,7 +47,7 @@ def render_status(data: dict, rewards: dict[int, float] | None = None) -> Group:
         queue = next((figures[k] for k in QUEUE_FIGURES if k in figures), None)
         version = str(row["weight_version"]) if row["weight_version"] >= 0 else "-"  # agents load no weights
         resources.add_row(
-            row["id"], _kind(row), _tags(row), row["active_tag"], row["state"], version,
+            row["id"], _kind(row), _tags(row), _active(row), row["state"], version,
             f"{figures.get('tokens_per_s', 0):.0f}" if "tokens_per_s" in figures else "-",
             f"{queue:.0f}" if queue is not None else "-", f"{row['heartbeat_age_s']:.0f}s",
         )
@@ -61,6 +61,12 @@ def _kind(row: dict) -> str:
     """A trainer group is one resource; its data-parallel ranks are a figure of its heartbeat."""
     ranks = int(row["figures"].get("ranks", 1))
     return f"{row['kind']} ({ranks} ranks)" if ranks > 1 else row["kind"]
+
+
+def _active(row: dict) -> str:
+    """The active tag; the scheduler's with the task mix's stage (`manager.stages`, counted from 1)."""
+    stage = row["figures"].get("stage")
+    return f"{row['active_tag']} · stage {int(stage) + 1}" if stage is not None else row["active_tag"]
 
 
 def _tags(row: dict) -> str:

@@ -17,6 +17,7 @@ from __future__ import annotations
 import enum
 import json
 import zlib
+from collections.abc import Mapping
 from dataclasses import dataclass, replace
 
 from seamlessflow.core.prefix_tree import Call, InvalidCall, LineageEntry, Outcome, PrefixTree, as_ids
@@ -46,6 +47,15 @@ class Attempt:
 
     request_id: str
     number: int = 0
+
+
+@dataclass(frozen=True)
+class Turns:
+    """The turns (requests) that wrote one sequence: turn k ends at ``ends[k]`` and was rewarded ``rewards[k]``."""
+
+    ends: tuple[int, ...]
+    rewards: tuple[float, ...]
+    requests: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -136,6 +146,37 @@ class SessionAssembler:
             )
             for leaf in leaves
         ]
+
+    def request_positions(self) -> dict[str, int]:
+        """Each request's position in the session (0-based): the order in which its first record arrived. A
+        retried request (its attempts share the request id) and the choices of one request hold one position."""
+        positions: dict[str, int] = {}
+        for attempt in self.attempts.values():  # insertion order: the order records were first seen
+            positions.setdefault(attempt.request_id, len(positions))
+        return positions
+
+    def turns(self, seq: AssembledSequence, call_rewards: Mapping[str, float]) -> Turns:
+        """The requests that wrote ``seq``, in order, each with where it ends and the reward the agent gave it:
+        ``call_rewards`` keyed by request id or by ``#<position>`` (the request id wins); 0.0 where none."""
+        positions = self.request_positions()
+        requests: list[str] = []
+        ends: list[int] = []
+        for entry in seq.lineage:
+            attempt = self.attempts.get(entry.call_id)
+            request = attempt.request_id if attempt is not None else entry.call_id
+            if requests and requests[-1] == request:  # one request's entries side by side: one turn
+                ends[-1] = entry.end
+                continue
+            requests.append(request)
+            ends.append(entry.end)
+        rewards = [call_rewards.get(r, call_rewards.get(f"#{positions.get(r, -1)}", 0.0)) for r in requests]
+        return Turns(tuple(ends), tuple(float(r) for r in rewards), tuple(requests))
+
+    def unmatched_rewards(self, call_rewards: Mapping[str, float]) -> list[str]:
+        """Keys of ``call_rewards`` that name no request of this session (an agent's mistake, reported)."""
+        positions = self.request_positions()
+        known = set(positions) | {f"#{n}" for n in positions.values()}
+        return sorted(key for key in call_rewards if key not in known)
 
     @property
     def abandoned_attempts(self) -> int:

@@ -13,6 +13,7 @@ from typing import Literal
 
 from seamlessflow.core.episodes import TrajectoryStatus
 from seamlessflow.core.recent_ids import RecentIds
+from seamlessflow.core.turn_advantages import AdvantageRule, TurnRewards, has_signal
 
 
 @dataclass(frozen=True)
@@ -33,6 +34,8 @@ class TrajectorySample:
     versions: tuple[int, ...]
     reward: float
     status: TrajectoryStatus = TrajectoryStatus.DONE
+    turn_ends: tuple[int, ...] = ()  # the assembler's turns and the agent's reward for each (`Trajectory`)
+    turn_rewards: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         lengths = {len(self.tokens), len(self.loss_mask), len(self.logprobs), len(self.versions)}
@@ -48,6 +51,10 @@ class TrajectorySample:
     @property
     def trained_tokens(self) -> int:
         return sum(1 for m in self.loss_mask if m)
+
+    @property
+    def turns(self) -> TurnRewards:
+        return TurnRewards(len(self.tokens), self.reward, self.turn_ends, self.turn_rewards)
 
 
 @dataclass(frozen=True)
@@ -109,6 +116,8 @@ class BatchConfig:
     success_reward: float = 1.0
     trainable_statuses: frozenset[TrajectoryStatus] = frozenset(TRAINABLE_STATUSES)
     dedup_window: int = 100_000
+    advantage: AdvantageRule = AdvantageRule.SESSION  # how rewards become advantages (`core.turn_advantages`)
+    discount: float = 1.0  # return_to_go's discount per turn
 
 
 @dataclass
@@ -257,7 +266,7 @@ class BatchBuilder:
         if len(samples) < 2:
             self.counters.groups_too_small += 1
             self._discarded.extend(samples)
-        elif rewards_all_equal(samples):
+        elif not self._has_signal(samples):
             self.counters.groups_skipped_equal += 1
             if solved_by_all([s.reward for s in samples], self.config.success_reward):
                 self.too_easy_tasks.add(group.task_id)
@@ -265,6 +274,12 @@ class BatchBuilder:
         else:
             self.counters.groups_kept += 1
             self._ready.append(KeptGroup(group.group_id, group.task_id, samples, [w for _, w in kept]))
+
+    def _has_signal(self, samples: list[TrajectorySample]) -> bool:
+        """Equal session rewards teach nothing under the session rule; with per-turn rules the turns may."""
+        if self.config.advantage is AdvantageRule.SESSION:
+            return not rewards_all_equal(samples)
+        return has_signal([s.turns for s in samples], self.config.advantage, self.config.discount)
 
     def _amount(self, groups: list[KeptGroup]) -> int:
         if self.config.threshold_kind == "groups":

@@ -89,7 +89,26 @@ END_BODY = {
         "info": {"type": "object"},
         "group_id": {"type": ["string", "null"]},
         "task_id": {"type": ["string", "null"]},
+        "call_rewards": {
+            "type": "object",
+            "additionalProperties": {"type": "number", "description": "finite"},
+            "description": "rewards of single calls: keyed by the call's position in the session (\"0\", "
+                           "\"1\", ...) or the call key it was sent with (Idempotency-Key or X-Request-Id)",
+        },
     },
+}
+CALL_REWARD_BODY = {
+    "type": "object",
+    "required": ["reward"],
+    "additionalProperties": False,
+    "properties": {"reward": {"type": "number", "description": "finite"}},
+}
+CALL_PARAM = {
+    "name": "call",
+    "in": "path",
+    "required": True,
+    "description": "the call's position in the session (0, 1, ...) or the call key it was sent with",
+    "schema": {"type": "string", "minLength": 1, "maxLength": 128},
 }
 
 ERROR = {
@@ -283,6 +302,18 @@ def openapi_document(config: ProxyOptions) -> dict:
             "requestBody": {"required": True, "content": {"application/json": {"schema": END_BODY}}},
             "responses": _responses(
                 _json_ok("recorded", {"type": "object", "required": ["session_id", "recorded"]}),
+                ["400", "401", "403", "404", "405", "409", "413", "503"],
+            ),
+        }
+    }
+    paths["/sessions/{session_id}/calls/{call}/reward"] = {
+        "post": {
+            "operationId": "reward_call",
+            "summary": "a reward for one call, published with the session's end",
+            "parameters": [SESSION_PARAM, CALL_PARAM],
+            "requestBody": {"required": True, "content": {"application/json": {"schema": CALL_REWARD_BODY}}},
+            "responses": _responses(
+                _json_ok("kept", {"type": "object", "required": ["session_id", "call", "reward"]}),
                 ["400", "401", "403", "404", "405", "409", "413", "503"],
             ),
         }

@@ -32,6 +32,7 @@ from seamlessflow.core.routing import parse_profile
 from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.messages import EpisodeEnd, now_ms
 from seamlessflow.proxy.admission import Admission
+from seamlessflow.proxy.call_rewards import CallRewardRequest, call_id_of_key, finite_rewards, on_the_wire, wire_key
 from seamlessflow.proxy.deltas import PromptBases
 from seamlessflow.proxy.doors import ClientStream, FrontDoor, OpenAIDoor, json_reply
 from seamlessflow.proxy.errors import ProxyError
@@ -81,6 +82,7 @@ class EndRequest(BaseModel):
     info: dict[str, Any] = Field(default_factory=dict)
     group_id: str | None = None
     task_id: str | None = None
+    call_rewards: dict[str, float] = Field(default_factory=dict)  # call (position or key) -> reward
 
     @field_validator("reward")
     @classmethod
@@ -88,6 +90,11 @@ class EndRequest(BaseModel):
         if not math.isfinite(value):
             raise ValueError("reward must be a finite number")
         return value
+
+    @field_validator("call_rewards")
+    @classmethod
+    def _finite_calls(cls, value: dict[str, float]) -> dict[str, float]:
+        return finite_rewards(value)
 
 
 class ProxyServer:
@@ -141,6 +148,7 @@ class ProxyServer:
                 app.router.add_post(prefix + path, functools.partial(self._call, door=door))
             app.router.add_get(prefix + "/v1/models", self._models)
         app.router.add_post("/sessions/{session_id}/end", self._end)
+        app.router.add_post("/sessions/{session_id}/calls/{call}/reward", self._call_reward)
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/openapi.json", self._openapi)
@@ -224,7 +232,7 @@ class ProxyServer:
         for header in CALL_KEY_HEADERS:
             key = request.headers.get(header)
             if key:
-                return hashlib.blake2b(f"{team}/{session_id}/{key}".encode(), digest_size=12).hexdigest()
+                return call_id_of_key(team, session_id, key)
         digest = hashlib.blake2b(f"{team}/{session_id}/{request.path}/".encode(), digest_size=12)
         digest.update(body)
         return digest.hexdigest()
@@ -352,6 +360,10 @@ class ProxyServer:
                     await state.idle.wait()
             except TimeoutError:
                 raise ProxyError(409, "the session still has calls in flight; end it after they finish") from None
+        try:
+            call_rewards = {**state.call_rewards, **on_the_wire(team, session_id, end.call_rewards)}
+        except ValueError as exc:
+            raise ProxyError(400, f"invalid episode end: call_rewards: {exc}", "call_rewards") from None
         # with several workers, the others may have served some of its calls: this one's count is partial
         num_calls = state.events_published if state.known_from_start and self.config.workers == 1 else -1
         event = EpisodeEnd(
@@ -366,6 +378,7 @@ class ProxyServer:
             created_at_ms=now_ms(),
             group_id=end.group_id,
             task_id=end.task_id,
+            call_rewards=call_rewards,
         )
         await self.recorder.publish([event], session_id)
         self.bases.forget(session_id)
@@ -376,6 +389,30 @@ class ProxyServer:
             "versions": sorted(state.versions),
         }  # which policy versions generated it (an eval pins on these)
         return web.json_response(body, headers={SESSION_HEADER: session_id})
+
+    async def _call_reward(self, request: web.Request) -> web.Response:
+        """A reward for one call, kept with the session until its end publishes it (`EpisodeEnd.call_rewards`)."""
+        team = self._team(request)
+        session_id, _ = self._session_id(request)
+        try:
+            body = CallRewardRequest.model_validate(await self._json(request))
+        except ValidationError as exc:
+            errors = exc.errors(include_url=False, include_input=False)
+            raise ProxyError(400, f"invalid call reward: {errors}") from None
+        try:
+            key = wire_key(team, session_id, request.match_info["call"])
+        except ValueError as exc:
+            raise ProxyError(400, str(exc), "call") from None
+        if self.config.workers > 1:  # the end may reach another worker, which would not know this reward
+            raise ProxyError(409, "this proxy runs several workers: send per-call rewards in the session end's "
+                                  "call_rewards instead", "call")
+        try:
+            state = self.sessions.claim(session_id, team, known_from_start=False)
+        except SessionOwnedByOtherTeam:
+            raise ProxyError(403, "this session id belongs to another team", "session_id") from None
+        state.call_rewards[key] = body.reward
+        return web.json_response({"session_id": session_id, "call": key, "reward": body.reward, "recorded": False},
+                                 headers={SESSION_HEADER: session_id})
 
     # -- health and metrics -----------------------------------------------------------------------------
     async def _healthz(self, request: web.Request) -> web.Response:

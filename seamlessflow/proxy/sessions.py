@@ -31,6 +31,7 @@ class SessionState:
     declared: Profile | None = None  # from the X-Session-Profile header; wins over the learnt one
     learner: ProfileLearner | None = None  # None: profiles are not learnt
     versions: set[int] = field(default_factory=set)  # policy versions of the tokens generated (the end reports them)
+    call_rewards: dict[str, float] = field(default_factory=dict)  # wire key -> reward, published with the end
 
     @property
     def profile(self) -> Profile | None:

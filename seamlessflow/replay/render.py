@@ -38,7 +38,10 @@ def turn_text(turn: Turn, decode: Decode | None = None) -> Text:
     text.append(f"turn {turn.index} ", style="bold")
     text.append(f"{turn.outcome} ", style="yellow" if turn.outcome in ("fork", "restart") else "blue")
     text.append(f"call {turn.call_id} · {turn.engine_id} · {len(turn.fed)} fed, {len(turn.generated)} generated"
-                f" · {turn.finish_reason}\n", style="dim")
+                f" · {turn.finish_reason}", style="dim")
+    if turn.reward is not None:
+        text.append(f" · reward {turn.reward:g}", style="bold green")
+    text.append("\n")
     if turn.known:
         text.append(f"[{turn.known} known] ", style="dim")
     text.append(_ids(turn.fed, decode) + " ", style="cyan")
@@ -71,6 +74,9 @@ def trajectory_panel(trajectory: Trajectory, decode: Decode | None = None) -> Pa
     title = (f"trajectory {trajectory.event_id} · team {trajectory.team} · {trajectory.status} · reward "
              f"{trajectory.reward:g} · {len(trajectory.tokens)} tokens, {sum(trajectory.loss_mask)} generated")
     subtitle = f"group {trajectory.group_id} · task {trajectory.task_id} · forks {trajectory.num_forks}"
+    if any(trajectory.turn_rewards):
+        turns = ", ".join(f"{r:g}@{end}" for r, end in zip(trajectory.turn_rewards, trajectory.turn_ends, strict=False))
+        title += f" · turn rewards (reward@end) {turns}"
     return Panel(text, title=title, subtitle=subtitle, title_align="left")
 
 

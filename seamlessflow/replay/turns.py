@@ -30,6 +30,7 @@ class Turn:
     logprobs: list[float]
     versions: list[int]
     finish_reason: str
+    reward: float | None = None  # the reward the agent gave this call (by its id or its position), if any
 
 
 @dataclass(frozen=True)
@@ -51,11 +52,19 @@ def common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return i
 
 
+def call_reward(call_rewards: dict[str, float], request_id: str, position: int) -> float | None:
+    """What the agent gave a request, named by its id or by ``#<position>`` as the assembler reads them."""
+    return call_rewards.get(request_id, call_rewards.get(f"#{position}"))
+
+
 def session_turns(session: SessionEvents) -> list[Turn]:
     assembler = SessionAssembler()
     history: list[list[int]] = []
     turns = []
+    rewards = session.end.call_rewards if session.end else {}
+    positions: dict[str, int] = {}
     for index, call in enumerate(session.calls):
+        position = positions.setdefault(call.call_id, len(positions))
         core_call = call_from_token_io(call)
         try:
             core_call = assembler.resolve(core_call)  # a prompt recorded as a delta, made whole
@@ -66,7 +75,8 @@ def session_turns(session: SessionEvents) -> list[Turn]:
         known = max((common_prefix(prompt, seq) for seq in history), default=0)
         history.append(prompt + list(call.completion_ids))
         turns.append(Turn(index, call.call_id, call.event_id, call.engine_id, outcome, known, prompt[known:],
-                          list(call.completion_ids), list(call.logprobs), list(call.versions), call.finish_reason))
+                          list(call.completion_ids), list(call.logprobs), list(call.versions), call.finish_reason,
+                          call_reward(rewards, call.call_id, position)))
     return turns
 
 
@@ -90,6 +100,7 @@ def session_json(session: SessionEvents) -> dict:
         "status": session.status, "reward": end.reward if end else None,
         "group_id": end.group_id if end else None, "task_id": end.task_id if end else None,
         "info_json": end.info_json if end else None,
+        "call_rewards": dict(end.call_rewards) if end else {},
         "turns": [asdict(t) for t in session_turns(session)],
     }
 

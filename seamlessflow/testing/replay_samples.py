@@ -36,7 +36,7 @@ def expected_two_turn(session="s1", team="red", reward=1.0) -> Trajectory:
     return Trajectory(f"{session}/0", session, 0, f"g-{session}", f"t-{session}", team, "run1",
                       [1, 2, 3, 4, 5, 6], [0, 0, 1, 1, 0, 1], [0.0, 0.0, -0.5, -0.5, 0.0, -0.5],
                       [-1, -1, 1, 1, -1, 2], reward, TrajectoryStatus.DONE, 2, 0, 5000,
-                      '{"outcomes": {"extension": 1, "start": 1}}')
+                      '{"outcomes": {"extension": 1, "start": 1}}', turn_ends=[4, 6], turn_rewards=[0.0, 0.0])
 
 
 def produce(settings, codec, topic, messages, timestamp_ms=None):

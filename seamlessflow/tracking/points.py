@@ -77,6 +77,7 @@ class PointMaker:
     _rate_samples: list[float] = field(default_factory=list)
     _last_step_time_s: float | None = None
     _buffered: float | None = None
+    _stage: float | None = None  # the scheduler's task-mix stage (SRPO), plotted with each step
     eval_wait_s: float = 10.0  # how long an eval waits for its version's step before it is plotted at the version
     _waiting_evals: dict[int, list[tuple[EvalFigures, float]]] = field(default_factory=dict)
 
@@ -130,6 +131,7 @@ class PointMaker:
             return []
         if status.kind == "scheduler" and "buffered" in status.figures:
             self._buffered = status.figures["buffered"]  # plotted once per step, with the trainer's point
+            self._stage = status.figures.get("stage", self._stage)  # `manager.stages`: the current one's index
             return []
         if status.kind != "trainer" or "step" not in status.figures:
             return []
@@ -144,6 +146,8 @@ class PointMaker:
         points.append(Point("train/weight_version", step, float(status.weight_version), wall))
         if self._buffered is not None:
             points.append(Point("pipeline/buffered", step, self._buffered, wall))
+        if self._stage is not None:
+            points.append(Point("pipeline/stage", step, self._stage, wall))
         if self._rate_samples:
             mean = sum(self._rate_samples) / len(self._rate_samples)
             points.append(Point("throughput/rollout_tokens_per_s", step, mean, wall))

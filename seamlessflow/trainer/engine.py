@@ -35,6 +35,7 @@ from seamlessflow.core.losses import (
     reward_stats,
 )
 from seamlessflow.core.micro_batches import plan_micro_batches, split_across_ranks
+from seamlessflow.core.turn_advantages import AdvantageRule, token_advantages
 from seamlessflow.ports import free_port
 from seamlessflow.trainer.model import TokenLogprobModel, load_causal_lm, zero_stage
 from seamlessflow.trainer.ops import preload_ops
@@ -133,6 +134,20 @@ class StepShare:
     sequences: int
     reward_mean: float
     reward_std: float
+    token_advantages: list[list[float]] | None = None  # under a per-turn rule: one per token, beside `advantages`
+
+
+def step_advantages(groups: list[KeptGroup], scale_by_std: bool, rule: AdvantageRule = AdvantageRule.SESSION,
+                    discount: float = 1.0) -> tuple[list[float], list[list[float]] | None]:
+    """A step's advantages, its samples in group order: one per sample (GRPO on the session reward) and, under
+    a per-turn rule (`core.turn_advantages`), one per token of each sample, which the loss then reads."""
+    samples = [s for g in groups for s in g.samples]
+    index = [i for i, g in enumerate(groups) for _ in g.samples]
+    rewards = torch.tensor([s.reward for s in samples])
+    per_sample = group_relative_advantages(rewards, torch.tensor(index), scale_by_std).tolist() if samples else []
+    if rule is AdvantageRule.SESSION:
+        return per_sample, None
+    return per_sample, token_advantages([s.turns for s in samples], index, rule, discount, scale_by_std)
 
 
 def init_distributed() -> None:
@@ -157,7 +172,8 @@ def forward_logprobs(model, batch: MicroBatch) -> torch.Tensor:
     return batch.logprobs_of(model)
 
 
-def micro_batch_loss(model, batch: MicroBatch | TreeBatch, advantages: torch.Tensor, weights: torch.Tensor,
+def micro_batch_loss(model, batch: MicroBatch | TreeBatch, advantages: torch.Tensor | list[torch.Tensor],
+                     weights: torch.Tensor,
                      normaliser: int, config: PolicyLossConfig, reference=None,
                      ranks: int = 1) -> tuple[PolicyLoss, torch.Tensor]:
     """The step's loss share of one micro-batch (padded, packed or a token tree: the same numbers) and its
@@ -169,8 +185,9 @@ def micro_batch_loss(model, batch: MicroBatch | TreeBatch, advantages: torch.Ten
     if reference is not None:
         with torch.no_grad():
             ref = batch.logprobs_of(reference)
+    spread = flat.per_token(advantages) if isinstance(advantages, torch.Tensor) else flat.per_position(advantages)
     out = ppo_clip_loss(
-        logprobs, flat.logprobs, flat.per_token(advantages), flat.loss_mask, config, ref_logprobs=ref,
+        logprobs, flat.logprobs, spread, flat.loss_mask, config, ref_logprobs=ref,
         sample_weights=flat.per_token(weights), normaliser=max(normaliser, 1) / ranks,
         sequence_index=flat.sequence_index,
     )
@@ -201,9 +218,13 @@ class PolicyEngine:
         loss_config: PolicyLossConfig = DEFAULT_LOSS,
         scale_by_std: bool = True,
         options: MemoryOptions = MemoryOptions(),
+        advantages: AdvantageRule = AdvantageRule.SESSION,
+        discount: float = 1.0,
     ):
         self.loss_config = loss_config
         self.scale_by_std = scale_by_std
+        self.advantages = AdvantageRule(advantages)
+        self.discount = discount
         self.options = options
         preload_ops()  # under a lock that survives a killed build (see training/ops.py)
         init_distributed()  # before loading: ZeRO-3 partitions the model as it is built
@@ -272,20 +293,20 @@ class PolicyEngine:
         """The batch cut into ``ranks`` shares, balanced by tokens (`core.micro_batches.split_across_ranks`)."""
         samples = [s for g in groups for s in g.samples]
         weights = [w for g in groups for w in g.weights]
-        index = torch.tensor([i for i, g in enumerate(groups) for _ in g.samples])
         rewards = torch.tensor([s.reward for s in samples])
-        advantages = group_relative_advantages(rewards, index, self.scale_by_std).tolist()
+        advantages, per_token = step_advantages(groups, self.scale_by_std, self.advantages, self.discount)
         normaliser = len(samples) if self.loss_config.ratio == "sequence" else \
             sum(max(s.trained_tokens - s.loss_mask[0], 0) for s in samples)
         reward_mean, reward_std = reward_stats(rewards.tolist())
         return [StepShare([samples[i] for i in chosen], [advantages[i] for i in chosen], [weights[i] for i in chosen],
-                          normaliser, len(groups), len(samples), reward_mean, reward_std)
+                          normaliser, len(groups), len(samples), reward_mean, reward_std,
+                          [per_token[i] for i in chosen] if per_token is not None else None)
                 for chosen in split_across_ranks([len(s.tokens) for s in samples], ranks)]
 
     def train_share(self, share: StepShare) -> StepMetrics:
         """This rank's forward/backward passes and the common optimizer step."""
         start = time.perf_counter()
-        samples, advantages, weights = share.samples, torch.tensor(share.advantages), torch.tensor(share.weights)
+        samples, weights = share.samples, torch.tensor(share.weights)
         self.engine.train()
         plan = self.plan(samples) if samples else []
         count = self.ranks.max(len(plan))
@@ -294,8 +315,8 @@ class PolicyEngine:
             self.engine.set_gradient_accumulation_boundary(n == count - 1)
             if n < len(plan):
                 chosen = plan[n]
-                part = self._micro_step([samples[i] for i in chosen], advantages[chosen], weights[chosen],
-                                        share.normaliser)
+                part = self._micro_step([samples[i] for i in chosen], self._advantages_of(share, chosen),
+                                        weights[chosen], share.normaliser)
             else:
                 part = self._micro_step([self._idle_sample()], torch.zeros(1), torch.zeros(1), share.normaliser)
             totals = [total + x for total, x in zip(totals, part.sums(), strict=True)]
@@ -309,6 +330,13 @@ class PolicyEngine:
             flat_positions=int(flat_positions),
         )
 
+    @staticmethod
+    def _advantages_of(share: StepShare, chosen: list[int]) -> torch.Tensor | list[torch.Tensor]:
+        """One micro-batch's advantages: per sample, or per token under a per-turn rule."""
+        if share.token_advantages is not None:
+            return [torch.tensor(share.token_advantages[i]) for i in chosen]
+        return torch.tensor(share.advantages)[chosen]
+
     def _idle_sample(self) -> TrajectorySample:
         """Two padding tokens, nothing trained: a zero-loss micro-batch for a rank with fewer than the others."""
         return TrajectorySample("idle", "", "", (self.pad_id,) * 2, (0, 0), (0.0, 0.0), (-1, -1), 0.0)
@@ -321,7 +349,8 @@ class PolicyEngine:
             return plan_by_prefix(samples, budget, per_gpu, self.packing)
         return plan_micro_batches([len(s.tokens) for s in samples], budget, per_gpu, self.packing)
 
-    def _micro_step(self, samples: list[TrajectorySample], advantages: torch.Tensor, weights: torch.Tensor,
+    def _micro_step(self, samples: list[TrajectorySample], advantages: torch.Tensor | list[torch.Tensor],
+                    weights: torch.Tensor,
                     normaliser: int) -> MicroStep:
         flat_positions = sum(len(s.tokens) for s in samples)
         tree = self.trees.batch(samples, self.pad_id)

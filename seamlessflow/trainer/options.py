@@ -13,6 +13,7 @@ from seamlessflow.config import Settings
 from seamlessflow.core.batching import TRAINABLE_STATUSES, BatchConfig, StalenessPolicy
 from seamlessflow.core.episodes import TrajectoryStatus
 from seamlessflow.core.losses import PolicyLossConfig
+from seamlessflow.core.turn_advantages import AdvantageRule
 
 if TYPE_CHECKING:
     from seamlessflow.trainer.engine import MemoryOptions
@@ -58,6 +59,9 @@ class TrainerOptions(BaseModel):
     kl_coef: float = 0.0
     tis_cap: float | None = None
     ratio: Literal["token", "sequence"] = "token"  # sequence: GSPO's sequence-level ratio (clip ~3e-4/4e-4)
+    # per-turn rewards (seamlessflow.core.turn_advantages): session | return_to_go | per_turn_group
+    advantages: AdvantageRule = AdvantageRule.SESSION
+    discount: float = Field(1.0, ge=0.0, le=1.0)  # return_to_go: a later turn's reward counts discount^(turns)
     # memory (seamlessflow.trainer.engine.MemoryOptions says what each does)
     max_tokens_per_micro_batch: int | None = None
     packing: bool | None = None  # None: only with varlen attention (flash_attention_2/3)
@@ -123,6 +127,8 @@ class TrainerOptions(BaseModel):
             success_reward=self.success_reward,
             trainable_statuses=frozenset(self.trainable_statuses),
             dedup_window=self.dedup_window,
+            advantage=self.advantages,
+            discount=self.discount,
         )
 
     def loss_config(self) -> PolicyLossConfig:

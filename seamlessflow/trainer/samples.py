@@ -21,6 +21,8 @@ def sample_from_record(record: Trajectory) -> TrajectorySample:
         versions=tuple(record.versions),
         reward=record.reward,
         status=record.status,
+        turn_ends=tuple(record.turn_ends),
+        turn_rewards=tuple(record.turn_rewards),
     )
 
 
@@ -57,6 +59,18 @@ class MicroBatch:
     def per_token(self, values: torch.Tensor) -> torch.Tensor:
         """Per-sequence ``values`` [n] spread over positions [rows, T] (any value on padding)."""
         return values.to(self.tokens.device)[self.sequence_index.clamp(min=0)]
+
+
+    def per_position(self, values: list[torch.Tensor]) -> torch.Tensor:
+        """Per-token ``values`` (one 1-D tensor per sample, as long as its tokens) laid out like the batch
+        [rows, T] (any value on padding)."""
+        lengths = torch.tensor([len(v) for v in values], dtype=torch.long)
+        offsets = torch.cumsum(lengths, 0) - lengths
+        flat = torch.cat([v.float() for v in values]).to(self.tokens.device)
+        position = self.position_ids if self.position_ids is not None else \
+            torch.arange(self.tokens.shape[1], device=self.tokens.device).expand_as(self.tokens)
+        index = offsets.to(self.tokens.device)[self.sequence_index.clamp(min=0)] + position
+        return flat[index.clamp(max=len(flat) - 1)]
 
 
 def collate(samples: list[TrajectorySample], pad_id: int = 0, packed: bool = False) -> MicroBatch:

@@ -1,5 +1,7 @@
 """SessionBook without a broker: outputs, dead letters, offsets to commit, and a replay after a crash."""
 
+import json
+
 from seamlessflow.assembler.book import SessionBook
 from seamlessflow.assembler.options import AssemblerOptions
 from seamlessflow.avro import Codec
@@ -153,3 +155,27 @@ def test_a_session_that_ends_without_a_reward_carries_its_request_into_each_traj
     plain = book()
     [done] = [o for o in feed(plain, encoded(plain.codec, two_sessions()[1:3])) if o.trajectories]
     assert pending_request(done.trajectories[0].info_json) is None
+
+
+def test_per_call_rewards_land_on_the_turns_of_each_branch():
+    """Rewards named by request id or by position reach the turns that request wrote, on every branch it is in;
+    a key naming no request of the session is reported in the trajectory's info."""
+    from dataclasses import replace
+
+    a1, a2 = Call("a1.0", [1, 2], [3], [-0.5], [0]), Call("a2.0", [1, 2, 3, 4], [5], [-0.25], [0])
+    fork = Call("b.0", [1, 2, 3, 9], [6], [-0.75], [0])  # the third request: position 2
+    end = replace(episode_end("s1"), call_rewards={"a2": 1.0, "#2": 0.5, "#0": -0.25, "zz": 3.0})
+    b = book()
+    outs = feed(b, encoded(b.codec, [("s1", token_io("s1", c)) for c in (a1, a2, fork)] + [("s1", end)]))
+    first, second = sorted(outs[-1].trajectories, key=lambda t: t.branch_id)
+    assert (first.tokens, first.turn_ends, first.turn_rewards) == ([1, 2, 3, 4, 5], [3, 5], [-0.25, 1.0])
+    assert (second.tokens, second.turn_ends, second.turn_rewards) == ([1, 2, 3, 9, 6], [3, 5], [-0.25, 0.5])
+    assert json.loads(first.info_json)["call_rewards_unmatched"] == ["zz"]
+
+
+def test_a_session_without_call_rewards_has_turns_rewarded_zero():
+    b = book()
+    outs = feed(b, encoded(b.codec, two_sessions()))
+    (t1,) = outs[4].trajectories
+    assert (t1.turn_ends, t1.turn_rewards) == ([3, 5], [0.0, 0.0])
+    assert "call_rewards_unmatched" not in json.loads(t1.info_json)

@@ -20,3 +20,14 @@ def test_a_trainer_group_is_one_row_with_its_ranks():
     [group] = [line for line in text.splitlines() if "trainer-0" in line]
     [single] = [line for line in text.splitlines() if "trainer-1" in line]
     assert "trainer (2 ranks)" in group and "ranks" not in single
+
+
+def test_the_scheduler_row_shows_the_task_mix_stage():
+    scheduler = {**row("scheduler", "scheduler", {"stage": 1.0, "buffered": 2.0}), "active_tag": "multiplexed"}
+    data = {"running": True, "bootstrap_servers": "x:9092", "broker_reachable": False, "services": [],
+            "resources": [scheduler, row("trainer-0", "trainer", {})]}
+    console = Console(width=200, record=True)
+    console.print(render_status(data))
+    text = console.export_text()
+    [trainer] = [line for line in text.splitlines() if "trainer-0" in line]
+    assert "multiplexed · stage 2" in text and "stage" not in trainer

@@ -186,3 +186,20 @@ def test_steps_ready_counts_judged_groups_against_the_threshold():
     assert builder.steps_ready() == 0  # closed, not judged yet
     builder.poll(0, 0)  # hands out two groups, three wait
     assert builder.steps_ready() == 1.5
+
+
+def test_equal_session_rewards_are_kept_under_a_per_turn_rule_when_the_turns_differ():
+    from dataclasses import replace
+
+    from seamlessflow.core.turn_advantages import AdvantageRule
+
+    a = replace(sample("a", "g1", 1.0), turn_ends=(1, 3), turn_rewards=(1.0, 0.0))
+    b = replace(sample("b", "g1", 1.0), turn_ends=(1, 3), turn_rewards=(0.0, 0.0))
+    c, d = sample("c", "g2", 1.0), sample("d", "g2", 1.0)  # no turn rewards: still nothing to learn
+    session = BatchBuilder(BatchConfig(group_size=2))
+    per_turn = BatchBuilder(BatchConfig(group_size=2, advantage=AdvantageRule.PER_TURN_GROUP))
+    for builder in (session, per_turn):
+        for s in (a, b, c, d):
+            builder.add(s, 0)
+    assert session.poll(0, 0).batch == []
+    assert [g.group_id for g in per_turn.poll(0, 0).batch] == ["g1"]

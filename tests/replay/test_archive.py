@@ -1,3 +1,5 @@
+import dataclasses
+
 from seamlessflow.kafka.io import Record
 from seamlessflow.replay.archive import archive_file, read_archive, write_archive
 from seamlessflow.testing.replay_samples import expected_two_turn, forked_session, records, two_turn_session
@@ -35,13 +37,16 @@ def test_archives_written_before_packing_read_the_same(tmp_path, codec, monkeypa
     from seamlessflow.avro.schema import previous_schemas
     from seamlessflow.replay import archive
 
-    old = {s["name"]: s for s in previous_schemas()}
+    old: dict[str, dict] = {}
+    for s in previous_schemas():  # the earliest version of each: the array-only one
+        old.setdefault(s["name"], s)
     schema = archive.archive_schema()
     union = schema["fields"][5]["type"]
     schema["fields"][5]["type"] = [old.get(t["name"], t) if isinstance(t, dict) else t for t in union]
     monkeypatch.setattr(archive, "_PARSED", fastavro.parse_schema(schema))
     monkeypatch.setattr(archive, "to_wire", lambda message: dict(vars(message)))  # arrays, no packed fields
-    originals = records(two_turn_session() + [expected_two_turn()], codec, topic="p.session-events")
+    before_turns = dataclasses.replace(expected_two_turn(), turn_ends=[], turn_rewards=[])  # fields added later
+    originals = records(two_turn_session() + [before_turns], codec, topic="p.session-events")
     path = write_archive(tmp_path, "p.session-events", originals)
     monkeypatch.undo()
     back = list(read_archive(path, codec))

@@ -29,3 +29,24 @@ def test_json_forms_carry_the_boundaries(codec):
     data = session_json(session)
     assert data["status"] == "done" and [t["fed"] for t in data["turns"]] == [[1, 2], [5]]
     assert [s["kind"] for s in trajectory_json(expected_two_turn())["segments"]] == ["fed", "generated"] * 2
+
+
+def test_per_turn_rewards_show_on_the_session_and_the_trajectory(codec):
+    """A reward by position (#1) and one by call id reach their turns in the session view; the trajectory's
+    turn rewards are in its title."""
+    from dataclasses import replace
+
+    from rich.console import Console
+
+    from seamlessflow.replay.render import session_panel, trajectory_panel
+
+    *calls, end = two_turn_session()
+    end = replace(end, call_rewards={"s1c1": 0.25, "#1": -0.5})
+    (session,) = group_sessions(records([*calls, end], codec))
+    assert [t.reward for t in session_turns(session)] == [0.25, -0.5]
+    assert session_json(session)["call_rewards"] == {"s1c1": 0.25, "#1": -0.5}
+    console = Console(width=200, record=True)
+    console.print(session_panel(session))
+    console.print(trajectory_panel(replace(expected_two_turn(), turn_rewards=[0.25, -0.5])))
+    shown = console.export_text()
+    assert "reward 0.25" in shown and "reward -0.5" in shown and "turn rewards (reward@end) 0.25@4, -0.5@6" in shown

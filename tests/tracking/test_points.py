@@ -73,3 +73,15 @@ def test_the_pipeline_backlog_is_one_point_per_step():
     out = [p for m in (scheduler(8, 100), scheduler(16, 200), trainer_status(1, 0.1, 300), scheduler(0, 400),
                        scheduler(4, 500), trainer_status(2, 0.2, 600)) for p in maker.feed(m)]
     assert [(p.step, p.value) for p in out if p.tag == "pipeline/buffered"] == [(1, 16.0), (2, 4.0)]
+
+
+def test_the_task_mix_stage_is_one_point_per_step():
+    from seamlessflow.messages import ResourceStatus
+
+    def scheduler(stage, at_ms):
+        return ResourceStatus("x", "scheduler", "scheduler", [], "multiplexed", "active", 0,
+                              {"buffered": 1.0, "stage": stage}, "default", "default", at_ms)
+    maker = PointMaker()
+    out = [p for m in (scheduler(0, 100), trainer_status(1, 0.1, 300), scheduler(1, 400),
+                       trainer_status(2, 0.2, 600)) for p in maker.feed(m)]
+    assert [(p.step, p.value) for p in out if p.tag == "pipeline/stage"] == [(1, 0.0), (2, 1.0)]

@@ -76,3 +76,37 @@ def test_engine_holds_the_token_budget_and_trains(tiny_model_dir, packing):
     assert all(micro_batch_cost([len(samples[i].tokens) for i in b], packing) <= 40 for b in plan)
     metrics = engine.train_step([KeptGroup("g", "t", samples, [1.0] * 8)])
     assert metrics.sequences == 8 and metrics.tokens_trained == sum(s.trained_tokens - s.loss_mask[0] for s in samples)
+
+
+def test_per_token_advantages_reach_the_loss_in_either_layout(tiny_model_dir):
+    """Per-token advantages (a per-turn rule) that are constant per sequence train exactly as the per-sequence
+    ones; varying ones give the same loss padded and packed, and a different one from the constant case."""
+    model = TokenLogprobModel(AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32), 7)
+    samples = random_samples(4, seed=3)
+    weights, config = torch.ones(4), PolicyLossConfig()
+    scalar = torch.tensor([1.0, -1.0, 0.5, -0.5])
+    constant = [torch.full((len(s.tokens),), float(a)) for s, a in zip(samples, scalar, strict=True)]
+    varying = [torch.linspace(-1.0, 1.0, len(s.tokens)) for s in samples]
+
+    def loss(advantages, packed):
+        total = sum(max(s.trained_tokens - s.loss_mask[0], 0) for s in samples)
+        out, _ = micro_batch_loss(model, collate(samples, packed=packed), advantages, weights, total, config)
+        return float(out.loss.detach())
+
+    assert loss(constant, False) == pytest.approx(loss(scalar, False), abs=1e-6)
+    assert loss(varying, True) == pytest.approx(loss(varying, False), abs=1e-6)
+    assert abs(loss(varying, False) - loss(constant, False)) > 1e-3
+
+
+def test_a_per_turn_rule_trains_through_the_engine(tiny_model_dir):
+    """`trainer.advantages: per_turn_group` through a whole engine step: the leader's share carries per-token
+    advantages (on one-turn sessions, each sequence's group-relative one on every token) and the step trains."""
+    config = json.loads((DEEPSPEED_CONFIGS / "cpu_zero1.json").read_text())
+    samples = random_samples(4, seed=2)
+    engine = PolicyEngine(tiny_model_dir, config, advantages="per_turn_group")
+    (share,) = engine.split_step([KeptGroup("g", "t", samples, [1.0] * 4)], 1)
+    assert share.token_advantages is not None
+    for sample, scalar, per_token in zip(share.samples, share.advantages, share.token_advantages, strict=True):
+        assert per_token == pytest.approx([scalar] * len(sample.tokens), abs=1e-5) and scalar != 0.0
+    metrics = engine.train_share(share)
+    assert metrics.sequences == 4 and metrics.loss != 0.0

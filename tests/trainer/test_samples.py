@@ -31,3 +31,25 @@ def test_packed_layout_restarts_positions_and_never_trains_a_first_token():
     assert batch.sequence_index.tolist() == [[0, 0, 0, 1, 1]]
     assert batch.loss_mask.tolist() == [[0, 1, 1, 0, 1]]
     assert batch.per_token(torch.tensor([10.0, 20.0])).tolist() == [[10, 10, 10, 20, 20]]
+
+
+def test_per_token_values_follow_each_layout():
+    """Per-token advantages land on their own token in the padded, packed and token-tree layouts alike."""
+    from seamlessflow.trainer.tree import tree_batch
+
+    a = TrajectorySample("a", "g", "t", (1, 2, 3), (1, 1, 1), (0.0, -0.5, -0.25), (0, 0, 0), 1.0)
+    b = TrajectorySample("b", "g", "t", (1, 2, 5, 6), (0, 1, 1, 1), (0.0, -1.0, -2.0, -3.0), (0, 0, 0, 0), 0.0)
+    values = [torch.tensor([1.0, 2.0, 3.0]), torch.tensor([4.0, 5.0, 6.0, 7.0])]
+    padded = collate([a, b]).per_position(values)
+    assert padded[0, :3].tolist() == [1, 2, 3] and padded[1].tolist() == [4, 5, 6, 7]
+    assert collate([a, b], packed=True).per_position(values).tolist() == [[1, 2, 3, 4, 5, 6, 7]]
+    tree = tree_batch([a, b]).flat.per_position(values)
+    assert tree[0, :3].tolist() == [1, 2, 3] and tree[1].tolist() == [4, 5, 6, 7]
+
+
+def test_a_record_s_turns_reach_the_sample():
+    record = Trajectory("s1/0", "s1", 0, "g", "t", "x", "r", [1, 2, 3, 4], [0, 1, 0, 1], [0.0] * 4, [-1, 0, -1, 0],
+                        1.0, "done", 2, 0, 0, turn_ends=[2, 4], turn_rewards=[0.5, -0.5])
+    sample = sample_from_record(record)
+    assert (sample.turn_ends, sample.turn_rewards) == ((2, 4), (0.5, -0.5))
+    assert sample.turns.values() == [0.5, 0.5]  # the session reward on the last turn

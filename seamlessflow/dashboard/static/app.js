@@ -52,7 +52,8 @@ async function refreshOverview() {
     cell(row, r.capability_tags.join(", ")); cell(row, r.hardware_tags.join(", "));
     cell(row, r.active_tag, `tag tag-${r.active_tag}`); cell(row, r.state);
     cell(row, r.weight_version); cell(row, `${r.heartbeat_age_s.toFixed(1)} s ago`);
-    const figures = Object.entries(r.figures).filter(([, v]) => v !== null).slice(0, 8)
+    const figures = Object.entries(r.figures).filter(([, v]) => v !== null)
+      .sort(([a], [b]) => (b === "stage") - (a === "stage")).slice(0, 8)  // the task mix's stage (SRPO) first
       .map(([k, v]) => `${k}=${Math.abs(v) >= 100 ? v.toFixed(0) : v.toFixed(3)}`).join(" ");
     cell(row, figures, "figures");
   }
