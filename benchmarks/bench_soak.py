@@ -4,17 +4,20 @@ The stack is the chaos run's stub-engine stack (`seamlessflow/chaos/stack.py`): 
 Kafka node, assembler, proxy and DeepSpeed trainer on a random tiny model, and StubEngine processes (a
 fake that generates fixed token ids, not an engine), all on 127.0.0.1. The chaos driver runs `--sessions`
 sessions at once for `--seconds` (no faults unless `--faults`), a sampler records each service's resident
-memory (process and children) every `--every-s`, and the audit then checks every acknowledged call, every
-trajectory bit for bit and the trainer's step log. Writes the curve as CSV and PNG.
+memory (process and children) and the broker's JVM heap (`jstat`) every `--every-s`, and the audit then
+checks every acknowledged call, every trajectory bit for bit and the trainer's step log. Writes the curve as
+CSV and PNG, and prints each service's memory slope (MiB/s, a least-squares line) over the agents' time
+after `--warmup-s`: a leak is a slope that does not go to zero with a longer run.
 
     .venv/bin/python benchmarks/bench_soak.py [--sessions 500] [--seconds 600] [--faults 0] [--max-sessions N]
-        [--out benchmarks/figures]
+        [--warmup-s 180] [--out benchmarks/figures]
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import subprocess
 import sys
 import tempfile
 import threading
@@ -43,13 +46,39 @@ def rss_mb(pid: int) -> float:
         return float("nan")
 
 
+def jvm_heap_mb(pid: int) -> float:
+    """Used heap of a JVM (survivor, eden and old generations; `jstat -gc`), NaN when it cannot be read."""
+    try:
+        header, values = subprocess.run(["jstat", "-gc", str(pid)], capture_output=True, text=True,
+                                        timeout=10).stdout.split("\n")[:2]
+        gc = dict(zip(header.split(), map(float, values.split()), strict=True))
+        return (gc["S0U"] + gc["S1U"] + gc["EU"] + gc["OU"]) / 1024
+    except (OSError, ValueError, KeyError, subprocess.SubprocessError):
+        return float("nan")
+
+
 def sample(settings: Settings, every_s: float, rows: list[dict], done: threading.Event) -> None:
     started = time.monotonic()
     while not done.wait(every_s):
         services = (read_state(run_dir(settings)) or {}).get("services", {})
-        row = {"t_s": round(time.monotonic() - started, 1)}
+        row = {"t_s": round(time.monotonic() - started, 1), "wall_ms": int(time.time() * 1000)}
         row.update({name: round(rss_mb(s["pid"]), 1) for name, s in services.items() if s.get("pid")})
+        if services.get("broker", {}).get("pid"):
+            row["broker-heap"] = round(jvm_heap_mb(services["broker"]["pid"]), 1)
         rows.append(row)
+
+
+def slopes(rows: list[dict], from_ms: int, to_ms: int) -> dict[str, float]:
+    """MiB/s per column: the least-squares line through the samples taken between the two wall times."""
+    import numpy as np
+
+    kept = [r for r in rows if from_ms <= r["wall_ms"] <= to_ms]
+    out = {}
+    for name in sorted({k for r in kept for k in r} - {"t_s", "wall_ms"}):
+        points = [(r["t_s"], r[name]) for r in kept if name in r and r[name] == r[name]]
+        if len(points) >= 3:
+            out[name] = float(np.polyfit(*zip(*points, strict=True), 1)[0])
+    return out
 
 
 def plot(rows: list[dict], path: Path) -> None:
@@ -58,7 +87,7 @@ def plot(rows: list[dict], path: Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    names = sorted({k for row in rows for k in row if k != "t_s"})
+    names = sorted({k for row in rows for k in row if k not in ("t_s", "wall_ms")})
     fig, ax = plt.subplots(figsize=(8, 4))
     for name in names:
         ax.plot([r["t_s"] for r in rows if name in r], [r[name] for r in rows if name in r], label=name)
@@ -79,6 +108,8 @@ def main() -> None:
     parser.add_argument("--every-s", type=float, default=5.0)
     parser.add_argument("--max-sessions", type=int, default=None,
                         help="the proxy's per-session state bound (proxy.max_sessions; default 100 000)")
+    parser.add_argument("--warmup-s", type=float, default=180.0,
+                        help="seconds after the agents start that the slopes leave out")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "figures")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="soak-"))
@@ -102,17 +133,19 @@ def main() -> None:
     render(result, Console(width=160))
     args.out.mkdir(parents=True, exist_ok=True)
     with open(args.out / "soak_memory.csv", "w", newline="") as out:
-        names = sorted({k for row in rows for k in row if k != "t_s"})
-        writer = csv.DictWriter(out, ["t_s", *names])
+        names = sorted({k for row in rows for k in row if k not in ("t_s", "wall_ms")})
+        writer = csv.DictWriter(out, ["t_s", "wall_ms", *names])
         writer.writeheader()
         writer.writerows(rows)
     plot(rows, args.out / "soak_memory.png")
-    names = sorted({k for row in rows for k in row if k != "t_s"})
-    print("service | RSS MiB first sample | max | last")
+    agents_from = result.agents_stopped_ms - int(args.seconds * 1000) + int(args.warmup_s * 1000)
+    fitted = slopes(rows, agents_from, result.agents_stopped_ms)
+    print(f"service | MiB first sample | max | last | slope MiB/s after {args.warmup_s:.0f} s of agents")
     for name in names:
         values = [r[name] for r in rows if name in r and r[name] == r[name]]
         if values:
-            print(f"{name} | {values[0]:.0f} | {max(values):.0f} | {values[-1]:.0f}")
+            slope = f"{fitted[name]:+.4f}" if name in fitted else "-"
+            print(f"{name} | {values[0]:.0f} | {max(values):.0f} | {values[-1]:.0f} | {slope}")
     s = summary(result)
     print(
         f"calls acknowledged {s['calls_acknowledged']} ({s['calls_acknowledged'] / args.seconds:.0f}/s), "
