@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +35,7 @@ from seamlessflow.core.losses import (
     reward_stats,
 )
 from seamlessflow.core.micro_batches import plan_micro_batches, split_across_ranks
+from seamlessflow.core.tree_shares import split_trees_across_ranks
 from seamlessflow.core.turn_advantages import AdvantageRule, token_advantages
 from seamlessflow.ports import free_port
 from seamlessflow.trainer.model import TokenLogprobModel, load_causal_lm, zero_stage
@@ -92,8 +93,9 @@ class StepMetrics:
     clip_fraction: float
     kl_mean: float
     step_time_s: float
-    positions: int = 0  # token positions computed; below flat_positions when trees shared prefixes
-    flat_positions: int = 0
+    positions: int = 0  # token positions computed, all ranks; below flat_positions when trees shared prefixes
+    flat_positions: int = 0  # what the step's sequences take flat
+    positions_largest_rank: int = 0  # the busiest rank's positions (the step waits for it): the split's balance
 
     def figures(self) -> dict[str, float]:
         return {k: float(v) for k, v in vars(self).items()}
@@ -290,7 +292,9 @@ class PolicyEngine:
         return self.train_share(self.ranks.scatter(shares))
 
     def split_step(self, groups: list[KeptGroup], ranks: int) -> list[StepShare]:
-        """The batch cut into ``ranks`` shares, balanced by tokens (`core.micro_batches.split_across_ranks`)."""
+        """The batch cut into ``ranks`` shares: balanced by tree tokens with each shared prefix on one rank
+        when the step trains as trees (`core.tree_shares`), by flat tokens otherwise
+        (`core.micro_batches.split_across_ranks`)."""
         samples = [s for g in groups for s in g.samples]
         weights = [w for g in groups for w in g.weights]
         rewards = torch.tensor([s.reward for s in samples])
@@ -301,7 +305,14 @@ class PolicyEngine:
         return [StepShare([samples[i] for i in chosen], [advantages[i] for i in chosen], [weights[i] for i in chosen],
                           normaliser, len(groups), len(samples), reward_mean, reward_std,
                           [per_token[i] for i in chosen] if per_token is not None else None)
-                for chosen in split_across_ranks([len(s.tokens) for s in samples], ranks)]
+                for chosen in self.rank_shares(samples, ranks)]
+
+    def rank_shares(self, samples: list[TrajectorySample], ranks: int) -> list[list[int]]:
+        """Indices of ``samples`` per rank. On trees a rank's work is its own trie, so the split keeps a group's
+        prompt or a session's forks on one rank (no prefix computed on two) and balances tree tokens."""
+        if ranks > 1 and self.trees.pays(samples):
+            return split_trees_across_ranks([s.tokens for s in samples], ranks).shares
+        return split_across_ranks([len(s.tokens) for s in samples], ranks)
 
     def train_share(self, share: StepShare) -> StepMetrics:
         """This rank's forward/backward passes and the common optimizer step."""
@@ -317,17 +328,19 @@ class PolicyEngine:
                 chosen = plan[n]
                 part = self._micro_step([samples[i] for i in chosen], self._advantages_of(share, chosen),
                                         weights[chosen], share.normaliser)
-            else:
-                part = self._micro_step([self._idle_sample()], torch.zeros(1), torch.zeros(1), share.normaliser)
+            else:  # computes two padding positions, which are no part of the step's work
+                part = replace(self._micro_step([self._idle_sample()], torch.zeros(1), torch.zeros(1),
+                                                share.normaliser), positions=0, flat_positions=0)
             totals = [total + x for total, x in zip(totals, part.sums(), strict=True)]
         self.engine.step()
+        largest_rank = self.ranks.max(int(totals[-2]))
         loss, tokens, *weighted, positions, flat_positions = self.ranks.sum(totals)
         diff, clip, kl = (w / max(tokens, 1) for w in weighted)
         return StepMetrics(
             loss=loss / self.ranks.world, reward_mean=share.reward_mean, reward_std=share.reward_std,
             groups=share.groups, sequences=share.sequences, tokens_trained=int(tokens), logprob_abs_diff=diff,
             clip_fraction=clip, kl_mean=kl, step_time_s=time.perf_counter() - start, positions=int(positions),
-            flat_positions=int(flat_positions),
+            flat_positions=int(flat_positions), positions_largest_rank=largest_rank,
         )
 
     @staticmethod

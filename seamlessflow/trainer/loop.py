@@ -274,6 +274,7 @@ class Trainer:
                 "tokens_trained": metrics.tokens_trained,
                 "positions": metrics.positions,  # below flat_positions when shared prefixes were computed once
                 "flat_positions": metrics.flat_positions,
+                "positions_largest_rank": metrics.positions_largest_rank,  # the step's balance across ranks
                 "reward_mean": metrics.reward_mean,
                 "finished_at_ms": now_ms(),
                 "sources": sources,

@@ -1,7 +1,12 @@
 """One optimizer step on a fixed batch under a launcher (`python -m torch.distributed.run ... rank_step.py
 MODEL OUT [ZERO_STAGE]`): the leader passes the batch, every rank trains its share, rank 0 saves the
-resulting weights and the step's figures to OUT (tests/trainer/test_ranks.py compares 1 and 2 ranks)."""
+resulting weights and the step's figures to OUT (tests/trainer/test_ranks.py compares 1 and 2 ranks).
 
+`rank_step.py MODEL OUT STAGES trees` (STAGES e.g. 1,3): for each ZeRO stage and each step of
+`seamlessflow.testing.tree_batches`, one step flat and one on trees, each from the same start weights, in one
+launch (starting the ranks costs more than the steps); OUT maps (stage, step, tree) to weights and figures."""
+
+import gc
 import json
 import sys
 
@@ -9,7 +14,8 @@ import deepspeed
 import torch
 
 from seamlessflow.core.batching import KeptGroup
-from seamlessflow.trainer.engine import PolicyEngine
+from seamlessflow.testing.tree_batches import STEPS
+from seamlessflow.trainer.engine import MemoryOptions, PolicyEngine
 from seamlessflow.trainer.options import DEEPSPEED_CONFIGS
 from tests.trainer.test_packing import random_samples
 
@@ -19,7 +25,7 @@ def batch() -> list[KeptGroup]:
     return [KeptGroup("g1", "t", samples[:5], [1.0] * 5), KeptGroup("g2", "t", samples[5:], [1.0, 0.5, 1.0, 1.0])]
 
 
-def main(model_dir: str, out: str, stage: str | None = None) -> None:
+def sgd_config(stage: str | None) -> dict:
     config = json.loads((DEEPSPEED_CONFIGS / "cpu_zero1.json").read_text())
     config["train_micro_batch_size_per_gpu"] = 2
     # plain SGD, no clipping: the update is the gradient itself, so a gradient off by the world size shows
@@ -28,14 +34,45 @@ def main(model_dir: str, out: str, stage: str | None = None) -> None:
                   zero_allow_untested_optimizer=True)
     if stage is not None:  # e.g. 3: the same check with parameters, gradients and optimizer partitioned
         config["zero_optimization"] = {"stage": int(stage)}
-    engine = PolicyEngine(model_dir, config)
-    metrics = engine.train_step(batch() if engine.ranks.leader else None)
+    return config
+
+
+def step(model_dir: str, config: dict, groups: list[KeptGroup], options: MemoryOptions | None = None) -> dict:
+    """One step from the model directory's weights: the step's figures and the whole updated weights."""
+    engine = PolicyEngine(model_dir, config, options=options or MemoryOptions())
+    metrics = engine.train_step(groups if engine.ranks.leader else None)
     params = dict(engine.module.named_parameters())
     with deepspeed.zero.GatheredParameters(list(params.values()), enabled=engine.engine.zero_optimization_stage() == 3):
         weights = {name: p.detach().clone() for name, p in params.items()}  # dtype kept: checked
-    if engine.ranks.leader:
-        torch.save({"weights": weights, "metrics": vars(metrics), "world": engine.ranks.world}, out)
+    result = {"weights": weights, "metrics": vars(metrics), "world": engine.ranks.world}
+    engine.engine.destroy()
+    del engine
+    gc.collect()
+    return result
+
+
+def main(model_dir: str, out: str, stage: str | None = None) -> None:
+    result = step(model_dir, sgd_config(stage), batch())
+    if torch.distributed.get_rank() == 0:
+        torch.save(result, out)
+
+
+TREE_BUDGET = 256  # a rank's share of each tree step in one micro-batch, so its positions are its whole trie
+
+
+def trees(model_dir: str, out: str, stages: str) -> None:
+    results = {}
+    for stage in stages.split(","):
+        for name, make in STEPS.items():
+            for tree in (False, True):
+                options = MemoryOptions(tree=tree, max_tokens_per_micro_batch=TREE_BUDGET)
+                results[stage, name, tree] = step(model_dir, sgd_config(stage), make(), options)
+    if torch.distributed.get_rank() == 0:
+        torch.save(results, out)
 
 
 if __name__ == "__main__":
-    main(*sys.argv[1:])
+    if sys.argv[4:] == ["trees"]:
+        trees(*sys.argv[1:4])
+    else:
+        main(*sys.argv[1:])
