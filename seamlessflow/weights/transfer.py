@@ -7,11 +7,12 @@ engine seen for the first time, or restarted (another pid), joins a transfer gro
 is behind, gets the current version at once (`catch_up`): that is how a worker that starts, restarts after
 a crash or comes back from `train` is brought up to date before it reports itself serving again.
 
-`deliver` sends version N to every joined engine (`seamlessflow.weights.broadcast` does pause(keep),
-transfer, prefix-cache reset, label, resume per engine). An engine that fails is taken out of routing the
-way the scheduler does it for a silent resource (a `failed` ResourceStatus on its key) and catches up when
-it comes back. `deliver` returns only when `core.delivery.may_announce` holds, so the loop announces
-WeightVersion N after delivery, never before.
+`deliver` sends version N to every joined engine (`seamlessflow.weights.broadcast` does hold at the
+proxies, pause(keep), transfer, prefix-cache reset, label, release at the proxies, resume per engine; the
+proxies' fence URLs come from their heartbeats on the same topic, `weights.fence`). An engine that fails
+is taken out of routing the way the scheduler does it for a silent resource (a `failed` ResourceStatus on its
+key) and catches up when it comes back. `deliver` returns only when `core.delivery.may_announce` holds, so
+the loop announces WeightVersion N after delivery, never before.
 
 The weights sent are the version's host snapshot (the one the file writer gets), kept until the next
 version, so a late joiner gets exactly version N even after further optimizer steps.
@@ -36,6 +37,7 @@ from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.messages import ResourceStatus, now_ms
 from seamlessflow.topics import Topics
 from seamlessflow.weights.broadcast import EngineLink, PolicyBroadcaster, SnapshotSource, init_info_for
+from seamlessflow.weights.fence import ProxyFence
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +56,14 @@ def engine_seen(status: ResourceStatus) -> EngineSeen | None:
                       int(figures.get("engine_pid", 0.0)))
 
 
+def proxy_fence_url(status: ResourceStatus) -> str | None:
+    """Where a proxy's heartbeat says a weight update holds and releases engines (None: not a proxy, or one
+    that predates the fence). A proxy marked failed keeps its URL: one that is down is skipped when told."""
+    if status.kind != ResourceKind.PROXY:
+        return None
+    return status.engine_url or None
+
+
 class EngineTransfer:
     """The publishing rank's view of the serving engines and its transfer group with each of them."""
 
@@ -62,8 +72,11 @@ class EngineTransfer:
         self.settings, self.producer, self.trainer_id = settings, producer, trainer_id
         self.topics = Topics(settings)
         self.source = SnapshotSource()
+        self.proxies: dict[str, str] = {}  # proxy resource id -> its fence URL (from its heartbeat)
+        self.fence = ProxyFence(lambda: self.proxies.values())
         self.broadcaster = PolicyBroadcaster(None, init_info_for(backend, host, bucket_bytes), connect,
-                                             on_failed=self._route_out, source_for=lambda url: self.source)
+                                             on_failed=self._route_out, source_for=lambda url: self.source,
+                                             fence=self.fence)
         self.engines: dict[str, EngineSeen] = {}  # resource id -> latest heartbeat
         self.statuses: dict[str, ResourceStatus] = {}  # resource id -> that heartbeat as it came
         self.pids: dict[str, int] = {}  # joined URL -> engine pid at the join
@@ -83,6 +96,9 @@ class EngineTransfer:
         for message in messages:
             if isinstance(message, ResourceStatus) and (message.team, message.run) == (self.settings.team,
                                                                                         self.settings.run):
+                fence_url = proxy_fence_url(message)
+                if fence_url is not None:
+                    self.proxies[message.resource_id] = fence_url
                 seen = engine_seen(message)
                 if seen is not None:
                     self.engines[seen.resource_id], self.statuses[seen.resource_id] = seen, message
@@ -161,4 +177,5 @@ class EngineTransfer:
     def close(self) -> None:
         for url in list(self.pids):
             self._leave(url)
+        self.fence.close()
         self._reader.close()

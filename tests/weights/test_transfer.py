@@ -3,7 +3,7 @@
 from seamlessflow.core.delivery import EngineSeen
 from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.kafka.records import resource_status
-from seamlessflow.weights.transfer import engine_seen
+from seamlessflow.weights.transfer import engine_seen, proxy_fence_url
 
 UP = {"engine_up": 1.0, "engine_pid": 77.0, "weight_transfer": 1.0}
 
@@ -23,3 +23,9 @@ def test_down_failed_or_not_an_engine():
     assert engine_seen(beat(ResourceState.FAILED)).up is False
     assert engine_seen(beat(figures={"engine_up": 1.0})).transfer is False  # fed from files
     assert engine_seen(beat(kind=ResourceKind.TRAINER)) is None and engine_seen(beat(url=None)) is None
+
+
+def test_a_proxys_heartbeat_names_its_fence_url_and_an_engines_does_not():
+    assert proxy_fence_url(beat(kind=ResourceKind.PROXY, role="proxy", url="http://p:9")) == "http://p:9"
+    assert proxy_fence_url(beat(kind=ResourceKind.PROXY, role="proxy", url=None)) is None  # predates the fence
+    assert proxy_fence_url(beat()) is None  # a rollout engine's URL is not a fence
