@@ -9,8 +9,12 @@ then be read under the old label, nor one of the old weights under the new; see
 
 The proxies are found in their heartbeats (a proxy's `ResourceStatus.engine_url` is its fence URL). A proxy
 that cannot be reached at all is skipped: it is down, so it reads nothing from the engine, and when it comes
-back it learns versions from heartbeats (which lag, never lead). A proxy that answers with an error fails the
-update of that engine (it would otherwise record the next tokens with a wrong version).
+back it learns versions from heartbeats (which lag, never lead). A proxy that answers with an error, or not
+in time, fails the update of that engine (`FenceError`: it would otherwise record tokens with a wrong version).
+
+Two paths change an engine's weights and fence it: the trainer's transfer group (`broadcast`) and the rollout
+worker (files: an in-place reload, or a restart on the new directory; and every engine start, whose first
+tokens are of the files' version whatever a proxy last knew).
 """
 
 from __future__ import annotations
@@ -21,9 +25,24 @@ from typing import Protocol
 
 import httpx
 
+from seamlessflow.core.resources import ResourceKind
+from seamlessflow.messages import ResourceStatus
+
 log = logging.getLogger(__name__)
 
 FENCE_TIMEOUT_S = 60.0  # a hold answers once the engine's cut streams stopped reading (the proxy bounds it at 30 s)
+
+
+class FenceError(RuntimeError):
+    """A live proxy did not confirm a hold or a release."""
+
+
+def proxy_fence_url(status: ResourceStatus) -> str | None:
+    """Where a proxy's heartbeat says a weight update holds and releases engines (None: not a proxy, or one
+    that predates the fence). A proxy marked failed keeps its URL: one that is down is skipped when told."""
+    if status.kind != ResourceKind.PROXY:
+        return None
+    return status.engine_url or None
 
 
 class VersionFence(Protocol):
@@ -62,6 +81,8 @@ class ProxyFence:
             except httpx.ConnectError as exc:
                 log.warning("proxy %s not reachable for %s of %s (down: it reads nothing): %s", proxy, path,
                             body["url"], exc)
+            except httpx.HTTPError as exc:
+                raise FenceError(f"proxy {proxy} did not confirm {path} of {body['url']}: {exc}") from exc
 
     def close(self) -> None:
         self.http.close()

@@ -37,7 +37,7 @@ from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.messages import ResourceStatus, now_ms
 from seamlessflow.topics import Topics
 from seamlessflow.weights.broadcast import EngineLink, PolicyBroadcaster, SnapshotSource, init_info_for
-from seamlessflow.weights.fence import ProxyFence
+from seamlessflow.weights.fence import ProxyFence, proxy_fence_url
 
 log = logging.getLogger(__name__)
 
@@ -54,14 +54,6 @@ def engine_seen(status: ResourceStatus) -> EngineSeen | None:
     return EngineSeen(status.resource_id, status.engine_url, status.weight_version, up,
                       up and status.state == ResourceState.ACTIVE, figures.get("weight_transfer", 0.0) >= 1,
                       int(figures.get("engine_pid", 0.0)))
-
-
-def proxy_fence_url(status: ResourceStatus) -> str | None:
-    """Where a proxy's heartbeat says a weight update holds and releases engines (None: not a proxy, or one
-    that predates the fence). A proxy marked failed keeps its URL: one that is down is skipped when told."""
-    if status.kind != ResourceKind.PROXY:
-        return None
-    return status.engine_url or None
 
 
 class EngineTransfer:

@@ -3,7 +3,8 @@
 from seamlessflow.core.delivery import EngineSeen
 from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.kafka.records import resource_status
-from seamlessflow.weights.transfer import engine_seen, proxy_fence_url
+from seamlessflow.weights.fence import proxy_fence_url
+from seamlessflow.weights.transfer import engine_seen
 
 UP = {"engine_up": 1.0, "engine_pid": 77.0, "weight_transfer": 1.0}
 
