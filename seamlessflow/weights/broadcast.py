@@ -62,8 +62,8 @@ class EngineLink(VLLMWeightSyncClient, Protocol):
 class SnapshotSource(WeightSource):
     """A version's host snapshot as vLLM's `WeightSource`: every tensor once, in the snapshot's order."""
 
-    def __init__(self) -> None:
-        self.state: dict[str, torch.Tensor] = {}
+    def __init__(self, state: dict[str, torch.Tensor] | None = None) -> None:
+        self.state: dict[str, torch.Tensor] = state if state is not None else {}
 
     def metadata(self) -> list[ParamMeta]:
         return [ParamMeta(name, t.dtype, tuple(t.shape)) for name, t in self.state.items()]

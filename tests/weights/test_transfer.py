@@ -30,3 +30,16 @@ def test_a_proxys_heartbeat_names_its_fence_url_and_an_engines_does_not():
     assert proxy_fence_url(beat(kind=ResourceKind.PROXY, role="proxy", url="http://p:9")) == "http://p:9"
     assert proxy_fence_url(beat(kind=ResourceKind.PROXY, role="proxy", url=None)) is None  # predates the fence
     assert proxy_fence_url(beat()) is None  # a rollout engine's URL is not a fence
+
+
+def test_an_engine_joined_before_a_version_is_sent_that_version_from_the_source_it_kept():
+    import torch
+
+    from seamlessflow.weights.broadcast import SnapshotSource
+    from seamlessflow.weights.transfer import CurrentVersion
+
+    kept = CurrentVersion()  # what vLLM's trainer engine holds from the join on
+    kept.source = SnapshotSource({"w": torch.ones(2)})  # version 1 (a host snapshot)
+    assert [(m.name, m.shape) for m in kept.metadata()] == [("w", (2,))]
+    kept.source = iter_source = SnapshotSource({"w": torch.full((2,), 2.0), "b": torch.zeros(1)})  # version 2
+    assert [(n, t.tolist()) for n, t in kept] == [(n, t.tolist()) for n, t in iter_source]
