@@ -217,7 +217,7 @@ class ResourceStatus(Enumerated):
     team: str
     run: str
     created_at_ms: Int64
-    engine_url: str | None = None
+    engine_url: str | None = None  # a rollout worker's engine; a proxy's: its engine fence (`weights.fence`)
     epoch: Int64 = 0  # last command epoch applied
     hardware_tags: list[str] = field(default_factory=list)  # what it is good at: compute | bandwidth | a GPU model
 

@@ -80,6 +80,17 @@ class PauseGate:
             run.cut()
         return len(runs)
 
+    async def wait_off(self, engine_url: str, timeout_s: float, every_s: float = 0.005) -> bool:
+        """Until no call streams from `engine_url` (True), or `timeout_s` passes (False). A cut call leaves
+        in its stream's `finally`, after the last token it read: once this returns, nothing more of that
+        engine's streams is read."""
+        deadline = time.monotonic() + timeout_s
+        while any(run.engine_url == engine_url for run in self.active):
+            if time.monotonic() >= deadline:
+                return False
+            await asyncio.sleep(every_s)
+        return True
+
     async def wait_open(self, timeout_s: float) -> None:
         if self._open.is_set():
             return
@@ -157,8 +168,8 @@ class CallRun:
             await self.gate.wait_open(self.config.pause_timeout_s)
             engine = (self.engines.pick(self.session_id, frozenset(excluded), self.profile)
                       or self.engines.pick(self.session_id, profile=self.profile))
-            if engine is None and self._any_tokens():
-                engine = await self._wait_for_engine()  # cut off a preempted engine: wait for another
+            if engine is None and (self._any_tokens() or self.engines.any_held):
+                engine = await self._wait_for_engine()  # cut off, or its engine is taking weights: wait
             if engine is None:
                 raise ProxyError(503, "no healthy inference engine is available", retry_after=self.config.retry_after_s)
             if self.t_dispatch is None:
@@ -205,7 +216,7 @@ class CallRun:
         return "done"
 
     async def _stream(self, engine: Engine, kind: str, body: dict, choice_index: int | None) -> str:
-        if self.gate.paused:  # paused between two segments of this call: dispatch nothing until resume
+        if self.gate.paused or engine.held:  # paused, or the engine is taking weights: dispatch nothing now
             return "cut"
         self._cut = False
         self.engine_url = engine.url

@@ -7,6 +7,10 @@ to any healthy one when no fitting engine is left; they move back when it recove
 or a profile this is plain rendezvous hashing over the healthy engines. Engines come from the config and
 from rollout workers' heartbeats on the status topic (with their hardware tags); each carries the policy
 version the proxy believes it serves, which labels the tokens it generates.
+
+That version is exact because whoever changes an engine's weights fences it first (`engine_fence.py`):
+`hold` takes the engine out of routing and cuts its streams before the engine pauses, `release` sets its
+version before it resumes. A heartbeat only ever raises a version (it lags, never leads).
 """
 
 from __future__ import annotations
@@ -26,10 +30,15 @@ class Engine:
     failures: int = 0  # consecutive failed health checks
     source: str = "config"  # config | status
     hardware_tags: frozenset[str] = field(default_factory=frozenset)
+    held_at: int | None = None  # the version when a weight update fenced it (`hold`); None: not held
+
+    @property
+    def held(self) -> bool:
+        return self.held_at is not None
 
     @property
     def routable(self) -> bool:
-        return self.healthy and self.announced
+        return self.healthy and self.announced and not self.held
 
 
 class EngineTable:
@@ -66,11 +75,36 @@ class EngineTable:
         return engine
 
     def observe_version(self, engine: Engine, version: int) -> None:
+        """A heartbeat's version: it only raises the label. One newer than the version an engine was held at
+        also ends the hold: its worker loaded a version by itself (files) after a fenced update failed."""
         engine.version = max(engine.version, version)
+        if engine.held_at is not None and version > engine.held_at:
+            engine.held_at = None
+
+    def hold(self, url: str) -> Engine | None:
+        """A weight update is about to change the engine's weights: no call is routed to it until `release`."""
+        engine = self._by_url.get(url.rstrip("/").removesuffix("/v1"))
+        if engine is not None and engine.held_at is None:
+            engine.held_at = engine.version
+        return engine
+
+    def release(self, url: str, version: int) -> Engine | None:
+        """The engine holds `version` now (it has not resumed yet): its label is set exactly, even lower (an
+        engine restarted on an older version), and it is routable again."""
+        engine = self._by_url.get(url.rstrip("/").removesuffix("/v1"))
+        if engine is not None:
+            engine.version, engine.held_at = version, None
+        return engine
+
+    @property
+    def any_held(self) -> bool:
+        return any(e.held for e in self._by_url.values())
 
     def set_all_versions(self, version: int) -> None:
+        """A `resume`/`load_weights` command's version: raises every label but ends no hold (that command
+        says nothing about whether a held engine's update finished)."""
         for engine in self._by_url.values():
-            self.observe_version(engine, version)
+            engine.version = max(engine.version, version)
 
     def pick(
         self, session_id: str, exclude: frozenset[str] = frozenset(), profile: Profile | None = None

@@ -35,6 +35,7 @@ from seamlessflow.proxy.admission import Admission
 from seamlessflow.proxy.call_rewards import CallRewardRequest, call_id_of_key, finite_rewards, on_the_wire, wire_key
 from seamlessflow.proxy.deltas import PromptBases
 from seamlessflow.proxy.doors import ClientStream, FrontDoor, OpenAIDoor, json_reply
+from seamlessflow.proxy.engine_fence import EngineFence
 from seamlessflow.proxy.errors import ProxyError
 from seamlessflow.proxy.generation import CallRun, ClientGone, PauseGate, UpstreamRejected
 from seamlessflow.proxy.messages_api import MessagesDoor
@@ -139,6 +140,9 @@ class ProxyServer:
         self.http: aiohttp.ClientSession | None = None
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
+        self.fence = EngineFence(self.engines, self.gate)
+        self._fence_runner: web.AppRunner | None = None
+        self.fence_port: int | None = None
 
     # -- app --------------------------------------------------------------------------------------------
     def app(self) -> web.Application:
@@ -152,6 +156,8 @@ class ProxyServer:
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/openapi.json", self._openapi)
+        if self.config.workers == 1:  # alone on its port: the fence is served there (else on a port of its own)
+            self.fence.add_routes(app)
         return app
 
     async def start_http(self) -> None:
@@ -165,12 +171,31 @@ class ProxyServer:
         )
         await site.start()
         self.port = self._runner.addresses[0][1]  # the bound port (config.port may be 0)
+        self.fence_port = self.port
+        if self.config.workers > 1:
+            await self._start_fence_site()
+
+    async def _start_fence_site(self) -> None:
+        """This worker's own port for the engine fence: the shared port would hand a hold to one worker only."""
+        fence_app = web.Application(middlewares=[self._errors])
+        self.fence.add_routes(fence_app)
+        self._fence_runner = web.AppRunner(fence_app, access_log=None)
+        await self._fence_runner.setup()
+        await web.TCPSite(self._fence_runner, self.config.host, 0).start()
+        self.fence_port = self._fence_runner.addresses[0][1]
 
     async def stop_http(self) -> None:
+        if self._fence_runner is not None:
+            await self._fence_runner.cleanup()
         if self._runner is not None:
             await self._runner.cleanup()
         if self.http is not None:
             await self.http.close()
+
+    @property
+    def fence_url(self) -> str:
+        """Where a weight update holds and releases this process's engines (`engine_fence.py`)."""
+        return f"http://{self.config.host}:{self.fence_port}"
 
     @property
     def base_url(self) -> str:

@@ -137,5 +137,6 @@ class ProxyService:
             capability_tags=[ResourceKind.PROXY],
             weight_version=max(versions),
             figures=figures,
+            engine_url=server.fence_url if server.fence_port else None,  # a proxy's: where weight updates fence it
             epoch=max(self.commands.last_epoch, 0),
         )

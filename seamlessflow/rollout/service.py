@@ -28,6 +28,7 @@ from seamlessflow.rollout.launch import ensure_model
 from seamlessflow.rollout.options import RolloutOptions
 from seamlessflow.rollout.worker import RolloutWorker
 from seamlessflow.topics import Topics
+from seamlessflow.weights.fence import ProxyFence, proxy_fence_url
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,10 @@ class RolloutService:
         self.producer = MessageProducer(settings, self.codec)
         self.dead_letters = DeadLetters(settings, self.codec, f"rollout:{resource_id}", self.producer.send)
         log_dir = Path(settings.data_dir) / "logs"
+        self.proxies: dict[str, str] = {}  # proxy resource id -> its fence URL (its heartbeats, status topic)
+        self.fence = ProxyFence(lambda: self.proxies.values())
         self.worker = RolloutWorker(resource_id, self.options, self.options.model_dir(settings), log_dir,
-                                    settings.team, settings.run, generation=settings.generation)
+                                    settings.team, settings.run, generation=settings.generation, fence=self.fence)
         self._rate = TokenRate()
         self._unhealthy = 0
         self.heartbeat = Heartbeat(self.producer.send, self.topics.status, self.options.heartbeat_s,
@@ -56,6 +59,8 @@ class RolloutService:
         control = self._command_feed()
         history = control.history()
         for message in control.catch_up(self.topics.weights):  # a starting engine catches up to the newest
+            self._hear_of(message)
+        for message in control.catch_up(self.topics.status):  # the proxies its engine's starts and loads fence
             self._hear_of(message)
         beats = threading.Thread(target=self.heartbeat.run, args=(stop,), name="rollout-heartbeat", daemon=True)
         beats.start()
@@ -75,6 +80,7 @@ class RolloutService:
             self.publish_status()
             self.producer.flush(10)
             control.close()
+            self.fence.close()
             stop.set()
             beats.join(timeout=5)
 
@@ -84,7 +90,13 @@ class RolloutService:
 
     def _hear_of(self, message: object) -> None:
         """A version announced for this run (the weights topic, compacted per run): a starting engine catches
-        up to the newest before the worker reports it serving (`RolloutWorker.catch_up`)."""
+        up to the newest before the worker reports it serving (`RolloutWorker.catch_up`). A proxy's heartbeat:
+        where to fence the engine when its weights change (`weights.fence`)."""
+        if isinstance(message, ResourceStatus) and (message.team, message.run) == (self.settings.team,
+                                                                                   self.settings.run):
+            fence_url = proxy_fence_url(message)
+            if fence_url is not None:
+                self.proxies[message.resource_id] = fence_url
         if isinstance(message, WeightVersion) and (message.team, message.run) == (self.settings.team,
                                                                                   self.settings.run):
             self.worker.hear_of(message.version, message.uri)

@@ -23,6 +23,7 @@ from seamlessflow.rollout.client import EngineClient, EngineError
 from seamlessflow.rollout.engine import EngineProcess, EngineStartFailed
 from seamlessflow.rollout.loading import reload_unsafe_reason, wait_for_label
 from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
+from seamlessflow.weights.fence import FenceError, NoFence, VersionFence
 from seamlessflow.weights.http_files import local_weights, prune_copies
 
 log = logging.getLogger(__name__)
@@ -52,8 +53,10 @@ class RolloutWorker:
 
     def __init__(self, resource_id: str, options: RolloutOptions, model_dir: Path, log_dir: Path,
                  team: str = "default", run: str = "default", engine: EngineProcess | None = None,
-                 client: EngineClient | None = None, generation: str | None = None):
+                 client: EngineClient | None = None, generation: str | None = None,
+                 fence: VersionFence | None = None):
         self.resource_id, self.options, self.team, self.run = resource_id, options, team, run
+        self.fence = fence or NoFence()  # the proxies, told before the engine's weights change (`weights.fence`)
         self.spec: WorkerSpec = options.worker(resource_id)
         self.engine = engine or EngineProcess(options, self.spec, log_dir / f"rollout-{resource_id}-engine.log")
         self.client = client or EngineClient(self.engine.url)
@@ -248,8 +251,11 @@ class RolloutWorker:
         return path
 
     def _swap_by_reload(self, path: Path, version: int) -> None:
-        """In place: generation is held (in-flight requests kept) only while the tensors are copied."""
+        """In place: generation is held (in-flight requests kept) only while the tensors are copied. The
+        proxies hold the engine from before the pause to its label (a failed reload leaves it held: its
+        weights are unknown until a restart or the next version releases it)."""
         was_paused = self.state == ResourceState.PAUSED
+        self._hold_at_proxies()
         if not was_paused:
             self.client.pause(PauseMode.KEEP)
         try:
@@ -257,6 +263,7 @@ class RolloutWorker:
             if self.options.kv_after_swap == "recompute" and not self.client.reset_prefix_cache(reset_running=True):
                 raise EngineError("the prefix cache could not be reset after the reload (stale KV would be reused)")
             self.client.set_weight_version(version)
+            self._release_at_proxies(version)
         finally:
             if not was_paused:
                 self.client.resume()
@@ -266,8 +273,7 @@ class RolloutWorker:
         self.state = ResourceState.SWITCHING
         self.engine.stop()
         self.weights_dir = path
-        self._start_engine()
-        self.client.set_weight_version(version)
+        self._start_engine(version)
         if was_paused:
             self.client.pause(self.options.pause_mode)
         self.state = ResourceState.PAUSED if was_paused else ResourceState.ACTIVE
@@ -325,13 +331,30 @@ class RolloutWorker:
         if label and label.isdigit():
             self.pushed_version = max(self.pushed_version, int(label))
 
-    def _start_engine(self) -> None:
+    def _start_engine(self, version: int | None = None) -> None:
+        """Start the engine on `weights_dir`, which holds `version` (default: the files' version loaded last).
+        Fenced at the proxies: a restarted engine serves that version, whatever a proxy last knew of it."""
+        version = self.weight_version if version is None else version
         self.pushed_version = 0  # a fresh engine holds the files' version until the trainer sends it another
         self.state, self.engine_ready = ResourceState.STARTING, False
+        self._hold_at_proxies()
         self.engine.start(self.weights_dir)
         self.engine_ready = True
-        if self.weight_version:
-            self.client.set_weight_version(self.weight_version)
+        if version:
+            self.client.set_weight_version(version)
+        self._release_at_proxies(version)
+
+    def _hold_at_proxies(self) -> None:
+        try:
+            self.fence.hold(self.engine.url)
+        except FenceError as exc:
+            raise EngineError(str(exc)) from exc
+
+    def _release_at_proxies(self, version: int) -> None:
+        try:
+            self.fence.release(self.engine.url, version)
+        except FenceError as exc:
+            raise EngineError(str(exc)) from exc
 
     # -- status -----------------------------------------------------------------------------------
 

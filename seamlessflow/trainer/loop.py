@@ -4,9 +4,11 @@ Per step, in this order, so a crash at any point replays and never skips:
 1. train on a batch (optimizer step);
 2. every `publish_every` steps: snapshot the weights as version N+1 (once, in the training dtype: what the
    engines load); with `weight_transfer` the snapshot goes straight into every serving engine
-   (seamlessflow/weights/transfer.py); every `files_every` versions (every version without a transfer) a
-   background writer saves it (seamlessflow/weights/files.py). The WeightVersion record is published once the version is
-   delivered (or its failed engines routed out) and, if it has files, once they are on disk;
+   (seamlessflow/weights/transfer.py; with `nccl` the module's device memory goes instead, bucket by bucket,
+   and the host snapshot is taken only for versions with files); every `files_every` versions (every
+   version without a transfer) a background writer saves it (seamlessflow/weights/files.py). The
+   WeightVersion record is published once the version is delivered (or its failed engines routed out)
+   and, if it has files, once they are on disk;
 3. every `checkpoint_every` versions or `checkpoint_minutes` (whichever comes first): save a checkpoint
    (after the pending weight writes finish; model, optimizer, step, version, offsets to commit, ids
    already finished above them), then commit
@@ -60,6 +62,7 @@ from seamlessflow.trainer.checkpoints import (
 from seamlessflow.trainer.control import ControlState
 from seamlessflow.trainer.engine import PolicyEngine, StepMetrics
 from seamlessflow.trainer.follower import Follower, Order, OrderKind
+from seamlessflow.trainer.model import zero_stage
 from seamlessflow.trainer.options import TrainerOptions
 from seamlessflow.trainer.samples import sample_from_record
 from seamlessflow.trainer.source import Incoming, TrajectorySource
@@ -73,7 +76,7 @@ from seamlessflow.weights.files import (
     save_weights,
     version_dir,
 )
-from seamlessflow.weights.snapshot import host_snapshot
+from seamlessflow.weights.snapshot import host_snapshot, snapshot_needed
 
 if TYPE_CHECKING:
     from seamlessflow.weights.transfer import EngineTransfer
@@ -153,6 +156,10 @@ class Trainer:
     def _engine_transfer(self) -> EngineTransfer | None:
         if self.config.weight_transfer == "none":
             return None
+        if (self.config.weight_transfer == "nccl" and self.ranks.world > 1
+                and zero_stage(self.config.deepspeed_dict()) == 3):
+            raise ValueError("weight_transfer nccl under ZeRO-3 on several ranks needs every rank to join each "
+                             "bucket's gather, which the follower ranks do not do yet: use gloo or files")
         from seamlessflow.rollout.client import transfer_client
         from seamlessflow.weights.transfer import EngineTransfer  # imports vLLM: only when configured
 
@@ -304,10 +311,12 @@ class Trainer:
         start = time.perf_counter()
         self.version += 1
         self.ranks.broadcast(Order(OrderKind.EXPORT))
-        state = host_snapshot(self.engine.state_dict_for_export() or self.engine.module.state_dict())
         version, module, root, base = self.version, self.engine.module, self.weights_root, self.config.model_path
-        if self.transfer is not None:
-            self.transfer.deliver(version, state)  # returns once every serving engine has it or is routed out
+        state: dict = {}
+        if snapshot_needed(self.config.weight_transfer, version, self.config.files_every):
+            state = host_snapshot(self.engine.state_dict_for_export() or self.engine.module.state_dict())
+        if self.transfer is not None:  # returns once every serving engine has it or is routed out
+            self._deliver(version, state)
         if self.transfer is None or version % self.config.files_every == 0:
             self.publish_wait_s = self.writer.submit(
                 version, self.step, lambda: save_weights(module, root, version, base, state))
@@ -321,6 +330,18 @@ class Trainer:
         self.publish_time_s = time.perf_counter() - start
         log.info("version %d exported in %.2f s on the step's path (%.2f s of it waiting for the previous "
                  "write)", self.version, self.publish_time_s, self.publish_wait_s)
+
+    def _deliver(self, version: int, state: dict) -> None:
+        """Version `version` into the serving engines: the host snapshot over gloo; with NCCL the module's
+        own device memory, bucket by bucket (no host copy; `weights.device_source`)."""
+        assert self.transfer is not None
+        if self.config.weight_transfer != "nccl":
+            self.transfer.deliver(version, state)
+            return
+        from seamlessflow.weights.device_source import DeviceBucketSource  # imports vLLM: only when configured
+
+        source = DeviceBucketSource(self.engine.module, self.config.transfer_bucket_mb << 20)
+        self.transfer.deliver(version, source, lasting=False)
 
     def _announce_written(self, written: list[PendingVersion]) -> None:
         """Publishes each version whose directory is complete, in order, then prunes old directories."""

@@ -5,6 +5,8 @@
 - `http_files`: the trainer host's version directories over HTTP, and a worker's local copy of one;
 - `plugin`, `gloo`: the gloo weight-transfer backend, a vLLM plugin (CPU engines take vLLM's NCCL path);
 - `broadcast`: the publishing rank's transfer groups, one per engine, and one version sent to all of them;
+- `fence`: every proxy holds an engine before its weights change and learns the new version before it
+  resumes, so each recorded token carries the version of the weights that generated it;
 - `transfer`: which engines serve the policy (from their heartbeats), who joins, who is behind, and the
   delivery of each version to all of them before it is announced.
 

@@ -2,10 +2,12 @@
 
 Each engine gets its own transfer group (trainer rank 0, engine rank 1), so an engine that dies or stalls
 mid-transfer breaks only its own group: the others finish, and the failed one is reported (`on_failed`)
-so it can be taken out of routing and caught up from files. Per engine and version: pause (`keep`: running
-requests are frozen, not dropped), vLLM's start/update/finish through the transfer engine, drop the prefix
-cache (its KV was computed by the old weights), label the version, resume. Tokens generated after the
-resume carry the new version; agents see only a pause.
+so it can be taken out of routing and caught up from files. Per engine and version: hold it at the proxies
+(`fence`: they cut its streams and stop routing to it), pause (`keep`), vLLM's start/update/finish through
+the transfer engine, drop the prefix cache (its KV was computed by the old weights), label the version,
+release it at the proxies with the new version, resume. Every token the proxies read from the engine before
+the hold is of the old weights, every one after the release of the new ones (`weights.fence` says why);
+agents see only a pause.
 
 The backend is whatever vLLM's trainer factory knows: `gloo` (this package, CPU) or `nccl` (GPU engines
 started with `--weight-transfer-config '{"backend": "nccl"}'`); `init_info` builds the trainer-side info.
@@ -36,6 +38,7 @@ from vllm.distributed.weight_transfer.factory import WeightTransferTrainerFactor
 
 from seamlessflow.core.control import PauseMode
 from seamlessflow.ports import free_port
+from seamlessflow.weights.fence import NoFence, VersionFence
 from seamlessflow.weights.gloo import DEFAULT_BUCKET_BYTES, DEFAULT_TIMEOUT_S, GlooTrainerInitInfo
 from seamlessflow.weights.plugin import register
 
@@ -59,8 +62,8 @@ class EngineLink(VLLMWeightSyncClient, Protocol):
 class SnapshotSource(WeightSource):
     """A version's host snapshot as vLLM's `WeightSource`: every tensor once, in the snapshot's order."""
 
-    def __init__(self) -> None:
-        self.state: dict[str, torch.Tensor] = {}
+    def __init__(self, state: dict[str, torch.Tensor] | None = None) -> None:
+        self.state: dict[str, torch.Tensor] = state if state is not None else {}
 
     def metadata(self) -> list[ParamMeta]:
         return [ParamMeta(name, t.dtype, tuple(t.shape)) for name, t in self.state.items()]
@@ -109,9 +112,10 @@ class PolicyBroadcaster:
     def __init__(self, module: torch.nn.Module | None, init_info: Callable[[], TrainerInitInfo],
                  connect: Callable[[str], EngineLink],
                  on_failed: Callable[[str, str], None] = lambda url, reason: None,
-                 source_for: Callable[[str], WeightSource] | None = None):
+                 source_for: Callable[[str], WeightSource] | None = None, fence: VersionFence | None = None):
         register()
         self.init_info, self.connect, self.on_failed = init_info, connect, on_failed
+        self.fence = fence or NoFence()
         if source_for is None:
             if module is None:
                 raise ValueError("a module or a source_for function is needed")
@@ -148,7 +152,7 @@ class PolicyBroadcaster:
         if not links:
             return delivery
         with cf.ThreadPoolExecutor(max_workers=len(links)) as pool:
-            futures = {pool.submit(self._deliver, client, engine, version): url
+            futures = {pool.submit(self._deliver, url, client, engine, version): url
                        for url, (client, engine) in links.items()}
             for future in cf.as_completed(futures):
                 url = futures[future]
@@ -162,14 +166,15 @@ class PolicyBroadcaster:
             self.on_failed(url, reason)
         return delivery
 
-    @staticmethod
-    def _deliver(client: EngineLink, engine: TrainerWeightTransferEngine, version: int) -> float:
+    def _deliver(self, url: str, client: EngineLink, engine: TrainerWeightTransferEngine, version: int) -> float:
         began = time.monotonic()
+        self.fence.hold(url)
         client.pause(PauseMode.KEEP)
         engine.send_weights()
         if not client.reset_prefix_cache(reset_running=True):
             raise RuntimeError("the prefix cache could not be reset (stale KV would be reused)")
         client.set_weight_version(version)
-        # Resumed only on success: an engine with half a version must not generate another token.
+        self.fence.release(url, version)  # before the resume: no token of the new weights under the old label
+        # Resumed (and released) only on success: an engine with half a version must not generate another token.
         client.resume()
         return time.monotonic() - began

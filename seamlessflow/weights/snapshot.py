@@ -10,6 +10,12 @@ from __future__ import annotations
 import torch
 
 
+def snapshot_needed(backend: str, version: int, files_every: int) -> bool:
+    """Whether version `version` needs a host snapshot: its files are due, or the live transfer reads host
+    tensors (gloo, or none at all). The NCCL backend streams from the device (`weights.device_source`)."""
+    return backend != "nccl" or version % files_every == 0
+
+
 def host_snapshot(state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """A detached host copy of ``state`` that keeps tied tensors tied (one copy per storage), so the
     writer sees what the module would have written and later steps cannot change it under the writer."""

@@ -7,14 +7,18 @@ engine seen for the first time, or restarted (another pid), joins a transfer gro
 is behind, gets the current version at once (`catch_up`): that is how a worker that starts, restarts after
 a crash or comes back from `train` is brought up to date before it reports itself serving again.
 
-`deliver` sends version N to every joined engine (`seamlessflow.weights.broadcast` does pause(keep),
-transfer, prefix-cache reset, label, resume per engine). An engine that fails is taken out of routing the
-way the scheduler does it for a silent resource (a `failed` ResourceStatus on its key) and catches up when
-it comes back. `deliver` returns only when `core.delivery.may_announce` holds, so the loop announces
-WeightVersion N after delivery, never before.
+`deliver` sends version N to every joined engine (`seamlessflow.weights.broadcast` does hold at the
+proxies, pause(keep), transfer, prefix-cache reset, label, release at the proxies, resume per engine; the
+proxies' fence URLs come from their heartbeats on the same topic, `weights.fence`). An engine that fails
+is taken out of routing the way the scheduler does it for a silent resource (a `failed` ResourceStatus on its
+key) and catches up when it comes back. `deliver` returns only when `core.delivery.may_announce` holds, so
+the loop announces WeightVersion N after delivery, never before.
 
 The weights sent are the version's host snapshot (the one the file writer gets), kept until the next
-version, so a late joiner gets exactly version N even after further optimizer steps.
+version, so a late joiner gets exactly version N even after further optimizer steps. With the NCCL backend
+they stream from the trainer's device memory instead (`weights.device_source`), and a host snapshot exists
+only for versions with files: such a source is the live weights, valid only while `deliver` runs, so an
+engine that joins between two versions without a snapshot waits for the next version (or takes files).
 """
 
 from __future__ import annotations
@@ -22,9 +26,10 @@ from __future__ import annotations
 import logging
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import torch
+from vllm.distributed.weight_transfer.base import ParamMeta, WeightSource
 
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
@@ -36,6 +41,7 @@ from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.messages import ResourceStatus, now_ms
 from seamlessflow.topics import Topics
 from seamlessflow.weights.broadcast import EngineLink, PolicyBroadcaster, SnapshotSource, init_info_for
+from seamlessflow.weights.fence import ProxyFence, proxy_fence_url
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +60,20 @@ def engine_seen(status: ResourceStatus) -> EngineSeen | None:
                       int(figures.get("engine_pid", 0.0)))
 
 
+class CurrentVersion(WeightSource):
+    """The version being delivered, as the one source object every joined engine keeps: vLLM's trainer engine
+    holds the source it was built with at the join, so the version changes inside it, never the object."""
+
+    def __init__(self) -> None:
+        self.source: WeightSource = SnapshotSource()
+
+    def metadata(self) -> list[ParamMeta]:
+        return self.source.metadata()
+
+    def __iter__(self) -> Iterator[tuple[str, torch.Tensor]]:
+        return iter(self.source)
+
+
 class EngineTransfer:
     """The publishing rank's view of the serving engines and its transfer group with each of them."""
 
@@ -61,9 +81,13 @@ class EngineTransfer:
                  bucket_bytes: int, trainer_id: str, connect: Callable[[str], EngineLink]):
         self.settings, self.producer, self.trainer_id = settings, producer, trainer_id
         self.topics = Topics(settings)
-        self.source = SnapshotSource()
+        self.source = CurrentVersion()
+        self.lasting = True  # `source` still holds `version` after `deliver` (a host snapshot, not live weights)
+        self.proxies: dict[str, str] = {}  # proxy resource id -> its fence URL (from its heartbeat)
+        self.fence = ProxyFence(lambda: self.proxies.values())
         self.broadcaster = PolicyBroadcaster(None, init_info_for(backend, host, bucket_bytes), connect,
-                                             on_failed=self._route_out, source_for=lambda url: self.source)
+                                             on_failed=self._route_out, source_for=lambda url: self.source,
+                                             fence=self.fence)
         self.engines: dict[str, EngineSeen] = {}  # resource id -> latest heartbeat
         self.statuses: dict[str, ResourceStatus] = {}  # resource id -> that heartbeat as it came
         self.pids: dict[str, int] = {}  # joined URL -> engine pid at the join
@@ -83,6 +107,9 @@ class EngineTransfer:
         for message in messages:
             if isinstance(message, ResourceStatus) and (message.team, message.run) == (self.settings.team,
                                                                                         self.settings.run):
+                fence_url = proxy_fence_url(message)
+                if fence_url is not None:
+                    self.proxies[message.resource_id] = fence_url
                 seen = engine_seen(message)
                 if seen is not None:
                     self.engines[seen.resource_id], self.statuses[seen.resource_id] = seen, message
@@ -97,25 +124,28 @@ class EngineTransfer:
         for engine in to_join(engines, self.pids):
             if time.monotonic() - self.refused.get((engine.url, engine.pid), -math.inf) >= REJOIN_AFTER_S:
                 self._join(engine)
-        if self.version == 0:
-            return  # nothing trained yet: every engine serves the base model
+        if self.version == 0 or not self.lasting:
+            return  # nothing trained yet (the base model), or the version's source was the live weights
         late = {e.url for e in behind(engines, self.version, self.pids) if self.holding.get(e.url, 0) < self.version}
         if late:
             log.info("catching up %s to version %d", sorted(late), self.version)
             self._send(self.version, late)
 
-    def deliver(self, version: int, snapshot: dict[str, torch.Tensor]) -> float:
-        """Version `version` into every serving engine, or each of them out of routing; returns seconds.
-        Every joined engine is behind the new version, so `catch_up` is the send; it runs again for an
-        engine that appeared meanwhile, then whoever still lacks the version is routed out."""
+    def deliver(self, version: int, snapshot: dict[str, torch.Tensor] | WeightSource, lasting: bool = True) -> float:
+        """Version `version` (a host snapshot, or a source such as the device's buckets: `lasting` False when
+        it does not outlive this call) into every serving engine, or each of them out of routing; returns
+        seconds. Every joined engine is behind the new version, so `catch_up` is the send; it runs again for
+        an engine that appeared meanwhile, then whoever still lacks the version is routed out."""
         began = time.monotonic()
-        self.source.state, self.version, self.routed_out = snapshot, version, set()
+        self.source.source = SnapshotSource(snapshot) if isinstance(snapshot, dict) else snapshot
+        self.version, self.routed_out, self.lasting = version, set(), True
         for _ in range(3):
             self.catch_up()
             if not awaited(version, self.engines.values(), self._holding(version), self.routed_out):
                 break
         for engine in awaited(version, self.engines.values(), self._holding(version), self.routed_out):
             self._route_out(engine.url, "did not take the version through its transfer group")
+        self.lasting = lasting
         self.update_s, self.delivered_ms[version] = time.monotonic() - began, now_ms()
         log.info("version %d into %d engine(s) in %.2f s", version, len(self._holding(version)), self.update_s)
         return self.update_s
@@ -161,4 +191,5 @@ class EngineTransfer:
     def close(self) -> None:
         for url in list(self.pids):
             self._leave(url)
+        self.fence.close()
         self._reader.close()

@@ -56,3 +56,25 @@ def test_profiles_pick_fitting_engines_and_heartbeats_update_their_tags():
     assert {engines.pick(f"s{i}", profile="prefill").id for i in range(20)} == {"c"}
     engines.announce("b", "http://b:8000", active=True, version=0, hardware_tags=frozenset({"compute"}))
     assert {engines.pick(f"s{i}", profile="decode").id for i in range(20)} == {"b", "c"}  # no fit left: any
+
+
+def test_a_held_engine_is_not_routed_and_its_release_sets_its_version_exactly():
+    engines = table()
+    engines.announce("r0", "http://r0:8000", active=True, version=3)
+    held = engines.hold("http://r0:8000/v1")
+    assert held is not None and held.held_at == 3 and engines.any_held
+    assert engines.pick("s") is None
+    engines.announce("r0", "http://r0:8000", active=True, version=3)  # a heartbeat during the update
+    engines.set_all_versions(5)  # a resume command's label: says nothing of this engine's update
+    assert engines.pick("s") is None
+    engines.release("http://r0:8000", 2)  # exact, even lower (an engine restarted on an older version)
+    assert engines.pick("s").version == 2 and not engines.any_held
+    assert engines.hold("http://unknown:1") is None and engines.release("http://unknown:1", 1) is None
+
+
+def test_a_heartbeat_with_a_newer_version_ends_a_hold_left_by_a_failed_update():
+    engines = table()
+    engines.announce("r0", "http://r0:8000", active=True, version=3)
+    engines.hold("http://r0:8000")
+    engines.announce("r0", "http://r0:8000", active=True, version=4)  # its worker loaded version 4 from files
+    assert engines.pick("s").version == 4

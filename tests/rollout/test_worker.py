@@ -5,9 +5,11 @@ from pathlib import Path
 
 import pytest
 
+from seamlessflow.rollout.client import EngineError
 from seamlessflow.rollout.options import RolloutOptions
 from seamlessflow.rollout.worker import RolloutWorker
 from seamlessflow.testing.rollout_fakes import StoppedEngine, command, make_worker
+from seamlessflow.weights.fence import FenceError
 
 
 def test_starts_active_in_its_configured_role_without_an_engine(tmp_path):
@@ -255,3 +257,84 @@ def test_versions_fetched_over_http_do_not_pile_up_on_the_workers_disk(tmp_path)
     finally:
         server.stop()
     assert sorted(p.name for p in (tmp_path / "logs" / "weights-r0").iterdir()) == ["v000002", "v000003"]
+
+
+class Journal:
+    """One list of what the fence and the engine were asked, in order, and a fence that can refuse."""
+
+    def __init__(self, refuse: bool = False):
+        self.calls: list[tuple] = []
+        self.refuse = refuse
+
+    def hold(self, engine_url):
+        if self.refuse:
+            raise FenceError("proxy p did not confirm /engines/hold")
+        self.calls.append(("hold",))
+
+    def release(self, engine_url, version):
+        self.calls.append(("release", version))
+
+
+class JournalledClient(FilesClient):
+    def __init__(self, journal: Journal, label=None, fail_reload=False):
+        super().__init__(label)
+        self.journal, self.fail_reload = journal, fail_reload
+
+    def pause(self, mode):
+        self.journal.calls.append(("pause",))
+
+    def resume(self):
+        self.journal.calls.append(("resume",))
+
+    def reload_weights(self, path):
+        if self.fail_reload:
+            raise EngineError("reload failed")
+        self.journal.calls.append(("reload",))
+
+    def set_weight_version(self, version):
+        super().set_weight_version(version)
+        self.journal.calls.append(("label", version))
+
+
+class JournalledEngine(RunningEngine):
+    def __init__(self, journal: Journal):
+        self.journal = journal
+
+    def start(self, model_dir):
+        self.journal.calls.append(("start",))
+
+    def stop(self, grace_s=20.0):
+        self.journal.calls.append(("stop",))
+
+
+def fenced_worker(tmp_path: Path, journal: Journal, methods: list[str], fail_reload=False) -> RolloutWorker:
+    options = RolloutOptions(weight_load_methods=methods, workers={"r0": {"capability_tags": ["rollout"]}})
+    (tmp_path / "v2").mkdir(exist_ok=True)
+    (tmp_path / "v2" / "config.json").write_text("{}")
+    return RolloutWorker("r0", options, tmp_path / "model", tmp_path / "logs", engine=JournalledEngine(journal),
+                         client=JournalledClient(journal, "1", fail_reload), fence=journal)  # type: ignore[arg-type]
+
+
+def test_a_reload_from_files_is_fenced_at_the_proxies_from_before_the_pause_to_before_the_resume(tmp_path):
+    journal = Journal()
+    worker = fenced_worker(tmp_path, journal, ["reload"])
+    ack = worker.handle(command(1, "load_weights", weight_version=2, weight_uri=(tmp_path / "v2").as_uri()))
+    assert ack.outcome == "ok", ack
+    assert journal.calls == [("hold",), ("pause",), ("reload",), ("label", 2), ("release", 2), ("resume",)]
+
+
+def test_a_restart_on_new_files_is_fenced_and_a_failed_reload_stays_held_until_then(tmp_path):
+    journal = Journal()
+    worker = fenced_worker(tmp_path, journal, ["reload", "restart"], fail_reload=True)
+    ack = worker.handle(command(1, "load_weights", weight_version=2, weight_uri=(tmp_path / "v2").as_uri()))
+    assert ack.outcome == "ok" and "restart" in ack.reason, ack
+    assert journal.calls == [("hold",), ("pause",), ("resume",),  # the failed reload: resumed but not released
+                             ("stop",), ("hold",), ("start",), ("label", 2), ("release", 2)]
+
+
+def test_a_proxy_that_refuses_the_hold_fails_the_load_before_the_engine_is_touched(tmp_path):
+    journal = Journal(refuse=True)
+    worker = fenced_worker(tmp_path, journal, ["reload"])
+    ack = worker.handle(command(1, "load_weights", weight_version=2, weight_uri=(tmp_path / "v2").as_uri()))
+    assert ack.outcome == "failed" and "did not confirm" in ack.reason, ack
+    assert journal.calls == [] and worker.status({}).weight_version == 0

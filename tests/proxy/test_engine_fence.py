@@ -1,0 +1,65 @@
+"""The engine fence through its HTTP routes (driven by the weights package's `ProxyFence`, as the trainer
+drives it): a hold cuts the engine's calls and keeps their tokens with the old version, a release labels
+what follows with the new one; calls wait for a held engine instead of failing."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from seamlessflow.loadtest.stub_engine import token_at
+from seamlessflow.ports import free_port
+from seamlessflow.weights.fence import FenceError, ProxyFence
+from tests.proxy.helpers import client, session_events, until
+
+
+async def test_a_hold_cuts_the_engines_calls_and_the_release_labels_the_tokens_after_it(proxy, stub, settings, codec):
+    stub.behaviour.hold_after_tokens = 2
+    fence = ProxyFence(lambda: [proxy.server.fence_url])
+    cut = asyncio.create_task(client(proxy, "f1").completions.create(model="m", prompt=[5, 6], max_tokens=5))
+    await until(lambda: stub.tokens_sent == 2, what="two tokens generated")
+    await asyncio.to_thread(fence.hold, stub.url)
+    assert not proxy.server.gate.active  # nothing reads from the held engine any more
+    queued = asyncio.create_task(client(proxy, "f2").completions.create(model="m", prompt=[7], max_tokens=1))
+    await asyncio.sleep(0.3)
+    assert not cut.done() and not queued.done()  # both wait for the engine; neither fails
+    stub.behaviour.hold_after_tokens = None
+    stub.behaviour.release.set()
+    await asyncio.to_thread(fence.release, stub.url, 7)
+    await cut
+    await queued
+
+    [first] = await session_events(settings, codec, "f1")
+    assert first.completion_ids == [token_at(2 + k) for k in range(5)]
+    assert first.versions == [0, 0, 7, 7, 7]  # split exactly where the hold cut the stream
+    [second] = await session_events(settings, codec, "f2")
+    assert second.versions == [7]
+    [continuation] = [body for kind, body in stub.requests if kind == "completions" and body["prompt"][0] == 5
+                      and len(body["prompt"]) > 2]
+    assert continuation["prompt"] == [5, 6, token_at(2), token_at(3)] and continuation["max_tokens"] == 3
+    fence.close()
+
+
+async def test_the_fence_skips_a_proxy_that_is_down_and_fails_on_one_that_refuses(proxy, stub):
+    fence = ProxyFence(lambda: [f"http://127.0.0.1:{free_port()}", proxy.server.fence_url])
+    await asyncio.to_thread(fence.hold, stub.url)
+    assert not proxy.server.engines.pick("s")  # the live proxy holds it
+    with pytest.raises(FenceError):
+        await asyncio.to_thread(fence.release, stub.url, -1)
+    await asyncio.to_thread(fence.release, stub.url, 2)
+    assert proxy.server.engines.pick("s").version == 2
+    fence.close()
+
+
+async def test_the_heartbeat_names_the_fence_and_several_workers_each_serve_it_on_a_port_of_their_own(
+        proxy_factory, stub):
+    alone = await proxy_factory([stub])
+    assert alone._status().engine_url == alone.server.fence_url == f"http://127.0.0.1:{alone.server.port}"
+    shared = await proxy_factory([stub], workers=2)
+    assert shared.server.fence_port != shared.server.port
+    assert shared._status().engine_url == shared.server.fence_url
+    fence = ProxyFence(lambda: [shared.server.fence_url])
+    await asyncio.to_thread(fence.hold, stub.url)
+    assert shared.server.engines.pick("s") is None and alone.server.engines.pick("s") is not None
+    fence.close()
