@@ -14,9 +14,11 @@ the cut stream, never read). A call that straddles the update is split at exactl
 was cut. The cost is a re-prefill of the cut calls' tokens, which the update pays anyway: the engine drops its
 running requests' KV after new weights (`reset_prefix_cache(reset_running=True)`).
 
-The routes are served on the proxy's own port when it runs alone, and on a second port of each worker
-process when several share one port (a call to the shared port would reach one worker only); the proxy
-announces that URL in its heartbeat (`ResourceStatus.engine_url` of a proxy), where the trainer finds it.
+The routes are served on a second port of each proxy process, never on the agents' port: holding an engine is
+the control plane's (an agent that could call it would stop an engine for everyone), and several workers share
+the agents' port (a call there would reach one worker only). The proxy announces that URL in its heartbeat
+(`ResourceStatus.engine_url` of a proxy), where the trainer finds it. Keep that port off the agents' network
+(it binds to `proxy.host`, like the agents' port; the routes take no credentials).
 """
 
 from __future__ import annotations

@@ -156,8 +156,6 @@ class ProxyServer:
         app.router.add_get("/healthz", self._healthz)
         app.router.add_get("/metrics", self._metrics)
         app.router.add_get("/openapi.json", self._openapi)
-        if self.config.workers == 1:  # alone on its port: the fence is served there (else on a port of its own)
-            self.fence.add_routes(app)
         return app
 
     async def start_http(self) -> None:
@@ -171,12 +169,11 @@ class ProxyServer:
         )
         await site.start()
         self.port = self._runner.addresses[0][1]  # the bound port (config.port may be 0)
-        self.fence_port = self.port
-        if self.config.workers > 1:
-            await self._start_fence_site()
+        await self._start_fence_site()
 
     async def _start_fence_site(self) -> None:
-        """This worker's own port for the engine fence: the shared port would hand a hold to one worker only."""
+        """The engine fence on a port of this worker's own, never on the agents' port: an agent must not be able to
+        hold an engine, and a shared port (several workers) would hand a hold to one worker only."""
         fence_app = web.Application(middlewares=[self._errors])
         self.fence.add_routes(fence_app)
         self._fence_runner = web.AppRunner(fence_app, access_log=None)

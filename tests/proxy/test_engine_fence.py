@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
 import pytest
 
 from seamlessflow.loadtest.stub_engine import token_at
@@ -55,7 +56,10 @@ async def test_the_fence_skips_a_proxy_that_is_down_and_fails_on_one_that_refuse
 async def test_the_heartbeat_names_the_fence_and_several_workers_each_serve_it_on_a_port_of_their_own(
         proxy_factory, stub):
     alone = await proxy_factory([stub])
-    assert alone._status().engine_url == alone.server.fence_url == f"http://127.0.0.1:{alone.server.port}"
+    assert alone._status().engine_url == alone.server.fence_url != f"http://127.0.0.1:{alone.server.port}"
+    async with httpx.AsyncClient() as client:  # the agents' port has no fence: an agent cannot hold an engine
+        refused = await client.post(f"http://127.0.0.1:{alone.server.port}/engines/hold", json={"url": stub.url})
+    assert refused.status_code == 404 and alone.server.engines.pick("s") is not None
     shared = await proxy_factory([stub], workers=2)
     assert shared.server.fence_port != shared.server.port
     assert shared._status().engine_url == shared.server.fence_url
