@@ -13,7 +13,14 @@ Models: `tiny` (the test model, ~0.4 M parameters) and `large` (a random Qwen2 o
 float32, built here in seconds: same tokenizer, 16 layers of 1024). No broker: the Kafka hop is not what
 is measured.
 
-    .venv/bin/python benchmarks/bench_weight_swap.py [--models tiny,large] [--repeats 5]
+Host memory per version, per path (`--host-memory`, no engine needed): the trainer process's resident
+memory added while it holds what a version leaves through — the host snapshot (`weights.snapshot`) that the
+files path and the gloo transfer read, or the NCCL source (`weights.device_source`), which hands over the
+module's own tensors bucket by bucket and takes a snapshot only when files are due (`files_every`). On this
+CPU machine the module lives in host memory, so the NCCL row shows that the source copies nothing; on a GPU
+those tensors are device memory (not run: no GPU lent).
+
+    .venv/bin/python benchmarks/bench_weight_swap.py [--models tiny,large] [--repeats 5] [--host-memory]
 """
 
 from __future__ import annotations
@@ -28,6 +35,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+import psutil
 import torch
 from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
@@ -39,7 +47,9 @@ from seamlessflow.rollout.worker import RolloutWorker
 from seamlessflow.testing.models import build_random_tiny_model
 from seamlessflow.testing.plugin import plugin_env
 from seamlessflow.weights.broadcast import PolicyBroadcaster, gloo_init_info
+from seamlessflow.weights.device_source import DeviceBucketSource
 from seamlessflow.weights.files import save_weights
+from seamlessflow.weights.snapshot import host_snapshot
 
 FILE_METHODS = {"reload": (["reload"], "recompute"), "reload+keep-kv": (["reload"], "keep"),
                 "restart": (["restart"], "recompute")}
@@ -123,6 +133,41 @@ def bench_transfer(module: torch.nn.Module, model_dir: Path, root: Path, repeats
         engine.stop()
 
 
+def rss_mib() -> float:
+    return psutil.Process().memory_info().rss / 2**20
+
+
+def host_mib_holding_snapshot(module: torch.nn.Module) -> float:
+    before = rss_mib()
+    snapshot = host_snapshot(module.state_dict())
+    grown = rss_mib() - before
+    del snapshot
+    return grown
+
+
+def host_mib_streaming_buckets(module: torch.nn.Module, bucket_bytes: int) -> float:
+    """The most resident memory added while the NCCL source's buckets are handed over one after another."""
+    before, most = rss_mib(), 0.0
+    for _name, _tensor in DeviceBucketSource(module, bucket_bytes):
+        most = max(most, rss_mib() - before)
+    return most
+
+
+def host_memory_table(size: str, bucket_bytes: int, files_every: int = 10) -> None:
+    root = Path(tempfile.mkdtemp(prefix=f"bench-swap-mem-{size}-"))
+    module = AutoModelForCausalLM.from_pretrained(build_model(root / "model", size), torch_dtype=torch.float32)
+    weights = sum(p.numel() * p.element_size() for p in module.parameters()) / 2**20
+    snapshot = statistics.median(host_mib_holding_snapshot(module) for _ in range(3))
+    streamed = statistics.median(host_mib_streaming_buckets(module, bucket_bytes) for _ in range(3))
+    print(f"\n[{size}] weights {weights:.0f} MiB; host MiB a version takes in the trainer (median of 3)")
+    print(f"{'path':<44}{'per version':>12}{'averaged':>10}")
+    print(f"{'files (host snapshot, written)':<44}{snapshot:>12.1f}{snapshot:>10.1f}")
+    print(f"{'gloo transfer (host snapshot, broadcast)':<44}{snapshot:>12.1f}{snapshot:>10.1f}")
+    print(f"{'nccl, files not due (device buckets)':<44}{streamed:>12.1f}{'':>10}")
+    print(f"{'nccl, files every ' + str(files_every) + ' versions':<44}{'':>12}"
+          f"{(snapshot + (files_every - 1) * streamed) / files_every:>10.1f}", flush=True)
+
+
 def bench_size(size: str, methods: list[str], args: argparse.Namespace) -> list[tuple[str, str, int, float]]:
     root = Path(tempfile.mkdtemp(prefix=f"bench-swap-{size}-"))
     model_dir = build_model(root / "model", size)
@@ -154,7 +199,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--bucket-mib", type=int, default=64, help="transfer bucket size")
     parser.add_argument("-O", dest="level", type=int, default=0, help="vLLM optimization level (0: no compile)")
+    parser.add_argument("--host-memory", action="store_true", help="only the host memory per version, per path")
     args = parser.parse_args()
+    if args.host_memory:
+        for size in args.models.split(","):
+            host_memory_table(size, args.bucket_mib << 20)
+        return
     methods = args.methods.split(",")
     for size in args.models.split(","):  # one table per size, printed as soon as it is measured
         rows = bench_size(size, methods, args)
