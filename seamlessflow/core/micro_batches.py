@@ -111,3 +111,33 @@ def split_across_ranks(lengths: Sequence[int], ranks: int) -> list[list[int]]:
         shares[target].append(i)
         loads[target] += lengths[i]
     return shares
+
+
+def plan_tree_micro_batches(sequences: Sequence[Sequence[int]], max_tree_tokens: int | None) -> list[list[int]]:
+    """Indices into ``sequences`` per micro-batch when each micro-batch trains as its token trie: neighbours
+    in token order, so shared prefixes land together, and the budget counts *tree* tokens (each shared prefix
+    once). In sorted order a sequence shares with the trie exactly its common prefix with its predecessor, so
+    the trie grows by its length minus that; a cut falls between two neighbours, i.e. at a branch point of
+    the step's trie, and the next micro-batch computes the shared part again. A sequence longer than the
+    budget goes alone. No budget: everything in one."""
+    order = sorted(range(len(sequences)), key=lambda i: tuple(sequences[i]))
+    batches: list[list[int]] = []
+    size = 0
+    for i in order:
+        grows = len(sequences[i]) - (_common_prefix(sequences[batches[-1][-1]], sequences[i]) if batches else 0)
+        if batches and (max_tree_tokens is None or size + grows <= max_tree_tokens):
+            batches[-1].append(i)
+            size += grows
+        else:
+            batches.append([i])
+            size = len(sequences[i])
+    return batches
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = 0
+    for x, y in zip(a, b, strict=False):
+        if x != y:
+            break
+        n += 1
+    return n

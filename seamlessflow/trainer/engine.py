@@ -359,7 +359,7 @@ class PolicyEngine:
         budget = self.options.max_tokens_per_micro_batch
         per_gpu = None if budget is not None else self.engine.train_micro_batch_size_per_gpu()
         if self.trees.pays(samples):
-            return plan_by_prefix(samples, budget, per_gpu, self.packing)
+            return plan_by_prefix(samples, budget, per_gpu, self.packing, self.trees.pays)
         return plan_micro_batches([len(s.tokens) for s in samples], budget, per_gpu, self.packing)
 
     def _micro_step(self, samples: list[TrajectorySample], advantages: torch.Tensor | list[torch.Tensor],

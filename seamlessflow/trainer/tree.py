@@ -15,13 +15,14 @@ rule as a sparse block mask, has no backward on CPU.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
 from seamlessflow.core.batching import TrajectorySample
-from seamlessflow.core.micro_batches import micro_batch_cost
+from seamlessflow.core.micro_batches import plan_micro_batches, plan_tree_micro_batches
 from seamlessflow.core.token_tree import PackedTree, ancestor_mask, build_tree, edges, gather_sequences, tree_pays
 from seamlessflow.trainer.samples import MicroBatch, collate
 
@@ -95,18 +96,21 @@ def model_shape(model: torch.nn.Module) -> tuple[int, int, int]:
 
 
 def plan_by_prefix(samples: list[TrajectorySample], max_tokens: int | None, max_sequences: int | None,
-                   packed: bool) -> list[list[int]]:
-    """Micro-batches of neighbours in token order, so sequences that share a prefix (a group's prompt, a
-    session's forks) land in one micro-batch and its tree; bounded like `core.micro_batches`, tokens counted
-    as the flat layout would (`micro_batch_cost`: a bound the tree can only undercut, and what a micro-batch
-    the FLOP rule keeps flat costs)."""
-    order = sorted(range(len(samples)), key=lambda i: samples[i].tokens)
-    batches: list[list[int]] = []
-    for i in order:
-        lengths = [len(samples[j].tokens) for j in (batches[-1] if batches else [])] + [len(samples[i].tokens)]
-        full = batches and ((max_sequences is not None and len(batches[-1]) >= max_sequences)
-                            or (max_tokens is not None and micro_batch_cost(lengths, packed) > max_tokens))
-        if not batches or full:
-            batches.append([])
-        batches[-1].append(i)
-    return batches
+                   packed: bool, pays: Callable[[list[TrajectorySample]], bool]) -> list[list[int]]:
+    """Micro-batches for a step that trains as trees: prefix neighbours, bounded by tree tokens
+    (`core.micro_batches.plan_tree_micro_batches`), so a group's prompt is computed once per micro-batch and
+    not once per `max_sequences` sequences. Without a token budget, a tree may hold as many tokens as a flat
+    micro-batch of `max_sequences` of the step's longest sequences would (the same activation memory). A
+    micro-batch that `pays` would not train as a tree (its dense mask costs more than it saves) trains
+    flat, so it is cut again by the flat plan within the flat bounds: every micro-batch keeps the memory bound
+    of the layout it trains in."""
+    longest = max(len(s.tokens) for s in samples)
+    budget = max_tokens if max_tokens is not None else max_sequences * longest if max_sequences else None
+    plan: list[list[int]] = []
+    for batch in plan_tree_micro_batches([s.tokens for s in samples], budget):
+        if len(batch) == 1 or pays([samples[i] for i in batch]):
+            plan.append(batch)
+        else:
+            flat = plan_micro_batches([len(samples[i].tokens) for i in batch], max_tokens, max_sequences, packed)
+            plan += [[batch[j] for j in part] for part in flat]
+    return plan

@@ -4,7 +4,13 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from seamlessflow.core.micro_batches import micro_batch_cost, plan_micro_batches, split_across_ranks
+from seamlessflow.core.micro_batches import (
+    micro_batch_cost,
+    plan_micro_batches,
+    plan_tree_micro_batches,
+    split_across_ranks,
+)
+from seamlessflow.core.token_tree import build_tree
 
 
 def test_packed_bins_are_balanced_by_tokens():
@@ -49,3 +55,19 @@ def test_rank_shares_are_balanced_by_tokens_and_cover_every_sequence_once():
     assert split_across_ranks([], 2) == [[], []]
     with pytest.raises(ValueError):
         split_across_ranks([1], 0)
+
+
+def test_a_group_on_one_prompt_is_one_tree_when_its_tree_tokens_fit():
+    prompt = list(range(1, 2049))
+    group = [prompt + [5000 + i] * 256 for i in range(8)]  # P 2048, C 256, G 8: 4096 tree tokens, 18 432 flat
+    assert plan_tree_micro_batches(group, 4608) == [list(range(8))]
+    halves = plan_tree_micro_batches(group, 3000)  # cut at the branch point: the prompt computed once per part
+    assert [len(b) for b in halves] == [3, 3, 2]
+
+
+@given(st.lists(st.lists(st.integers(1, 3), min_size=1, max_size=6), min_size=1, max_size=12), st.integers(1, 20))
+def test_tree_micro_batches_take_each_sequence_once_and_keep_the_tree_budget(sequences, budget):
+    batches = plan_tree_micro_batches(sequences, budget)
+    assert sorted(i for b in batches for i in b) == list(range(len(sequences)))
+    for batch in batches:
+        assert len(batch) == 1 or build_tree([sequences[i] for i in batch]).size <= budget

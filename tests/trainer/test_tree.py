@@ -109,8 +109,16 @@ def test_the_auto_choice_trains_flat_what_shares_nothing():
     assert TreeChoice(False, (1000, 2, 64)).batch(group_on_one_prompt(), 0) is None
     assert TreeChoice(None, (10**6, 2, 64)).batch(group_on_one_prompt(), 0) is not None
     mixed = [sample(0, [9, 1], 1), sample(1, [3, 4, 5], 1), sample(2, [9, 2], 1), sample(3, [3, 4, 6], 1)]
-    assert plan_by_prefix(mixed, None, 2, False) == [[1, 3], [0, 2]]  # neighbours by prefix share a micro-batch
-    assert plan_by_prefix(mixed, 5, None, False) == [[1], [3], [0, 2]]  # padded cost: rows x longest
+    def trees(_batch):
+        return True
+
+    def flat(_batch):
+        return False
+
+    # no token budget: a tree may hold what 2 of the longest (3 tokens) would flat, 6 tree tokens
+    assert plan_by_prefix(mixed, None, 2, False, trees) == [[1, 3, 0], [2]]
+    assert plan_by_prefix(mixed, 5, None, False, trees) == [[1, 3], [0, 2]]  # 4 and 3 tree tokens
+    assert plan_by_prefix(mixed, 5, None, False, flat) == [[1], [3], [0, 2]]  # trained flat: rows x longest
 
 
 def test_a_step_is_planned_by_shared_prefix_only_when_its_tree_pays():
