@@ -18,7 +18,7 @@ import math
 import re
 import time
 import uuid
-from typing import Annotated, Any
+from typing import Annotated, Any, TypeVar
 
 import aiohttp
 import orjson
@@ -47,11 +47,12 @@ from seamlessflow.proxy.recording import CallIdentity, CallResult, Recorder
 from seamlessflow.proxy.requests import CallRequest
 from seamlessflow.proxy.responses_api import ResponsesDoor
 from seamlessflow.proxy.routing import EngineTable
-from seamlessflow.proxy.sessions import SessionOwnedByOtherTeam, SessionTable
+from seamlessflow.proxy.sessions import SessionOwnedByOtherTeam, SessionState, SessionTable
 from seamlessflow.teams import TeamKeys
 from seamlessflow.topics import Topics
 
 log = logging.getLogger(__name__)
+BodyT = TypeVar("BodyT", bound=BaseModel)
 
 SESSION_ID = re.compile(r"^[A-Za-z0-9._:\-]{1,128}$")
 SESSION_HEADER = "X-Session-Id"
@@ -281,10 +282,7 @@ class ProxyServer:
         session_id, generated = self._session_id(request)
         body = await self._body(request)
         call = door.parse(await self._json(request, body), self.config.max_n)
-        try:
-            session = self.sessions.claim(session_id, team)
-        except SessionOwnedByOtherTeam:
-            raise ProxyError(403, "this session id belongs to another team", "session_id") from None
+        session = self._claim(session_id, team)
         declared = request.headers.get(PROFILE_HEADER)
         if declared is not None:
             try:
@@ -363,19 +361,25 @@ class ProxyServer:
             raise ProxyError(502, "the inference engine did not list its models") from None
 
     # -- episode end ------------------------------------------------------------------------------------
-    async def _end(self, request: web.Request) -> web.Response:
+    async def _session_request(self, request: web.Request, model: type[BodyT], what: str) -> tuple[str, str, BodyT]:
+        """The team, the session id and the validated body of a request about one session (its end, a reward)."""
         team = self._team(request)
         session_id, _ = self._session_id(request)
         try:
-            end = EndRequest.model_validate(await self._json(request))
+            body = model.model_validate(await self._json(request))
         except ValidationError as exc:
-            raise ProxyError(
-                400, f"invalid episode end: {exc.errors(include_url=False, include_input=False)}"
-            ) from None
+            raise ProxyError(400, f"invalid {what}: {exc.errors(include_url=False, include_input=False)}") from None
+        return team, session_id, body
+
+    def _claim(self, session_id: str, team: str, known_from_start: bool = True) -> SessionState:
         try:
-            state = self.sessions.claim(session_id, team, known_from_start=False)
+            return self.sessions.claim(session_id, team, known_from_start=known_from_start)
         except SessionOwnedByOtherTeam:
             raise ProxyError(403, "this session id belongs to another team", "session_id") from None
+
+    async def _end(self, request: web.Request) -> web.Response:
+        team, session_id, end = await self._session_request(request, EndRequest, "episode end")
+        state = self._claim(session_id, team, known_from_start=False)
         if state.inflight > 0:  # the end must follow the session's last TokenIO on the topic
             try:
                 async with asyncio.timeout(self.config.end_wait_s):
@@ -414,13 +418,7 @@ class ProxyServer:
 
     async def _call_reward(self, request: web.Request) -> web.Response:
         """A reward for one call, kept with the session until its end publishes it (`EpisodeEnd.call_rewards`)."""
-        team = self._team(request)
-        session_id, _ = self._session_id(request)
-        try:
-            body = CallRewardRequest.model_validate(await self._json(request))
-        except ValidationError as exc:
-            errors = exc.errors(include_url=False, include_input=False)
-            raise ProxyError(400, f"invalid call reward: {errors}") from None
+        team, session_id, body = await self._session_request(request, CallRewardRequest, "call reward")
         try:
             key = wire_key(team, session_id, request.match_info["call"])
         except ValueError as exc:
@@ -428,10 +426,7 @@ class ProxyServer:
         if self.config.workers > 1:  # the end may reach another worker, which would not know this reward
             raise ProxyError(409, "this proxy runs several workers: send per-call rewards in the session end's "
                                   "call_rewards instead", "call")
-        try:
-            state = self.sessions.claim(session_id, team, known_from_start=False)
-        except SessionOwnedByOtherTeam:
-            raise ProxyError(403, "this session id belongs to another team", "session_id") from None
+        state = self._claim(session_id, team, known_from_start=False)
         state.call_rewards[key] = body.reward
         return web.json_response({"session_id": session_id, "call": key, "reward": body.reward, "recorded": False},
                                  headers={SESSION_HEADER: session_id})

@@ -415,7 +415,7 @@ class Trainer:
     def _apply(self, command) -> None:
         decision = self.control.decide(command)
         if decision.role is not None:
-            self.source.set_paused(decision.role != Tag.TRAIN)
+            self._hold_back_when_ahead()  # the one rule for reading: in train and not ahead
             log.info("role -> %s (epoch %d)", decision.role, command.epoch)
         if decision.shutdown:
             self.stopping = True
