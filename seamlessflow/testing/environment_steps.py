@@ -20,6 +20,13 @@ def sleep_then(seconds: float, value: str) -> str:
     return value
 
 
+def wait_for_file(path: str, value: str) -> str:
+    """A step that runs until the test lets it go (creates `path`): slow for exactly as long as the test needs."""
+    while not os.path.exists(path):
+        time.sleep(0.05)
+    return value
+
+
 def crash() -> None:
     os._exit(7)
 
