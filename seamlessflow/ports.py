@@ -6,8 +6,23 @@ should import another's package for it.
 
 from __future__ import annotations
 
+import os
 import random
 import socket
+
+# Set by a placement that puts services on other hosts (Ray's `ServiceHost`): the address of this service's
+# node that the other nodes reach. Unset on the one-machine default.
+NODE_ADDRESS_ENV = "SEAMLESSFLOW_NODE_ADDRESS"
+WILDCARDS = ("0.0.0.0", "::", "")
+
+
+def reachable_host(bind_host: str) -> str:
+    """The address to hand out for a server bound to `bind_host`: itself, or for a wildcard bind this node's
+    address as its placement gave it (loopback on one machine). Why: a URL announced on a topic (an engine's,
+    a proxy's fence, the trainer's version files) is used from other hosts, and `0.0.0.0` reaches nothing."""
+    if bind_host not in WILDCARDS:
+        return bind_host
+    return os.environ.get(NODE_ADDRESS_ENV) or "127.0.0.1"
 
 
 def free_port() -> int:

@@ -18,13 +18,17 @@ class NoTeamKey(LookupError):
 
 
 def team_key(settings: Settings, team: str, key: str | None) -> str:
-    """The key given, else the one `seamlessflow team add` stored in `<data-dir>/<team>.key`."""
+    """The key given, else the one `seamlessflow team add` stored in `<data-dir>/<team>.key`, else the team's
+    in `team_keys` (how a key reaches a pool on another host, whose data dir is its own)."""
     if key:
         return key
     key_file = Path(settings.data_dir) / f"{team}.key"
     if key_file.exists():
         return key_file.read_text().strip()
-    raise NoTeamKey(f"no --key given and no {key_file}; issue one with `seamlessflow team add {team}`")
+    if team in settings.team_keys:
+        return settings.team_keys[team]
+    raise NoTeamKey(f"no --key given, no {key_file} and no team_keys entry for {team}; issue one with "
+                    f"`seamlessflow team add {team}`")
 
 
 def agent_worker(settings: Settings, reference: str, team: str | None, key: str | None,

@@ -173,7 +173,7 @@ def _drain(settings: Settings, drain_s: float, last_fault_ms: int) -> None:
     there once scored, so the reward workers run until this returns."""
     deadline = time.monotonic() + drain_s
     while time.monotonic() < deadline:
-        if _all_ended_assembled(settings) and _trained_since(settings, last_fault_ms):
+        if all_ended_assembled(settings) and _trained_since(settings, last_fault_ms):
             return
         time.sleep(2.0)
 
@@ -183,7 +183,8 @@ def _last_hit_ms(injected: list[Injected], prefix: str) -> int:
     return max((i.at_ms for i in injected if i.delivered and any(t.startswith(prefix) for t in i.pids)), default=0)
 
 
-def _all_ended_assembled(settings: Settings) -> bool:
+def all_ended_assembled(settings: Settings) -> bool:
+    """Every session that made a call and ended (an aborted one only when kept) has its trajectory."""
     codec, topics = codec_for(settings), Topics(settings)
     keep_aborted = rules_for(settings).keep_aborted
     called, ended = set(), set()

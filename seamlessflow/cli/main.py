@@ -14,6 +14,7 @@ from seamlessflow.cli.replay import replay
 from seamlessflow.cli.reward import reward
 from seamlessflow.cli.simulate import simulate
 from seamlessflow.cli.stack import down, status, up
+from seamlessflow.cli.stack_ray import scale
 from seamlessflow.cli.team import team
 from seamlessflow.cli.timeline import timeline
 from seamlessflow.cli.topics import tail, topics
@@ -28,7 +29,7 @@ def cli(ctx, config_path, **overrides):
 
 
 for command in (up, down, status, topics, tail, model_group, team, agent, reward, replay, timeline, evals, simulate,
-                dashboard, chaos):
+                dashboard, chaos, scale):
     cli.add_command(command)
 
 

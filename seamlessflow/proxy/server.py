@@ -31,6 +31,7 @@ from seamlessflow.core.episodes import EpisodeStatus
 from seamlessflow.core.routing import parse_profile
 from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.messages import EpisodeEnd, now_ms
+from seamlessflow.ports import reachable_host
 from seamlessflow.proxy.admission import Admission
 from seamlessflow.proxy.call_rewards import CallRewardRequest, call_id_of_key, finite_rewards, on_the_wire, wire_key
 from seamlessflow.proxy.deltas import PromptBases
@@ -193,11 +194,11 @@ class ProxyServer:
     @property
     def fence_url(self) -> str:
         """Where a weight update holds and releases this process's engines (`engine_fence.py`)."""
-        return f"http://{self.config.host}:{self.fence_port}"
+        return f"http://{reachable_host(self.config.host)}:{self.fence_port}"
 
     @property
     def base_url(self) -> str:
-        return f"http://{self.config.host}:{self.port}/v1"
+        return f"http://{reachable_host(self.config.host)}:{self.port}/v1"
 
     def session_url(self, session_id: str) -> str:
         return f"http://{self.config.host}:{self.port}/sessions/{session_id}/v1"

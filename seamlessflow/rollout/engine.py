@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import psutil
 
-from seamlessflow.ports import free_port
+from seamlessflow.ports import free_port, reachable_host
 from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
 
 
@@ -50,7 +50,7 @@ class EngineProcess:
 
     @property
     def url(self) -> str:
-        return f"http://{self.options.host}:{self.port}"
+        return f"http://{reachable_host(self.options.host)}:{self.port}"
 
     @property
     def pid(self) -> int | None:

@@ -5,7 +5,8 @@ Each actor asks Ray for the spec's resources (CPUs, GPUs, memory, custom resourc
 gets `max_restarts` from its restart policy, so placement and the restart of a lost actor are Ray's; nothing
 here places or restarts anything by hand. Before any actor starts, every spec is checked against the nodes
 Ray reports: a request no node can give is an error naming the service, what it asked for and what each node
-has, never a wait. The embedded broker is pinned to the driver's node (its files were prepared there).
+has, never a wait. The embedded broker is pinned to the driver's node (its files were prepared there), and so
+are the proxy and the dashboard unless configured elsewhere (agents and users reach them where `up` said).
 `state.json` in the run directory records the address and namespace, so `status` and `down` find the actors.
 """
 
@@ -22,6 +23,7 @@ from typing import Any
 from seamlessflow.stack.supervisor import ServiceSpec, ServiceState, StartupFailed, await_ready
 
 NAMESPACE_PREFIX = "seamlessflow-"
+ON_THE_DRIVERS_NODE = ("broker", "proxy", "dashboard")
 
 
 class PlacementError(RuntimeError):
@@ -86,7 +88,7 @@ class RayPlacement:
     """Places specs as actors; the same `Placement` interface as the local `Supervisor`."""
 
     def __init__(self, address: str, namespace: str, run_dir: Path, node_dir: str, config: Path | None = None,
-                 grace_s: float = 10.0, say: Callable[[str], None] = print):
+                 grace_s: float = 10.0, say: Callable[[str], None] = print, keep: dict | None = None):
         self.address, self.namespace, self.run_dir, self.node_dir = address, namespace, run_dir, node_dir
         self.config, self.grace_s, self.say = config, grace_s, say
         self.info: dict[str, str] = {"ray": f"{address} (namespace {namespace})"}
@@ -94,19 +96,47 @@ class RayPlacement:
         self.states: dict[str, ServiceState] = {}
         self.actors: dict[str, Any] = {}
         self.driver_ip = ""
+        # the process `down` signals: a foreground `up`'s, kept when another process adds services (`scale`)
+        self.supervisor_pid = (keep or {}).get("supervisor_pid") or os.getpid()
         connect(address, namespace)
         import ray
 
         self.driver_ip = ray.util.get_node_ip_address()
         run_dir.mkdir(parents=True, exist_ok=True)
+        if keep is not None:
+            self._adopt(keep)
         self.write_state()
+
+    @classmethod
+    def attach(cls, state: dict, run_dir: Path, node_dir: str, config: Path, grace_s: float = 10.0,
+               say: Callable[[str], None] = print) -> RayPlacement:
+        """The placement of a stack already running (`state`: its state.json), to start more services in it
+        (`scale`); what it records keeps every service listed there."""
+        placement = state["placement"]
+        return cls(placement["address"], placement["namespace"], run_dir, node_dir, config, grace_s, say, keep=state)
+
+    def _adopt(self, state: dict) -> None:
+        """Takes over the services a state file lists (started by another `up` or `scale`)."""
+        import ray
+
+        self.info.update(state.get("info") or {})
+        self.ready = bool(state.get("ready"))
+        for name, recorded in (state.get("services") or {}).items():
+            if name in self.actors:
+                continue
+            try:
+                self.actors[name] = ray.get_actor(name, namespace=self.namespace)
+            except ValueError:  # stopped meanwhile
+                continue
+            self.states[name] = state_of(recorded)
 
     def check_all(self, specs: list[ServiceSpec]) -> None:
         check_feasible([self._pinned(spec) for spec in specs], node_table())
 
     def _pinned(self, spec: ServiceSpec) -> ServiceSpec:
-        """The broker runs where its files are: the driver's node."""
-        if spec.role == "broker" and not spec.resources.node:
+        """The broker runs where its files are, and the proxy and the dashboard where `up` printed them: the
+        driver's node, unless `cluster.resources` names another."""
+        if spec.role in ON_THE_DRIVERS_NODE and not spec.resources.node:
             import dataclasses
 
             resources = dataclasses.replace(spec.resources, node=f"node:{self.driver_ip}")
@@ -163,9 +193,19 @@ class RayPlacement:
         self.states[name] = state_of(info)
 
     def check(self) -> None:
+        """Refreshes every service's state, those another process added (`scale`) included."""
+        from seamlessflow.stack.supervisor import read_state
+
+        self._adopt_added(read_state(self.run_dir) or {})
         for name in self.actors:
             self._refresh(name)
         self.write_state()
+
+    def _adopt_added(self, state: dict) -> None:
+        known = set(self.actors)
+        added = {name: svc for name, svc in (state.get("services") or {}).items() if name not in known}
+        if added:
+            self._adopt({"services": added, "info": {}, "ready": self.ready})
 
     def stop_all(self) -> None:
         stop_actors(self.namespace, list(reversed(self.actors)), self.grace_s)
@@ -176,7 +216,7 @@ class RayPlacement:
     def write_state(self) -> None:
         from dataclasses import asdict
 
-        data = {"supervisor_pid": os.getpid(), "ready": self.ready, "stopping": False, "info": self.info,
+        data = {"supervisor_pid": self.supervisor_pid, "ready": self.ready, "stopping": False, "info": self.info,
                 "placement": {"engine": "ray", "address": self.address, "namespace": self.namespace},
                 "services": {name: asdict(state) for name, state in self.states.items()}}
         tmp = self.run_dir / "state.tmp"

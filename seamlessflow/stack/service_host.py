@@ -25,6 +25,7 @@ from typing import Any
 
 import yaml
 
+from seamlessflow.ports import NODE_ADDRESS_ENV
 from seamlessflow.stack.supervisor import HEALTHY_AFTER_S, STACK_ENV, stop_tree
 
 PR_SET_PDEATHSIG = 1
@@ -54,6 +55,7 @@ class ServiceHost:
         self.name, self.env, self.ready = name, env, ready
         self.max_restarts, self.max_backoff_s = max_restarts, max_backoff_s
         self.node_id = ray.get_runtime_context().get_node_id()
+        self.node_ip = ray.util.get_node_ip_address()
         self.dir = Path(node_dir) / self.node_id[:12]
         self.argv = node_command(argv, self._write_config(config_yaml))
         self.log = self.dir / "logs" / f"{name}.log"
@@ -80,10 +82,15 @@ class ServiceHost:
     def _spawn(self) -> None:
         with open(self.log, "ab", buffering=0) as log:
             log.write(f"\n--- start {time.strftime('%Y-%m-%d %H:%M:%S')}: {' '.join(self.argv)}\n".encode())
-            self.proc = subprocess.Popen(self.argv, env={**os.environ, **self.env, STACK_ENV: str(self.dir)},
+            self.proc = subprocess.Popen(self.argv, env=self._environment(),
                                          stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                          start_new_session=True, preexec_fn=_die_with_parent)
         self.state, self.started_at, self.exit_code = "running", time.time(), None
+
+    def _environment(self) -> dict[str, str]:
+        """The service's environment: where its stack's files are, and the address other nodes reach it at
+        (what it announces for a server it binds to every address: `ports.reachable_host`)."""
+        return {**os.environ, **self.env, STACK_ENV: str(self.dir), NODE_ADDRESS_ENV: self.node_ip}
 
     def _watch(self) -> None:
         try:
@@ -114,12 +121,10 @@ class ServiceHost:
 
     def info(self) -> dict:
         """Where and how the service runs now (what `status` shows)."""
-        import ray
-
         return {"name": self.name, "pid": self.proc.pid if self.proc else None, "state": self.state,
                 "restarts": self.restarts, "exit_code": self.exit_code, "started_at": self.started_at,
                 "log": str(self.log), "host": socket.gethostname(), "node_id": self.node_id,
-                "node_ip": ray.util.get_node_ip_address(), "data_dir": str(self.dir / "data")}
+                "node_ip": self.node_ip, "data_dir": str(self.dir / "data")}
 
     def awaiting(self) -> str:
         """The spec's readiness check, run here: `127.0.0.1:port` means this node's port."""

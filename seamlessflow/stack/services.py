@@ -202,13 +202,7 @@ def agent_pool_service(settings: Settings, pool: dict) -> ServiceSpec:
 def with_stack_defaults(settings: Settings) -> Settings:
     """The embedded default's services (infra/stack-defaults.yaml) under whatever the user configured."""
     defaults = yaml.safe_load(STACK_DEFAULTS.read_text()) or {}
-    merged = Settings.model_validate(_deep_merge(defaults, settings.model_dump(exclude_unset=True)))
-    if enabled(merged, "trainer") and not merged.section("trainer").get("model_path"):
-        from seamlessflow.rollout.options import RolloutOptions  # the trainer trains what the engines serve
-
-        model = RolloutOptions.from_settings(merged).model_dir(merged).resolve()
-        merged = merged.with_overrides(trainer={"model_path": str(model)})
-    return merged
+    return Settings.model_validate(_deep_merge(defaults, settings.model_dump(exclude_unset=True)))
 
 
 def prepare_model(settings: Settings, log) -> None:

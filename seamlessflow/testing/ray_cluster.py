@@ -17,6 +17,7 @@ import json
 import os
 import secrets
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
@@ -50,9 +51,49 @@ class RayCluster:
     bridge: str
     root: Path
     _links: list[str] = field(default_factory=list)
+    tag: str = ""
+    node_dir: Path | None = None
+    net: ipaddress.IPv4Network | None = None
 
     def node(self, name: str) -> RayNode:
         return next(n for n in self.nodes if n.name == name)
+
+    def kill_node(self, name: str) -> list[int]:
+        """kill -9 of everything the node runs (every process in its network namespace: Ray's and what Ray
+        started), as when a machine is lost. Returns the pids killed."""
+        node = self.node(name)
+        assert node.netns, "the head runs in this machine's namespace: kill a worker node"
+        pids = [int(p) for p in subprocess.run(["ip", "netns", "pids", node.netns], capture_output=True,
+                                               text=True).stdout.split()]
+        for pid in pids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        if node.proc is not None:
+            node.proc.wait(30)
+        wait_until(lambda: alive_nodes(self.address) == len(self.nodes) - 1, 180, f"Ray to see {name} dead",
+                   every_s=1)
+        return pids
+
+    def start_node(self, name: str) -> RayNode:
+        """Starts the named node again (after `kill_node`), or a new worker node in a namespace of its own
+        with the custom resource `name`; waits until Ray counts it alive."""
+        known = [n for n in self.nodes if n.name == name]
+        if known:
+            node = known[0]
+        else:
+            index = len(self.nodes) - 1
+            assert self.net is not None
+            ip = str(self.net.network_address + index + 2)
+            netns = _add_namespace(self.tag, self.bridge, index, ip)
+            self._links.append(netns)
+            node = RayNode(name, ip, self.root / chr(ord("b") + index), netns)
+            self.nodes.append(node)
+        node.proc = _start_node(node, self.address, 0, self.node_dir)
+        wait_until(lambda: alive_nodes(self.address) == len(self.nodes), 180, f"{name} to join the Ray cluster",
+                   every_s=1, alive=[node.proc])
+        return node
 
 
 def _ip(*args: str) -> None:
@@ -68,34 +109,46 @@ def _free_subnet() -> ipaddress.IPv4Network:
             return net
 
 
-def _make_network(tag: str, count: int) -> tuple[str, list[str], list[str]]:
+def _make_network(tag: str, count: int) -> tuple[str, list[str], list[str], ipaddress.IPv4Network]:
     """A bridge holding the first address, and `count` namespaces each with one veth end on the bridge.
-    Returns (bridge, namespaces, addresses: the bridge's first, then one per namespace)."""
+    Returns (bridge, namespaces, addresses: the bridge's first, then one per namespace, the subnet)."""
     net = _free_subnet()
     hosts = [str(net.network_address + i) for i in range(1, count + 2)]
     bridge = f"sfbr{tag}"
     _ip("link", "add", bridge, "type", "bridge")
     _ip("addr", "add", f"{hosts[0]}/24", "dev", bridge)
     _ip("link", "set", bridge, "up")
-    spaces = []
-    for i in range(count):
-        ns, outer, inner = f"sf{tag}n{i}", f"sfv{tag}{i}", f"sfp{tag}{i}"
-        _ip("netns", "add", ns)
-        spaces.append(ns)
-        _ip("link", "add", outer, "type", "veth", "peer", "name", inner)
-        _ip("link", "set", inner, "netns", ns)
-        _ip("link", "set", outer, "master", bridge)
-        _ip("link", "set", outer, "up")
-        _ip("netns", "exec", ns, "ip", "addr", "add", f"{hosts[i + 1]}/24", "dev", inner)
-        _ip("netns", "exec", ns, "ip", "link", "set", inner, "up")
-        _ip("netns", "exec", ns, "ip", "link", "set", "lo", "up")
-    return bridge, spaces, hosts
+    return bridge, [_add_namespace(tag, bridge, i, hosts[i + 1]) for i in range(count)], hosts, net
 
 
-def _start_node(node: RayNode, head: str | None, port: int) -> subprocess.Popen:
+def _add_namespace(tag: str, bridge: str, index: int, ip: str) -> str:
+    """A network namespace with one veth end on `bridge`, at `ip`."""
+    ns, outer, inner = f"sf{tag}n{index}", f"sfv{tag}{index}", f"sfp{tag}{index}"
+    _ip("netns", "add", ns)
+    _ip("link", "add", outer, "type", "veth", "peer", "name", inner)
+    _ip("link", "set", inner, "netns", ns)
+    _ip("link", "set", outer, "master", bridge)
+    _ip("link", "set", outer, "up")
+    _ip("netns", "exec", ns, "ip", "addr", "add", f"{ip}/24", "dev", inner)
+    _ip("netns", "exec", ns, "ip", "link", "set", inner, "up")
+    _ip("netns", "exec", ns, "ip", "link", "set", "lo", "up")
+    return ns
+
+
+def private_view(node_dir: Path, node: str) -> Path:
+    """Where node `node`'s own view of `node_dir` lives on this machine (see `ray_cluster`'s `node_dir`)."""
+    return node_dir.with_name(f"{node_dir.name}.{node}")
+
+
+def _start_node(node: RayNode, head: str | None, port: int, node_dir: Path | None = None) -> subprocess.Popen:
     argv = [RAY, "start", "--block", f"--node-ip-address={node.ip}", "--num-cpus=1", "--disable-usage-stats",
             f"--resources={json.dumps({node.name: 1})}", f"--temp-dir={node.temp_dir}"]
     argv += [f"--address={head}"] if head else ["--head", f"--port={port}", "--include-dashboard=false"]
+    if node.netns and node_dir is not None:  # `ip netns exec` runs in a mount namespace of its own
+        own = private_view(node_dir, node.name)
+        own.mkdir(parents=True, exist_ok=True)
+        node_dir.mkdir(parents=True, exist_ok=True)
+        argv = ["sh", "-c", 'mount --bind "$1" "$2" && shift 2 && exec "$@"', "sh", str(own), str(node_dir), *argv]
     if node.netns:
         argv = ["ip", "netns", "exec", node.netns, *argv]
     node.temp_dir.mkdir(parents=True, exist_ok=True)
@@ -120,23 +173,28 @@ def alive_nodes(address: str) -> int:
 
 
 @contextmanager
-def ray_cluster(names: tuple[str, ...] = ("node_a", "node_b", "node_c")) -> Iterator[RayCluster]:
+def ray_cluster(names: tuple[str, ...] = ("node_a", "node_b", "node_c"),
+                node_dir: Path | None = None) -> Iterator[RayCluster]:
     """Starts a head (`names[0]`, on the bridge's address) and one worker per further name, each in its own
-    namespace; waits until all are alive; stops and removes everything on the way out."""
+    namespace; waits until all are alive; stops and removes everything on the way out.
+
+    `node_dir` (the stack's `cluster.node_data_dir`): each worker node sees its own directory there (a bind
+    mount of `private_view(node_dir, name)` in its mount namespace), the head this machine's: no node sees
+    another's files, as on separate machines, while the test still reads every node's from outside."""
     tag = secrets.token_hex(2)
     # a short root of its own: Ray's unix sockets live under each temp dir (107 bytes at most; a pytest tmp_path
     # is too long), and nothing of one node's is in another's directory
     root = Path(tempfile.mkdtemp(prefix=f"sfray{tag}-", dir="/tmp"))
-    bridge, spaces, hosts = _make_network(tag, len(names) - 1)
+    bridge, spaces, hosts, net = _make_network(tag, len(names) - 1)
     nodes = [RayNode(names[0], hosts[0], root / "a")]
     nodes += [RayNode(name, hosts[i + 1], root / chr(ord("b") + i), spaces[i]) for i, name in enumerate(names[1:])]
-    cluster = RayCluster(f"{hosts[0]}:{free_port_block(1)}", nodes, bridge, root, spaces)
+    cluster = RayCluster(f"{hosts[0]}:{free_port_block(1)}", nodes, bridge, root, spaces, tag, node_dir, net)
     try:
         port = int(cluster.address.rsplit(":", 1)[1])
-        nodes[0].proc = _start_node(nodes[0], None, port)
+        nodes[0].proc = _start_node(nodes[0], None, port, node_dir)
         wait_until(lambda: alive_nodes(cluster.address) >= 1, 120, "the Ray head", every_s=1, alive=[nodes[0].proc])
         for node in nodes[1:]:
-            node.proc = _start_node(node, cluster.address, port)
+            node.proc = _start_node(node, cluster.address, port, node_dir)
         wait_until(lambda: alive_nodes(cluster.address) == len(nodes), 180, f"{len(nodes)} Ray nodes alive",
                    every_s=1, alive=[n.proc for n in nodes if n.proc])
         yield cluster

@@ -96,7 +96,7 @@ class Trainer:
 
     def __init__(self, settings: Settings, config: TrainerOptions | None = None, engine: PolicyEngine | None = None):
         self.settings = settings
-        self.config = config or TrainerOptions.from_settings(settings)
+        self.config = config or TrainerOptions.from_settings(settings).with_model(settings)
         self.topics = Topics(settings)
         self.codec = codec_for(settings)
         self.work = self.config.work_dir(settings)
@@ -455,7 +455,7 @@ def _fmt(values: dict) -> str:
 def start_rank(settings: Settings) -> Trainer | Follower:
     """This rank's part of the trainer group: the leader's loop on rank 0, a follower's on the others (each
     has `run()`; the leader stops when its `stopping` is set, the followers when the leader orders it)."""
-    config = TrainerOptions.from_settings(settings)
+    config = TrainerOptions.from_settings(settings).with_model(settings)
     engine = policy_engine(config)
     if not engine.ranks.leader:
         return Follower(engine, config.checkpoint_dir(settings), checkpoint_store(config))

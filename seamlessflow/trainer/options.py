@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import json
+import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -14,6 +15,7 @@ from seamlessflow.core.batching import TRAINABLE_STATUSES, BatchConfig, Stalenes
 from seamlessflow.core.episodes import TrajectoryStatus
 from seamlessflow.core.losses import PolicyLossConfig
 from seamlessflow.core.turn_advantages import AdvantageRule
+from seamlessflow.ports import NODE_ADDRESS_ENV
 
 if TYPE_CHECKING:
     from seamlessflow.trainer.engine import MemoryOptions
@@ -34,7 +36,7 @@ class TrainerOptions(BaseModel):
 
     enabled: bool = False
     resource_id: str = "trainer-0"
-    model_path: str = ""  # HF directory, the same the rollout engines serve
+    model_path: str = ""  # HF directory; empty: what the rollout engines serve, found (or built) on this node
     deepspeed: str | dict[str, Any] = str(DEEPSPEED_CONFIGS / "cpu_zero1.json")
     consumer_group: str | None = None  # default "<topic_prefix>.<team>.<run>.trainer"
     initial_role: Literal["train", "idle"] = "train"
@@ -141,8 +143,23 @@ class TrainerOptions(BaseModel):
                              self.activation_checkpointing, self.offload_reference, self.attn_implementation,
                              self.tree)
 
+    def with_model(self, settings: Settings) -> TrainerOptions:
+        """With `model_path` filled: an empty one is what the engines serve (`rollout.model`, else the tiny
+        model in this node's data_dir): the trainer trains the engines' model, and no path is shared."""
+        if self.model_path:
+            return self
+        from seamlessflow.rollout.options import RolloutOptions
+
+        model = RolloutOptions.from_settings(settings).model_dir(settings).resolve()
+        return self.model_copy(update={"model_path": str(model)})
+
     def advertised_weights_host(self) -> str:
-        return self.weights_host or self.transfer_host
+        """`weights_host`, else `transfer_host`; a loopback one under a placement that spreads the stack over
+        hosts (Ray) becomes this node's address, so engines elsewhere fetch versions over HTTP unasked."""
+        host = self.weights_host or self.transfer_host
+        if _loopback(host) and os.environ.get(NODE_ADDRESS_ENV):
+            return os.environ[NODE_ADDRESS_ENV]
+        return host
 
     def serves_weights(self) -> bool:
         """Whether the leader serves its version directories over HTTP (see `serve_weights`)."""

@@ -18,7 +18,12 @@ from seamlessflow.trainer.options import TrainerOptions
 
 def start_ranks(settings: Settings, args: argparse.Namespace) -> None:
     """Several ranks: this process becomes torch's launcher (the ranks read the same file or inherit
-    SEAMLESSFLOW_CONFIG)."""
+    SEAMLESSFLOW_CONFIG). Before that, once per node, the model the engines serve is found or built here when
+    no `trainer.model_path` names one (on another host than `up`'s, nothing of its data_dir is here)."""
+    if not under_launcher() and not TrainerOptions.from_settings(settings).model_path:
+        from seamlessflow.rollout.launch import ensure_model
+
+        ensure_model(settings)
     argv = None if under_launcher() else launcher_argv(TrainerOptions.from_settings(settings), args.config)
     if argv is not None:
         os.execv(argv[0], argv)

@@ -1,5 +1,5 @@
 """The worker `seamlessflow agent run` and `python -m services.agents` both build (`agents.start`): the
-team's key comes from the option or the key file, and a missing one is a usage error naming the file."""
+team's key comes from the option, the key file or the config's `team_keys`, and a missing one is a usage error naming the file."""
 
 from __future__ import annotations
 
@@ -20,6 +20,8 @@ def test_the_key_is_the_option_else_the_team_key_file(tmp_path):
     assert team_key(settings, "red", None) == "stored"
     with pytest.raises(NoTeamKey, match="blue.key"):
         team_key(settings, "blue", None)
+    # a pool on another host than `up`'s: the key travels in the config
+    assert team_key(settings.with_overrides(team_keys={"blue": "travelled"}), "blue", None) == "travelled"
 
 
 def test_options_override_the_agents_section(tmp_path):

