@@ -64,10 +64,14 @@ def check_feasible(specs: list[ServiceSpec], nodes: list[dict[str, Any]]) -> Non
     once is Ray's to decide, and a service that must wait for a busy node is shown as waiting)."""
     for spec in specs:
         wanted = spec.resources.wanted()
-        if not any(all(node["resources"].get(k, 0.0) >= v for k, v in wanted.items()) for node in nodes):
+        fitting = sum(all(node["resources"].get(k, 0.0) >= v for k, v in wanted.items()) for node in nodes)
+        if fitting < spec.gang:
             have = "; ".join(f"{n['ip']}: {_words(n['resources'])}" for n in nodes) or "no alive node"
-            raise PlacementError(f"{spec.name} asks for {_words(wanted)}, which no node of the cluster has "
-                                 f"({have})")
+            if spec.gang == 1:
+                raise PlacementError(f"{spec.name} asks for {_words(wanted)}, which no node of the cluster has "
+                                     f"({have})")
+            raise PlacementError(f"{spec.name} asks for {_words(wanted)} on each of {spec.gang} nodes, which only "
+                                 f"{fitting} node(s) of the cluster have ({have})")
 
 
 def _words(resources: dict[str, float]) -> str:
@@ -144,22 +148,48 @@ class RayPlacement:
         return spec
 
     def start(self, spec: ServiceSpec) -> None:
-        """Starts the service's actor (after checking that some node can hold it) and awaits its readiness."""
+        """Starts the service's actor (after checking that some node can hold it) and awaits its readiness; a
+        gang's members all start in their reserved bundles before any is awaited (`ray_gang`)."""
+        if spec.gang > 1:
+            self._start_gang(spec)
+            return
+        spec = self._pinned(spec)
+        check_feasible([spec], node_table())
+        self._launch(spec, {})
+        self._await(spec, self._travelling_ready(spec) is not None)
+        self.write_state()
+
+    def _start_gang(self, spec: ServiceSpec) -> None:
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        from seamlessflow.stack import ray_gang
+
+        group, addresses = ray_gang.reserve(spec, node_table())
+        members = ray_gang.members(spec, addresses)
+        for index, member in enumerate(members):
+            self._launch(member, {"scheduling_strategy": PlacementGroupSchedulingStrategy(group, index)})
+        for member in members:
+            self._await(member, self._travelling_ready(member) is not None)
+        self.write_state()
+
+    def _launch(self, spec: ServiceSpec, options: dict[str, Any]) -> None:
+        """Creates the service's actor (which starts its process) and lists it before any wait: a `down`
+        during the start stops it too."""
         import ray
 
         from seamlessflow.stack.service_host import ServiceHost
 
-        spec = self._pinned(spec)
-        check_feasible([spec], node_table())
         config = self.config.read_text() if self.config and "--config" in spec.argv else None
-        ready = spec.ready if _travels(spec.ready) else None
-        host = ray.remote(ServiceHost).options(**actor_options(spec, self.namespace))
+        host = ray.remote(ServiceHost).options(**actor_options(spec, self.namespace), **options)
         self.actors[spec.name] = host.remote(spec.name, spec.argv, spec.env, config, self.node_dir,
-                                             spec.restart.max_restarts, spec.restart.max_backoff_s, ready)
+                                             spec.restart.max_restarts, spec.restart.max_backoff_s,
+                                             self._travelling_ready(spec))
         self.states[spec.name] = ServiceState(spec.name, state="starting")
-        self.write_state()  # listed before any wait: a `down` during the start stops it too
-        self._await(spec, ready is not None)
         self.write_state()
+
+    @staticmethod
+    def _travelling_ready(spec: ServiceSpec) -> Any:
+        return spec.ready if _travels(spec.ready) else None
 
     def _await(self, spec: ServiceSpec, on_node: bool) -> None:
         """Waits for the actor to run its process, then for the readiness check (on the service's node when
@@ -260,6 +290,9 @@ def stop_actors(namespace: str, names: list[str] | None = None, grace_s: float =
         except Exception:  # a dead or unreachable actor: killing it takes its process (parent-death signal)
             pass
         ray.kill(actor, no_restart=True)
+    from seamlessflow.stack import ray_gang
+
+    ray_gang.release(names)
     return names
 
 

@@ -180,14 +180,17 @@ def proxy_services(proxy, settings: Settings) -> list[ServiceSpec]:
 def trainer_service(settings: Settings) -> ServiceSpec:
     """One supervised service whatever the ranks: with `trainer.ranks` > 1 (or several nodes) it is torch's
     launcher, which starts the ranks and takes them all down when one fails, so the supervisor restarts
-    the group as a whole (`seamlessflow.trainer.launch`)."""
+    the group as a whole (`seamlessflow.trainer.launch`). With `nnodes` > 1 it is a gang: Ray places one
+    member per node (`ray_placement`); the local supervisor runs this node's member."""
     from seamlessflow.trainer.launch import launcher_argv
     from seamlessflow.trainer.options import TrainerOptions
 
     spec = python_service(settings, "trainer")
-    argv = launcher_argv(TrainerOptions.from_settings(settings), config_path(settings))
+    options = TrainerOptions.from_settings(settings)
+    argv = launcher_argv(options, config_path(settings))
     if argv is not None:
         spec.argv = argv
+    spec.gang = options.nnodes
     return spec
 
 

@@ -51,6 +51,9 @@ class ServiceSpec:
     resources: Resources = field(default_factory=Resources)
     replicas: int = 1
     restart: RestartPolicy = field(default_factory=RestartPolicy)
+    # members on distinct nodes that only work together (a multi-node trainer: one launcher per node), placed
+    # all or none by a placement that spans nodes; on one machine this process is one member (`node_rank`)
+    gang: int = 1
 
 
 @dataclass

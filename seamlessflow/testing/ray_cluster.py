@@ -42,6 +42,8 @@ class RayNode:
     temp_dir: Path
     netns: str | None = None  # None: this machine's own namespace
     proc: subprocess.Popen | None = None
+    cpus: int = 1
+    resources: dict[str, float] = field(default_factory=dict)  # custom resources beside its name's
 
 
 @dataclass
@@ -63,6 +65,7 @@ class RayCluster:
         started), as when a machine is lost. Returns the pids killed."""
         node = self.node(name)
         assert node.netns, "the head runs in this machine's namespace: kill a worker node"
+        alive = alive_nodes(self.address)
         pids = [int(p) for p in subprocess.run(["ip", "netns", "pids", node.netns], capture_output=True,
                                                text=True).stdout.split()]
         for pid in pids:
@@ -72,13 +75,13 @@ class RayCluster:
                 pass
         if node.proc is not None:
             node.proc.wait(30)
-        wait_until(lambda: alive_nodes(self.address) == len(self.nodes) - 1, 180, f"Ray to see {name} dead",
-                   every_s=1)
+        wait_until(lambda: alive_nodes(self.address) == alive - 1, 180, f"Ray to see {name} dead", every_s=1)
         return pids
 
-    def start_node(self, name: str) -> RayNode:
+    def start_node(self, name: str, cpus: int = 1, resources: dict[str, float] | None = None) -> RayNode:
         """Starts the named node again (after `kill_node`), or a new worker node in a namespace of its own
-        with the custom resource `name`; waits until Ray counts it alive."""
+        with the custom resource `name` (and `resources`); waits until Ray counts it alive."""
+        alive = alive_nodes(self.address)
         known = [n for n in self.nodes if n.name == name]
         if known:
             node = known[0]
@@ -88,10 +91,10 @@ class RayCluster:
             ip = str(self.net.network_address + index + 2)
             netns = _add_namespace(self.tag, self.bridge, index, ip)
             self._links.append(netns)
-            node = RayNode(name, ip, self.root / chr(ord("b") + index), netns)
+            node = RayNode(name, ip, self.root / chr(ord("b") + index), netns, cpus=cpus, resources=resources or {})
             self.nodes.append(node)
         node.proc = _start_node(node, self.address, 0, self.node_dir)
-        wait_until(lambda: alive_nodes(self.address) == len(self.nodes), 180, f"{name} to join the Ray cluster",
+        wait_until(lambda: alive_nodes(self.address) == alive + 1, 180, f"{name} to join the Ray cluster",
                    every_s=1, alive=[node.proc])
         return node
 
@@ -141,8 +144,9 @@ def private_view(node_dir: Path, node: str) -> Path:
 
 
 def _start_node(node: RayNode, head: str | None, port: int, node_dir: Path | None = None) -> subprocess.Popen:
-    argv = [RAY, "start", "--block", f"--node-ip-address={node.ip}", "--num-cpus=1", "--disable-usage-stats",
-            f"--resources={json.dumps({node.name: 1})}", f"--temp-dir={node.temp_dir}"]
+    argv = [RAY, "start", "--block", f"--node-ip-address={node.ip}", f"--num-cpus={node.cpus}",
+            "--disable-usage-stats", f"--resources={json.dumps({node.name: 1, **node.resources})}",
+            f"--temp-dir={node.temp_dir}"]
     argv += [f"--address={head}"] if head else ["--head", f"--port={port}", "--include-dashboard=false"]
     if node.netns and node_dir is not None:  # `ip netns exec` runs in a mount namespace of its own
         own = private_view(node_dir, node.name)
@@ -173,14 +177,16 @@ def alive_nodes(address: str) -> int:
 
 
 @contextmanager
-def ray_cluster(names: tuple[str, ...] = ("node_a", "node_b", "node_c"),
-                node_dir: Path | None = None) -> Iterator[RayCluster]:
+def ray_cluster(names: tuple[str, ...] = ("node_a", "node_b", "node_c"), node_dir: Path | None = None,
+                cpus: dict[str, int] | None = None,
+                resources: dict[str, dict[str, float]] | None = None) -> Iterator[RayCluster]:
     """Starts a head (`names[0]`, on the bridge's address) and one worker per further name, each in its own
     namespace; waits until all are alive; stops and removes everything on the way out.
 
     `node_dir` (the stack's `cluster.node_data_dir`): each worker node sees its own directory there (a bind
     mount of `private_view(node_dir, name)` in its mount namespace), the head this machine's: no node sees
-    another's files, as on separate machines, while the test still reads every node's from outside."""
+    another's files, as on separate machines, while the test still reads every node's from outside. `cpus` and
+    `resources` (by node name): its CPU count (default 1) and custom resources beside its name."""
     tag = secrets.token_hex(2)
     # a short root of its own: Ray's unix sockets live under each temp dir (107 bytes at most; a pytest tmp_path
     # is too long), and nothing of one node's is in another's directory
@@ -188,6 +194,9 @@ def ray_cluster(names: tuple[str, ...] = ("node_a", "node_b", "node_c"),
     bridge, spaces, hosts, net = _make_network(tag, len(names) - 1)
     nodes = [RayNode(names[0], hosts[0], root / "a")]
     nodes += [RayNode(name, hosts[i + 1], root / chr(ord("b") + i), spaces[i]) for i, name in enumerate(names[1:])]
+    for node in nodes:
+        node.cpus = (cpus or {}).get(node.name, 1)
+        node.resources = (resources or {}).get(node.name, {})
     cluster = RayCluster(f"{hosts[0]}:{free_port_block(1)}", nodes, bridge, root, spaces, tag, node_dir, net)
     try:
         port = int(cluster.address.rsplit(":", 1)[1])

