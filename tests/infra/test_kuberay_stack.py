@@ -51,31 +51,32 @@ def entrypoint_settings(tmp_path: Path, monkeypatch) -> Settings:
 
 
 @pytest.fixture
-def settings(tmp_path, monkeypatch) -> Settings:
+def stack(tmp_path, monkeypatch) -> Settings:
+    """The entrypoint's settings (a name of its own: conftest's `settings` is a broker client's)."""
     return entrypoint_settings(tmp_path, monkeypatch)
 
 
-def test_the_entrypoint_starts_the_stack_on_the_ray_cluster_against_the_kafka_cluster(settings):
-    cluster = ClusterOptions.from_settings(settings)
+def test_the_entrypoint_starts_the_stack_on_the_ray_cluster_against_the_kafka_cluster(stack):
+    cluster = ClusterOptions.from_settings(stack)
     assert (cluster.engine, cluster.address) == ("ray", "seamlessflow-head-svc:6379")
-    assert settings.bootstrap_servers == "seamlessflow-kafka-bootstrap:9092" and not settings.embedded
+    assert stack.bootstrap_servers == "seamlessflow-kafka-bootstrap:9092" and not stack.embedded
 
 
-def test_every_service_accepts_its_section(settings):
+def test_every_service_accepts_its_section(stack):
     """Each service validates its own section when it starts: a key misspelt in the ConfigMap would fail on
     the cluster, minutes later, in one service's log. Here it fails now."""
-    rollout = RolloutOptions.from_settings(settings)
+    rollout = RolloutOptions.from_settings(stack)
     assert rollout.model and all(w.cpus is None and w.gpu is None for w in rollout.workers.values())
-    trainer = TrainerOptions.from_settings(settings)
+    trainer = TrainerOptions.from_settings(stack)
     deepspeed = Path(str(trainer.deepspeed))
     assert deepspeed.is_relative_to(IMAGE_HOME) and (REPO / deepspeed.relative_to(IMAGE_HOME)).is_file()
-    ProxyOptions.model_validate(settings.section("proxy"))
-    AssemblerOptions.from_settings(settings)
-    AgentOptions.from_settings(settings)
-    EvalOptions.from_settings(settings)
-    TrackingOptions.model_validate(settings.section("tracking"))
-    scheduler_options(settings)
-    manager_options(settings)
+    ProxyOptions.model_validate(stack.section("proxy"))
+    AssemblerOptions.from_settings(stack)
+    AgentOptions.from_settings(stack)
+    EvalOptions.from_settings(stack)
+    TrackingOptions.model_validate(stack.section("tracking"))
+    scheduler_options(stack)
+    manager_options(stack)
 
 
 def test_the_pods_environment_gives_engines_and_trainer_their_own_address(tmp_path):
@@ -98,17 +99,17 @@ def _specs(settings: Settings) -> list[ServiceSpec]:
     return expand_replicas(app_services(settings))
 
 
-def test_the_stack_is_every_service_of_the_loop(settings):
-    names = sorted(spec.name for spec in _specs(settings))
+def test_the_stack_is_every_service_of_the_loop(stack):
+    names = sorted(spec.name for spec in _specs(stack))
     assert names == sorted(["assembler", "tracking", "dashboard", "rollout-0", "rollout-1", "proxy-0", "proxy-1",
                             "trainer", "scheduler", "agents-default-demo-r0", "agents-default-demo-r1", "eval"])
 
 
-def test_every_service_fits_its_group_and_no_other(settings):
+def test_every_service_fits_its_group_and_no_other(stack):
     """`check_feasible`, the check `up --ray` makes before it starts anything, on the nodes each group becomes:
     a role fits its own group's pods and is refused by every other group (so Ray cannot put it elsewhere)."""
     nodes = ray_nodes(one("RayCluster"))
-    for spec in _specs(settings):
+    for spec in _specs(stack):
         home = GROUP_OF_ROLE.get(spec.role, "cpu")
         check_feasible([spec], nodes[home])
         for group, others in nodes.items():
@@ -117,13 +118,13 @@ def test_every_service_fits_its_group_and_no_other(settings):
                     check_feasible([spec], others)
 
 
-def test_the_whole_stack_fits_the_cluster_at_once(settings):
+def test_the_whole_stack_fits_the_cluster_at_once(stack):
     """`check_feasible` looks at one service at a time; this packs them all (largest first, first fit) onto the
     group's pods, each resource counted down, as Ray would have to place them together."""
     free = [{"ip": n["ip"], "resources": dict(n["resources"])}
             for group in ray_nodes(one("RayCluster")).values() for n in group]
     placed: dict[str, str] = {}
-    for spec in sorted(_specs(settings), key=lambda s: (s.resources.gpus, s.resources.cpus), reverse=True):
+    for spec in sorted(_specs(stack), key=lambda s: (s.resources.gpus, s.resources.cpus), reverse=True):
         wanted = spec.resources.wanted()
         node = next((n for n in free if all(n["resources"].get(k, 0.0) >= v for k, v in wanted.items())), None)
         assert node is not None, f"{spec.name} ({wanted}) has no room left: {free}"
