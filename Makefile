@@ -51,11 +51,17 @@ test: install lint test-deps
 # (as root, else through sudo). Playwright only drives it; it never downloads a browser.
 # The agent CLI test (tests/proxy/test_agent_clis.py) runs Codex and Claude Code from npm, installed into
 # .agent-clis/ (git ignores it; ~760 MB) when missing; the test installs them too, and skips where npm is absent.
+# The Slurm example's test (tests/infra/test_slurm_example.py) submits the batch script to a 3-node Slurm run on
+# this machine: Debian's slurm-wlm (slurmctld, slurmd, munge) and shellcheck, installed only when missing (the
+# install took under a minute here; the test starts the daemons itself, with a config of its own; it runs ~3 min
+# on 2 cores). A pytest run where they are missing skips that test, saying so.
 SUDO := $(if $(filter 0,$(shell id -u)),,sudo)
 AGENT_CLIS := @openai/codex@0.169.0 @anthropic-ai/claude-code@2.1.328
 test-deps:
 	@command -v chromium >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq chromium; }
+	@command -v sbatch >/dev/null 2>&1 && command -v shellcheck >/dev/null 2>&1 || { $(SUDO) apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends slurm-wlm shellcheck; }
 	@test -x .agent-clis/node_modules/.bin/codex -a -x .agent-clis/node_modules/.bin/claude || \
 		! command -v npm >/dev/null 2>&1 || npm install --prefix .agent-clis --no-audit --no-fund $(AGENT_CLIS)
 

@@ -150,8 +150,9 @@ class TrainerOptions(BaseModel):
             return self
         from seamlessflow.rollout.options import RolloutOptions
 
-        model = RolloutOptions.from_settings(settings).model_dir(settings).resolve()
-        return self.model_copy(update={"model_path": str(model)})
+        rollout = RolloutOptions.from_settings(settings)  # a hub name stays a name; the tiny model's dir is ours
+        model = rollout.model or str(rollout.model_dir(settings).resolve())
+        return self.model_copy(update={"model_path": model})
 
     def advertised_weights_host(self) -> str:
         """`weights_host`, else `transfer_host`; a loopback one under a placement that spreads the stack over

@@ -38,6 +38,8 @@ def test_without_a_model_path_the_trainer_trains_what_the_engines_serve_from_its
     assert TrainerOptions().with_model(settings).model_path == str(tmp_path.resolve() / "models" / "tiny")
     assert TrainerOptions().with_model(settings.with_overrides(rollout={"model": "/m/base"})).model_path == "/m/base"
     assert TrainerOptions(model_path="/m/mine").with_model(settings).model_path == "/m/mine"
+    hub = settings.with_overrides(rollout={"model": "Qwen/Qwen2.5-7B"})
+    assert TrainerOptions().with_model(hub).model_path == "Qwen/Qwen2.5-7B"  # not a path under the cwd
 
 
 def test_a_served_version_is_announced_as_http_else_as_file_and_without_files_as_nothing(tmp_path):
