@@ -16,6 +16,16 @@ NODE_ADDRESS_ENV = "SEAMLESSFLOW_NODE_ADDRESS"
 WILDCARDS = ("0.0.0.0", "::", "")
 
 
+def interface_of(address: str) -> str | None:
+    """The network interface holding `address` on this host, or None."""
+    import psutil
+
+    for name, addresses in psutil.net_if_addrs().items():
+        if any(a.family == socket.AF_INET and a.address == address for a in addresses):
+            return name
+    return None
+
+
 def reachable_host(bind_host: str) -> str:
     """The address to hand out for a server bound to `bind_host`: itself, or for a wildcard bind this node's
     address as its placement gave it (loopback on one machine). Why: a URL announced on a topic (an engine's,

@@ -18,3 +18,10 @@ def test_reachable_host(monkeypatch, bind, node, handed_out):
     else:
         monkeypatch.setenv(NODE_ADDRESS_ENV, node)
     assert reachable_host(bind) == handed_out
+
+
+def test_the_interface_of_an_address_is_found_and_an_address_not_here_has_none():
+    from seamlessflow.ports import interface_of
+
+    assert interface_of("127.0.0.1") == "lo"
+    assert interface_of("203.0.113.9") is None  # TEST-NET-3: never this host's

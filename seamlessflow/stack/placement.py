@@ -19,6 +19,7 @@ class Placement(Protocol):
     info: dict[str, str]
     ready: bool
     states: dict[str, ServiceState]
+    shares_disk: bool  # whether the services read `up`'s data_dir (else each node's own)
 
     def check_all(self, specs: list[ServiceSpec]) -> None:
         """Raises if a spec can be placed nowhere, before anything starts."""

@@ -91,6 +91,8 @@ def actor_options(spec: ServiceSpec, namespace: str) -> dict[str, Any]:
 class RayPlacement:
     """Places specs as actors; the same `Placement` interface as the local `Supervisor`."""
 
+    shares_disk = False  # each service has its own node's data_dir: what it needs is built or fetched there
+
     def __init__(self, address: str, namespace: str, run_dir: Path, node_dir: str, config: Path | None = None,
                  grace_s: float = 10.0, say: Callable[[str], None] = print, keep: dict | None = None):
         self.address, self.namespace, self.run_dir, self.node_dir = address, namespace, run_dir, node_dir

@@ -25,10 +25,11 @@ from typing import Any
 
 import yaml
 
-from seamlessflow.ports import NODE_ADDRESS_ENV
+from seamlessflow.ports import NODE_ADDRESS_ENV, interface_of
 from seamlessflow.stack.supervisor import HEALTHY_AFTER_S, STACK_ENV, stop_tree
 
 PR_SET_PDEATHSIG = 1
+GLOO_INTERFACE_ENV = "GLOO_SOCKET_IFNAME"
 
 
 def _die_with_parent() -> None:
@@ -89,8 +90,15 @@ class ServiceHost:
 
     def _environment(self) -> dict[str, str]:
         """The service's environment: where its stack's files are, and the address other nodes reach it at
-        (what it announces for a server it binds to every address: `ports.reachable_host`)."""
-        return {**os.environ, **self.env, STACK_ENV: str(self.dir), NODE_ADDRESS_ENV: self.node_ip}
+        (what it announces for a server it binds to every address: `ports.reachable_host`). gloo (a trainer
+        group's, a weight transfer's) is told the interface of that address unless the user chose one: left
+        alone it binds where the host name resolves, loopback on many machines, and peers on other nodes then
+        never connect."""
+        env = {**os.environ, **self.env, STACK_ENV: str(self.dir), NODE_ADDRESS_ENV: self.node_ip}
+        interface = interface_of(self.node_ip)
+        if interface and GLOO_INTERFACE_ENV not in env:
+            env[GLOO_INTERFACE_ENV] = interface
+        return env
 
     def _watch(self) -> None:
         try:

@@ -209,8 +209,10 @@ def with_stack_defaults(settings: Settings) -> Settings:
 
 
 def prepare_model(settings: Settings, log) -> None:
-    """Builds (or reuses) the tiny local model once, before the workers and the trainer start."""
-    if enabled(settings, "rollout") or enabled(settings, "trainer"):
+    """Builds (or reuses) the tiny local model once, before the workers and the trainer start, when one of them
+    serves or trains it (a trainer given its own `model_path` does not)."""
+    trainer_needs = enabled(settings, "trainer") and not settings.section("trainer").get("model_path")
+    if enabled(settings, "rollout") or trainer_needs:
         log(f"model: {ensure_model(settings, log)}")
 
 
@@ -228,7 +230,8 @@ def start_stack(settings: Settings, supervisor: Placement, log=print) -> None:
     supervisor.info["bootstrap_servers"] = settings.kafka_bootstrap
     supervisor.info["topic_prefix"] = settings.topic_prefix
     supervisor.info["generation"] = settings.generation
-    prepare_model(settings, log)
+    if supervisor.shares_disk:  # elsewhere each engine and trainer finds or builds it on its node
+        prepare_model(settings, log)
     if enabled(settings, "proxy"):
         from seamlessflow.proxy import ProxyOptions
 

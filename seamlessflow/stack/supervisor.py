@@ -184,6 +184,8 @@ def await_ready(spec: ServiceSpec, state: ServiceState, awaited: Awaiting, say: 
 
 
 class Supervisor:
+    shares_disk = True  # the services read this machine's data_dir
+
     def __init__(self, run_dir: Path, log_dir: Path, grace_s: float = 10.0, say: Callable[[str], None] = print):
         self.run_dir, self.log_dir, self.grace_s, self.say = run_dir, log_dir, grace_s, say
         self.specs: dict[str, ServiceSpec] = {}

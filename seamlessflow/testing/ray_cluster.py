@@ -94,7 +94,9 @@ class RayCluster:
             node = RayNode(name, ip, self.root / chr(ord("b") + index), netns, cpus=cpus, resources=resources or {})
             self.nodes.append(node)
         node.proc = _start_node(node, self.address, 0, self.node_dir)
-        wait_until(lambda: alive_nodes(self.address) == alive + 1, 180, f"{name} to join the Ray cluster",
+        log = node.temp_dir.parent / f"{node.name}.log"
+        wait_until(lambda: alive_nodes(self.address) == alive + 1, 180,
+                   lambda: f"{name} to join the Ray cluster (its log: {log.read_text(errors='replace')[-3000:]})",
                    every_s=1, alive=[node.proc])
         return node
 

@@ -117,7 +117,7 @@ def slurm_cluster(count: int = 3) -> Iterator[SlurmCluster]:
     tag = f"q{secrets.token_hex(2)}"  # "q": never one of ray_cluster's hex tags, so never its namespaces
     root = Path(tempfile.mkdtemp(prefix=f"sfsl{tag}-", dir="/tmp"))
     (root / "state").mkdir()
-    bridge, spaces, hosts = _make_network(tag, count)
+    bridge, spaces, hosts, _ = _make_network(tag, count)
     nodes = {f"sfn{i + 1}": hosts[i + 1] for i in range(count)}
     ctld, slurmd, srun = free_port_block(1), free_port_block(1), free_port_block(50)
     conf = root / "slurm.conf"
