@@ -9,9 +9,10 @@ parent's. A token's position id is its depth on its own branch (what the flat se
 attend to its ancestors and itself only. In depth-first order that rule needs no [N, N] table: j is i or an
 ancestor of i exactly when j <= i < `subtree_end[j]`, so a sparse attention backend (torch flex attention's
 block masks, on GPUs) takes it as a two-comparison `mask_mod` in O(N) memory; `ancestor_mask` spells it out
-densely for backends that need a matrix (SDPA with an additive mask, and flex attention on CPU, which has no
-backward). The logprob of a token is read from its parent's
-output (`edges`), so every sequence's per-token logprobs are gathered from one table of node logprobs
+densely (the reference the trainer's attention is tested against). The trainer attends by `segments`: the tree
+cut at its branch points into chains, each chain's tokens attending to the whole of the chains above it and
+causally to its own, so no [N, N] mask is needed (`trainer.tree_attention`). The logprob of a token is read
+from its parent's output (`edges`), so every sequence's per-token logprobs are gathered from one table of node logprobs
 (`PackedTree.sequence_index`), and a shared token that several sequences train receives the sum of their
 gradient terms, each with its own advantage, weight and mask: the same update as the flat batch.
 """
@@ -104,6 +105,54 @@ def visible(query: torch.Tensor, key: torch.Tensor, subtree_end: torch.Tensor) -
     return (key <= query) & (query < subtree_end[key])
 
 
+@dataclass(frozen=True)
+class Segment:
+    """Packed indices [`start`, `end`) of one chain of the tree (no branch point inside it but its last
+    token) and `ancestors`, the [start, end) ranges of the chains above it, root first: each of its tokens
+    sees all of those and its own chain causally."""
+
+    start: int
+    end: int
+    ancestors: tuple[tuple[int, int], ...]
+
+    @property
+    def ancestor_tokens(self) -> int:
+        return sum(end - start for start, end in self.ancestors)
+
+
+def segments(tree: PackedTree) -> list[Segment]:
+    """The tree cut at its branch points, in packed order (the segments tile [0, N)). Depth-first packing
+    puts an only child right after its parent, so a chain is contiguous; a new one starts at a root, at a
+    branch point's every child, and after a subtree ends. A GRPO group is its prompt and one segment per
+    completion; a session forked by a rewrite, its shared history and one segment per branch."""
+    children = [0] * tree.size
+    for up in tree.parent:
+        if up >= 0:
+            children[up] += 1
+    out: list[Segment] = []
+    segment_of: list[int] = []
+    for i, up in enumerate(tree.parent):
+        if up < 0 or up != i - 1 or children[up] > 1:
+            above = () if up < 0 else (*out[segment_of[up]].ancestors, (out[segment_of[up]].start, up + 1))
+            out.append(Segment(i, i + 1, above))
+        else:
+            last = out[-1]
+            out[-1] = Segment(last.start, i + 1, last.ancestors)
+        segment_of.append(len(out) - 1)
+    return out
+
+
+def attention_pairs(tree: PackedTree) -> int:
+    """(query, key) pairs the tree's attention computes by `segments`: a root chain causally (half its
+    square: the kernel skips the blocks above the diagonal), any other chain all of its ancestors and its own
+    keys under a mask (no skipping: its full L x (A + L))."""
+    total = 0
+    for seg in segments(tree):
+        length = seg.end - seg.start
+        total += length * (length + 1) // 2 if not seg.ancestors else length * (seg.ancestor_tokens + length)
+    return total
+
+
 def edges(tree: PackedTree) -> tuple[torch.Tensor, torch.Tensor]:
     """(parents, children) index pairs [E]: the logprob of child's token is read from parent's output."""
     pairs = [(up, i) for i, up in enumerate(tree.parent) if up >= 0]
@@ -124,16 +173,18 @@ def gather_sequences(node_values: torch.Tensor, tree: PackedTree, pad: float = 0
 
 
 def tree_pays(tree: PackedTree, matmul_params: int, layers: int, attention_width: int) -> bool:
-    """Whether the tree costs fewer FLOPs than the padded flat batch (why automatic: a batch with little
-    sharing is cheaper flat, because the tree's dense mask makes attention quadratic in the whole tree).
+    """Whether the tree costs fewer FLOPs than the padded flat batch (why automatic: a batch that shares
+    little is no cheaper as a tree, and its chains attend under a mask, which skips nothing).
 
     Per token the matmuls cost ~`matmul_params` multiply-adds in both layouts; attention costs ~2 * layers *
-    width per (query, key) pair it computes: N^2 for the tree (a dense mask skips nothing), rows * T_max^2
-    for the padded flat batch. Forward and backward scale both the same, so they cancel."""
+    width per (query, key) pair it computes: `attention_pairs` for the tree; for the padded flat batch
+    rows * T_max^2, or half that when every row has the same length (no padding: plain causal attention).
+    Forward and backward scale both the same, so they cancel."""
     lengths = [len(path) for path in tree.paths]
     if not lengths:
         return False
     pair_cost = 2 * layers * attention_width
-    tree_cost = matmul_params * tree.size + pair_cost * tree.size ** 2
-    flat_cost = matmul_params * sum(lengths) + pair_cost * len(lengths) * max(lengths) ** 2
+    flat_pairs = len(lengths) * max(lengths) ** 2 // (2 if min(lengths) == max(lengths) else 1)
+    tree_cost = matmul_params * tree.size + pair_cost * attention_pairs(tree)
+    flat_cost = matmul_params * sum(lengths) + pair_cost * flat_pairs
     return tree_cost < flat_cost
