@@ -129,17 +129,16 @@ def segments(tree: PackedTree) -> list[Segment]:
     for up in tree.parent:
         if up >= 0:
             children[up] += 1
-    out: list[Segment] = []
-    segment_of: list[int] = []
+    starts: list[int] = []
+    above: list[tuple[tuple[int, int], ...]] = []
+    chain_of = [0] * tree.size
     for i, up in enumerate(tree.parent):
         if up < 0 or up != i - 1 or children[up] > 1:
-            above = () if up < 0 else (*out[segment_of[up]].ancestors, (out[segment_of[up]].start, up + 1))
-            out.append(Segment(i, i + 1, above))
-        else:
-            last = out[-1]
-            out[-1] = Segment(last.start, i + 1, last.ancestors)
-        segment_of.append(len(out) - 1)
-    return out
+            above.append(() if up < 0 else (*above[chain_of[up]], (starts[chain_of[up]], up + 1)))
+            starts.append(i)
+        chain_of[i] = len(starts) - 1
+    ends = starts[1:] + [tree.size] if starts else []
+    return [Segment(start, end, ancestors) for start, end, ancestors in zip(starts, ends, above, strict=True)]
 
 
 def attention_pairs(tree: PackedTree) -> int:

@@ -74,7 +74,7 @@ def test_the_tree_attention_matters(tiny_model_dir):
     hf = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32, attn_implementation="sdpa")
     model = TokenLogprobModel(hf)
     batch = tree_batch(group_on_one_prompt())
-    one_row = replace(batch.layout, spans=[(0, batch.tree.size)], keys=[None], masks=[None])
+    one_row = replace(batch.layout, sizes=[batch.tree.size], above=[()], masks=[None])
     with torch.no_grad():
         right = model(input_ids=batch.tokens, position_ids=batch.position_ids, tree=batch.layout)
         leaky = model(input_ids=batch.tokens, position_ids=batch.position_ids, tree=one_row)
