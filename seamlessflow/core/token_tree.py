@@ -141,14 +141,16 @@ def segments(tree: PackedTree) -> list[Segment]:
     return [Segment(start, end, ancestors) for start, end, ancestors in zip(starts, ends, above, strict=True)]
 
 
-def attention_pairs(tree: PackedTree) -> int:
-    """(query, key) pairs the tree's attention computes by `segments`: a root chain causally (half its
-    square: the kernel skips the blocks above the diagonal), any other chain all of its ancestors and its own
-    keys under a mask (no skipping: its full L x (A + L))."""
+def attention_pairs(tree: PackedTree, causal_chains: bool = True) -> int:
+    """(query, key) pairs the tree's attention computes by `segments`: each chain all of its ancestors, and
+    its own tokens causally (L(L+1)/2: the trainer's merged attention on CPU) or, with ``causal_chains``
+    False, its own keys under a mask that skips nothing (L^2: one masked call per chain, elsewhere); a root
+    chain is causal either way."""
     total = 0
     for seg in segments(tree):
         length = seg.end - seg.start
-        total += length * (length + 1) // 2 if not seg.ancestors else length * (seg.ancestor_tokens + length)
+        own = length * (length + 1) // 2 if causal_chains or not seg.ancestors else length * length
+        total += length * seg.ancestor_tokens + own
     return total
 
 
@@ -171,19 +173,23 @@ def gather_sequences(node_values: torch.Tensor, tree: PackedTree, pad: float = 0
     return padded[index]  # -1 picks the pad value
 
 
-def tree_pays(tree: PackedTree, matmul_params: int, layers: int, attention_width: int) -> bool:
+def tree_pays(tree: PackedTree, matmul_params: int, layers: int, attention_width: int,
+              causal_chains: bool = True) -> bool:
     """Whether the tree costs fewer FLOPs than the padded flat batch (why automatic: a batch that shares
-    little is no cheaper as a tree, and its chains attend under a mask, which skips nothing).
+    nothing, or little with long branches under masked attention, is no cheaper as a tree).
 
     Per token the matmuls cost ~`matmul_params` multiply-adds in both layouts; attention costs ~2 * layers *
-    width per (query, key) pair it computes: `attention_pairs` for the tree; for the padded flat batch
-    rows * T_max^2, or half that when every row has the same length (no padding: plain causal attention).
-    Forward and backward scale both the same, so they cancel."""
+    width per (query, key) pair it computes: `attention_pairs` for the tree (``causal_chains``: which way it
+    attends); for the padded flat batch rows * T_max^2 (a padding mask skips nothing), or rows *
+    T(T+1)/2 when every row has the same length (no padding: plain causal attention). Forward and backward
+    scale both the same, so they cancel. With causal chains a tree never computes more pairs than the flat
+    batch, so it pays whenever it shares a token."""
     lengths = [len(path) for path in tree.paths]
     if not lengths:
         return False
     pair_cost = 2 * layers * attention_width
-    flat_pairs = len(lengths) * max(lengths) ** 2 // (2 if min(lengths) == max(lengths) else 1)
-    tree_cost = matmul_params * tree.size + pair_cost * attention_pairs(tree)
+    longest = max(lengths)
+    flat_pairs = len(lengths) * (longest * (longest + 1) // 2 if min(lengths) == longest else longest ** 2)
+    tree_cost = matmul_params * tree.size + pair_cost * attention_pairs(tree, causal_chains)
     flat_cost = matmul_params * sum(lengths) + pair_cost * flat_pairs
     return tree_cost < flat_cost

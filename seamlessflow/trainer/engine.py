@@ -243,7 +243,8 @@ class PolicyEngine:
         if not wrapped.takes_trees and options.tree:
             raise ValueError(f"trainer.tree attends by SDPA calls per branch; {model.config._attn_implementation} "
                              "attention takes no tree (use sdpa, or tree: false)")
-        self.trees = TreeChoice(options.tree if wrapped.takes_trees else False, model_shape(model))
+        self.trees = TreeChoice(options.tree if wrapped.takes_trees else False, model_shape(model),
+                                causal_chains=self.engine.device.type == "cpu")
 
     def _load_reference(self, model_path, ds_config: dict[str, Any]):
         """The frozen start model for the KL term, in the training dtype; offloaded or sharded as asked."""

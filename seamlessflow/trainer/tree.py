@@ -60,10 +60,13 @@ def tree_batch(samples: list[TrajectorySample], pad_id: int = 0) -> TreeBatch:
 class TreeChoice:
     """Whether a micro-batch trains as a tree: ``mode`` False never, True whenever something is shared, None
     (auto) where the FLOP rule says it pays (`core.token_tree.tree_pays`); ``shape`` is (matmul parameters,
-    layers, attention width) of the model, for that rule."""
+    layers, attention width) of the model, for that rule, and ``causal_chains`` whether the tree's attention
+    runs as merged attention states (on CPU: each chain causal on itself) or as a masked call per chain
+    (`trainer.tree_attention`)."""
 
     mode: bool | None
     shape: tuple[int, int, int]
+    causal_chains: bool = True
 
     @property
     def enabled(self) -> bool:
@@ -79,7 +82,8 @@ class TreeChoice:
         if not self.enabled or len(samples) < 2:
             return False
         tree = build_tree([s.tokens for s in samples])
-        return tree.size < tree.flat_size and (self.mode is not None or tree_pays(tree, *self.shape))
+        return tree.size < tree.flat_size and (self.mode is not None
+                                               or tree_pays(tree, *self.shape, self.causal_chains))
 
 
 def model_shape(model: torch.nn.Module) -> tuple[int, int, int]:

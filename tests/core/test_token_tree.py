@@ -53,9 +53,11 @@ def test_the_tree_is_chosen_only_where_it_pays():
     assert tree_pays(group, matmul_params=4_000_000, layers=4, attention_width=256)
     unshared = build_tree([[1, 2, 3], [4, 5, 6]])
     assert not tree_pays(unshared, matmul_params=4_000_000, layers=4, attention_width=256)
-    # little sharing and long sequences: the branches' masked attention costs more than the sharing saves
+    # little sharing and long branches: masked, their own keys in full cost more than the sharing saves;
+    # attended causally (merged attention states), a tree never computes more than the flat batch
     fork = build_tree([list(range(1, 1001)), list(range(1, 101)) + list(range(2000, 2900))])
-    assert not tree_pays(fork, matmul_params=1_000, layers=4, attention_width=256)
+    assert not tree_pays(fork, matmul_params=1_000, layers=4, attention_width=256, causal_chains=False)
+    assert tree_pays(fork, matmul_params=1_000, layers=4, attention_width=256)
 
 
 def test_segments_are_the_chains_between_branch_points():
@@ -63,7 +65,9 @@ def test_segments_are_the_chains_between_branch_points():
     assert segments(tree) == [Segment(0, 2, ()), Segment(2, 3, ((0, 2),)), Segment(3, 4, ((0, 2), (2, 3))),
                               Segment(4, 5, ((0, 2), (2, 3))), Segment(5, 6, ((0, 2),)), Segment(6, 8, ())]
     # roots causally (3 + 3 pairs); 3 sees 1 2 and itself; 4 and 6 see 1 2 3 and themselves; 5 sees 1 2 and itself
-    assert attention_pairs(tree) == 3 + 3 + 3 + 4 + 4 + 3
+    assert attention_pairs(tree) == 3 + 3 + 3 + 4 + 4 + 3 == attention_pairs(tree, causal_chains=False)
+    fork = build_tree([[1, 2, 3], [1, 4, 5]])  # root 1, two chains of 2 below it
+    assert (attention_pairs(fork), attention_pairs(fork, causal_chains=False)) == (1 + 2 * (2 + 3), 1 + 2 * (2 + 4))
 
 
 def test_segments_give_each_token_exactly_its_ancestors_and_itself():

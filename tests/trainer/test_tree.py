@@ -74,7 +74,7 @@ def test_the_tree_attention_matters(tiny_model_dir):
     hf = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32, attn_implementation="sdpa")
     model = TokenLogprobModel(hf)
     batch = tree_batch(group_on_one_prompt())
-    one_row = replace(batch.layout, sizes=[batch.tree.size], above=[()], masks=[None])
+    one_row = replace(batch.layout, chains=[(0, batch.tree.size)], above=[()], below=[None])
     with torch.no_grad():
         right = model(input_ids=batch.tokens, position_ids=batch.position_ids, tree=batch.layout)
         leaky = model(input_ids=batch.tokens, position_ids=batch.position_ids, tree=one_row)
@@ -133,7 +133,8 @@ def test_a_step_is_planned_by_shared_prefix_only_when_its_tree_pays():
     unshared = [sample(i, list(range(10 * i, 10 * i + 2 + 3 * i)), 1) for i in range(4)]
     assert not TreeChoice(None, (10**6, 2, 64)).pays(unshared)  # nothing shared: the length plan
     barely = [sample(i, [7] + list(range(100 * i + 1, 100 * i + 21)), 1) for i in range(4)]  # one token shared
-    assert not TreeChoice(None, (1000, 2, 64)).pays(barely)  # its masked branches cost more than the sharing saves
+    # masked (off CPU), its branches' own keys in full cost more than the sharing saves
+    assert not TreeChoice(None, (1000, 2, 64), causal_chains=False).pays(barely)
     assert TreeChoice(None, (10**6, 2, 64)).pays(group_on_one_prompt())
     assert TreeChoice(True, (1000, 2, 64)).pays(group_on_one_prompt())  # forced whenever something is shared
     assert not TreeChoice(False, (10**6, 2, 64)).pays(group_on_one_prompt())

@@ -1,16 +1,16 @@
-"""Cascade attention over a token tree (each chain reads its ancestors' keys and values) equals attention
-under the dense tree mask: the same outputs and gradients, for a GRPO group and for a session tree with
-nested forks, on raw tensors and through the model. Tolerance: float32, 1e-5 absolute on outputs and
-gradients (both sides are SDPA on the same numbers; only the order of the softmax sums differs)."""
+"""Attention over a token tree chain by chain (merged attention states on CPU, a masked call per chain
+elsewhere) equals attention under the dense tree mask: the same outputs and gradients, for a GRPO group and
+for a session tree with nested forks, on raw tensors and through the model. Tolerance: float32, 1e-5
+absolute on outputs and gradients (the same products; only the order of the softmax sums differs)."""
 
 import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
 from seamlessflow.core.losses import pair_logprobs
-from seamlessflow.core.token_tree import PackedTree, ancestor_mask, build_tree, segments
+from seamlessflow.core.token_tree import PackedTree, ancestor_mask, build_tree
 from seamlessflow.trainer.model import TokenLogprobModel
-from seamlessflow.trainer.tree_attention import cascade_attention, tree_layout
+from seamlessflow.trainer.tree_attention import cascade_attention, tree_attention, tree_layout
 
 ATOL = 1e-5
 
@@ -29,19 +29,38 @@ def nested_forks() -> PackedTree:
                        history + [8, 1, 2], [11, 12, 13, 14]])
 
 
+def merged(q, k, v, layout):
+    return tree_attention(q, k, v, layout, scaling=None, dropout=0.0)  # on CPU: merged attention states
+
+
+def masked(q, k, v, layout):
+    return cascade_attention(q, k, v, layout, scaling=None, dropout=0.0)  # elsewhere, or with dropout
+
+
+@pytest.mark.parametrize("path", [merged, masked])
 @pytest.mark.parametrize("case", [grpo_group, nested_forks])
-def test_cascade_attention_is_the_dense_tree_mask(case):
+def test_tree_attention_is_the_dense_tree_mask(case, path):
     tree = case()
     gen = torch.Generator().manual_seed(0)
     q, k, v = (torch.randn(1, 4, tree.size, 16, generator=gen, requires_grad=True) for _ in range(3))
     dense = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=ancestor_mask(tree))
-    cascade = cascade_attention(q, k, v, tree_layout(tree), scaling=None, dropout=0.0)
-    assert torch.allclose(cascade, dense, atol=ATOL)
+    out = path(q, k, v, tree_layout(tree))
+    assert torch.allclose(out, dense, atol=ATOL)
     upstream = torch.randn(dense.shape, generator=gen)
     for want, got in zip(torch.autograd.grad(dense, (q, k, v), upstream),
-                         torch.autograd.grad(cascade, (q, k, v), upstream), strict=True):
+                         torch.autograd.grad(out, (q, k, v), upstream), strict=True):
         assert torch.allclose(got, want, atol=ATOL)
-    assert len(segments(tree)) > 2  # the case branches: more than one SDPA call per layer
+    assert len(tree_layout(tree).chains) > 2  # the case branches: more than one chain
+
+
+def test_grouped_key_value_heads_are_shared_by_their_query_heads():
+    tree = nested_forks()
+    gen = torch.Generator().manual_seed(2)
+    q = torch.randn(1, 4, tree.size, 16, generator=gen)
+    k, v = (torch.randn(1, 2, tree.size, 16, generator=gen) for _ in range(2))
+    dense = torch.nn.functional.scaled_dot_product_attention(q, k.repeat_interleave(2, 1), v.repeat_interleave(2, 1),
+                                                             attn_mask=ancestor_mask(tree))
+    assert torch.allclose(merged(q, k, v, tree_layout(tree)), dense, atol=ATOL)
 
 
 def node_logprobs_dense(model: TokenLogprobModel, tree: PackedTree) -> torch.Tensor:
