@@ -173,23 +173,30 @@ def gather_sequences(node_values: torch.Tensor, tree: PackedTree, pad: float = 0
     return padded[index]  # -1 picks the pad value
 
 
+CHAIN_TOKENS = 2  # the fixed cost of a chain's attention calls, in token positions through the matmuls (rough)
+
+
 def tree_pays(tree: PackedTree, matmul_params: int, layers: int, attention_width: int,
               causal_chains: bool = True) -> bool:
     """Whether the tree costs fewer FLOPs than the padded flat batch (why automatic: a batch that shares
-    nothing, or little with long branches under masked attention, is no cheaper as a tree).
+    nothing or a token or two, or little with long branches under masked attention, is no cheaper as a tree).
 
     Per token the matmuls cost ~`matmul_params` multiply-adds in both layouts; attention costs ~2 * layers *
     width per (query, key) pair it computes: `attention_pairs` for the tree (``causal_chains``: which way it
     attends); for the padded flat batch rows * T_max^2 (a padding mask skips nothing), or rows *
     T(T+1)/2 when every row has the same length (no padding: plain causal attention). Forward and backward
-    scale both the same, so they cancel. With causal chains a tree never computes more pairs than the flat
-    batch, so it pays whenever it shares a token."""
+    scale both the same, so they cancel. Each chain past the first adds attention calls per layer (kernel
+    launches, the split and the merge), charged as `CHAIN_TOKENS` token positions: a rough charge, not
+    measured per device (a short chain's calls cost more, relative to a token, with a large model on a GPU),
+    that keeps a batch sharing only a token or two flat (with causal chains a tree never computes more pairs
+    than the flat batch, so without it any shared token would pay)."""
     lengths = [len(path) for path in tree.paths]
     if not lengths:
         return False
     pair_cost = 2 * layers * attention_width
     longest = max(lengths)
     flat_pairs = len(lengths) * (longest * (longest + 1) // 2 if min(lengths) == longest else longest ** 2)
-    tree_cost = matmul_params * tree.size + pair_cost * attention_pairs(tree, causal_chains)
+    calls = CHAIN_TOKENS * (len(segments(tree)) - 1)
+    tree_cost = matmul_params * (tree.size + calls) + pair_cost * attention_pairs(tree, causal_chains)
     flat_cost = matmul_params * sum(lengths) + pair_cost * flat_pairs
     return tree_cost < flat_cost
