@@ -93,8 +93,9 @@ def _depth_first(children: list[dict[int, int]],
 
 def ancestor_mask(tree: PackedTree) -> torch.Tensor:
     """Bool [N, N]: row i may attend to column j iff j is i or one of its ancestors. Dense: N^2 booleans
-    (a 16k-token tree: 256 MB, and the additive float mask SDPA takes is 4x that), the fallback where the
-    attention backend takes no sparse tree mask (`visible` is the same rule for one (query, key) pair)."""
+    (a 16k-token tree: 256 MB, and the additive float mask SDPA takes is 4x that): the reference that the
+    trainer's chain-by-chain attention is tested against, no longer a training path (`visible` is the same
+    rule for one (query, key) pair)."""
     queries = torch.arange(tree.size)[:, None]
     keys = torch.arange(tree.size)[None, :]
     return visible(queries, keys, torch.tensor(tree.subtree_end, dtype=torch.long))

@@ -100,7 +100,7 @@ def plan_by_prefix(samples: list[TrajectorySample], max_tokens: int | None, max_
     (`core.micro_batches.plan_tree_micro_batches`), so a group's prompt is computed once per micro-batch and
     not once per `max_sequences` sequences. Without a token budget, a tree may hold as many tokens as a flat
     micro-batch of `max_sequences` of the step's longest sequences would (the same activation memory). A
-    micro-batch that `pays` would not train as a tree (its masked attention costs more than the sharing saves) trains
+    micro-batch that `pays` would not train as a tree (its attention calls cost more than the sharing saves) trains
     flat, so it is cut again by the flat plan within the flat bounds: every micro-batch keeps the memory bound
     of the layout it trains in."""
     longest = max(len(s.tokens) for s in samples)
