@@ -1,8 +1,8 @@
 """Tree vs flat training steps, side by side in one process (`bench_trainer.py --tree`).
 
-Two batches, each trained as a token tree (`seamlessflow.trainer.tree`: every shared prefix once, the dense
-tree mask) and flat (one padded row per sequence), alternating round by round, plain torch AdamW (the
-model-side tree path; the DeepSpeed engine is not wired to it yet):
+Two batches, each trained as a token tree (`seamlessflow.trainer.tree`: every shared prefix once, attended
+chain by chain, `seamlessflow.trainer.tree_attention`) and flat (one padded row per sequence), alternating
+round by round, plain torch AdamW (the model-side tree path; the trainer's DeepSpeed engine runs the same one):
 - (a) a GRPO group: G completions of C tokens on one P-token prompt (default G=8, P=2048, C=256);
 - (b) multi-turn sessions of 16 turns (a tool output and a generation each) with one rewrite each, which
   forks the session: two trajectories per session sharing the history before the rewrite.

@@ -240,10 +240,11 @@ class PolicyEngine:
         varlen = model.config._attn_implementation in VARLEN_ATTENTION
         wanted = varlen if options.packing is None else options.packing
         self.packing = wanted and self._packing_confines_attention()
-        if varlen and options.tree:
-            raise ValueError(f"trainer.tree needs a dense attention mask; {model.config._attn_implementation} "
-                             "takes none (use sdpa or eager, or tree: false)")
-        self.trees = TreeChoice(False if varlen else options.tree, model_shape(model))
+        if not wrapped.takes_trees and options.tree:
+            raise ValueError(f"trainer.tree attends by SDPA calls per branch; {model.config._attn_implementation} "
+                             "attention takes no tree (use sdpa, or tree: false)")
+        self.trees = TreeChoice(options.tree if wrapped.takes_trees else False, model_shape(model),
+                                causal_chains=self.engine.device.type == "cpu")
 
     def _load_reference(self, model_path, ds_config: dict[str, Any]):
         """The frozen start model for the KL term, in the training dtype; offloaded or sharded as asked."""

@@ -26,6 +26,7 @@ import torch
 from transformers import AutoConfig, AutoModelForCausalLM
 
 from seamlessflow.core.losses import pair_logprobs, token_logprobs
+from seamlessflow.trainer.tree_attention import TreeLayout, enable_tree_attention
 
 log = logging.getLogger("seamlessflow.trainer.model")
 
@@ -109,18 +110,25 @@ class TokenLogprobModel(torch.nn.Module):
         self.lm_head = causal_lm.get_output_embeddings()  # type: ignore[operator]  # a PreTrainedModel method
         self.chunk_tokens = chunk_tokens
         self.__dict__["causal_lm"] = causal_lm  # not a submodule: its parameters are already ours
+        self.takes_trees = enable_tree_attention(causal_lm)  # sdpa only: the same attention for flat batches
+        config: Any = causal_lm.config
+        self._attention: str = str(config._attn_implementation)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                position_ids: torch.Tensor | None = None,
-                edges: tuple[torch.Tensor, torch.Tensor] | None = None) -> torch.Tensor:
-        """Logprobs [rows, T] of ``input_ids`` (0 at each row's first position); with ``edges`` (a token tree
-        packed in one row, `core.token_tree`: ``attention_mask`` its [1, 1, N, N] additive tree mask) the
-        logprob [N] of each node's token read from its parent's output (0 at roots)."""
+                position_ids: torch.Tensor | None = None, tree: TreeLayout | None = None) -> torch.Tensor:
+        """Logprobs [rows, T] of ``input_ids`` (0 at each row's first position); with ``tree`` (a token tree
+        packed in one row, `core.token_tree`, attended chain by chain: `trainer.tree_attention`) the logprob
+        [N] of each node's token read from its parent's output (0 at roots)."""
         base = getattr(self, self._prefix)
-        hidden = base(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
-                      use_cache=False).last_hidden_state
-        if edges is None:
+        if tree is None:
+            hidden = base(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
+                          use_cache=False).last_hidden_state
             return token_logprobs(hidden, input_ids, head=self.lm_head, chunk_tokens=self.chunk_tokens)
-        parents, children = edges
-        picked = pair_logprobs(hidden[0, parents], input_ids[0, children], self.lm_head, self.chunk_tokens)
-        return hidden.new_zeros(input_ids.shape[1], dtype=torch.float32).index_put((children,), picked)
+        if not self.takes_trees:
+            raise ValueError(f"{self._attention} attention takes no token tree (use sdpa)")
+        # an all-ones mask: no padding, so transformers builds no mask (SDPA's is_causal) and does not read the
+        # tree's restarting position ids as packed sequences; the tree's attention ignores it anyway
+        hidden = base(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), position_ids=position_ids,
+                      use_cache=False, tree_layout=tree).last_hidden_state
+        picked = pair_logprobs(hidden[0, tree.parents], input_ids[0, tree.children], self.lm_head, self.chunk_tokens)
+        return hidden.new_zeros(input_ids.shape[1], dtype=torch.float32).index_put((tree.children,), picked)

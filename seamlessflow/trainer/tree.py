@@ -1,16 +1,17 @@
 """Training on the token tree: a micro-batch's sequences forwarded once as their trie (`core.token_tree`), every
 shared prefix computed once, with the loss of the flat batch.
 
-The model sees one row of the trie's nodes with each node's depth as its position and the tree mask; its
+The model sees one row of the trie's nodes with each node's depth as its position and the tree's chains; its
 forward returns each node's logprob (read from the parent's output), which is gathered back into the flat
 [sequences, T] layout. From there the loss is the flat one (`core.losses.ppo_clip_loss` with the padded
 batch's behaviour logprobs, masks, advantages and weights), so every term, clip, KL and weight is the same;
 a node several sequences share gets the sum of their gradients through the gather. `engine.micro_batch_loss`
 takes a tree batch as it takes a flat one.
 
-The mask here is dense (`core.token_tree.ancestor_mask`, an additive [1, 1, N, N] float mask for SDPA or
-eager attention: 4 N^2 bytes, 64 MB at 4k tree tokens): torch's flex attention, which could take the tree
-rule as a sparse block mask, has no backward on CPU.
+Attention goes chain by chain (`trainer.tree_attention`: each branch reads its ancestors' keys and values,
+computed once), not through a dense [N, N] tree mask, which made attention quadratic in the whole tree
+(benchmarks/README.md, "Tree vs flat"); it needs sdpa attention, and a model with other attention trains
+flat.
 """
 
 from __future__ import annotations
@@ -23,8 +24,9 @@ import torch
 
 from seamlessflow.core.batching import TrajectorySample
 from seamlessflow.core.micro_batches import plan_micro_batches, plan_tree_micro_batches
-from seamlessflow.core.token_tree import PackedTree, ancestor_mask, build_tree, edges, gather_sequences, tree_pays
+from seamlessflow.core.token_tree import PackedTree, build_tree, gather_sequences, tree_pays
 from seamlessflow.trainer.samples import MicroBatch, collate
+from seamlessflow.trainer.tree_attention import TreeLayout, tree_layout
 
 
 @dataclass
@@ -34,41 +36,37 @@ class TreeBatch:
     tree: PackedTree
     tokens: torch.Tensor  # [1, N]
     position_ids: torch.Tensor  # [1, N]
-    attention_mask: torch.Tensor  # [1, 1, N, N] additive: 0 where visible, the dtype's minimum elsewhere
-    parents: torch.Tensor  # [E]
-    children: torch.Tensor  # [E]
+    layout: TreeLayout
     flat: MicroBatch
 
     def logprobs_of(self, model) -> torch.Tensor:
         """Per-sequence logprobs [S, T] (what the flat batch's `logprobs_of` gives) from one forward of the
         tree; ``model`` is a `TokenLogprobModel` or a DeepSpeed engine around one."""
-        nodes = model(input_ids=self.tokens, attention_mask=self.attention_mask, position_ids=self.position_ids,
-                      edges=(self.parents, self.children))
+        nodes = model(input_ids=self.tokens, position_ids=self.position_ids, tree=self.layout)
         return gather_sequences(nodes, self.tree)
 
     def to(self, device) -> TreeBatch:
-        return TreeBatch(self.tree, self.tokens.to(device), self.position_ids.to(device),
-                         self.attention_mask.to(device), self.parents.to(device), self.children.to(device),
+        return TreeBatch(self.tree, self.tokens.to(device), self.position_ids.to(device), self.layout.to(device),
                          self.flat.to(device))
 
 
 def tree_batch(samples: list[TrajectorySample], pad_id: int = 0) -> TreeBatch:
     tree = build_tree([s.tokens for s in samples])
-    visible = ancestor_mask(tree)
-    mask = torch.zeros(visible.shape, dtype=torch.float32).masked_fill_(~visible, torch.finfo(torch.float32).min)
-    parents, children = edges(tree)
-    return TreeBatch(tree, torch.tensor([tree.tokens]), torch.tensor([tree.position_ids]), mask[None, None],
-                     parents, children, collate(samples, pad_id))
+    return TreeBatch(tree, torch.tensor([tree.tokens]), torch.tensor([tree.position_ids]), tree_layout(tree),
+                     collate(samples, pad_id))
 
 
 @dataclass(frozen=True)
 class TreeChoice:
     """Whether a micro-batch trains as a tree: ``mode`` False never, True whenever something is shared, None
     (auto) where the FLOP rule says it pays (`core.token_tree.tree_pays`); ``shape`` is (matmul parameters,
-    layers, attention width) of the model, for that rule."""
+    layers, attention width) of the model, for that rule, and ``causal_chains`` whether the tree's attention
+    runs as merged attention states (on CPU: each chain causal on itself) or as a masked call per chain
+    (`trainer.tree_attention`)."""
 
     mode: bool | None
     shape: tuple[int, int, int]
+    causal_chains: bool = True
 
     @property
     def enabled(self) -> bool:
@@ -84,7 +82,8 @@ class TreeChoice:
         if not self.enabled or len(samples) < 2:
             return False
         tree = build_tree([s.tokens for s in samples])
-        return tree.size < tree.flat_size and (self.mode is not None or tree_pays(tree, *self.shape))
+        return tree.size < tree.flat_size and (self.mode is not None
+                                               or tree_pays(tree, *self.shape, self.causal_chains))
 
 
 def model_shape(model: torch.nn.Module) -> tuple[int, int, int]:
@@ -101,7 +100,7 @@ def plan_by_prefix(samples: list[TrajectorySample], max_tokens: int | None, max_
     (`core.micro_batches.plan_tree_micro_batches`), so a group's prompt is computed once per micro-batch and
     not once per `max_sequences` sequences. Without a token budget, a tree may hold as many tokens as a flat
     micro-batch of `max_sequences` of the step's longest sequences would (the same activation memory). A
-    micro-batch that `pays` would not train as a tree (its dense mask costs more than it saves) trains
+    micro-batch that `pays` would not train as a tree (its attention calls cost more than the sharing saves) trains
     flat, so it is cut again by the flat plan within the flat bounds: every micro-batch keeps the memory bound
     of the layout it trains in."""
     longest = max(len(s.tokens) for s in samples)

@@ -50,12 +50,15 @@ def loss_and_grads(model, samples, tree, config):
     return float(out.loss.detach()), {n: p.grad.clone() for n, p in model.named_parameters()}
 
 
-@pytest.mark.parametrize("attn", ["sdpa", "eager"])
+@pytest.mark.parametrize("checkpointing", [False, True])
 @pytest.mark.parametrize("case", [group_on_one_prompt, session_with_forks])
 @pytest.mark.parametrize("ratio", ["token", "sequence"])
-def test_tree_and_flat_give_the_same_loss_and_gradients(tiny_model_dir, attn, case, ratio):
-    hf = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32, attn_implementation=attn)
-    model = TokenLogprobModel(hf, chunk_tokens=5)
+def test_tree_and_flat_give_the_same_loss_and_gradients(tiny_model_dir, checkpointing, case, ratio):
+    """Also under activation checkpointing, whose backward recomputes each layer's tree attention."""
+    hf = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32, attn_implementation="sdpa")
+    if checkpointing:
+        hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model = TokenLogprobModel(hf.train(), chunk_tokens=5)
     samples, config = case(), PolicyLossConfig(kl_coef=0.1, tis_cap=2.0, ratio=ratio)
     flat, tree = loss_and_grads(model, samples, False, config), loss_and_grads(model, samples, True, config)
     assert tree[0] == pytest.approx(flat[0], abs=1e-6)
@@ -64,15 +67,17 @@ def test_tree_and_flat_give_the_same_loss_and_gradients(tiny_model_dir, attn, ca
     assert tree_batch(samples).tree.sharing() < 0.75  # the cases share: the tree is much smaller than flat
 
 
-def test_the_tree_mask_matters(tiny_model_dir):
-    """A check that can fail: with a plain causal mask over the packed tree, siblings leak into each other."""
+def test_the_tree_attention_matters(tiny_model_dir):
+    """A check that can fail: attending the packed tree as one causal row, siblings leak into each other."""
+    from dataclasses import replace
+
     hf = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32, attn_implementation="sdpa")
     model = TokenLogprobModel(hf)
     batch = tree_batch(group_on_one_prompt())
+    one_row = replace(batch.layout, chains=[(0, batch.tree.size)], above=[()], below=[None])
     with torch.no_grad():
-        right = model(input_ids=batch.tokens, attention_mask=batch.attention_mask, position_ids=batch.position_ids,
-                      edges=(batch.parents, batch.children))
-        leaky = model(input_ids=batch.tokens, position_ids=batch.position_ids, edges=(batch.parents, batch.children))
+        right = model(input_ids=batch.tokens, position_ids=batch.position_ids, tree=batch.layout)
+        leaky = model(input_ids=batch.tokens, position_ids=batch.position_ids, tree=one_row)
     assert not torch.allclose(right, leaky, atol=1e-4)
 
 
@@ -128,7 +133,21 @@ def test_a_step_is_planned_by_shared_prefix_only_when_its_tree_pays():
     unshared = [sample(i, list(range(10 * i, 10 * i + 2 + 3 * i)), 1) for i in range(4)]
     assert not TreeChoice(None, (10**6, 2, 64)).pays(unshared)  # nothing shared: the length plan
     barely = [sample(i, [7] + list(range(100 * i + 1, 100 * i + 21)), 1) for i in range(4)]  # one token shared
-    assert not TreeChoice(None, (1000, 2, 64)).pays(barely)  # its dense mask costs more than the padding saves
+    assert not TreeChoice(None, (1000, 2, 64)).pays(barely)  # 3 tokens saved, 4 more chains of attention calls
     assert TreeChoice(None, (10**6, 2, 64)).pays(group_on_one_prompt())
     assert TreeChoice(True, (1000, 2, 64)).pays(group_on_one_prompt())  # forced whenever something is shared
     assert not TreeChoice(False, (10**6, 2, 64)).pays(group_on_one_prompt())
+
+
+def test_trees_need_sdpa_attention(tiny_model_dir):
+    """The tree's attention is SDPA calls per branch: an eager model trains flat, and refuses `tree: true`."""
+    import json
+
+    from seamlessflow.trainer.engine import MemoryOptions, PolicyEngine
+    from seamlessflow.trainer.options import DEEPSPEED_CONFIGS
+
+    config = json.loads((DEEPSPEED_CONFIGS / "cpu_zero1.json").read_text())
+    engine = PolicyEngine(tiny_model_dir, config, options=MemoryOptions(attn_implementation="eager"))
+    assert not engine.trees.enabled
+    with pytest.raises(ValueError, match="takes no tree"):
+        PolicyEngine(tiny_model_dir, config, options=MemoryOptions(attn_implementation="eager", tree=True))
