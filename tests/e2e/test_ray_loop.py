@@ -142,16 +142,15 @@ def _the_trainer_node_lost_and_another_joins(cluster, config: Path, tmp_path: Pa
     joins (the only other node offering `trainer_slot`); the trainer resumes from the newest checkpoint in the
     object store, its versions go on from where they were (the audit checks they never go backwards), and the
     engines load them from node_e."""
-    before = _status(config)["trainer_version"]
     killed_at = time.monotonic()
     cluster.kill_node("node_d")
+    settings = Settings(bootstrap_servers=_status(config)["bootstrap_servers"])
+    before = max(w.version for w in _versions(settings))  # the last one node_d's trainer published
     node = cluster.start_node("node_e", resources=TRAINER_SLOT)
     status = _until_engines_load(config, tmp_path, ENGINES, before + 1)
     trainer = next(s for s in status["services"] if s["name"] == "trainer")
     assert trainer["node_ip"] == node.ip, trainer
-    settings = Settings(bootstrap_servers=status["bootstrap_servers"])
-    newer = [w for w in read_messages(settings, Topics(settings).weights, codec_for(settings))
-             if isinstance(w, WeightVersion) and w.version > before]
+    newer = [w for w in _versions(settings) if w.version > before]
     assert newer and all(w.uri.startswith(f"http://{node.ip}:") for w in newer), newer
     print(f"node_d (the trainer's) killed: v{before + 1} from the trainer on node_e, served by both engines, "
           f"{time.monotonic() - killed_at:.1f} s after")
@@ -185,6 +184,11 @@ def _audit_finds_nothing_lost(tmp_path: Path, bootstrap: str) -> None:
     assert report.ok, report.violations[:10]
     assert ledger.calls and report.counts, report.counts
     print(f"audit: {len(ledger.calls)} acknowledged calls, {dict(report.counts)}")
+
+
+def _versions(settings: Settings) -> list[WeightVersion]:
+    return [w for w in read_messages(settings, Topics(settings).weights, codec_for(settings))
+            if isinstance(w, WeightVersion)]
 
 
 def _status(config: Path) -> dict:
