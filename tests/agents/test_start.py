@@ -1,5 +1,6 @@
 """The worker `seamlessflow agent run` and `python -m services.agents` both build (`agents.start`): the
-team's key comes from the option, the key file or the config's `team_keys`, and a missing one is a usage error naming the file."""
+team's key comes from the option, the key file or the config's `team_keys`, and a missing one is a usage
+error naming the file."""
 
 from __future__ import annotations
 
