@@ -46,7 +46,8 @@ def _reachable(settings: Settings, driver_ip: str) -> Settings:
     for section in ("rollout", "proxy"):
         if _loopback_host(str(settings.section(section).get("host", "127.0.0.1"))):
             overrides[section] = {"host": "0.0.0.0"}
-    proxy_elsewhere = ClusterOptions.from_settings(settings).entry("proxy", "proxy").node
+    proxy = ClusterOptions.from_settings(settings).entry("proxy", "proxy")
+    proxy_elsewhere = proxy.node or proxy.custom  # placed by the user's request, not on the driver's node
     for section in ("agents", "eval"):
         url = settings.section(section).get("proxy_url")
         if url and not proxy_elsewhere and _loopback_host(urlsplit(url).hostname or ""):

@@ -20,10 +20,17 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from seamlessflow.stack.resources import Resources
 from seamlessflow.stack.supervisor import ServiceSpec, ServiceState, StartupFailed, await_ready
 
 NAMESPACE_PREFIX = "seamlessflow-"
 ON_THE_DRIVERS_NODE = ("broker", "proxy", "dashboard")
+
+
+def placed_by_request(resources: Resources) -> bool:
+    """Whether a request already says where a service goes: a node, or a custom resource (which only some nodes
+    offer)."""
+    return bool(resources.node or resources.custom)
 
 
 class PlacementError(RuntimeError):
@@ -141,8 +148,9 @@ class RayPlacement:
 
     def _pinned(self, spec: ServiceSpec) -> ServiceSpec:
         """The broker runs where its files are, and the proxy and the dashboard where `up` printed them: the
-        driver's node, unless `cluster.resources` names another."""
-        if spec.role in ON_THE_DRIVERS_NODE and not spec.resources.node:
+        driver's node, unless `cluster.resources` says where (a node, or a custom resource that picks nodes)."""
+        if spec.role == "broker" and not spec.resources.node or (
+                spec.role in ON_THE_DRIVERS_NODE and not placed_by_request(spec.resources)):
             import dataclasses
 
             resources = dataclasses.replace(spec.resources, node=f"node:{self.driver_ip}")

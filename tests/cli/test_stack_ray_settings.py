@@ -33,3 +33,6 @@ def test_a_chosen_address_or_a_proxy_placed_elsewhere_is_kept(tmp_path):
                                         cluster={"resources": {"proxy": {"node": "node_c"}}}), "10.233.7.1")
     assert settings.section("rollout")["host"] == "10.1.1.1"
     assert settings.section("agents")["proxy_url"] == "http://127.0.0.1:8100"  # the user says where, not us
+    by_resource = for_the_cluster(Settings(data_dir=tmp_path, agents={"proxy_url": "http://127.0.0.1:8100"},
+                                           cluster={"resources": {"proxy": {"custom": {"sf_cpu": 1}}}}), "10.2.3.4")
+    assert by_resource.section("agents")["proxy_url"] == "http://127.0.0.1:8100"

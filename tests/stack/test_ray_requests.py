@@ -70,3 +70,10 @@ def test_gang_members_run_the_service_with_their_node_rank_and_member_0s_address
     assert first.argv[1:] == ["-m", "services.trainer", "--config", "/run/config.yaml"]  # it starts its launcher
     assert first.env == {"X": "1", NODE_RANK_ENV: "0", MASTER_ADDR_ENV: "10.0.0.2"}
     assert second.env[NODE_RANK_ENV] == "1" and second.env[MASTER_ADDR_ENV] == "10.0.0.2"
+
+
+def test_a_proxy_goes_to_the_drivers_node_only_when_its_request_does_not_say_where():
+    from seamlessflow.stack.ray_placement import placed_by_request
+
+    assert not placed_by_request(Resources(cpus=2))
+    assert placed_by_request(Resources(node="node_c")) and placed_by_request(Resources(custom={"sf_worker": 1}))
