@@ -165,8 +165,7 @@ class RayPlacement:
             return
         spec = self._pinned(spec)
         check_feasible([spec], node_table())
-        self._launch(spec, {})
-        self._await(spec, self._travelling_ready(spec) is not None)
+        self._await(spec, self._launch(spec, {}))
         self.write_state()
 
     def _start_gang(self, spec: ServiceSpec) -> None:
@@ -176,30 +175,27 @@ class RayPlacement:
 
         group, addresses = ray_gang.reserve(spec, node_table())
         members = ray_gang.members(spec, addresses)
-        for index, member in enumerate(members):
-            self._launch(member, {"scheduling_strategy": PlacementGroupSchedulingStrategy(group, index)})
-        for member in members:
-            self._await(member, self._travelling_ready(member) is not None)
+        on_node = [self._launch(member, {"scheduling_strategy": PlacementGroupSchedulingStrategy(group, index)})
+                   for index, member in enumerate(members)]
+        for member, checked_there in zip(members, on_node, strict=True):
+            self._await(member, checked_there)
         self.write_state()
 
-    def _launch(self, spec: ServiceSpec, options: dict[str, Any]) -> None:
+    def _launch(self, spec: ServiceSpec, options: dict[str, Any]) -> bool:
         """Creates the service's actor (which starts its process) and lists it before any wait: a `down`
-        during the start stops it too."""
+        during the start stops it too. Returns whether its readiness check travelled to its node."""
         import ray
 
         from seamlessflow.stack.service_host import ServiceHost
 
         config = self.config.read_text() if self.config and "--config" in spec.argv else None
+        ready = spec.ready if _travels(spec.ready) else None  # pickled once: the check asks its node
         host = ray.remote(ServiceHost).options(**actor_options(spec, self.namespace), **options)
         self.actors[spec.name] = host.remote(spec.name, spec.argv, spec.env, config, self.node_dir,
-                                             spec.restart.max_restarts, spec.restart.max_backoff_s,
-                                             self._travelling_ready(spec))
+                                             spec.restart.max_restarts, spec.restart.max_backoff_s, ready)
         self.states[spec.name] = ServiceState(spec.name, state="starting")
         self.write_state()
-
-    @staticmethod
-    def _travelling_ready(spec: ServiceSpec) -> Any:
-        return spec.ready if _travels(spec.ready) else None
+        return ready is not None
 
     def _await(self, spec: ServiceSpec, on_node: bool) -> None:
         """Waits for the actor to run its process, then for the readiness check (on the service's node when
