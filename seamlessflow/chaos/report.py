@@ -37,6 +37,8 @@ def render(result: ChaosResult, console: Console) -> None:
         f = r.injected.fault
         recovered = (f"{r.seconds:.1f} s ({r.last} last)" if r.seconds is not None
                      else f"not seen in the {r.waited_s:.0f} s left (no {r.last})")
+        if r.overlapped_by is not None:
+            recovered += f", overlapped by the fault at +{r.overlapped_by.fault.at_s:.0f}s (judged with it)"
         faults.add_row(f"+{f.at_s:.0f}s", f.describe(), str(r.injected.pids), recovered)
     console.print(faults)
     counts = Table(title="audit")

@@ -217,7 +217,10 @@ def _recoveries(settings: Settings, injected: list[Injected], acks_ms: list[int]
 def _judge_recoveries(result: ChaosResult, options: ChaosOptions) -> None:
     for r in result.recoveries:
         what = f"{r.injected.fault.describe()} at t+{r.injected.fault.at_s:.0f}s"
-        if r.seconds is not None and r.seconds > options.recover_within_s:
+        if r.unrecovered_s is not None:  # the later fault carries the rest of its recovery
+            if r.unrecovered_s > options.recover_within_s:
+                result.audit.fail("no recovery", f"{what}: none in the {r.unrecovered_s:.0f} s before the next fault")
+        elif r.seconds is not None and r.seconds > options.recover_within_s:
             result.audit.fail("slow recovery", f"{what}: {r.seconds:.1f} s (limit {options.recover_within_s:.0f} s)")
         elif r.seconds is None and r.waited_s >= options.recover_within_s:
             result.audit.fail("no recovery", f"{what}: no progress in the {r.waited_s:.0f} s after it")

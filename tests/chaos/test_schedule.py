@@ -28,3 +28,15 @@ def test_recovery_is_the_slowest_of_calls_trajectories_and_a_new_weight_version(
     )
     assert (k.seconds, k.last) == (8.5, "weights")  # v4 at 18.5 s is the last of the three to come back
     assert (f.seconds, f.waited_s, f.last) == (None, 20.0, "weights")  # no new version after the thaw at 24 s
+
+
+def test_a_fault_struck_before_the_last_was_recovered_from_carries_its_recovery():
+    freeze = Injected(Fault(0.0, ("engine-0",), FREEZE, 5.0), 0, {"engine-0": 1})
+    kill = Injected(Fault(14.0, ("trainer",)), 14_000, {"trainer": 2})
+    late = Injected(Fault(200.0, ("proxy",)), 200_000, {"proxy": 3})
+    weights = [(1_000, 1), (60_000, 2)]  # the killed trainer's next version comes at 60 s
+    [f, k, p] = recoveries([freeze, kill, late], 300_000, acks_ms=[6_000, 15_000, 201_000],
+                           trajectories_ms=[7_000, 16_000, 202_000], weights=weights)
+    assert (f.seconds, f.overlapped_by, f.unrecovered_s) == (60.0, kill, 14.0)  # the kill delayed the freeze's
+    assert (k.seconds, k.overlapped_by) == (46.0, None)  # judged on its own
+    assert (p.seconds, p.overlapped_by) == (None, None)  # no version after it: not overlapped, judged itself
