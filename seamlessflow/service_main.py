@@ -14,6 +14,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterable
 
+from seamlessflow.allocator import fix_mmap_threshold
 from seamlessflow.config import Settings
 from seamlessflow.memory_probe import start_from_environment
 from seamlessflow.service_metrics import serve_metrics
@@ -31,6 +32,7 @@ def run_until_signal(module: str, run: Run, *, add_arguments: Callable[[argparse
 
     `prepare(settings, args)` runs before anything else is set up (the trainer replaces its process with
     torch's launcher there); `metrics=False` for a process whose sibling serves the service's /metrics."""
+    fix_mmap_threshold()  # only when $SEAMLESSFLOW_MALLOC_MMAP_THRESHOLD asks (seamlessflow/allocator.py)
     parser = argparse.ArgumentParser(prog=f"python -m {module}")
     parser.add_argument("--config", help="settings YAML (default: SEAMLESSFLOW_CONFIG or built-in defaults)")
     if add_arguments is not None:

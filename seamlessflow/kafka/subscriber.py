@@ -27,6 +27,7 @@ from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.errors import commit_refused
 from seamlessflow.kafka.reader import Record, TopicReader, record_of
+from seamlessflow.kafka.stats import stats_config
 
 log = logging.getLogger(__name__)
 
@@ -41,8 +42,8 @@ class Subscriber:
                  group_id: str | None = None, name: str = "reader", errors: Literal["log", "raise"] = "log",
                  config: dict[str, Any] | None = None):
         self.settings, self.codec, self.dead_letters, self.errors = settings, codec, dead_letters, errors
-        self._consumer = Consumer(consumer_config(settings, group_id or f"{name}-{time.monotonic_ns()}",
-                                                  **(config or {})))
+        group = group_id or f"{name}-{time.monotonic_ns()}"
+        self._consumer = Consumer(consumer_config(settings, group, **stats_config(group), **(config or {})))
         self._paused = False
         self._topic: str | None = None
         self._start_offsets: dict[int, int] = {}
