@@ -69,14 +69,15 @@ class GroupMember:
     def __init__(self, settings: Settings, topic: str, group: str, dead_letters: DeadLetters,
                  settling: Settling | None = None, on_revoke: Callable[[set[int]], None] | None = None, *,
                  with_checkpoint: bool = False, start_offsets: dict[int, int] | None = None,
-                 errors: Literal["log", "raise"] = "log"):
+                 errors: Literal["log", "raise"] = "log", consumer: dict[str, Any] | None = None):
         self.topic, self.group, self.dead_letters = topic, group, dead_letters
         self.settled = 0  # records finished while settling (before partitions moved, or at close)
         self._settling, self._on_revoke, self._with_checkpoint = settling, on_revoke, with_checkpoint
         self._tracker = OffsetTracker()
         self._assigned = threading.Event()
         self._closing = False
-        self._subscriber = Subscriber(settings, dead_letters.codec, dead_letters, group_id=group, errors=errors)
+        self._subscriber = Subscriber(settings, dead_letters.codec, dead_letters, group_id=group, errors=errors,
+                                      config=consumer)
         self._subscriber.subscribe(topic, start_offsets, on_assign=lambda _partitions: self._assigned.set(),
                                    on_revoke=self._revoke)
 

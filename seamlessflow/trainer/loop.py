@@ -134,7 +134,8 @@ class Trainer:
         self._offsets_by_id: dict[str, tuple[int, int]] = {}  # held samples -> where to finish them
         self._trained_since_publish: list[dict] = []
         self.source = TrajectorySource(settings, self.codec, self.topics.trajectories,
-                                       self.config.group_id(settings), self.dead_letters, state.offsets)
+                                       self.config.group_id(settings), self.dead_letters, state.offsets,
+                                       self.config.fetch_queue_mib)
         log.info("trainer %s at step %d, version %d, offsets %s, %d rank(s)", self.config.resource_id, self.step,
                  self.version, state.offsets, self.ranks.world)
 

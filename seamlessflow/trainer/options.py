@@ -54,6 +54,9 @@ class TrainerOptions(BaseModel):
     # and the newest ids remembered to skip duplicates (seamlessflow.core.recent_ids)
     prefetch_steps: float = Field(default=2.0, gt=0)
     dedup_window: int = Field(default=100_000, ge=1000)
+    # librdkafka's prefetch bound (queued.max.messages.kbytes, 64 MiB by default): each pause above throws
+    # the queue away and each resume fetches it again, churn that grew the trainer's native memory
+    fetch_queue_mib: float = Field(default=4.0, gt=0)
     # loss (seamlessflow.core.losses)
     scale_by_std: bool = True
     clip_low: float = 0.2
