@@ -32,6 +32,9 @@ def test_a_step_returns_its_value_or_raises_with_the_reason(env):
     assert time.monotonic() - started < 5.0  # killed at its deadline, not waited for
 
 
+PATIENT_S = 120.0  # steps that must not time out: on a loaded CI run a crash took past the fixture's 10 s
+
+
 async def _ticker(gaps: list[float], stop: asyncio.Event) -> None:
     """How long the event loop was away: the longest gap between 20 ms sleeps."""
     last = time.monotonic()
@@ -69,10 +72,10 @@ def test_a_slow_or_crashing_step_does_not_block_the_event_loop_or_the_other_sess
 
         async def quick():
             for _ in range(3):
-                assert await env.astep(envs.add, 1, 1) == 2
+                assert await env.astep(envs.add, 1, 1, timeout_s=PATIENT_S) == 2
 
         slow_session = asyncio.create_task(session("slow", slow))
-        await asyncio.gather(session("crash", lambda: env.astep(envs.crash)),
+        await asyncio.gather(session("crash", lambda: env.astep(envs.crash, timeout_s=PATIENT_S)),
                              *(session(f"quick{i}", quick) for i in range(3)))
         assert inline_slow or not slow_session.done()  # the others finished while it was still running
         release.touch()
