@@ -25,18 +25,20 @@ import json
 import os
 import random
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
+import psutil
+
 MODES = ("step", "export", "checkpoint")
 
 
 def rss_kib() -> int:
-    with open("/proc/self/statm") as f:
-        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") // 1024
+    return psutil.Process().memory_info().rss // 1024
 
 
 def batch(rng: random.Random, vocab: int, groups: int = 2, size: int = 2):
@@ -92,9 +94,8 @@ def run_variant(mode: str, steps: int, warmup: int, every: int) -> dict:
 
 
 def slope(points: list[tuple[float, float]]) -> float:
-    n = len(points)
-    mx, my = sum(x for x, _ in points) / n, sum(y for _, y in points) / n
-    return sum((x - mx) * (y - my) for x, y in points) / sum((x - mx) ** 2 for x, _ in points)
+    """The least-squares line's slope (as `bench_soak.slopes` fits each service's curve)."""
+    return statistics.linear_regression(*zip(*points, strict=True)).slope
 
 
 def child(args) -> None:
@@ -121,10 +122,10 @@ def compare(args) -> None:
                   f"{result['step_s'] * 1000:.0f} ms/step", flush=True)
     if args.csv:
         with open(args.csv, "w", newline="") as f:
-            out = csv.writer(f)
-            out.writerow(["mode", "env", "step", "seconds", "rss_kib"])
+            table = csv.writer(f)
+            table.writerow(["mode", "env", "step", "seconds", "rss_kib"])
             for mode, extra, *_, samples in rows:
-                out.writerows([mode, extra, s, f"{t:.2f}", kib] for s, t, kib in samples)
+                table.writerows([mode, extra, s, f"{t:.2f}", kib] for s, t, kib in samples)
 
 
 def main() -> None:

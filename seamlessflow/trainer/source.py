@@ -29,14 +29,16 @@ class Incoming:
 
 class TrajectorySource:
     def __init__(self, settings: Settings, codec: Codec, topic: str, group_id: str, dead_letters: DeadLetters,
-                 start_offsets: dict[int, int] | None = None, fetch_queue_mib: float = 64.0):
+                 start_offsets: dict[int, int] | None = None, fetch_queue_mib: float | None = None):
+        """`fetch_queue_mib`: librdkafka's prefetch bound (`trainer.fetch_queue_mib`); None keeps its default."""
         self.topic = topic
         self.codec = codec
         self.dead_letters = dead_letters  # poison is filed there and finished at once: never trained, never blocking
         self.revoked = False  # set when partitions were taken away: the caller rebuilds its buffers
         self._member = GroupMember(settings, topic, group_id, dead_letters, on_revoke=self._on_revoke,
                                    with_checkpoint=True, start_offsets=start_offsets, errors="raise",
-                                   consumer={"queued.max.messages.kbytes": max(1, int(fetch_queue_mib * 1024))})
+                                   consumer={} if fetch_queue_mib is None else
+                                   {"queued.max.messages.kbytes": max(1, int(fetch_queue_mib * 1024))})
 
     def _on_revoke(self, _partitions: set[int]) -> None:
         self.revoked = True
