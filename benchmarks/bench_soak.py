@@ -10,7 +10,7 @@ CSV and PNG, and prints each service's memory slope (MiB/s, a least-squares line
 after `--warmup-s`: a leak is a slope that does not go to zero with a longer run.
 
     .venv/bin/python benchmarks/bench_soak.py [--sessions 500] [--seconds 600] [--faults 0] [--max-sessions N]
-        [--warmup-s 180] [--out benchmarks/figures]
+        [--warmup-s 180] [--set SECTION.KEY=VALUE ...] [--out benchmarks/figures]
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import time
 from pathlib import Path
 
 import psutil
+import yaml
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -99,6 +100,18 @@ def plot(rows: list[dict], path: Path) -> None:
     fig.savefig(path, dpi=100)
 
 
+def option_overrides(assignments: list[str]) -> dict[str, dict]:
+    """`--set trainer.dedup_window=1000` as Settings overrides: {"trainer": {"dedup_window": 1000}}."""
+    out: dict[str, dict] = {}
+    for assignment in assignments:
+        path, _, value = assignment.partition("=")
+        section, _, key = path.partition(".")
+        if not key or not value:
+            raise SystemExit(f"--set wants SECTION.KEY=VALUE, got {assignment!r}")
+        out.setdefault(section, {})[key] = yaml.safe_load(value)
+    return out
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--sessions", type=int, default=500)
@@ -110,6 +123,8 @@ def main() -> None:
                         help="the proxy's per-session state bound (proxy.max_sessions; default 100 000)")
     parser.add_argument("--warmup-s", type=float, default=180.0,
                         help="seconds after the agents start that the slopes leave out")
+    parser.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE",
+                        help="a stack option, e.g. trainer.dedup_window=1000 (repeatable; the value read as YAML)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "figures")
     args = parser.parse_args()
     work = Path(tempfile.mkdtemp(prefix="soak-"))
@@ -117,6 +132,7 @@ def main() -> None:
         data_dir=work / "data", broker_port=free_port_block(2), topic_prefix="soak", stop_grace_s=30,
         proxy={"port": free_port(), **({"max_sessions": args.max_sessions} if args.max_sessions else {})},
         trainer={"batch_threshold": 4, "heartbeat_s": 2.0}))
+    settings = settings.with_overrides(**option_overrides(args.set))
     settings, engines = stub_engine_stack(settings, args.engines, group_size=2)
     options = ChaosOptions(seed=1, faults=args.faults, every_s=args.seconds / max(args.faults, 1),
                            concurrency=args.sessions, settle_s=0 if args.faults else args.seconds, drain_s=180,

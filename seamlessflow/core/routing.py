@@ -108,7 +108,7 @@ def route(session_id: str, profile: Profile | None, candidates: Sequence[E], tab
     return max(pool, key=lambda e: rendezvous_score(e.id, session_id))
 
 
-@dataclass
+@dataclass(slots=True)  # one per session in the proxy's table
 class ProfileLearner:
     """Learns a session's profile from its calls: prompt tokens fed vs tokens generated.
 

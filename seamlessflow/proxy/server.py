@@ -384,7 +384,7 @@ class ProxyServer:
         if state.inflight > 0:  # the end must follow the session's last TokenIO on the topic
             try:
                 async with asyncio.timeout(self.config.end_wait_s):
-                    await state.idle.wait()
+                    await state.idle()
             except TimeoutError:
                 raise ProxyError(409, "the session still has calls in flight; end it after they finish") from None
         try:
