@@ -2,7 +2,8 @@
 
 A leak shows as a slope in resident memory over hours; the snapshot diff says which lines allocated what
 stayed. `SEAMLESSFLOW_TRACEMALLOC_DIR=DIR` makes every service process started with it trace its Python
-allocations (`tracemalloc`, `SEAMLESSFLOW_TRACEMALLOC_FRAMES` frames per allocation, default 8) from
+allocations (`tracemalloc`, `SEAMLESSFLOW_TRACEMALLOC_FRAMES` frames per allocation, default 8; only the
+services named in `SEAMLESSFLOW_TRACEMALLOC_ONLY`, e.g. `proxy,trainer`, when it is set) from
 `SEAMLESSFLOW_TRACEMALLOC_AFTER_S` seconds after its start (default 120: tracing the imports of torch and
 DeepSpeed slows a trainer's start to minutes, and a leak is what grows after the warm-up), and write a
 snapshot to `DIR/<pid>-<seconds since start>.snap` every `SEAMLESSFLOW_TRACEMALLOC_EVERY_S` seconds (default
@@ -21,10 +22,12 @@ from pathlib import Path
 DIR_ENV = "SEAMLESSFLOW_TRACEMALLOC_DIR"
 
 
-def start_from_environment() -> Path | None:
-    """Starts tracing and the snapshot thread when `SEAMLESSFLOW_TRACEMALLOC_DIR` is set; the directory."""
+def start_from_environment(service: str) -> Path | None:
+    """Starts tracing and the snapshot thread when `SEAMLESSFLOW_TRACEMALLOC_DIR` is set (and `service`, e.g.
+    "services.proxy", is among those `SEAMLESSFLOW_TRACEMALLOC_ONLY` names, if it names any); the directory."""
     target = os.environ.get(DIR_ENV)
-    if not target:
+    only = {name.strip() for name in os.environ.get("SEAMLESSFLOW_TRACEMALLOC_ONLY", "").split(",") if name.strip()}
+    if not target or (only and service.rpartition(".")[2] not in only):
         return None
     directory = Path(target)
     directory.mkdir(parents=True, exist_ok=True)

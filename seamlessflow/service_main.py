@@ -42,7 +42,7 @@ def run_until_signal(module: str, run: Run, *, add_arguments: Callable[[argparse
     if prepare is not None:
         prepare(settings, args)
     logging.basicConfig(level=logging.INFO, format=log_format)
-    start_from_environment()  # memory snapshots, only when asked for (seamlessflow/memory_probe.py)
+    start_from_environment(module)  # memory snapshots, only when asked for (seamlessflow/memory_probe.py)
     for name in quiet_loggers:
         logging.getLogger(name).setLevel(logging.WARNING)
     if metrics:
