@@ -4,7 +4,7 @@ recent sessions for the sessions browser.
 
 Records are fed in by one thread (`seamlessflow.dashboard.follow`) and read as JSON by the web handlers;
 a lock keeps the two apart. Memory is bounded: the newest `max_sessions` sessions and `max_statuses`
-status records are kept.
+status records are kept, and each curve at most `max_points` points, evenly spread (`dashboard.curve`).
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 
 from seamlessflow.core.timeline import bubble_ratio, time_by_kind
+from seamlessflow.dashboard.curve import Curve
 from seamlessflow.kafka.io import Record
 from seamlessflow.messages import CommandAck, EpisodeEnd, ResourceStatus, TokenIO
 from seamlessflow.replay.select import SessionEvents
@@ -29,13 +30,14 @@ Decode = Callable[[Sequence[int]], str]
 
 class DashboardState:
     def __init__(self, team: str, run: str, max_sessions: int = 300, max_statuses: int = 50_000,
-                 decode: Decode | None = None):
+                 decode: Decode | None = None, max_points: int = 4096):
         self.team, self.run = team, run
         self.decode = decode
         self.latest: dict[str, ResourceStatus] = {}
         self.history: deque[ResourceStatus | CommandAck] = deque(maxlen=max_statuses)
         self.maker = PointMaker(team, run)
-        self.curves: dict[str, dict[int, float]] = {}
+        self.curves: dict[str, Curve] = {}
+        self.max_points = max_points
         self.evals: dict[int, dict[str, float]] = {}
         self.sessions: OrderedDict[str, SessionEvents] = OrderedDict()
         self.max_sessions = max_sessions
@@ -69,7 +71,9 @@ class DashboardState:
 
     def _plot(self, points: list[Point]) -> None:
         for point in points:
-            self.curves.setdefault(point.tag, {})[point.step] = point.value
+            if point.tag not in self.curves:
+                self.curves[point.tag] = Curve(self.max_points)
+            self.curves[point.tag].add(point.step, point.value)
 
     def _session(self, message: TokenIO | EpisodeEnd, timestamp_ms: int) -> None:
         session = self.sessions.get(message.session_id)
@@ -91,7 +95,7 @@ class DashboardState:
     def curves_json(self) -> dict:
         with self._lock:
             return {"step": self.maker.step,
-                    "curves": {tag: sorted(points.items()) for tag, points in sorted(self.curves.items())}}
+                    "curves": {tag: curve.points() for tag, curve in sorted(self.curves.items())}}
 
     def timeline_json(self) -> dict:
         with self._lock:
