@@ -63,6 +63,9 @@ def eval_result(message: object) -> EvalFigures | None:
     return EvalFigures(version, figures, int(created) if isinstance(created, (int, float)) else 0)
 
 
+VERSIONS_KEPT = 10_000
+
+
 @dataclass
 class PointMaker:
     """Keeps what a point needs from earlier records (each trainer's last step, the step of each version,
@@ -89,7 +92,7 @@ class PointMaker:
         if isinstance(message, ResourceStatus):
             return self._status(message) + self._version_began(message)
         if isinstance(message, WeightVersion):  # says exactly which step a version holds
-            self.version_steps[message.version] = int(message.step)
+            self._note_version(message.version, int(message.step))
             return [Point("train/version", int(message.step), float(message.version), message.created_at_ms / 1000),
                     *self._release(message.version)]
         result = message if isinstance(message, EvalFigures) else eval_result(message)
@@ -112,8 +115,15 @@ class PointMaker:
         version = status.weight_version
         if status.kind != "trainer" or "step" not in status.figures or version <= 0 or version in self.version_steps:
             return []
-        self.version_steps[version] = int(status.figures["step"])
+        self._note_version(version, int(status.figures["step"]))
         return self._release(version)
+
+    def _note_version(self, version: int, step: int) -> None:
+        """Remembers the newest `VERSIONS_KEPT` versions' steps (an eval comes for a recent version; a run of
+        days publishes hundreds of thousands)."""
+        self.version_steps[version] = step
+        while len(self.version_steps) > VERSIONS_KEPT:
+            del self.version_steps[next(iter(self.version_steps))]  # the first noted: versions come in order
 
     def _release(self, version: int) -> list[Point]:
         step = self.version_steps.get(version, version)

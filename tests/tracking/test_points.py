@@ -85,3 +85,12 @@ def test_the_task_mix_stage_is_one_point_per_step():
     out = [p for m in (scheduler(0, 100), trainer_status(1, 0.1, 300), scheduler(1, 400),
                        trainer_status(2, 0.2, 600)) for p in maker.feed(m)]
     assert [(p.step, p.value) for p in out if p.tag == "pipeline/stage"] == [(1, 0.0), (2, 1.0)]
+
+
+def test_only_the_newest_versions_steps_are_remembered(monkeypatch):
+    monkeypatch.setattr("seamlessflow.tracking.points.VERSIONS_KEPT", 3)
+    maker = PointMaker()
+    for version in range(1, 7):
+        maker.feed(weights(version=version, step=10 * version, at_ms=1000 * version))
+    assert maker.version_steps == {4: 40, 5: 50, 6: 60}
+    assert tags(maker.feed(eval_result(eval_json(5, 0.5, 0.3, 17.0)), now_s=0.0))[("eval/accuracy", 50)] == 0.5
