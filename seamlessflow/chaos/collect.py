@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from seamlessflow.assembler import AssemblerOptions
@@ -11,6 +13,8 @@ from seamlessflow.config import Settings
 from seamlessflow.core.assembler import Selection
 from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.io import read_topic
+from seamlessflow.kafka.reader import Record
+from seamlessflow.messages import EpisodeEnd, Trajectory
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.options import TrainerOptions
 
@@ -51,5 +55,18 @@ def audit_topics(settings: Settings, ledger: Ledger | None = None, timeout_s: fl
     def read(topic: str) -> list:
         return list(read_topic(settings, topic, codec, timeout_s=timeout_s))
 
-    return audit(read(topics.session_events), read(topics.trajectories), read(topics.dead_letter),
-                 read(topics.weights), step_log(settings), ledger, rules_for(settings))
+    cut_ms = int(time.time() * 1000)  # the session events are read up to their end as of now
+    events = read(topics.session_events)
+    trajectories = before_the_cut(read(topics.trajectories), events, cut_ms)
+    return audit(events, trajectories, read(topics.dead_letter), read(topics.weights), step_log(settings), ledger,
+                 rules_for(settings))
+
+
+def before_the_cut(trajectories: Sequence[Record], events: Sequence[Record], cut_ms: int) -> list[Record]:
+    """A live stack (its own agents still running) ends sessions while the audit reads: a trajectory written
+    after the session events were read (`cut_ms`, by the record's time; one clock for the stack), of a session
+    whose end they do not hold, is left to the next audit. Every other trajectory is judged: one written before
+    the cut has its end among the events, which the assembler read before writing it."""
+    ended = {r.message.session_id for r in events if isinstance(r.message, EpisodeEnd)}
+    return [r for r in trajectories
+            if not isinstance(r.message, Trajectory) or r.timestamp_ms < cut_ms or r.message.session_id in ended]
