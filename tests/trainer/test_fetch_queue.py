@@ -38,15 +38,14 @@ def a_long_trajectory() -> Trajectory:
                                logprobs=[-rng.random() for _ in range(TOKENS)], versions=[3] * TOKENS)
 
 
-def produce_backlog(settings, codec, topic: str) -> int:
-    """Writes about BACKLOG_MIB of trajectories over the topic's partitions; how many."""
+def produce_backlog(settings, codec, topic: str) -> None:
+    """Writes about BACKLOG_MIB of trajectories over the topic's partitions."""
     value = codec.encode(a_long_trajectory(), topic)
     count = BACKLOG_MIB * 2**20 // len(value) + 1
     producer = MessageProducer(settings, codec)
     for n in range(count):
         producer.send_bytes(topic, f"g{n}".encode(), value)
     producer.flush(60)
-    return count
 
 
 def largest_queue_while_reading(source: TrajectorySource, caplog, seconds: float) -> float:
