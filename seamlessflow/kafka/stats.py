@@ -2,9 +2,9 @@
 
 A service's resident memory includes librdkafka's prefetch (up to `queued.max.messages.kbytes` per consumer,
 64 MiB by default), which Python's tracing never sees. `SEAMLESSFLOW_KAFKA_STATS_S=N` makes consumers built
-with `stats_config` log, every N seconds, the bytes and messages in their fetch queues (librdkafka's
-statistics: the sum of each partition's `fetchq_size` and `fetchq_cnt`) with the process's RSS, so a soak's
-slope can be split between the client's buffers and the rest.
+with `stats_config` log, every N seconds, the bytes and messages in their fetch queue (librdkafka's
+statistics, `fetchq_size` and `fetchq_cnt`) with the process's RSS, so a soak's slope can be split between
+the client's buffers and the rest.
 """
 
 from __future__ import annotations
@@ -29,10 +29,16 @@ def stats_config(name: str) -> dict[str, Any]:
 
 
 def fetch_queues(raw: str) -> tuple[int, int]:
-    """(bytes, messages) in every partition's fetch queue, from one librdkafka statistics document."""
+    """(bytes, messages) in a group consumer's fetch queue, from one librdkafka statistics document.
+
+    In a group consumer every assigned partition's fetch queue forwards to the consumer's one queue, and each
+    partition's statistics report that queue's size: the largest is the queue, a sum would count it once per
+    partition (shown against the real broker in `tests/kafka/test_stats.py`).
+    """
     stats = json.loads(raw)
     partitions = [p for topic in stats.get("topics", {}).values() for p in topic.get("partitions", {}).values()]
-    return sum(p.get("fetchq_size", 0) for p in partitions), sum(p.get("fetchq_cnt", 0) for p in partitions)
+    return (max((p.get("fetchq_size", 0) for p in partitions), default=0),
+            max((p.get("fetchq_cnt", 0) for p in partitions), default=0))
 
 
 def log_fetch_queues(name: str, raw: str) -> None:

@@ -1,14 +1,21 @@
 """librdkafka's statistics document read for what a consumer holds in its fetch queues."""
 
 import json
+import time
 
+from seamlessflow.kafka import stats
+from seamlessflow.kafka.dead_letters import DeadLetters
+from seamlessflow.kafka.group import GroupMember
+from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.stats import ENV, fetch_queues, stats_config
+from seamlessflow.testing.backlog import produce_backlog
+from seamlessflow.topics import Topics
 
 
-def test_fetch_queues_sum_every_partition_of_every_topic():
+def test_the_queue_is_the_largest_partitions_report():
     raw = json.dumps({"topics": {
-        "a": {"partitions": {"0": {"fetchq_size": 1000, "fetchq_cnt": 3}, "-1": {"fetchq_size": 0, "fetchq_cnt": 0}}},
-        "b": {"partitions": {"1": {"fetchq_size": 24, "fetchq_cnt": 1}}},
+        "a": {"partitions": {"0": {"fetchq_size": 1024, "fetchq_cnt": 4}, "1": {"fetchq_size": 1024, "fetchq_cnt": 4},
+                             "-1": {"fetchq_size": 0, "fetchq_cnt": 0}}},
     }})
     assert fetch_queues(raw) == (1024, 4)
     assert fetch_queues("{}") == (0, 0)
@@ -19,3 +26,23 @@ def test_statistics_only_when_asked(monkeypatch):
     assert stats_config("trainer") == {}
     monkeypatch.setenv(ENV, "2.5")
     assert stats_config("trainer")["statistics.interval.ms"] == 2500
+
+
+def test_a_group_consumers_queue_is_counted_once_not_once_a_partition(settings, codec, monkeypatch):
+    """Every partition's statistics report the consumer's one forwarded queue: a sum would double it here."""
+    monkeypatch.setenv(ENV, "0.2")
+    reported: list[int] = []
+    monkeypatch.setattr(stats, "log_fetch_queues", lambda _name, raw: reported.append(fetch_queues(raw)[0]))
+    topic = Topics(settings).trajectories
+    written = produce_backlog(settings, codec, topic, mib=2)
+    member = GroupMember(settings, topic, "stats-test", DeadLetters(settings, codec, "test",
+                         MessageProducer(settings, codec).send))
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not (reported and max(reported) > written / 2):
+            member.poll_many(0.05, 1)
+            time.sleep(0.3)  # read slowly: librdkafka fetches the rest into its queue
+    finally:
+        member.close()
+    assert Topics(settings).specs["trajectories"].partitions > 1
+    assert written / 2 < max(reported, default=0) <= written
