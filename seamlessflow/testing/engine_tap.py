@@ -64,11 +64,24 @@ class EngineTap:
             kept = bytearray()
             async for piece in upstream.content.iter_any():
                 kept += piece
-                await response.write(piece)
-            await response.write_eof()
+                await _write_unless_gone(response, piece)
         if request.path in GENERATION_PATHS and upstream.status == 200:
             self.answers.append(engine_answer(bytes(kept)))
+        await _write_unless_gone(response, None)
         return response
+
+
+async def _write_unless_gone(response: web.StreamResponse, piece: bytes | None) -> None:
+    """Writes a piece (None: the end); a caller that hung up early does not stop the tap keeping the answer.
+
+    The proxy closes its engine connection once it has read `[DONE]`, which may be before the stream's end."""
+    try:
+        if piece is None:
+            await response.write_eof()
+        else:
+            await response.write(piece)
+    except ConnectionResetError:
+        pass
 
 
 def engine_answer(body: bytes) -> EngineAnswer:
