@@ -106,7 +106,8 @@ class BatchConfig:
     ``group_timeout_s`` after its first sample is closed with what arrived (None: wait forever).
     ``success_reward``: a group whose rewards all reach it marks its task "too easy" (SRPO).
     ``dedup_window``: how many of the newest trajectory ids (and group ids) are remembered to skip a
-    duplicate or a late sample (`core.recent_ids` says why a window is enough)."""
+    duplicate or a late sample (`core.recent_ids` says why a window is enough), and of the newest too-easy
+    task ids (a record for the checkpoint; an environment may name a new task for every group)."""
 
     group_size: int
     threshold: int = 1
@@ -174,7 +175,7 @@ class BatchBuilder:
     def __init__(self, config: BatchConfig, seen_ids: Iterable[str] = ()) -> None:
         self.config = config
         self.counters = Counters()
-        self.too_easy_tasks: set[str] = set()
+        self.too_easy_tasks = RecentIds(config.dedup_window)  # oldest first
         self._seen_ids = RecentIds(config.dedup_window, seen_ids)
         self._open: dict[str, _OpenGroup] = {}
         self._closed_ids = RecentIds(config.dedup_window)

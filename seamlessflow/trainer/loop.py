@@ -171,7 +171,8 @@ class Trainer:
     def _batch_builder(self, state: TrainerState) -> BatchBuilder:
         """The builder as the checkpoint left it: what was trained above the offsets is not trained again."""
         builder = BatchBuilder(self.config.batch_config(), seen_ids=state.finished_ids)
-        builder.too_easy_tasks.update(state.too_easy_tasks)
+        for task_id in state.too_easy_tasks:
+            builder.too_easy_tasks.add(task_id)
         return builder
 
     # -- the loop ---------------------------------------------------------------------------------------
@@ -367,13 +368,13 @@ class Trainer:
 
     def _checkpoint(self) -> None:
         state = TrainerState(self.step, self.version, self.source.commit_points(),
-                             self.source.finished_above_commit(), sorted(self.builder.too_easy_tasks))
+                             self.source.finished_above_commit(), list(self.builder.too_easy_tasks))
         self._log_steps()
         tag = self._checkpoint_tag()
         self.engine.save_checkpoint(self.checkpoints, tag, state.to_dict())
         upload_part(self.store, self.checkpoints, tag, self.ranks)
         mark_complete(self.store, tag, self.steps_log, self.config.keep_checkpoints)
-        (self.work / "too_easy_tasks.json").write_text(json.dumps(sorted(self.builder.too_easy_tasks)))
+        (self.work / "too_easy_tasks.json").write_text(json.dumps(list(self.builder.too_easy_tasks)))
         tags = sorted(p for p in self.checkpoints.glob("step*") if p.is_dir())
         for old in tags[:-self.config.keep_checkpoints]:
             shutil.rmtree(old, ignore_errors=True)

@@ -19,7 +19,7 @@ class TrainerState:
     version: int = 0  # the newest weight version published when the checkpoint was taken
     offsets: dict[int, int] = field(default_factory=dict)  # partition -> first offset not yet trained
     finished_ids: list[str] = field(default_factory=list)  # trajectories finished above those offsets
-    too_easy_tasks: list[str] = field(default_factory=list)  # sorted
+    too_easy_tasks: list[str] = field(default_factory=list)  # the newest, oldest first (sorted before)
 
     def to_dict(self) -> dict[str, Any]:
         return {

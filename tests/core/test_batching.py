@@ -104,7 +104,7 @@ def test_zero_variance_group_is_skipped_and_task_remembered_when_too_easy():
     assert result.batch == []
     assert {s.trajectory_id for s in result.discarded} == {"a", "b", "c", "d"}
     assert builder.counters.groups_skipped_equal == 2
-    assert builder.too_easy_tasks == {"easy"}
+    assert set(builder.too_easy_tasks) == {"easy"}
 
 
 def test_stale_samples_dropped_and_group_judged_on_the_rest():
@@ -203,3 +203,12 @@ def test_equal_session_rewards_are_kept_under_a_per_turn_rule_when_the_turns_dif
             builder.add(s, 0)
     assert session.poll(0, 0).batch == []
     assert [g.group_id for g in per_turn.poll(0, 0).batch] == ["g1"]
+
+
+def test_too_easy_tasks_are_the_newest_window_when_every_group_names_a_new_task():
+    builder = BatchBuilder(BatchConfig(group_size=2, success_reward=1.0, dedup_window=3))
+    for n in range(5):
+        for tid in ("a", "b"):
+            builder.add(sample(f"{tid}{n}", f"g{n}", 1.0, task=f"task-{n}"), 0)
+        builder.poll(0, 0)
+    assert list(builder.too_easy_tasks) == ["task-2", "task-3", "task-4"]
