@@ -4,7 +4,8 @@ recent sessions for the sessions browser.
 
 Records are fed in by one thread (`seamlessflow.dashboard.follow`) and read as JSON by the web handlers;
 a lock keeps the two apart. Memory is bounded: the newest `max_sessions` sessions and `max_statuses`
-status records are kept, and each curve at most `max_points` points, evenly spread (`dashboard.curve`).
+status records are kept (each slimmed to what the timeline reads), and each curve at most `max_points`
+points, evenly spread (`dashboard.curve`).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from seamlessflow.kafka.io import Record
 from seamlessflow.messages import CommandAck, EpisodeEnd, ResourceStatus, TokenIO
 from seamlessflow.replay.select import SessionEvents
 from seamlessflow.replay.turns import session_json
-from seamlessflow.scheduler.timeline import intervals_from_records, role_switches
+from seamlessflow.scheduler.timeline import intervals_from_records, role_switches, timeline_sample
 from seamlessflow.stack.rows import resource_row
 from seamlessflow.tracking.follow import Incoming
 from seamlessflow.tracking.points import EvalFigures, Point, PointMaker
@@ -55,7 +56,7 @@ class DashboardState:
             self.records += 1
             if isinstance(message, ResourceStatus):
                 self.latest[message.resource_id] = message
-                self.history.append(message)
+                self.history.append(timeline_sample(message))
             elif isinstance(message, CommandAck):
                 self.history.append(message)
             elif isinstance(message, (TokenIO, EpisodeEnd)):

@@ -15,7 +15,9 @@ remains and older history is gone. Draw timelines from runs whose status topic w
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
+import sys
 from collections import defaultdict
 from collections.abc import Iterable
 
@@ -25,6 +27,17 @@ from seamlessflow.core.timeline import Interval
 from seamlessflow.messages import CommandAck, ResourceStatus
 
 SCHEDULED_KINDS = frozenset({ResourceKind.ROLLOUT, ResourceKind.TRAINER})
+TIMELINE_FIGURES = frozenset({"requests_running", "running", "busy_s"})  # what `kind_of` and `_between` read
+
+
+def timeline_sample(status: ResourceStatus) -> ResourceStatus:
+    """The heartbeat with only what the timeline reads, for a long history held in memory (the dashboard's):
+    its time, resource, kind, state, active tag and the figures above; ids and names shared, not copied.
+    ~0.6 KB instead of ~2 KB a rollout worker's heartbeat."""
+    return dataclasses.replace(
+        status, event_id="", resource_id=sys.intern(status.resource_id), active_tag=sys.intern(status.active_tag),
+        capability_tags=[], hardware_tags=[], engine_url=None, team=sys.intern(status.team), run=sys.intern(status.run),
+        figures={sys.intern(k): v for k, v in status.figures.items() if k in TIMELINE_FIGURES})
 
 
 def kind_of(status: ResourceStatus) -> str:

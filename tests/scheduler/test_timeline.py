@@ -1,6 +1,12 @@
+import tracemalloc
+
+from seamlessflow.avro import Codec
 from seamlessflow.core.timeline import Interval, bubble_ratio
-from seamlessflow.scheduler.timeline import clip, intervals_from_records, kind_of, role_switches
+from seamlessflow.messages import ResourceStatus
+from seamlessflow.scheduler.timeline import clip, intervals_from_records, kind_of, role_switches, timeline_sample
 from seamlessflow.testing.status_records import status, two_resource_run
+
+CODEC = Codec()
 
 
 def test_intervals_follow_heartbeats_and_carve_weight_loads():
@@ -44,3 +50,36 @@ def test_clip_keeps_a_window_and_origin_moves_the_zero():
     window = sorted(clip(shifted, 0, 2), key=lambda i: (i.resource_id, i.start))
     assert window == [Interval("r0", 0, 1, "rollout"), Interval("r0", 1, 2, "sync"),
                       Interval("r1", 0, 1, "switch"), Interval("r1", 1, 2, "train")]
+
+
+def test_a_slimmed_history_draws_the_same_timeline_in_under_half_the_memory():
+    loads = {"requests_waiting": 2.0, "kv_cache_usage": 0.3, "generation_tokens_total": 1e6, "tokens_per_s": 90.0,
+             "prompt_tokens_total": 2e6, "last_swap_ms": 12.0}
+    records = two_resource_run() + [
+        status("r2", t, "rollout", hardware=("compute",), requests_running=running, **loads)
+        for t, running in ((0, 2.0), (3, 0.0), (6, 1.0), (10, 1.0))
+    ] + [status("trainer-0", t, "train", kind="trainer", tags=("train",), busy_s=busy, **loads)
+         for t, busy in ((0, 0.0), (2, 0.5), (4, 2.5))]
+    slim = [timeline_sample(r) if isinstance(r, ResourceStatus) else r for r in records]
+    assert intervals_from_records(slim) == intervals_from_records(records)
+    assert role_switches(slim) == role_switches(records)
+    assert [kind_of(s) for s in slim if isinstance(s, ResourceStatus)] == [
+        kind_of(r) for r in records if isinstance(r, ResourceStatus)]
+    assert held_bytes(lambda: [timeline_sample(fresh_copy(records[-1])) for _ in range(2000)]) < \
+        held_bytes(lambda: [fresh_copy(records[-1]) for _ in range(2000)]) / 2
+
+
+def fresh_copy(record: ResourceStatus) -> ResourceStatus:
+    """A heartbeat as decoded from the topic: its own strings, not the test's."""
+    return CODEC.decode(CODEC.encode(record, "status"))
+
+
+def held_bytes(make) -> int:
+    tracemalloc.start()
+    try:
+        kept = make()
+        held = tracemalloc.get_traced_memory()[0]
+        del kept
+        return held
+    finally:
+        tracemalloc.stop()
