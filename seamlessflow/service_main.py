@@ -14,7 +14,7 @@ import signal
 import threading
 from collections.abc import Callable, Iterable
 
-from seamlessflow.allocator import fix_mmap_threshold
+from seamlessflow.allocator import fix_mmap_threshold, start_trimming
 from seamlessflow.config import Settings
 from seamlessflow.memory_probe import start_from_environment
 from seamlessflow.service_metrics import serve_metrics
@@ -43,6 +43,7 @@ def run_until_signal(module: str, run: Run, *, add_arguments: Callable[[argparse
         prepare(settings, args)
     logging.basicConfig(level=logging.INFO, format=log_format)
     start_from_environment(module)  # memory snapshots, only when asked for (seamlessflow/memory_probe.py)
+    start_trimming(module)  # only when $SEAMLESSFLOW_MALLOC_TRIM_S asks (seamlessflow/allocator.py)
     for name in quiet_loggers:
         logging.getLogger(name).setLevel(logging.WARNING)
     if metrics:

@@ -6,13 +6,15 @@ from the heap (where the trainer's changing tensor sizes fragmented memory it ne
 threshold fixed it is mapped, and returned when freed.
 """
 
+import ctypes
+import ctypes.util
 import os
 import subprocess
 import sys
 
 import pytest
 
-from seamlessflow.allocator import ENV
+from seamlessflow.allocator import ENV, TRIM_ENV, start_trimming, trim
 
 PROBE = """
 import ctypes, ctypes.util
@@ -57,3 +59,28 @@ def test_glibcs_own_variable_wins(clean_env):
 def test_a_value_that_is_no_size_is_a_clear_error(clean_env):
     out = subprocess.run([sys.executable, "-c", PROBE], env={**clean_env, ENV: "lots"}, capture_output=True, text=True)
     assert out.returncode != 0 and "SEAMLESSFLOW_MALLOC_MMAP_THRESHOLD='lots': a size in bytes" in out.stderr
+
+
+def test_a_trim_gives_back_the_free_pages_in_the_middle_of_the_heap():
+    """Blocks freed below one still in use stay in glibc's heap (and in the RSS) until a trim hands them back."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    libc.malloc.restype, libc.free.argtypes, libc.memset.argtypes = ctypes.c_void_p, [ctypes.c_void_p], [
+        ctypes.c_void_p, ctypes.c_int, ctypes.c_size_t]
+    blocks = [libc.malloc(4096) for _ in range(20_000)]  # ~80 MiB from the heap (below the mmap threshold)
+    for block in blocks:
+        libc.memset(block, 1, 4096)  # touched: resident
+    for n, block in enumerate(blocks):
+        if n % 64:
+            libc.free(block)  # every 64th block stays: the freed pages are in the middle, not at the top
+    before, after = trim()
+    for block in blocks[::64]:
+        libc.free(block)
+    assert before - after > 32 << 20, f"the trim gave back only {(before - after) / 2**20:.1f} MiB"
+
+
+def test_trimming_only_when_asked(monkeypatch):
+    monkeypatch.delenv(TRIM_ENV, raising=False)
+    assert start_trimming("services.proxy") is None
+    monkeypatch.setenv(TRIM_ENV, "-1")
+    with pytest.raises(ValueError, match=TRIM_ENV):
+        start_trimming("services.proxy")
