@@ -7,12 +7,11 @@ Why a real server and not moto's in-process mock: the trainer under test is anot
 from __future__ import annotations
 
 import contextlib
+import threading
 import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
-
-from seamlessflow.ports import free_port
 
 CREDENTIALS = {"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_DEFAULT_REGION": "us-east-1"}
 
@@ -35,16 +34,23 @@ class ObjectStore:
 
 @contextlib.contextmanager
 def object_store(host: str = "127.0.0.1") -> Iterator[ObjectStore]:
-    from moto.server import ThreadedMotoServer
+    """moto's S3 app served on a port the system picks when it binds (a port chosen before and bound after
+    may be taken in between: seen in CI, where moto's own threaded server then waited forever for a server
+    that had failed to start); a failure to bind raises here."""
+    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+    from werkzeug.serving import make_server
 
-    port = free_port()
-    server = ThreadedMotoServer(ip_address=host, port=port, verbose=False)
-    server.start()
-    url = f"http://{host}:{port}"
+    server = make_server(host, 0, DomainDispatcherApplication(create_backend_app), threaded=True,
+                         request_handler=MotoRequestHandler)
+    serving = threading.Thread(target=server.serve_forever, name="object-store", daemon=True)
+    serving.start()
+    url = f"http://{host}:{server.server_address[1]}"
     # moto keeps its buckets in process-wide state: a second store in one test process would find the
     # first one's buckets (seen: a test's bucket "already exists"), so each store starts empty
     urllib.request.urlopen(urllib.request.Request(f"{url}/moto-api/reset", method="POST"), timeout=30).close()
     try:
         yield ObjectStore(url)
     finally:
-        server.stop()
+        server.shutdown()
+        serving.join()
+        server.server_close()
