@@ -35,7 +35,7 @@ class ObjectStore:
 @contextlib.contextmanager
 def object_store(host: str = "127.0.0.1") -> Iterator[ObjectStore]:
     """moto's S3 app served on a port the system picks when it binds (a port chosen before and bound after
-    may be taken in between: seen in CI, where moto's own threaded server then waited forever for a server
+    may be taken in between: seen running the suite, where moto's threaded server then waited forever for a server
     that had failed to start); a failure to bind raises here."""
     from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
     from werkzeug.serving import make_server
