@@ -172,10 +172,10 @@ class _OpenGroup:
 class BatchBuilder:
     """Collects samples into GRPO groups and hands out batches of groups with signal."""
 
-    def __init__(self, config: BatchConfig, seen_ids: Iterable[str] = ()) -> None:
+    def __init__(self, config: BatchConfig, seen_ids: Iterable[str] = (), too_easy_tasks: Iterable[str] = ()) -> None:
         self.config = config
         self.counters = Counters()
-        self.too_easy_tasks = RecentIds(config.dedup_window)  # oldest first
+        self.too_easy_tasks = RecentIds(config.dedup_window, too_easy_tasks)  # oldest first
         self._seen_ids = RecentIds(config.dedup_window, seen_ids)
         self._open: dict[str, _OpenGroup] = {}
         self._closed_ids = RecentIds(config.dedup_window)

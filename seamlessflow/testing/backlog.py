@@ -1,12 +1,15 @@
-"""A backlog of long trajectories on a topic: what a consumer's fetch queue is measured against."""
+"""A backlog of long trajectories on a topic, read slowly, and the fetch queue librdkafka holds meanwhile."""
 
 from __future__ import annotations
 
 import dataclasses
 import random
+import time
+from collections.abc import Callable
 
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
+from seamlessflow.kafka import stats
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import Trajectory
 from seamlessflow.testing.samples import SAMPLES
@@ -30,3 +33,22 @@ def produce_backlog(settings: Settings, codec: Codec, topic: str, mib: float) ->
         producer.send_bytes(topic, f"g{n}".encode(), value)
     producer.flush(60)
     return count * len(value)
+
+
+def watch_fetch_queues(monkeypatch) -> list[int]:
+    """Every consumer built from now on reports its fetch queue (bytes, `kafka.stats.fetch_queues`) into the
+    list returned, every 0.2 s while it polls. `monkeypatch`: pytest's, which undoes this after the test."""
+    seen: list[int] = []
+    monkeypatch.setenv(stats.ENV, "0.2")
+    monkeypatch.setattr(stats, "log_fetch_queues", lambda _name, raw: seen.append(stats.fetch_queues(raw)[0]))
+    return seen
+
+
+def read_slowly(poll: Callable[[], list], seconds: float, done: Callable[[], bool] = lambda: False) -> int:
+    """Polls one record every 0.2 s for `seconds` or until `done()`, as a consumer far behind does, so that
+    librdkafka fills its queue as far as it is let; the records read."""
+    deadline, read = time.monotonic() + seconds, 0
+    while time.monotonic() < deadline and not done():
+        read += len(poll())
+        time.sleep(0.2)
+    return read

@@ -8,6 +8,7 @@ completions call, streamed or not, to compare with what the proxy recorded.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from dataclasses import dataclass
 
@@ -62,26 +63,17 @@ class EngineTap:
                 k: v for k, v in upstream.headers.items() if k.lower() not in HOP_HEADERS})
             await response.prepare(request)
             kept = bytearray()
+            # a caller that hangs up early does not stop the tap keeping the answer: the proxy closes its
+            # engine connection once it has read `[DONE]`, which may be before the stream's end
             async for piece in upstream.content.iter_any():
                 kept += piece
-                await _write_unless_gone(response, piece)
+                with contextlib.suppress(ConnectionResetError):
+                    await response.write(piece)
         if request.path in GENERATION_PATHS and upstream.status == 200:
             self.answers.append(engine_answer(bytes(kept)))
-        await _write_unless_gone(response, None)
-        return response
-
-
-async def _write_unless_gone(response: web.StreamResponse, piece: bytes | None) -> None:
-    """Writes a piece (None: the end); a caller that hung up early does not stop the tap keeping the answer.
-
-    The proxy closes its engine connection once it has read `[DONE]`, which may be before the stream's end."""
-    try:
-        if piece is None:
+        with contextlib.suppress(ConnectionResetError):
             await response.write_eof()
-        else:
-            await response.write(piece)
-    except ConnectionResetError:
-        pass
+        return response
 
 
 def engine_answer(body: bytes) -> EngineAnswer:

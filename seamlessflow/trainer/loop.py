@@ -170,10 +170,8 @@ class Trainer:
 
     def _batch_builder(self, state: TrainerState) -> BatchBuilder:
         """The builder as the checkpoint left it: what was trained above the offsets is not trained again."""
-        builder = BatchBuilder(self.config.batch_config(), seen_ids=state.finished_ids)
-        for task_id in state.too_easy_tasks:
-            builder.too_easy_tasks.add(task_id)
-        return builder
+        return BatchBuilder(self.config.batch_config(), seen_ids=state.finished_ids,
+                            too_easy_tasks=state.too_easy_tasks)
 
     # -- the loop ---------------------------------------------------------------------------------------
 

@@ -206,8 +206,14 @@ def test_equal_session_rewards_are_kept_under_a_per_turn_rule_when_the_turns_dif
 
 
 def test_too_easy_tasks_are_the_newest_window_when_every_group_names_a_new_task():
-    builder = BatchBuilder(BatchConfig(group_size=2, success_reward=1.0, dedup_window=3))
-    for n in range(5):
+    builder = BatchBuilder(BatchConfig(group_size=2, success_reward=1.0, dedup_window=3),
+                           too_easy_tasks=["from-checkpoint-a", "from-checkpoint-b"])
+    for n in range(2):
+        for tid in ("a", "b"):
+            builder.add(sample(f"{tid}{n}", f"g{n}", 1.0, task=f"task-{n}"), 0)
+        builder.poll(0, 0)
+    assert list(builder.too_easy_tasks) == ["from-checkpoint-b", "task-0", "task-1"]  # the oldest fell out first
+    for n in range(2, 5):
         for tid in ("a", "b"):
             builder.add(sample(f"{tid}{n}", f"g{n}", 1.0, task=f"task-{n}"), 0)
         builder.poll(0, 0)

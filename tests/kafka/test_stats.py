@@ -1,14 +1,12 @@
 """librdkafka's statistics document read for what a consumer holds in its fetch queues."""
 
 import json
-import time
 
-from seamlessflow.kafka import stats
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.group import GroupMember
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.stats import ENV, fetch_queues, stats_config
-from seamlessflow.testing.backlog import produce_backlog
+from seamlessflow.testing.backlog import produce_backlog, read_slowly, watch_fetch_queues
 from seamlessflow.topics import Topics
 
 
@@ -30,18 +28,14 @@ def test_statistics_only_when_asked(monkeypatch):
 
 def test_a_group_consumers_queue_is_counted_once_not_once_a_partition(settings, codec, monkeypatch):
     """Every partition's statistics report the consumer's one forwarded queue: a sum would double it here."""
-    monkeypatch.setenv(ENV, "0.2")
-    reported: list[int] = []
-    monkeypatch.setattr(stats, "log_fetch_queues", lambda _name, raw: reported.append(fetch_queues(raw)[0]))
+    reported = watch_fetch_queues(monkeypatch)
     topic = Topics(settings).trajectories
     written = produce_backlog(settings, codec, topic, mib=2)
     member = GroupMember(settings, topic, "stats-test", DeadLetters(settings, codec, "test",
                          MessageProducer(settings, codec).send))
     try:
-        deadline = time.monotonic() + 30
-        while time.monotonic() < deadline and not (reported and max(reported) > written / 2):
-            member.poll_many(0.05, 1)
-            time.sleep(0.3)  # read slowly: librdkafka fetches the rest into its queue
+        read_slowly(lambda: member.poll_many(0.05, 1), seconds=30,
+                    done=lambda: bool(reported) and max(reported) > written / 2)
     finally:
         member.close()
     assert Topics(settings).specs["trajectories"].partitions > 1

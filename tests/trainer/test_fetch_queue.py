@@ -12,36 +12,18 @@ fails this.
 
 from __future__ import annotations
 
-import logging
-import re
-import time
-
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.io import MessageProducer
-from seamlessflow.kafka.stats import ENV
-from seamlessflow.testing.backlog import produce_backlog
+from seamlessflow.testing.backlog import produce_backlog, read_slowly, watch_fetch_queues
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.options import TrainerOptions
 from seamlessflow.trainer.source import TrajectorySource
 
 BACKLOG_MIB = 24
-QUEUED = re.compile(r"librdkafka fetch queues ([0-9.]+) MiB")
 
 
-def largest_queue_while_reading(source: TrajectorySource, caplog, seconds: float) -> float:
-    """Reads one record every 0.2 s for `seconds` (a slow trainer); the largest fetch queue logged, in MiB."""
-    deadline, read = time.monotonic() + seconds, 0
-    while time.monotonic() < deadline:
-        read += len(source.poll(0.05, max_records=1))
-        time.sleep(0.2)
-    queued = [float(m.group(1)) for r in caplog.records if (m := QUEUED.search(r.getMessage()))]
-    assert read and queued, "no record read or no statistics logged"
-    return max(queued)
-
-
-def test_the_trainer_prefetches_at_most_its_bound(settings, codec, monkeypatch, caplog):
-    monkeypatch.setenv(ENV, "0.2")
-    caplog.set_level(logging.INFO, logger="seamlessflow.kafka.stats")
+def test_the_trainer_prefetches_at_most_its_bound(settings, codec, monkeypatch):
+    queued = watch_fetch_queues(monkeypatch)
     topic = Topics(settings).trajectories
     produce_backlog(settings, codec, topic, BACKLOG_MIB)
     bound = TrainerOptions.model_fields["fetch_queue_mib"].default
@@ -49,9 +31,11 @@ def test_the_trainer_prefetches_at_most_its_bound(settings, codec, monkeypatch, 
     source = TrajectorySource(settings, codec, topic, "trainer-test", DeadLetters(settings, codec, "trainer",
                               letters_out.send), fetch_queue_mib=bound)
     try:
-        largest = largest_queue_while_reading(source, caplog, seconds=10)
+        read = read_slowly(lambda: source.poll(0.05, max_records=1), seconds=10)
     finally:
         source.close()
+    assert read and queued, "no record read or no statistics reported"
+    largest = max(queued) / 2**20
     partitions = Topics(settings).specs["trajectories"].partitions
     # librdkafka may overshoot by one fetch (1 MiB a partition), and 1 MiB of slack; the default bound would
     # queue the whole backlog (24.0 MiB, shown once)
