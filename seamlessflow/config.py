@@ -37,40 +37,61 @@ PROCESS_VARIABLES = {
 
 
 class Settings(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    """The fields every process shares; each service's own options are a section of their own."""
+
+    model_config = ConfigDict(extra="allow", use_attribute_docstrings=True)
 
     data_dir: Path = Path(".seamlessflow")
+    """Where keys, models, logs, checkpoints and the run's state are kept."""
     team: str = "default"
+    """The team this process acts for (its API key: <data_dir>/<team>.key)."""
     run: str = "default"
-    # Kafka: None means "start the embedded broker" (Apache Kafka, KRaft); a value points at any cluster.
+    """The run's name: it names consumer groups, task groups and the TensorBoard directory."""
     bootstrap_servers: str | None = None
-    brokers: int = Field(1, ge=1, le=9)  # embedded KRaft nodes (`up --brokers 3`: RF 3, min.insync.replicas 2)
-    broker_port: int = 19092  # embedded node N listens on broker_port + N - 1
+    """A Kafka cluster's bootstrap servers; None: start the embedded broker (Apache Kafka, KRaft)."""
+    brokers: int = Field(1, ge=1, le=9)
+    """Embedded KRaft nodes (`up --brokers 3`: replication factor 3, min.insync.replicas 2)."""
+    broker_port: int = 19092
+    """Embedded node N listens on broker_port + N - 1."""
     # the address the embedded broker listens on and advertises: another host's services reach it there
     # (`up --ray` sets the driver's node address when this is left at loopback)
     broker_host: str = "127.0.0.1"
-    controller_port: int | None = None  # its controller on controller_port + N - 1 (default: the next free)
+    """The address the embedded broker listens on and advertises (other hosts' services reach it there)."""
+    controller_port: int | None = None
+    """Embedded node N's controller listens on controller_port + N - 1; None: the next free port."""
     topic_prefix: str = "seamlessflow"
-    replication_factor: int | None = None  # None: the cluster's default.replication.factor
-    partitions: dict[str, int] = Field(default_factory=dict)  # per-topic overrides of infra/topics.yaml
-    kafka: dict[str, Any] = Field(default_factory=dict)  # extra librdkafka properties (security, SASL, ...)
+    """Topic names are `<topic_prefix>.<name>` (infra/topics.yaml)."""
+    replication_factor: int | None = None
+    """Replicas of each topic created; None: the cluster's default.replication.factor."""
+    partitions: dict[str, int] = Field(default_factory=dict)
+    """Per-topic partition counts over those of infra/topics.yaml."""
+    kafka: dict[str, Any] = Field(default_factory=dict)
+    """Extra librdkafka properties of every client (security, SASL, ...)."""
     schema_registry_url: str | None = None
+    """A Confluent Schema Registry for the Avro schemas; None: local deterministic schema ids."""
     schema_registry_conf: dict[str, Any] = Field(default_factory=dict)
+    """Extra configuration of the Schema Registry client (auth, TLS, ...)."""
     max_record_bytes: int = 1_000_000
+    """Largest encoded record a producer sends; a larger one is refused before it is sent."""
     # Token ids/logprobs written as packed bytes (false: as Avro arrays, readable by consumers that predate
     # packing; for a rolling upgrade, upgrade consumers first, then turn this on). Readers take both forms.
     packed_token_arrays: bool = True
+    """Write token ids and logprobs as packed bytes; false: as Avro arrays (readers take both)."""
     # Idempotent producers (with acks=all): a retried produce is never duplicated or reordered. Off only for
     # a cluster that refuses them (no IDEMPOTENT_WRITE permission); then one request is kept in flight.
     idempotent_producer: bool = True
+    """Idempotent producers (acks=all): a retried produce is never duplicated or reordered."""
     # Team API keys besides those issued by `seamlessflow team add`: {team: key}, or in an env var or on the
     # command line the form "team=key,team2=key2" (SEAMLESSFLOW_TEAM_KEYS=red=k1,blue=k2).
     team_keys: dict[str, str] = Field(default_factory=dict)
+    """Team API keys besides those of `seamlessflow team add`: {team: key}, or "team=key,team2=key2"."""
     stop_grace_s: float = 10.0
+    """Seconds between SIGTERM and SIGKILL when a service is stopped."""
     # One start of the whole stack: `seamlessflow up` draws a new one (unless given), every service it
     # starts and restarts runs with it, and the scheduler writes it on every command, so a resource restores
     # on start only commands of its own start (core/control.py). "": none (a service run by hand).
     generation: str = ""
+    """One start of the whole stack (`up` draws one): a resource restores only its own start's commands."""
 
     @field_validator("team_keys", mode="before")
     @classmethod
@@ -93,7 +114,7 @@ class Settings(BaseModel):
         return ",".join(f"{self.broker_host}:{self.broker_port + i}" for i in range(self.brokers))
 
     def section(self, name: str) -> dict[str, Any]:
-        """A service's own options (validated by that service's package)."""
+        """A service's own options (validated by that service's package; `seamlessflow.sections` lists them)."""
         return dict((self.model_extra or {}).get(name) or {})
 
     def with_overrides(self, **overrides: Any) -> Settings:

@@ -8,25 +8,39 @@ from seamlessflow.config import Settings
 
 
 class AgentOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
-    proxy_url: str = "http://127.0.0.1:8000"  # the proxy's root; sessions live under /sessions/{id}/v1
+    proxy_url: str = "http://127.0.0.1:8000"
+    """The proxy's root URL; sessions live under /sessions/{id}/v1."""
     pool: str = "default"
-    concurrency: int = Field(4, ge=1)  # sessions run at the same time by one worker
-    max_attempts: int = Field(3, ge=1)  # runs of a failing session before it ends as "failed"
-    kinds: list[str] = Field(default_factory=list)  # task kinds this pool runs (empty: all)
-    request_timeout_s: float = 600.0  # one LLM call through the proxy (slow under weight updates)
-    client_max_retries: int = 2  # the openai client's own retries of a failed request
-    episode_timeout_s: float | None = None  # whole agent call; enforced for async agents only
-    end_timeout_s: float = 60.0  # keep retrying a session end this long before the worker gives up
-    revoke_grace_s: float = 20.0  # on a rebalance, wait this long for running tasks to finish
-    failure_reward: float = 0.0  # reward reported with a failed or aborted session
-    verifier: str | None = None  # scores an agent's `Unscored` result when neither it nor the task names one
+    """Pool name: workers of one team and pool share its tasks (consumer group `<team>.<pool>`)."""
+    concurrency: int = Field(4, ge=1)
+    """Sessions run at the same time by one worker."""
+    max_attempts: int = Field(3, ge=1)
+    """Runs of a failing session before it ends as "failed"."""
+    kinds: list[str] = Field(default_factory=list)
+    """Task kinds this pool runs (empty: all)."""
+    request_timeout_s: float = 600.0
+    """One LLM call through the proxy (slow under weight updates)."""
+    client_max_retries: int = 2
+    """The openai client's own retries of a failed request."""
+    episode_timeout_s: float | None = None
+    """Whole agent call; enforced for async agents only."""
+    end_timeout_s: float = 60.0
+    """Keep retrying a session end this long before the worker gives up."""
+    revoke_grace_s: float = 20.0
+    """On a rebalance, wait this long for running tasks to finish."""
+    failure_reward: float = 0.0
+    """Reward reported with a failed or aborted session."""
+    verifier: str | None = None
+    """Scores an agent's `Unscored` result when neither it nor the task names one."""
     poll_s: float = 0.2
-    heartbeat_s: float = Field(5.0, gt=0)  # status-topic heartbeat (kind "agent") for `status` and `up`
+    """Longest wait for new tasks in one poll of the task topic when no session is running."""
+    heartbeat_s: float = Field(5.0, gt=0)
+    """Status-topic heartbeat (kind "agent") for `status` and `up`."""
 
     @classmethod
-    def from_settings(cls, settings: Settings, **overrides) -> AgentOptions:
+    def from_settings(cls, settings: Settings, **overrides: object) -> AgentOptions:
         data = settings.section("agents")
         data.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(data)

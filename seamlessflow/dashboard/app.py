@@ -16,12 +16,12 @@ import logging
 import math
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from pathlib import Path
 
 from aiohttp import web
 from prometheus_client import REGISTRY, generate_latest
-from pydantic import BaseModel
+from pydantic import BaseModel, ConfigDict
 
 from seamlessflow.config import Settings
 from seamlessflow.dashboard.state import DashboardState, Decode
@@ -35,9 +35,14 @@ log = logging.getLogger(__name__)
 class DashboardOptions(BaseModel):
     """The `dashboard:` section."""
 
+    model_config = ConfigDict(use_attribute_docstrings=True)
+
     host: str = "127.0.0.1"
+    """Address the dashboard listens on."""
     port: int = 8300
-    tokenizer: str | None = None  # tokenizer.json (or its dir); default: the served model's
+    """Port of the dashboard's page (and its /metrics)."""
+    tokenizer: str | None = None
+    """A tokenizer.json (or its directory) to show token text; None: the served model's."""
 
 
 class Dashboard:
@@ -90,7 +95,7 @@ class Dashboard:
         return app
 
     @staticmethod
-    def _answer(make):
+    def _answer(make: Callable[[], object]) -> Callable[[web.Request], Awaitable[web.Response]]:
         """A handler answering `make()` as JSON, computed off the event loop (a long timeline takes a while)."""
         async def handler(_: web.Request) -> web.Response:
             return _json(await asyncio.to_thread(make))
@@ -123,11 +128,11 @@ class Dashboard:
         return web.Response(body=generate_latest(REGISTRY), content_type="text/plain")
 
 
-def _json(data) -> web.Response:
+def _json(data: object) -> web.Response:
     return web.json_response(_finite(data), dumps=lambda d: json.dumps(d, allow_nan=False, default=str))
 
 
-def _finite(value):
+def _finite(value: object) -> object:
     """NaN and infinities (a figure not defined yet) become null: JSON has no NaN."""
     if isinstance(value, float):
         return value if math.isfinite(value) else None
@@ -170,7 +175,7 @@ async def serve(dashboard: Dashboard, host: str, port: int, stop: threading.Even
 
 
 def run_dashboard(settings: Settings, stop: threading.Event, host: str | None = None, port: int | None = None,
-                  tokenizer: str | None = None, announce=print) -> None:
+                  tokenizer: str | None = None, announce: Callable[[str], None] = print) -> None:
     """The dashboard against the stack `settings` point at, until `stop` is set (the service and the CLI)."""
     config = DashboardOptions.model_validate(settings.section("dashboard"))
     host, port = host or config.host, port or config.port

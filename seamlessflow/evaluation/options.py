@@ -11,18 +11,28 @@ class EvalOptions(BaseModel):
     """`eval_every`: weight versions between passes; `count`: eval tasks per pass; `agent`: the MODULE:FN
     run on each (default: the first agent pool's, so the eval asks exactly as training does)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     enabled: bool = True
+    """Read by nothing: `services.eval` says whether `up` runs the eval (kept so configs validate)."""
     eval_every: int = Field(10, ge=1)
+    """Weight versions (of what the engines serve) between two eval passes."""
     count: int = Field(64, ge=1)
+    """Eval tasks per pass."""
     concurrency: int = Field(8, ge=1)
+    """Eval sessions run at the same time."""
     agent: str = "services.agents.examples.single_turn:agent"
-    team: str | None = None  # whose key the sessions use (default: the run's team)
+    """The agent run on each task, as MODULE:FUNCTION; default: the first agent pool's."""
+    team: str | None = None
+    """The team whose key the eval sessions use; None: the run's team."""
     proxy_url: str = "http://127.0.0.1:8100"
-    eval_file: str | None = None  # JSONL eval set for a file task source (default: its first `count` tasks)
+    """The proxy's root URL; default: `agents.proxy_url`."""
+    eval_file: str | None = None
+    """A JSONL eval set for a file task source; None: the source's first `count` tasks."""
     poll_s: float = Field(2.0, gt=0)
+    """Seconds between two checks of the version the engines serve."""
     request_timeout_s: float = Field(120.0, gt=0)
+    """Time limit of one LLM call of an eval session."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> EvalOptions:

@@ -4,18 +4,23 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from seamlessflow.config import Settings
 from seamlessflow.core.routing import FitTable, ProfileLearner
 
 
 class EngineOptions(BaseModel):
     """An inference engine the proxy may route to: its id and base URL (without `/v1`)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     id: str
+    """The engine's resource id (as its rollout worker names it on the status topic)."""
     url: str
+    """Its base URL, without `/v1` (a trailing `/v1` is dropped)."""
     weight_version: int = 0
-    hardware_tags: list[str] = Field(default_factory=list)  # e.g. [compute, h100]: see `routing`
+    """The weight version it is taken to serve until a command or status says otherwise."""
+    hardware_tags: list[str] = Field(default_factory=list)
+    """What its hardware is good at, e.g. [compute, h100]: see `routing`."""
 
     @field_validator("url")
     @classmethod
@@ -28,13 +33,18 @@ class RoutingOptions(BaseModel):
     """Hardware-aware routing (`seamlessflow.core.routing`): which hardware tags fit each session profile,
     and how a profile is learnt from a session's calls when the session does not declare one."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     fit: dict[str, list[str]] = Field(default_factory=lambda: {"prefill": ["compute"], "decode": ["bandwidth"]})
-    learn: bool = True  # learn undeclared profiles online (prompt tokens fed vs tokens generated)
-    ratio: float = 4.0  # prefill-heavy when fed >= ratio x generated
-    min_tokens: int = 256  # tokens seen before a profile is decided
+    """Session profile (prefill | decode) -> the hardware tags of the engines that suit it."""
+    learn: bool = True
+    """Learn undeclared profiles online (prompt tokens fed vs tokens generated)."""
+    ratio: float = 4.0
+    """Prefill-heavy when fed >= ratio x generated."""
+    min_tokens: int = 256
+    """Tokens seen before a profile is decided."""
     hysteresis: float = 2.0
+    """A decided profile flips only past ratio x hysteresis (or below ratio / hysteresis)."""
 
     @field_validator("fit")
     @classmethod
@@ -50,37 +60,65 @@ class RoutingOptions(BaseModel):
 
 
 class ProxyOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
-    id: str = "proxy"  # resource id on the control/status topics
+    id: str = "proxy"
+    """Its resource id on the control and status topics (workers: `<id>-<i>`)."""
     host: str = "127.0.0.1"
+    """Address the proxy listens on."""
     port: int = 8100
-    workers: int = Field(1, ge=1)  # processes `up` starts on host:port (SO_REUSEPORT), resources <id>-<i>
+    """Port the proxy listens on (agents call http://host:port/v1)."""
+    workers: int = Field(1, ge=1)
+    """Processes `up` starts on host:port (SO_REUSEPORT), resources <id>-<i>."""
     engines: list[EngineOptions] = Field(default_factory=list)
+    """Engines to route to besides those discovered on the status topic."""
     routing: RoutingOptions = Field(default_factory=RoutingOptions)
-    discover_engines: bool = True  # add rollout engines announced on the status topic
-    listen_control: bool = True  # consume the control topic (pause/resume/load_weights)
-    served_model: str | None = None  # if set, replaces the client's `model` field upstream
+    """Hardware-aware routing of sessions to engines."""
+    discover_engines: bool = True
+    """Add rollout engines announced on the status topic."""
+    listen_control: bool = True
+    """Consume the control topic (pause/resume/load_weights)."""
+    served_model: str | None = None
+    """If set, replaces the client's `model` field upstream."""
     max_body_bytes: int = 4 * 1024 * 1024
+    """Largest request body accepted; larger ones get 413."""
     max_n: int = 64
-    max_inflight: int = 512  # calls generating at the engines at once
-    max_queued: int = 1024  # calls waiting (for a slot, or while paused); beyond: 429
+    """Most completions one call may ask for (`n`)."""
+    max_inflight: int = 512
+    """Calls generating at the engines at once."""
+    max_queued: int = 1024
+    """Calls waiting (for a slot, or while paused); beyond: 429."""
     retry_after_s: int = 1
-    max_attempts: int = 3  # per call: engine connection failures and mid-stream engine failures
+    """The Retry-After sent with a 429 or a 503 when the proxy is at capacity."""
+    max_attempts: int = 3
+    """Tries per call over engine connection failures and mid-stream engine failures."""
     connect_timeout_s: float = 5.0
-    read_timeout_s: float = 600.0  # longest silence from an engine mid-generation
-    pause_timeout_s: float = 600.0  # longest a queued or cut call waits for resume before 503
-    delivery_timeout_s: float = 30.0  # longest wait for Kafka to confirm a call's events
+    """Longest wait to connect to an engine."""
+    read_timeout_s: float = 600.0
+    """Longest silence from an engine mid-generation."""
+    pause_timeout_s: float = 600.0
+    """Longest a queued or cut call waits for resume before 503."""
+    delivery_timeout_s: float = 30.0
+    """Longest wait for Kafka to confirm a call's events."""
     health_interval_s: float = 2.0
-    health_failures: int = 2  # consecutive failed checks before an engine is taken out
-    heartbeat_s: float = 5.0  # the proxy's own ResourceStatus period
-    max_sessions: int = 100_000  # LRU bound on per-session state (owner team, call counter)
-    prompt_deltas: bool = True  # record a prompt as a delta of the session's earlier sequences (upgrade readers first)
-    prompt_delta_bases: int = 4  # sequences (recorded choices) kept per session as bases
-    prompt_delta_memory_mb: int = 256  # all sessions' kept sequences together; the least recent go first
-    end_wait_s: float = 30.0  # how long /end waits for the session's in-flight calls
-    producer: dict = Field(default_factory=lambda: {"linger.ms": 0})  # extra librdkafka producer properties
+    """Period of the engines' health checks."""
+    health_failures: int = 2
+    """Consecutive failed checks before an engine is taken out."""
+    heartbeat_s: float = 5.0
+    """The proxy's own ResourceStatus period."""
+    max_sessions: int = 100_000
+    """LRU bound on per-session state (owner team, call counter)."""
+    prompt_deltas: bool = True
+    """Record a prompt as a delta of the session's earlier sequences (upgrade readers first)."""
+    prompt_delta_bases: int = 4
+    """Sequences (recorded choices) kept per session as bases."""
+    prompt_delta_memory_mb: int = 256
+    """All sessions' kept sequences together; the least recent go first."""
+    end_wait_s: float = 30.0
+    """How long /end waits for the session's in-flight calls."""
+    producer: dict = Field(default_factory=lambda: {"linger.ms": 0})
+    """Extra librdkafka producer properties."""
 
     @classmethod
-    def from_settings(cls, settings) -> ProxyOptions:
+    def from_settings(cls, settings: Settings) -> ProxyOptions:
         return cls.model_validate(settings.section("proxy"))

@@ -16,22 +16,36 @@ from seamlessflow.scheduler.stages import StageOptions
 class SchedulerOptions(BaseModel):
     """`policy` picks the core policy; the `*_s` knobs price switches (see core.policies.base)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     enabled: bool = True
+    """Read by nothing: `services.scheduler` says whether `up` runs the scheduler (kept so configs validate)."""
     resource_id: str = "scheduler"
+    """Its resource id on the control and status topics."""
     policy: Literal["colocated", "disaggregated", "multiplexed"] = "multiplexed"
+    """How roles are given: colocated | disaggregated | multiplexed (`core.policies`)."""
     tick_s: float = Field(1.0, gt=0)
+    """Seconds between two scheduling decisions."""
     heartbeat_timeout_s: float = Field(10.0, gt=0)
-    command_timeout_s: float = Field(30.0, gt=0)  # an unacknowledged command stops blocking after this
+    """A resource whose heartbeat is older than this is taken as failed and left out."""
+    command_timeout_s: float = Field(30.0, gt=0)
+    """An unacknowledged command stops blocking after this."""
     switch_cost_s: float = Field(8.0, ge=0)
+    """Expected seconds one rollout <-> train switch costs, until the trainer reports a measured one."""
     min_dwell_s: float = Field(16.0, ge=0)
+    """A resource keeps a role at least this long after a switch."""
     stay_margin: float = Field(1.0, ge=0)
+    """A resource stays on train if the next batch is due within this many switch round trips."""
     train_pool_size: int | None = None
-    batch_threshold: int = Field(8, ge=1)  # trajectories per training step (default: from `trainer:`)
+    """Fixed train pool of `disaggregated`; None: every train-capable resource, or half of them."""
+    batch_threshold: int = Field(8, ge=1)
+    """Trajectories per training step; default: the trainer's batch_threshold x group_size."""
     resource_kinds: list[ResourceKind] = Field(default_factory=lambda: [ResourceKind.ROLLOUT, ResourceKind.TRAINER])
+    """Kinds of resources whose status it follows and schedules."""
     rate_window_s: float = Field(30.0, gt=0)
-    coordinate_proxy: bool = True  # weight loads wrapped in proxy pause/resume (scheduling.proxy_sync)
+    """Window over which the rate of arriving trajectories is measured."""
+    coordinate_proxy: bool = True
+    """Wrap weight loads in a proxy pause and resume (`scheduler.proxy_sync`)."""
 
     def scheduler_config(self) -> SchedulerConfig:
         return SchedulerConfig(
@@ -45,24 +59,40 @@ class ManagerOptions(BaseModel):
     """Task source and pacing. `source`: "demo" (seeded arithmetic) or a JSONL path (seamlessflow.tasks);
     `sources`, when given, replace it with several named sources, each with its kind and share."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     enabled: bool = True
+    """Run the rollout manager that publishes tasks (false: the scheduler only schedules)."""
     source: str = "demo"
+    """The task source: `demo` (seeded arithmetic) or a JSONL task file (`seamlessflow.tasks`)."""
     demo_seed: int = 0
+    """Seed of the demo's generated tasks."""
     demo_count: int = Field(256, ge=1)
-    demo_max_operand: int = Field(99, ge=1)  # the demo's sums: operands 0..demo_max_operand
+    """How many demo tasks are generated (published in an endless cycle)."""
+    demo_max_operand: int = Field(99, ge=1)
+    """The demo's sums: operands 0..demo_max_operand."""
     kind: str = "arithmetic"
+    """Kind of the tasks: the agent pools that run them (`agents.kinds`)."""
     group_size: int = Field(4, ge=1)
-    max_in_flight: int = Field(8, ge=1)  # task groups published and not yet finished
-    max_staleness: int | None = None  # default: the policy's own bound
-    max_tasks: int | None = None  # stop publishing after this many groups (None: cycle forever)
-    task_timeout_s: float = Field(600.0, gt=0)  # a group unfinished this long is given up (frees its slot)
-    resample_too_easy: bool = True  # skip source tasks a whole group solved (SRPO history resampling)
-    success_reward: float = 1.0  # default: the trainer's
-    sources: list[SourceOptions] = Field(default_factory=list)  # several task sources mixed by weight (sources.py)
-    stages: list[StageOptions] = Field(default_factory=list)  # the mix changing with the run (stages.py)
-    stage_window: int = Field(32, ge=1)  # recent trajectories per source that a stage's metric is taken over
+    """Sessions per task (one GRPO group); default: the trainer's group_size."""
+    max_in_flight: int = Field(8, ge=1)
+    """Task groups published and not yet finished."""
+    max_staleness: int | None = None
+    """Weight versions a published task may run ahead of the trainer's; None: the policy's own bound."""
+    max_tasks: int | None = None
+    """Stop publishing after this many groups (None: cycle forever)."""
+    task_timeout_s: float = Field(600.0, gt=0)
+    """A group unfinished this long is given up (frees its slot)."""
+    resample_too_easy: bool = True
+    """Skip source tasks a whole group solved (SRPO history resampling)."""
+    success_reward: float = 1.0
+    """A group whose rewards all reach this marks its task too easy; default: the trainer's."""
+    sources: list[SourceOptions] = Field(default_factory=list)
+    """Several named task sources mixed by weight; when given, they replace `source` and `kind`."""
+    stages: list[StageOptions] = Field(default_factory=list)
+    """Stages of the run, each with its own mix of `sources` and its end; none: the sources' own weights."""
+    stage_window: int = Field(32, ge=1)
+    """Recent trajectories per source that a stage's metric is taken over."""
 
 
 def scheduler_options(settings: Settings) -> SchedulerOptions:

@@ -25,13 +25,18 @@ log = logging.getLogger(__name__)
 class StageEndOptions(BaseModel):
     """`core.stages.StageEnd` in a config: {step: N}, {version: N} or {metric: NAME, above|below: X}."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     step: int | None = Field(None, ge=1)
+    """The stage ends at this trainer step."""
     version: int | None = Field(None, ge=1)
-    metric: str | None = None  # recent_reward, recent_length, source.<name>.recent_reward / .recent_length
+    """The stage ends at this weight version."""
+    metric: str | None = None
+    """The stage ends on a recent figure: recent_reward | recent_length | source.<name>.recent_reward | ..."""
     above: float | None = None
+    """With `metric`: the stage ends once the figure is above this."""
     below: float | None = None
+    """With `metric`: the stage ends once the figure is below this."""
 
     @model_validator(mode="after")
     def _one_condition(self) -> StageEndOptions:
@@ -49,11 +54,14 @@ class StageOptions(BaseModel):
     """One entry of `manager.stages`: the weights of the sources that feed it (named in `manager.sources`;
     the others sit it out) and when it ends (the last stage has no end)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     name: str
+    """The stage's name."""
     weights: dict[str, float] = Field(min_length=1)
+    """Source name -> its weight in this stage (the sources not named sit it out)."""
     until: StageEndOptions | None = None
+    """When the stage ends; only the last stage may have none."""
 
 
 def check_stages(stages: list[StageOptions], source_names: list[str]) -> None:

@@ -67,24 +67,35 @@ class RestartPolicy:
 class ServiceResources(BaseModel):
     """One entry of `cluster.resources`: unset fields keep the role's default."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     cpus: float | None = Field(default=None, ge=0)
+    """CPUs one copy asks for; None: the role's default (1 for an engine or a trainer, else 0)."""
     gpus: float | None = Field(default=None, ge=0)
+    """GPUs one copy asks for; None: an engine's `rollout.workers.<id>.gpu` count, else 0."""
     memory_mb: int | None = Field(default=None, ge=0)
+    """Memory one copy asks for, in MiB; None: nothing asked for."""
     custom: dict[str, float] = Field(default_factory=dict)
+    """Ray custom resources one copy asks for (an engine's hardware tags are added as one unit each)."""
     node: str | None = None
+    """A resource only the wanted node offers (e.g. `node_b`, Ray's `node:<ip>`): places the service there."""
     replicas: int = Field(default=1, ge=1)
+    """Copies of the service (only assembler and agents; proxies and engines have their own counts)."""
     max_restarts: int = Field(default=-1, ge=-1)
+    """Restarts of a dead copy under Ray; -1: always (the local supervisor always restarts)."""
 
 
 class ClusterOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     engine: Literal["local", "ray"] = "local"
+    """What places the services: `local` (this machine's supervisor) or `ray`."""
     address: str | None = None
+    """With ray: the head's GCS address, host:port (`seamlessflow up --ray ADDRESS`)."""
     node_data_dir: str = "/tmp/seamlessflow-ray"
+    """With ray: each node's own directory for a service's config and data."""
     resources: dict[str, ServiceResources] = Field(default_factory=dict)
+    """Requests and restart policy by service name (`rollout-1`) or role (`rollout`, `agents`, ...)."""
 
     @model_validator(mode="after")
     def _replicas_only_where_copies_are_alike(self) -> ClusterOptions:

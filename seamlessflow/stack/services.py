@@ -9,7 +9,9 @@ from __future__ import annotations
 import json
 import socket
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import yaml
 
@@ -18,12 +20,17 @@ from seamlessflow.config import Settings, _deep_merge
 from seamlessflow.kafka.admin import cluster_ready, ensure_topics
 from seamlessflow.rollout.launch import ensure_model
 from seamlessflow.service_metrics import PORT_ENV
+from seamlessflow.stack.options import AgentPoolOptions, MetricsOptions
 from seamlessflow.stack.placement import Placement, expand_replicas
 from seamlessflow.stack.resources import ClusterOptions, RestartPolicy, requested
 from seamlessflow.stack.supervisor import Awaiting, ServiceSpec
 from seamlessflow.stack.watch import engines_up
 from seamlessflow.teams import TeamKeys
 from seamlessflow.tracking.sink import default_logdir
+
+if TYPE_CHECKING:
+    from seamlessflow.proxy import ProxyOptions
+    from seamlessflow.rollout.options import RolloutOptions
 
 SERVICES = ("assembler", "tracking", "dashboard", "rollout", "proxy", "trainer", "scheduler", "agents", "eval")
 STACK_DEFAULTS = Path(__file__).resolve().parents[2] / "infra" / "stack-defaults.yaml"
@@ -113,7 +120,7 @@ def app_services(settings: Settings) -> list[ServiceSpec]:
     return with_requests(settings, specs, rollout)
 
 
-def with_requests(settings: Settings, specs: list[ServiceSpec], rollout) -> list[ServiceSpec]:
+def with_requests(settings: Settings, specs: list[ServiceSpec], rollout: RolloutOptions) -> list[ServiceSpec]:
     """Fills each spec's resources, replicas and restart policy from `cluster.resources` and the role's
     defaults; an engine's hardware tags and GPUs (`rollout.workers.<id>.gpu`) are part of its request."""
     cluster = ClusterOptions.from_settings(settings)
@@ -142,8 +149,8 @@ def dashboard_address(settings: Settings) -> tuple[str, int]:
 def metrics_ports(settings: Settings, specs: list[ServiceSpec]) -> dict[str, str]:
     """Gives every service its own Prometheus port, counted up from `metrics.port` (default 9400), but the
     proxy and the dashboard, whose own HTTP ports serve /metrics; returns {service: /metrics URL}."""
-    section = settings.section("metrics")
-    host, port = section.get("host", "127.0.0.1"), int(section.get("port", 9400))
+    metrics = MetricsOptions.model_validate(settings.section("metrics"))
+    host, port = metrics.host, metrics.port
     urls = {}
     for spec in specs:
         if spec.name not in ("proxy", "dashboard"):
@@ -165,7 +172,7 @@ def assembler_services(settings: Settings) -> list[ServiceSpec]:
     return [python_service(settings, f"assembler-{i}", module="assembler") for i in range(workers)]
 
 
-def proxy_services(proxy, settings: Settings) -> list[ServiceSpec]:
+def proxy_services(proxy: ProxyOptions, settings: Settings) -> list[ServiceSpec]:
     """`proxy.workers` processes on one address (SO_REUSEPORT: the kernel spreads connections over them).
     Any of them serves any call: engines are picked by hashing the session id over the same engine table
     (config and status topic), so a session keeps its engine whichever worker serves it; each worker is
@@ -194,12 +201,12 @@ def trainer_service(settings: Settings) -> ServiceSpec:
     return spec
 
 
-def agent_pool_service(settings: Settings, pool: dict) -> ServiceSpec:
-    """`pool`: {function: MODULE:FUNCTION, team, pool, concurrency, key (default: the team's key file)}."""
-    team = pool.get("team", settings.team)
-    args = [pool["function"], "--team", team, "--pool", pool.get("pool", "default"),
-            "--concurrency", str(pool.get("concurrency", 4))]  # the key is read from <data_dir>/<team>.key
-    return python_service(settings, f"agents-{team}-{pool.get('pool', 'default')}", *args, module="agents")
+def agent_pool_service(settings: Settings, entry: dict) -> ServiceSpec:
+    """`entry`: one of `agent_pools` (`AgentPoolOptions`); the key is read from <data_dir>/<team>.key."""
+    pool = AgentPoolOptions.model_validate(entry)
+    team = pool.team or settings.team
+    args = [pool.function, "--team", team, "--pool", pool.pool, "--concurrency", str(pool.concurrency)]
+    return python_service(settings, f"agents-{team}-{pool.pool}", *args, module="agents")
 
 
 def with_stack_defaults(settings: Settings) -> Settings:
@@ -208,7 +215,7 @@ def with_stack_defaults(settings: Settings) -> Settings:
     return Settings.model_validate(_deep_merge(defaults, settings.model_dump(exclude_unset=True)))
 
 
-def prepare_model(settings: Settings, log) -> None:
+def prepare_model(settings: Settings, log: Callable[[str], None]) -> None:
     """Builds (or reuses) the tiny local model once, before the workers and the trainer start, when one of them
     serves or trains it (a trainer given its own `model_path` does not)."""
     trainer_needs = enabled(settings, "trainer") and not settings.section("trainer").get("model_path")
@@ -216,7 +223,7 @@ def prepare_model(settings: Settings, log) -> None:
         log(f"model: {ensure_model(settings, log)}")
 
 
-def start_stack(settings: Settings, supervisor: Placement, log=print) -> None:
+def start_stack(settings: Settings, supervisor: Placement, log: Callable[[str], None] = print) -> None:
     """Starts the stack through `supervisor`, whichever placement it is (the local supervisor or Ray). Every
     spec is built, and checked by the placement, before anything starts."""
     settings.dump_yaml(config_path(settings))

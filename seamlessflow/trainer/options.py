@@ -32,83 +32,138 @@ class TrainerOptions(BaseModel):
     `gradient_accumulation_steps` says.
     """
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     enabled: bool = False
+    """Read by nothing: `services.trainer` says whether `up` runs the trainer (kept so configs validate)."""
     resource_id: str = "trainer-0"
-    model_path: str = ""  # HF directory; empty: what the rollout engines serve, found (or built) on this node
+    """Its resource id on the control and status topics; also names its work dir <data_dir>/trainer/<id>."""
+    model_path: str = ""
+    """The HF model directory it trains; empty: what the rollout engines serve, found or built on this node."""
     deepspeed: str | dict[str, Any] = str(DEEPSPEED_CONFIGS / "cpu_zero1.json")
-    consumer_group: str | None = None  # default "<topic_prefix>.<team>.<run>.trainer"
+    """DeepSpeed config passed to `deepspeed.initialize` untouched: a JSON file's path or the dict itself."""
+    consumer_group: str | None = None
+    """Its Kafka consumer group on the trajectories; None: `<topic_prefix>.<team>.<run>.trainer`."""
     initial_role: Literal["train", "idle"] = "train"
+    """Its role at start: `train`, or `idle` until the scheduler hands it the train role."""
     # batching (seamlessflow.core.batching)
     group_size: int = 4
+    """Trajectories per task that close a GRPO group."""
     batch_threshold: int = 2
+    """Groups (or trained tokens, see `threshold_kind`) that make one optimizer step's batch."""
     threshold_kind: Literal["groups", "tokens"] = "groups"
+    """What `batch_threshold` counts: `groups` or trained `tokens`."""
     group_timeout_s: float | None = 300.0
+    """A group still incomplete this long after its first trajectory is closed with what came; None: wait."""
     max_staleness: int | None = None
+    """Versions a trajectory's oldest token may lag the trained one before `stale_mode` applies; None: any."""
     stale_mode: Literal["drop", "downweight"] = "drop"
+    """What happens to a trajectory beyond `max_staleness`: `drop` it, or `downweight` it."""
     stale_decay: float = 0.5
+    """In `downweight` mode a stale trajectory weighs stale_decay ** (versions beyond the bound)."""
     success_reward: float = 1.0
+    """A group whose rewards all reach this marks its task too easy (SRPO history resampling)."""
     trainable_statuses: list[TrajectoryStatus] = list(TRAINABLE_STATUSES)
+    """Trajectory statuses that are trained on (others are skipped)."""
     # memory over days: judged groups held for at most this many steps ahead (the rest waits on the topic),
     # and the newest ids remembered to skip duplicates (seamlessflow.core.recent_ids)
     prefetch_steps: float = Field(default=2.0, gt=0)
+    """Batches judged and held ahead of the optimizer at most; the rest waits on the topic."""
     dedup_window: int = Field(default=100_000, ge=1000)
+    """Newest trajectory and group ids remembered to skip duplicates and late samples."""
     # librdkafka's prefetch bound (queued.max.messages.kbytes, 64 MiB by default): each pause above throws
     # the queue away and each resume fetches it again, churn that grew the trainer's native memory
     fetch_queue_mib: float = Field(default=4.0, gt=0)
+    """librdkafka's prefetch bound on the trajectories topic, in MiB (queued.max.messages.kbytes)."""
     # loss (seamlessflow.core.losses)
     scale_by_std: bool = True
+    """Divide group-relative advantages by the group's reward std (GRPO); false: only subtract the mean."""
     clip_low: float = 0.2
+    """Lower clip range of the policy ratio (1 - clip_low)."""
     clip_high: float = 0.2
+    """Upper clip range of the policy ratio (1 + clip_high); above clip_low is DAPO's clip-higher."""
     kl_coef: float = 0.0
+    """Weight of the KL penalty against the reference model; 0: KL-free (no reference loaded)."""
     tis_cap: float | None = None
-    ratio: Literal["token", "sequence"] = "token"  # sequence: GSPO's sequence-level ratio (clip ~3e-4/4e-4)
+    """Truncated importance sampling: each token weighted by min(pi_train / pi_rollout, tis_cap); None: off."""
+    ratio: Literal["token", "sequence"] = "token"
+    """Importance ratio per `token` (PPO) or per `sequence` (GSPO; clip about 3e-4 / 4e-4)."""
     # per-turn rewards (seamlessflow.core.turn_advantages): session | return_to_go | per_turn_group
     advantages: AdvantageRule = AdvantageRule.SESSION
-    discount: float = Field(1.0, ge=0.0, le=1.0)  # return_to_go: a later turn's reward counts discount^(turns)
+    """How rewards become advantages: session | return_to_go | per_turn_group (`core.turn_advantages`)."""
+    discount: float = Field(1.0, ge=0.0, le=1.0)
+    """For return_to_go: a reward k turns later counts discount ** k."""
     # memory (seamlessflow.trainer.engine.MemoryOptions says what each does)
     max_tokens_per_micro_batch: int | None = None
-    packing: bool | None = None  # None: only with varlen attention (flash_attention_2/3)
+    """Token positions per forward/backward; None: DeepSpeed's micro-batch size in sequences."""
+    packing: bool | None = None
+    """Sequences end to end in one row; None: only with varlen attention (flash_attention_2/3)."""
     logprob_chunk_tokens: int | None = 1024
+    """Positions per chunk of LM head and log-softmax (bounds the logits' memory)."""
     activation_checkpointing: bool = False
+    """Recompute each decoder layer in the backward (HF gradient checkpointing)."""
     offload_reference: bool = False
-    attn_implementation: str | None = None  # transformers' choice when None (sdpa)
-    tree: bool | None = None  # train on token trees (shared prefixes once): None where it pays, true, false
+    """Keep the KL reference model's weights in host memory and stream them layer by layer."""
+    attn_implementation: str | None = None
+    """The attention implementation passed to transformers; None: its default (sdpa)."""
+    tree: bool | None = None
+    """Train on token trees (shared prefixes computed once): None where it pays, true, false."""
     # data-parallel ranks (seamlessflow.trainer.launch): ranks per node; several start under torch's launcher
     ranks: int = 1
-    nnodes: int = 1  # with more than one, every node runs the trainer with its own node_rank
+    """Data-parallel ranks per node; more than one start under torch's launcher."""
+    nnodes: int = 1
+    """Trainer nodes; with more than one, every node runs the trainer with its own node_rank."""
     node_rank: int = 0
-    master_addr: str = "127.0.0.1"  # node 0's address, reachable from every node
+    """This node's rank among `nnodes`."""
+    master_addr: str = "127.0.0.1"
+    """Node 0's address, reachable from every node (the rendezvous)."""
     master_port: int = 29500
+    """Node 0's rendezvous port."""
     # weights, checkpoints, status
-    publish_every: int = 1  # steps per weight version (what engines load: the weights only, written once)
+    publish_every: int = 1
+    """Optimizer steps per weight version (what engines load: the weights only, written once)."""
     # live transfer (seamlessflow/weights/transfer.py): each version straight into the engines that serve the
     # policy; `none` keeps versions as files only. Engines must start with the same backend
     # (`rollout.weight_transfer`); `transfer_host` is the address they reach this trainer at.
     weight_transfer: Literal["none", "gloo", "nccl"] = "none"
+    """Live transfer of each version into the engines: none | gloo | nccl (as `rollout.weight_transfer`)."""
     transfer_host: str = "127.0.0.1"
+    """The address the engines reach this trainer at for the live transfer."""
     transfer_bucket_mb: int = 64
-    files_every: int = 1  # with a transfer: versions per file archive (the fallback); 1 = every version
+    """Size of one bucket of the live weight transfer, in MiB."""
+    files_every: int = 1
+    """With a live transfer: versions per file archive (the fallback); 1 = every version."""
     # version files over HTTP (seamlessflow/weights/http_files.py) for engines without this node's directory:
     # the leader serves its weights root and announces http:// URIs. `auto` serves when the trainer is told an
     # address other than loopback to be reached at (`weights_host`, else `transfer_host`): engines may then be
     # on other hosts. A worker that sees the directory itself still loads it in place (no copy).
     serve_weights: Literal["auto", "always", "never"] = "auto"
-    weights_host: str | None = None  # the address engines fetch versions from (None: transfer_host)
-    weights_bind: str | None = None  # the address the server listens on (None: the advertised one)
-    weights_port: int = 0  # 0: a free port (every start announces its newest version again, with the new URI)
-    checkpoint_every: int = 1  # weight versions per full checkpoint (optimizer state; offsets are committed)
-    checkpoint_minutes: float | None = None  # also at the first version this long after the last checkpoint
+    """Serve version files over HTTP: auto (when reached at a non-loopback address) | always | never."""
+    weights_host: str | None = None
+    """The address engines fetch versions from; None: transfer_host."""
+    weights_bind: str | None = None
+    """The address the weights server listens on; None: the advertised one."""
+    weights_port: int = 0
+    """The weights server's port; 0: a free port (each start announces its newest version again)."""
+    checkpoint_every: int = 1
+    """Weight versions per full checkpoint (optimizer state; offsets are committed)."""
+    checkpoint_minutes: float | None = None
+    """Also checkpoint at the first version this long after the last checkpoint; None: off."""
     keep_checkpoints: int = 2
+    """Checkpoints kept; older ones are deleted."""
     # where checkpoints live beyond this node (seamlessflow/storage.py): None keeps them in the work dir only
     # (today's default); `s3://bucket/prefix` (or a path every trainer node sees) gets every checkpoint
     # uploaded, and a trainer that starts without it locally downloads the newest one and resumes from it
     checkpoint_uri: str | None = None
-    checkpoint_storage: dict[str, Any] = Field(default_factory=dict)  # fsspec options (s3fs: endpoint_url, key, ...)
+    """Where checkpoints are also uploaded (`s3://bucket/prefix` or a shared path); None: work dir only."""
+    checkpoint_storage: dict[str, Any] = Field(default_factory=dict)
+    """fsspec options for `checkpoint_uri` (s3fs: endpoint_url, key, ...)."""
     keep_weight_versions: int = 3
+    """Weight versions kept on disk; older ones are deleted."""
     heartbeat_s: float = 2.0
-    max_steps: int | None = None  # stop after this many steps (tests, benchmarks)
+    """Period of the trainer's status heartbeat in seconds."""
+    max_steps: int | None = None
+    """Stop after this many optimizer steps (tests, benchmarks); None: run until stopped."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> TrainerOptions:

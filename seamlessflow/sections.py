@@ -1,0 +1,43 @@
+"""Every section of the settings and the options class that validates it, in one place.
+
+`Settings` holds the fields every process shares; each section (`rollout:`, `proxy:`, ...) is validated by its
+own package (`Settings.section`). This table is what the configuration reference is generated from
+(`seamlessflow.reference`), and what a test checks against the defaults file and the code's sections.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel
+
+from seamlessflow.agents.options import AgentOptions
+from seamlessflow.assembler.options import AssemblerOptions
+from seamlessflow.dashboard.app import DashboardOptions
+from seamlessflow.evaluation.options import EvalOptions
+from seamlessflow.proxy.options import ProxyOptions
+from seamlessflow.rewards.worker import RewardOptions
+from seamlessflow.rollout.options import RolloutOptions
+from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
+from seamlessflow.stack.options import AgentPoolOptions, MetricsOptions, ServicesOptions
+from seamlessflow.stack.resources import ClusterOptions
+from seamlessflow.tracking.trackers import TrackingOptions
+from seamlessflow.trainer.options import TrainerOptions
+
+# section name -> the options class of one entry; `agent_pools` is a list of entries, the others one mapping
+SECTIONS: dict[str, type[BaseModel]] = {
+    "services": ServicesOptions,
+    "rollout": RolloutOptions,
+    "proxy": ProxyOptions,
+    "trainer": TrainerOptions,
+    "scheduler": SchedulerOptions,
+    "manager": ManagerOptions,
+    "assembler": AssemblerOptions,
+    "agents": AgentOptions,
+    "agent_pools": AgentPoolOptions,
+    "rewards": RewardOptions,
+    "eval": EvalOptions,
+    "tracking": TrackingOptions,
+    "dashboard": DashboardOptions,
+    "metrics": MetricsOptions,
+    "cluster": ClusterOptions,
+}
+LIST_SECTIONS = frozenset({"agent_pools"})
