@@ -1,5 +1,6 @@
-"""Every command line the README shows parses with today's CLI, so the documentation and the CLI cannot
-drift apart again (the README once showed `up --brokers 3` while `up` had no such option)."""
+"""Every command line the README and the documentation pages (docs/**/*.md) show parses with today's CLI, so
+the documentation and the CLI cannot drift apart again (the README once showed `up --brokers 3` while `up` had
+no such option)."""
 
 import json
 import re
@@ -11,7 +12,8 @@ from click.testing import CliRunner
 
 from seamlessflow.cli.main import cli
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+PAGES = [ROOT / "README.md", *sorted((ROOT / "docs").rglob("*.md"))]
 
 
 def _code_lines(text: str) -> list[str]:
@@ -29,9 +31,11 @@ def _code_lines(text: str) -> list[str]:
 
 
 def readme_commands() -> list[str]:
-    text = README.read_text()
-    inline = re.findall(r"`(seamlessflow [^`]+)`", text)
-    return sorted(set(_code_lines(text) + inline))
+    shown: set[str] = set()
+    for page in PAGES:
+        text = page.read_text()
+        shown.update(_code_lines(text), re.findall(r"`(seamlessflow [^`]+)`", text))
+    return sorted(shown)
 
 
 def argv_of(line: str) -> list[str]:
@@ -44,7 +48,7 @@ def argv_of(line: str) -> list[str]:
 
 
 def test_the_readme_shows_commands():
-    assert len(readme_commands()) > 20
+    assert len(PAGES) > 10 and len(readme_commands()) > 20
 
 
 @pytest.mark.parametrize("line", readme_commands())
@@ -61,7 +65,7 @@ def test_every_readme_command_parses(line, tmp_path, monkeypatch):
 @pytest.mark.parametrize("args", [["down"], ["status", "--json"]])
 def test_the_cheap_readme_commands_run_for_real(args, tmp_path):
     shown = [argv_of(line) for line in readme_commands()]
-    assert any(argv[: len(args)] == args for argv in shown), f"the README no longer shows {args}"
+    assert any(argv[: len(args)] == args for argv in shown), f"neither the README nor the docs show {args}"
     result = CliRunner().invoke(cli, ["--data-dir", str(tmp_path), "--broker-port", "1", *args])
     assert result.exit_code == 0, result.output
     if args[0] == "status":

@@ -3,7 +3,7 @@
 The RayJob's entrypoint is run through the real CLI up to the point where `up --ray` would join the cluster,
 so the settings checked are the ones `up` hands to the Ray placement; every service's spec then comes from
 `app_services`, and the Ray nodes from the RayCluster's groups the way KubeRay starts them. No Ray cluster and
-no Kubernetes: what this cannot show is said in README.md ("On Kubernetes (KubeRay)")."""
+no Kubernetes: what this cannot show is said in docs/operations/kuberay.md."""
 
 from __future__ import annotations
 
