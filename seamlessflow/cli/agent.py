@@ -6,14 +6,17 @@ import logging
 import signal
 
 import click
+import yaml
 
 from seamlessflow.agents import WorkerFailed
 from seamlessflow.agents.start import NoTeamKey, agent_worker
 from seamlessflow.cli.context import pass_settings
+from seamlessflow.config import Settings
+from seamlessflow.stack.services import config_path
 
 
 @click.group()
-def agent():
+def agent() -> None:
     """Run agent workers (your function + an OpenAI client bound to the proxy)."""
 
 
@@ -27,7 +30,8 @@ def agent():
 @click.option("--max-attempts", type=int, help="Runs of a failing session before it ends as failed.")
 @click.option("--kind", "kinds", multiple=True, help="Only tasks of this kind (repeatable).")
 @pass_settings
-def agent_run(settings, reference, team, pool, concurrency, key, proxy_url, max_attempts, kinds):
+def agent_run(settings: Settings, reference: str, team: str | None, pool: str | None, concurrency: int | None,
+              key: str | None, proxy_url: str | None, max_attempts: int | None, kinds: tuple[str, ...]) -> None:
     """Run MODULE:FUNCTION (or path/file.py:FUNCTION) for every task of the pool until SIGTERM.
 
     FUNCTION(task, client) returns a reward or (reward, info) or raises. A plain `def` receives an
@@ -35,8 +39,9 @@ def agent_run(settings, reference, team, pool, concurrency, key, proxy_url, max_
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
-        worker = agent_worker(settings, reference, team, key, pool=pool, concurrency=concurrency, proxy_url=proxy_url,
-                              max_attempts=max_attempts, kinds=list(kinds) or None)
+        worker = agent_worker(settings, reference, team, key, pool=pool, concurrency=concurrency,
+                              proxy_url=proxy_url or running_proxy_url(settings), max_attempts=max_attempts,
+                              kinds=list(kinds) or None)
     except NoTeamKey as exc:
         raise click.UsageError(str(exc)) from exc
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -49,3 +54,14 @@ def agent_run(settings, reference, team, pool, concurrency, key, proxy_url, max_
         raise click.ClickException(f"stopped, uncommitted tasks left for other workers: {exc}") from exc
     click.echo(f"tasks done {stats.tasks_done}, skipped {stats.tasks_skipped}, sessions {stats.sessions}, "
                f"retries {stats.retries_published}, dead letters {stats.dead_letters}", err=True)
+
+
+def running_proxy_url(settings: Settings) -> str | None:
+    """The proxy of the stack `up` runs on this data dir (its settings in <data-dir>/run/config.yaml), unless
+    the `agents` section names one: a worker started by hand reaches the stack's proxy (port 8100 on the
+    embedded default) without being told, as the stack's own pools do."""
+    path = config_path(settings)
+    if "proxy_url" in settings.section("agents") or not path.exists():
+        return None
+    agents = (yaml.safe_load(path.read_text()) or {}).get("agents") or {}
+    return agents.get("proxy_url")
