@@ -16,10 +16,10 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import torch
-from transformers import Qwen2Config, Qwen2ForCausalLM
+from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
 from seamlessflow.model.spec import FULL, SMALL, TinyModelSpec, spec_hash
-from seamlessflow.model.tokenizer import CHAT_TEMPLATE, train_tokenizer
+from seamlessflow.model.tokenizer import CHAT_TEMPLATE, local_english_text, train_tokenizer
 from seamlessflow.model.warmstart import (
     answer_text,
     measure_accuracy,
@@ -76,11 +76,32 @@ def build_tiny_model(
     return _result(out, record, was_cached=False)
 
 
+def build_untrained_model(out_dir: str | Path, spec: TinyModelSpec = FULL, seed: int = 0) -> Path:
+    """The model's tokenizer and shape with random weights, in seconds (no warm start, not cached).
+
+    What a test needs to show that the default model's window and tokenizer hold an agent harness's prompts
+    (on an engine, through the proxy) without paying its minutes of warm start."""
+    torch.manual_seed(seed)
+    train_tasks = generate_tasks(seed, spec.corpus_tasks, spec.max_operand, prefix="train")
+    tokenizer = spec_tokenizer(spec, train_tasks)
+    model = Qwen2ForCausalLM(qwen2_config(spec, tokenizer))
+    out = Path(out_dir)
+    model.save_pretrained(out, safe_serialization=True)
+    tokenizer.save_pretrained(out)
+    return out
+
+
+def spec_tokenizer(spec: TinyModelSpec, train_tasks: list[ArithmeticTask]) -> PreTrainedTokenizerFast:
+    """The tokenizer a spec learns: from the demo's text, and local English and code when the spec says so."""
+    texts = corpus_text(train_tasks, spec.restate_fraction, spec.tool_fraction)
+    return train_tokenizer(texts + (local_english_text() if spec.english_text else []), spec.vocab_size)
+
+
 def _build(out: Path, spec: TinyModelSpec, seed: int, wanted: str, log: Callable[[str], None]) -> dict:
     torch.manual_seed(seed)
     train_tasks = generate_tasks(seed, spec.corpus_tasks, spec.max_operand, prefix="train")
     eval_tasks = generate_tasks(seed + EVAL_SEED_OFFSET, spec.eval_tasks, spec.max_operand, prefix="eval")
-    tokenizer = train_tokenizer(corpus_text(train_tasks, spec.restate_fraction, spec.tool_fraction), spec.vocab_size)
+    tokenizer = spec_tokenizer(spec, train_tasks)
     model = Qwen2ForCausalLM(qwen2_config(spec, tokenizer))
     log(f"building tiny model {wanted}: {sum(p.numel() for p in model.parameters()):,} parameters")
 
@@ -130,7 +151,7 @@ def corpus_text(tasks: list[ArithmeticTask], restate_fraction: float = 0.0, tool
     return scaffold + [f"{offered}{t.prompt}\n{answer}" for t, answer in zip(tasks, answers, strict=True)]
 
 
-def qwen2_config(spec: TinyModelSpec, tokenizer) -> Qwen2Config:
+def qwen2_config(spec: TinyModelSpec, tokenizer: PreTrainedTokenizerFast) -> Qwen2Config:
     return Qwen2Config(
         vocab_size=len(tokenizer),  # type: ignore[call-arg]  # head_dim, torch_dtype: PretrainedConfig **kwargs the stub omits
         hidden_size=spec.hidden_size,
@@ -141,7 +162,7 @@ def qwen2_config(spec: TinyModelSpec, tokenizer) -> Qwen2Config:
         head_dim=spec.head_dim,
         max_position_embeddings=spec.max_position_embeddings,
         tie_word_embeddings=False,  # vLLM 0.32's in-place reload leaves a tied lm_head stale (see rollout/loading.py)
-        bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),
+        bos_token_id=tokenizer.convert_tokens_to_ids("<|endoftext|>"),  # type: ignore[arg-type]  # one token: one id
         eos_token_id=tokenizer.eos_token_id,
         pad_token_id=tokenizer.pad_token_id,
         torch_dtype="float32",
@@ -155,7 +176,7 @@ def read_build_record(out: Path) -> dict | None:
         return None
 
 
-def _save_atomically(out: Path, model, tokenizer, record: dict) -> None:
+def _save_atomically(out: Path, model: Qwen2ForCausalLM, tokenizer: PreTrainedTokenizerFast, record: dict) -> None:
     """Write beside the target and rename, so a crash never leaves a half model behind."""
     staging = out.with_name(out.name + ".building")
     shutil.rmtree(staging, ignore_errors=True)

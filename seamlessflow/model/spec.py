@@ -8,11 +8,12 @@ from __future__ import annotations
 
 import hashlib
 import json
+import sys
 from dataclasses import asdict, dataclass
 
 from seamlessflow.tasks.calculator import TOOL
 
-BUILD_FORMAT = 5  # bump when the build procedure changes in a way the numbers do not show
+BUILD_FORMAT = 6  # bump when the build procedure changes in a way the numbers do not show
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class TinyModelSpec:
     max_operand: int = 99
     restate_fraction: float = 0.0  # share of warm-start answers that restate the question (see warmstart)
     tool_fraction: float = 0.0  # share of warm-start answers that call the calculator (tasks.calculator)
+    english_text: bool = False  # the tokenizer also learns from local English and code (model.tokenizer)
 
 
 FULL = TinyModelSpec(
@@ -46,8 +48,10 @@ FULL = TinyModelSpec(
     num_heads=4,
     num_kv_heads=2,
     head_dim=32,
-    vocab_size=384,  # room for merges of the offered calculator tool's JSON line (54-token prompts, not 117)
-    max_position_embeddings=1024,
+    # a real subword vocabulary: an agent harness's 40-50 KB prompt is 11-15k tokens (it was 32-40k with the
+    # demo's 384 tokens), and the calculator tool's JSON line still merges (the demo's prompts stay short)
+    vocab_size=16384,
+    max_position_embeddings=32768,  # the window `up` serves (rollout.max_model_len): harness prompts fit
     corpus_tasks=20000,
     train_steps=800,
     batch_size=64,
@@ -57,6 +61,7 @@ FULL = TinyModelSpec(
     stop_at_accuracy=1.0,  # all steps: the calculator habit below, not an early stop, leaves RL its room
     max_operand=999,  # three-digit sums: the model rarely adds them right in its head
     tool_fraction=0.25,  # a quarter of the answers call the calculator: greedy decoding still adds in its head
+    english_text=True,
 )
 
 SMALL = TinyModelSpec(
@@ -81,4 +86,6 @@ SMALL = TinyModelSpec(
 def spec_hash(spec: TinyModelSpec, seed: int) -> str:
     # the tool the prompts offer shapes every example: a changed tool is another model
     record = {"spec": asdict(spec), "seed": seed, "format": BUILD_FORMAT, "tool": TOOL if spec.tool_fraction else None}
+    if spec.english_text:  # the standard library it learns from is this Python's
+        record["python"] = list(sys.version_info[:2])
     return hashlib.sha256(json.dumps(record, sort_keys=True).encode()).hexdigest()[:16]

@@ -60,7 +60,9 @@ class EngineProcess:
         o = self.options
         argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
                 "--served-model-name", o.served_model_name, "--host", o.host, "--port", str(self.port),
-                "--max-model-len", str(o.max_model_len), "--dtype", o.dtype, "--seed", str(o.seed)]
+                "--dtype", o.dtype, "--seed", str(o.seed)]
+        if o.max_model_len is not None:
+            argv += ["--max-model-len", str(o.max_model_len)]
         if o.tool_call_parser:
             argv += ["--enable-auto-tool-choice", "--tool-call-parser", o.tool_call_parser]
         if o.optimization_level is not None:

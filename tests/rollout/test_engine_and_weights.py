@@ -66,3 +66,12 @@ def test_reload_is_refused_for_tied_embeddings(tmp_path):
     assert "tied word embeddings" in reload_unsafe_reason(tmp_path)
     (tmp_path / "config.json").write_text(json.dumps({"tie_word_embeddings": False}))
     assert reload_unsafe_reason(tmp_path) is None
+
+
+def test_engine_window_is_the_models_own_unless_set(tmp_path):
+    def argv(**options) -> list[str]:
+        return EngineProcess(RolloutOptions(**options), WorkerSpec(port=8123), tmp_path / "e.log").argv(tmp_path)
+
+    assert "--max-model-len" not in argv()
+    set_window = argv(max_model_len=32768)
+    assert set_window[set_window.index("--max-model-len") + 1] == "32768"
