@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 
 from aiohttp import web
 
@@ -18,6 +19,11 @@ TYPES = {
     503: "service_unavailable",
     504: "timeout_error",
 }
+
+
+# vLLM's 400 for a prompt (plus max_tokens) past the window: "This model's maximum context length is N tokens..."
+ENGINE_WINDOW = re.compile(r"maximum context length is (\d+) tokens")
+WINDOW_SETTING = "rollout.max_model_len"
 
 
 class ProxyError(Exception):
@@ -45,3 +51,20 @@ def error_response(exc: ProxyError, headers: dict | None = None) -> web.Response
     return web.Response(
         status=exc.status, text=json.dumps(exc.body()), content_type="application/json", headers=headers
     )
+
+
+def explain_window(body: dict) -> dict:
+    """The engine's answer to a prompt past its window, with the setting that sets the window added.
+
+    A harness whose system prompt does not fit is the first thing a newcomer meets; the engine's message
+    names the window but not where it comes from. The call is rejected before any token is generated, so
+    nothing of it is recorded."""
+    error = body.get("error")
+    message = error.get("message") if isinstance(error, dict) else None
+    found = ENGINE_WINDOW.search(message) if isinstance(message, str) else None
+    if error is None or found is None:
+        return body
+    hint = (f" The stack serves a window of {found.group(1)} tokens, set by `{WINDOW_SETTING}` (env "
+            f"SEAMLESSFLOW_ROLLOUT__MAX_MODEL_LEN; at most the model's max_position_embeddings); nothing of "
+            f"this call was recorded.")
+    return {**body, "error": {**error, "message": message + hint, "param": error.get("param") or "messages"}}

@@ -21,7 +21,8 @@ import orjson
 
 from seamlessflow.core.routing import Profile
 from seamlessflow.proxy.capture import CallCapture, ChoiceCapture, UpstreamFormatError, read_chunk
-from seamlessflow.proxy.errors import ProxyError
+from seamlessflow.proxy.errors import ProxyError, explain_window
+from seamlessflow.proxy.options import ProxyOptions
 from seamlessflow.proxy.requests import CallRequest
 from seamlessflow.proxy.routing import Engine, EngineTable
 from seamlessflow.proxy.shaping import Shaper
@@ -126,12 +127,12 @@ class CallRun:
         http: aiohttp.ClientSession,
         engines: EngineTable,
         gate: PauseGate,
-        config,
+        config: ProxyOptions,
         shaper_id: str,
         emit: Callable[[dict], Awaitable[None]] | None = None,
         on_continuation: Callable[[], None] | None = None,
         profile: Profile | None = None,
-    ):
+    ) -> None:
         self.request = request
         self.session_id = session_id
         self.profile = profile  # routing profile of the session when the call started
@@ -303,7 +304,7 @@ class CallRun:
                     "code": response.status,
                 }
             }
-        raise UpstreamRejected(response.status, body)
+        raise UpstreamRejected(response.status, explain_window(body))
 
     # -- continuation helpers ---------------------------------------------------------------------------
     def _any_tokens(self) -> bool:

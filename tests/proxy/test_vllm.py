@@ -5,11 +5,13 @@ from __future__ import annotations
 import asyncio
 
 import httpx
+import openai
 import pytest
 
 from seamlessflow.kafka.io import MessageProducer
-from tests.proxy.helpers import client, send_command, session_events, until
-from tests.proxy.vllm_fixture import perturbed_copy
+from seamlessflow.messages import TokenIO
+from seamlessflow.testing.proxy_harness import client, send_command, session_events, until
+from seamlessflow.testing.vllm_server import perturbed_copy
 
 pytestmark = pytest.mark.slow
 TOKENS = 800  # long enough that a pause sent after the first tokens lands mid-generation
@@ -133,3 +135,19 @@ async def test_weight_update_mid_generation_gives_two_versions(
         assert 2 in event.versions, event.versions
         cut_at = event.versions.index(2)
         assert cut_at > 10 and event.versions == [0] * cut_at + [2] * (TOKENS - cut_at)
+
+
+async def test_a_prompt_past_the_window_gets_a_400_naming_the_setting_and_is_not_recorded(
+    vllm_engine, proxy_factory, settings, codec
+):
+    proxy = await proxy_factory([vllm_engine])
+    agent = client(proxy, "past-window")
+    too_long = " ".join(f"word{i}" for i in range(vllm_engine.max_model_len))  # more tokens than the window
+    with pytest.raises(openai.BadRequestError) as raised:
+        await agent.chat.completions.create(model="tiny", messages=[{"role": "user", "content": too_long}],
+                                            max_tokens=4)
+    message = raised.value.body["message"]
+    assert f"window of {vllm_engine.max_model_len} tokens" in message and "rollout.max_model_len" in message
+    await agent.chat.completions.create(model="tiny", messages=[{"role": "user", "content": "hi"}], max_tokens=4)
+    events = [e for e in await session_events(settings, codec, "past-window") if isinstance(e, TokenIO)]
+    assert len(events) == 1  # only the call that fit
