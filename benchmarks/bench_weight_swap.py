@@ -40,7 +40,6 @@ import torch
 from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from seamlessflow.messages import ControlCommand, new_id, now_ms
-from seamlessflow.rollout.client import transfer_client
 from seamlessflow.rollout.engine import EngineProcess
 from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
 from seamlessflow.rollout.worker import RolloutWorker
@@ -48,6 +47,7 @@ from seamlessflow.testing.models import build_random_tiny_model
 from seamlessflow.testing.plugin import plugin_env
 from seamlessflow.weights.broadcast import PolicyBroadcaster, gloo_init_info
 from seamlessflow.weights.device_source import DeviceBucketSource
+from seamlessflow.weights.engine_client import transfer_client
 from seamlessflow.weights.files import save_weights
 from seamlessflow.weights.snapshot import host_snapshot
 

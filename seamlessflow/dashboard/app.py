@@ -145,9 +145,9 @@ def _finite(value: object) -> object:
 
 def model_decoder(settings: Settings, tokenizer: str | None = None) -> Decode | None:
     """Token text for the sessions browser: the given tokenizer, else the served model's, else ids only."""
-    from seamlessflow.rollout.options import RolloutOptions
+    from seamlessflow.model.choice import model_dir
 
-    path = Path(tokenizer) if tokenizer else RolloutOptions.from_settings(settings).model_dir(settings)
+    path = Path(tokenizer) if tokenizer else model_dir(settings)
     file = path / "tokenizer.json" if path.is_dir() else path
     if not file.is_file():
         return None

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from seamlessflow.rollout.client import EngineClient
+    from seamlessflow.weights.engine_client import EngineClient
 
 
 def reload_unsafe_reason(model_dir: Path) -> str | None:

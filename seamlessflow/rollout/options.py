@@ -15,7 +15,6 @@ rollout:
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -50,7 +49,8 @@ class RolloutOptions(BaseModel):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     model: str | None = None
-    """The HF model (directory or hub name) the engines serve; None: the tiny model in <data_dir>/models/tiny."""
+    """The HF model (directory or hub name) the engines serve and, without a `trainer.model_path`, the trainer
+    trains (`seamlessflow.model.choice` decides for both); None: the tiny model in <data_dir>/models/tiny."""
     served_model_name: str = "tiny"
     """The model name the engines serve it under (vLLM's --served-model-name)."""
     host: str = "127.0.0.1"
@@ -101,9 +101,6 @@ class RolloutOptions(BaseModel):
     @classmethod
     def from_settings(cls, settings: Settings) -> RolloutOptions:
         return cls.model_validate(settings.section("rollout"))
-
-    def model_dir(self, settings: Settings) -> Path:
-        return Path(self.model) if self.model else Path(settings.data_dir) / "models" / "tiny"
 
     def worker(self, resource_id: str) -> WorkerSpec:
         return self.workers.get(resource_id, WorkerSpec())

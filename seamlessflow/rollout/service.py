@@ -23,11 +23,11 @@ from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.heartbeat import Heartbeat
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus, WeightVersion
-from seamlessflow.rollout.client import EngineClient, EngineError
-from seamlessflow.rollout.launch import ensure_model
+from seamlessflow.model.choice import ensure_model, model_dir
 from seamlessflow.rollout.options import RolloutOptions
 from seamlessflow.rollout.worker import RolloutWorker
 from seamlessflow.topics import Topics
+from seamlessflow.weights.engine_client import EngineClient, EngineError
 from seamlessflow.weights.fence import ProxyFence, proxy_fence_url
 
 log = logging.getLogger(__name__)
@@ -47,7 +47,7 @@ class RolloutService:
         log_dir = Path(settings.data_dir) / "logs"
         self.proxies: dict[str, str] = {}  # proxy resource id -> its fence URL (its heartbeats, status topic)
         self.fence = ProxyFence(lambda: self.proxies.values())
-        self.worker = RolloutWorker(resource_id, self.options, self.options.model_dir(settings), log_dir,
+        self.worker = RolloutWorker(resource_id, self.options, model_dir(settings), log_dir,
                                     settings.team, settings.run, generation=settings.generation, fence=self.fence)
         self._rate = TokenRate()
         self._unhealthy = 0

@@ -18,7 +18,7 @@ import yaml
 from seamlessflow.broker.kraft import node_processes, prepare
 from seamlessflow.config import Settings, _deep_merge
 from seamlessflow.kafka.admin import cluster_ready, ensure_topics
-from seamlessflow.rollout.launch import ensure_model
+from seamlessflow.model.choice import ensure_model
 from seamlessflow.service_metrics import PORT_ENV
 from seamlessflow.stack.options import AgentPoolOptions, MetricsOptions
 from seamlessflow.stack.placement import Placement, expand_replicas

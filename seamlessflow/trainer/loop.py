@@ -37,6 +37,7 @@ import logging
 import os
 import shutil
 import time
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from seamlessflow.config import Settings
@@ -50,7 +51,7 @@ from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.heartbeat import Heartbeat
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.records import resource_status
-from seamlessflow.messages import ResourceStatus, WeightVersion, now_ms
+from seamlessflow.messages import ControlCommand, ResourceStatus, WeightVersion, now_ms
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.checkpoints import (
     STEP_LOG,
@@ -161,7 +162,7 @@ class Trainer:
                 and zero_stage(self.config.deepspeed_dict()) == 3):
             raise ValueError("weight_transfer nccl under ZeRO-3 on several ranks needs every rank to join each "
                              "bucket's gather, which the follower ranks do not do yet: use gloo or files")
-        from seamlessflow.rollout.client import transfer_client
+        from seamlessflow.weights.engine_client import transfer_client
         from seamlessflow.weights.transfer import EngineTransfer  # imports vLLM: only when configured
 
         return EngineTransfer(self.settings, self.codec, self.producer, self.config.weight_transfer,
@@ -257,7 +258,7 @@ class Trainer:
         self._offsets_by_id = {}
         self.source.revoked = False
 
-    def _finish(self, trajectory_ids) -> None:
+    def _finish(self, trajectory_ids: Iterable[str]) -> None:
         for tid in trajectory_ids:
             where = self._offsets_by_id.pop(tid, None)
             if where is not None:
@@ -412,7 +413,7 @@ class Trainer:
         # patient: a broker that restarts just now must not kill the trainer (seen in a full-stack chaos run)
         self.producer.deliver(self.topics.weights, self.settings.run, record)
 
-    def _apply(self, command) -> None:
+    def _apply(self, command: ControlCommand) -> None:
         decision = self.control.decide(command)
         if decision.role is not None:
             self._hold_back_when_ahead()  # the one rule for reading: in train and not ahead

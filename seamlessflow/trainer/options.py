@@ -15,6 +15,7 @@ from seamlessflow.core.batching import TRAINABLE_STATUSES, BatchConfig, Stalenes
 from seamlessflow.core.episodes import TrajectoryStatus
 from seamlessflow.core.losses import PolicyLossConfig
 from seamlessflow.core.turn_advantages import AdvantageRule
+from seamlessflow.model.choice import model_name_or_path
 from seamlessflow.ports import NODE_ADDRESS_ENV
 
 if TYPE_CHECKING:
@@ -202,15 +203,11 @@ class TrainerOptions(BaseModel):
                              self.tree)
 
     def with_model(self, settings: Settings) -> TrainerOptions:
-        """With `model_path` filled: an empty one is what the engines serve (`rollout.model`, else the tiny
-        model in this node's data_dir): the trainer trains the engines' model, and no path is shared."""
+        """With `model_path` filled: an empty one is the run's model (`seamlessflow.model.choice`: `rollout.model`,
+        else the tiny model in this node's data_dir), the one the engines serve, and no path is shared."""
         if self.model_path:
             return self
-        from seamlessflow.rollout.options import RolloutOptions
-
-        rollout = RolloutOptions.from_settings(settings)  # a hub name stays a name; the tiny model's dir is ours
-        model = rollout.model or str(rollout.model_dir(settings).resolve())
-        return self.model_copy(update={"model_path": model})
+        return self.model_copy(update={"model_path": model_name_or_path(settings)})
 
     def advertised_weights_host(self) -> str:
         """`weights_host`, else `transfer_host`; a loopback one under a placement that spreads the stack over

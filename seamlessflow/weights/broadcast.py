@@ -12,8 +12,8 @@ agents see only a pause.
 The backend is whatever vLLM's trainer factory knows: `gloo` (this package, CPU) or `nccl` (GPU engines
 started with `--weight-transfer-config '{"backend": "nccl"}'`); `init_info` builds the trainer-side info.
 
-The engine's HTTP client is passed in (`connect`, an `EngineLink`: the rollout package's
-`transfer_client`), so this package needs nothing of the rollout package, which depends on it.
+The engine's HTTP client is passed in (`connect`, an `EngineLink`: `engine_client.transfer_client` in a
+trainer, a stand-in in a test).
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ class Delivery:
 
 class PolicyBroadcaster:
     """Engines join once (`join`), then every `send` delivers a version to all of them concurrently.
-    `connect(url)` opens an engine's HTTP client (`seamlessflow.rollout.client.transfer_client`), whose calls
+    `connect(url)` opens an engine's HTTP client (`seamlessflow.weights.engine_client.transfer_client`), whose calls
     must wait as long as a whole version takes to arrive."""
 
     def __init__(self, module: torch.nn.Module | None, init_info: Callable[[], TrainerInitInfo],

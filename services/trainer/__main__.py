@@ -11,6 +11,7 @@ import os
 import threading
 
 from seamlessflow.config import Settings
+from seamlessflow.model.choice import ensure_model
 from seamlessflow.service_main import run_until_signal, when_stopped
 from seamlessflow.trainer.launch import launcher_argv, under_launcher
 from seamlessflow.trainer.options import TrainerOptions
@@ -21,8 +22,6 @@ def start_ranks(settings: Settings, args: argparse.Namespace) -> None:
     SEAMLESSFLOW_CONFIG). Before that, once per node, the model the engines serve is found or built here when
     no `trainer.model_path` names one (on another host than `up`'s, nothing of its data_dir is here)."""
     if not under_launcher() and not TrainerOptions.from_settings(settings).model_path:
-        from seamlessflow.rollout.launch import ensure_model
-
         ensure_model(settings)
     argv = None if under_launcher() else launcher_argv(TrainerOptions.from_settings(settings), args.config)
     if argv is not None:

@@ -50,13 +50,6 @@ def test_worker_ids_default_to_one_worker():
     assert worker_ids(configured) == ["a", "b"]
 
 
-def test_ensure_model_uses_a_configured_directory_as_is(tmp_path):
-    from seamlessflow.config import Settings
-    from seamlessflow.rollout.launch import ensure_model
-
-    assert ensure_model(Settings.model_validate({"rollout": {"model": str(tmp_path)}})) == tmp_path
-
-
 def test_reload_is_refused_for_tied_embeddings(tmp_path):
     import json
 

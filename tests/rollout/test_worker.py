@@ -5,10 +5,10 @@ from pathlib import Path
 
 import pytest
 
-from seamlessflow.rollout.client import EngineError
 from seamlessflow.rollout.options import RolloutOptions
 from seamlessflow.rollout.worker import RolloutWorker
 from seamlessflow.testing.rollout_fakes import StoppedEngine, command, make_worker
+from seamlessflow.weights.engine_client import EngineError
 from seamlessflow.weights.fence import FenceError
 
 

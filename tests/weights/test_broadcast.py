@@ -8,8 +8,8 @@ import time
 import torch
 
 from seamlessflow.ports import free_port
-from seamlessflow.rollout.client import transfer_client
 from seamlessflow.weights.broadcast import PolicyBroadcaster, SnapshotSource, gloo_init_info
+from seamlessflow.weights.engine_client import transfer_client
 
 
 def test_an_engine_that_cannot_join_is_told_why_at_once_and_gets_nothing():

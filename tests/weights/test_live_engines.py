@@ -12,10 +12,10 @@ import torch
 from vllm.distributed.weight_transfer.base import ModuleSource
 
 from seamlessflow.proxy.routing import EngineTable
-from seamlessflow.rollout.client import EngineClient, transfer_client
+from seamlessflow.testing.live_engines import engine_logprobs, model_logprobs, next_version, start_engine
 from seamlessflow.testing.models import build_random_tiny_model
 from seamlessflow.weights.broadcast import PolicyBroadcaster, gloo_init_info
-from tests.weights.helpers import engine_logprobs, model_logprobs, start_engine
+from seamlessflow.weights.engine_client import EngineClient, transfer_client
 
 pytestmark = pytest.mark.slow
 
@@ -32,13 +32,6 @@ class DiesMidway(ModuleSource):
             if self.armed and sent == self.after:
                 os.killpg(self.pid, signal.SIGKILL)
             yield pair
-
-
-def next_version(model: torch.nn.Module, seed: int) -> None:
-    generator = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for p in model.parameters():
-            p.add_(0.3 * torch.randn(p.shape, generator=generator, dtype=p.dtype))
 
 
 def test_engines_take_versions_through_the_transfer_engine_and_a_failing_one_leaves_routing(tmp_path):

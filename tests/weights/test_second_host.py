@@ -14,70 +14,20 @@ which would make each side advertise its own loopback.
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-from seamlessflow.rollout.client import EngineClient, transfer_client
+from seamlessflow.testing.live_engines import engine_logprobs, model_logprobs, next_version
 from seamlessflow.testing.models import build_random_tiny_model
+from seamlessflow.testing.second_host import RemoteWorker
 from seamlessflow.weights.broadcast import PolicyBroadcaster, gloo_init_info
+from seamlessflow.weights.engine_client import EngineClient, transfer_client
 from seamlessflow.weights.files import save_weights
 from seamlessflow.weights.http_files import WeightsServer
-from tests.weights.helpers import engine_logprobs, model_logprobs
-from tests.weights.second_host import NamespaceUnavailable, SecondHost
-from tests.weights.test_live_engines import next_version
 
 pytestmark = pytest.mark.slow
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-@pytest.fixture
-def second_host():
-    if os.geteuid() != 0:
-        pytest.skip("a network namespace needs root")
-    try:
-        host = SecondHost.create()
-    except NamespaceUnavailable as exc:
-        pytest.skip(f"no network namespace on this machine: {exc}")
-    yield host
-    host.destroy()
-
-
-class RemoteWorker:
-    """The worker process inside the namespace: one JSON line per command in, one ack per line out."""
-
-    def __init__(self, argv: list[str], log: Path):
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
-        self.log = open(log, "wb")
-        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
-                                     text=True, cwd=ROOT, env=env)
-
-    def line(self) -> dict:
-        assert self.proc.stdout is not None
-        text = self.proc.stdout.readline()
-        if not text:
-            raise AssertionError(f"the remote worker exited ({self.proc.wait()}); see {self.log.name}")
-        return json.loads(text)
-
-    def send(self, **command) -> dict:
-        assert self.proc.stdin is not None
-        self.proc.stdin.write(json.dumps(command) + "\n")
-        self.proc.stdin.flush()
-        return self.line()
-
-    def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()  # end of input: the worker stops its engine and exits
-        try:
-            self.proc.wait(timeout=60)
-        finally:
-            self.log.close()
 
 
 def test_a_worker_on_another_host_takes_versions_over_http_and_the_transfer_group(second_host, tmp_path,

@@ -19,13 +19,13 @@ from vllm.distributed.weight_transfer.base import ModuleSource
 
 from seamlessflow.messages import TokenIO
 from seamlessflow.proxy import ProxyOptions, ProxyService
-from seamlessflow.rollout.client import transfer_client
 from seamlessflow.teams import TeamKeys
+from seamlessflow.testing.live_engines import start_engine
 from seamlessflow.testing.models import build_random_tiny_model
+from seamlessflow.testing.proxy_harness import session_events
 from seamlessflow.weights.broadcast import PolicyBroadcaster, gloo_init_info
+from seamlessflow.weights.engine_client import transfer_client
 from seamlessflow.weights.fence import ProxyFence
-from tests.proxy.helpers import session_events
-from tests.weights.helpers import start_engine
 
 pytestmark = pytest.mark.slow
 

