@@ -102,7 +102,8 @@ class SessionBook:
         out.dead_letters.append(self._dead_letter(partition, offset, key, value, reason))
         return None
 
-    def _on_token_io(self, msg: TokenIO, partition: int, offset: int, key, value, out: Output) -> str | None:
+    def _on_token_io(self, msg: TokenIO, partition: int, offset: int, key: bytes | None, value: bytes | None,
+                     out: Output) -> str | None:
         if msg.session_id in self.closed:
             out.dead_letters.append(self._dead_letter(partition, offset, key, value, "token I/O for a closed session"))
             return None
@@ -119,7 +120,8 @@ class SessionBook:
         self.stats[outcome.value] += 1
         return msg.session_id
 
-    def _on_end(self, end: EpisodeEnd, partition: int, offset: int, key, value, out: Output) -> str | None:
+    def _on_end(self, end: EpisodeEnd, partition: int, offset: int, key: bytes | None, value: bytes | None,
+                out: Output) -> str | None:
         if end.session_id in self.closed:
             if self.closed[end.session_id] != end.event_id:
                 reason = "episode end for a session already closed"
@@ -135,7 +137,8 @@ class SessionBook:
         self._finish(entry, end, partition, offset, key, value, out)
         return None
 
-    def _finish(self, entry: _Open, end: EpisodeEnd, partition: int, offset: int, key, value, out: Output) -> None:
+    def _finish(self, entry: _Open, end: EpisodeEnd, partition: int, offset: int, key: bytes | None,
+                value: bytes | None, out: Output) -> None:
         self.stats["sessions_closed"] += 1
         if end.status is EpisodeStatus.ABORTED and not self.config.keep_aborted:
             self.stats["aborted_dropped"] += 1
@@ -205,5 +208,6 @@ class SessionBook:
         while len(self.closed) > self.config.closed_memory:
             self.closed.popitem(last=False)
 
-    def _dead_letter(self, partition: int, offset: int, key, value, reason: str) -> DeadLetter:
+    def _dead_letter(self, partition: int, offset: int, key: bytes | None, value: bytes | None,
+                     reason: str) -> DeadLetter:
         return letter_for(SERVICE, self.source_topic, partition, offset, key, value, reason, self.team, self.run)

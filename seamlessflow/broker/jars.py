@@ -17,6 +17,7 @@ import subprocess
 import sys
 import tempfile
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -75,7 +76,7 @@ def missing_jars(target: Path | None = None) -> list[Jar]:
     return [j for j in read_lock() if not (target / j.file_name).is_file()]
 
 
-def install(target: Path | None = None, repo: str | None = None, log=print) -> Path:
+def install(target: Path | None = None, repo: str | None = None, log: Callable[[str], None] = print) -> Path:
     """Downloads every locked jar not yet in `target`, checking its digest before it is kept."""
     target = target or libs_dir()
     repo = repo or os.environ.get("SEAMLESSFLOW_MAVEN_REPO", CENTRAL)

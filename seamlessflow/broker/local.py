@@ -64,5 +64,5 @@ class LocalBroker:
     def __enter__(self) -> LocalBroker:
         return self.start()
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self.stop()

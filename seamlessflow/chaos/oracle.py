@@ -18,7 +18,7 @@ values in, plain values out (quadratic, fine for an audit).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 
 FED_LOGPROB = 0.0
@@ -126,6 +126,6 @@ def abandoned_leaves(calls: Sequence[OracleCall], leaves: Sequence[Leaf]) -> fro
     )
 
 
-def _last(indices) -> int | None:
+def _last(indices: Iterable[int]) -> int | None:
     found = list(indices)
     return found[-1] if found else None

@@ -101,7 +101,8 @@ def run_chaos(settings: Settings, options: ChaosOptions, extra: Sequence[Service
             supervisor.stop_all()
 
 
-def _drive(settings: Settings, options: ChaosOptions, supervisor: Supervisor | None, log) -> ChaosResult:
+def _drive(settings: Settings, options: ChaosOptions, supervisor: Supervisor | None,
+           log: Callable[[str], None]) -> ChaosResult:
     proxy = ProxyOptions.model_validate(settings.section("proxy"))
     key = TeamKeys.from_settings(settings).ensure_default(settings.team) or ""
     path = _ledger_path(settings)

@@ -6,8 +6,9 @@ import click
 from rich.console import Console
 
 from seamlessflow.cli.context import pass_settings
+from seamlessflow.config import Settings
 from seamlessflow.stack.services import run_dir, with_stack_defaults
-from seamlessflow.stack.supervisor import pid_alive, read_state
+from seamlessflow.stack.supervisor import ServiceSpec, pid_alive, read_state
 
 SHORT = {"faults": 4, "every_s": 10.0, "settle_s": 20.0, "concurrency": 4}
 
@@ -56,22 +57,22 @@ SHORT = {"faults": 4, "every_s": 10.0, "settle_s": 20.0, "concurrency": 4}
 @click.option("--json", "as_json", is_flag=True, help="End with one JSON line (faults_injected, violations, ...).")
 @pass_settings
 def chaos(
-    settings,
-    seed,
-    faults,
-    every_s,
-    targets,
-    freeze_share,
-    concurrency,
-    settle_s,
-    drain_s,
-    recover_within_s,
-    stub_engines,
-    rewards,
-    short,
-    attach,
-    as_json,
-):
+    settings: Settings,
+    seed: int,
+    faults: int,
+    every_s: float,
+    targets: str | None,
+    freeze_share: float,
+    concurrency: int,
+    settle_s: float,
+    drain_s: float,
+    recover_within_s: float,
+    stub_engines: int,
+    rewards: tuple[str, ...],
+    short: bool,
+    attach: bool,
+    as_json: bool,
+) -> None:
     """Kill -9 and freeze services on a seeded schedule while agents run sessions, then audit the topics
     (every acknowledged call recorded once, every ended session's leaves assembled bit-exact, nothing
     trained twice, versions only increasing, poison dead-lettered). Exits 1 on any violation."""
@@ -102,7 +103,7 @@ def chaos(
             else f"a stack already runs here (supervisor pid {state and state.get('supervisor_pid')}): "
             "`seamlessflow down` first, or --attach"
         )
-    extra = []
+    extra: list[ServiceSpec] = []
     if stub_engines:
         settings, extra = stub_engine_stack(settings, stub_engines, options.group_size)
     console = Console(width=160)

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any, TypeVar
+
 import click
 
 from seamlessflow.config import Settings
 
 pass_settings = click.make_pass_decorator(Settings)
+F = TypeVar("F", bound=Callable[..., Any])
 
 
-def global_options(func):
+def global_options(func: F) -> F:
     """Options every process understands; each also reads SEAMLESSFLOW_<NAME> and the YAML `--config`."""
     options = [
         click.option("--config", "config_path", type=click.Path(dir_okay=False), help="YAML config file."),
@@ -27,5 +31,5 @@ def global_options(func):
     return func
 
 
-def load_settings(config_path, **overrides) -> Settings:
+def load_settings(config_path: str | None, **overrides: Any) -> Settings:
     return Settings.load(config_path, **overrides)

@@ -9,6 +9,7 @@ import threading
 import click
 
 from seamlessflow.cli.context import pass_settings
+from seamlessflow.config import Settings
 
 
 @click.command()
@@ -17,7 +18,7 @@ from seamlessflow.cli.context import pass_settings
 @click.option("--tokenizer", type=click.Path(exists=True),
               help="tokenizer.json (or its dir) to show session text, not ids (default: the served model's).")
 @pass_settings
-def dashboard(settings, host, port, tokenizer):
+def dashboard(settings: Settings, host: str | None, port: int | None, tokenizer: str | None) -> None:
     """Serve the web dashboard: resources, role timeline, reward/eval/throughput curves, sessions."""
     from seamlessflow.dashboard.app import run_dashboard
 

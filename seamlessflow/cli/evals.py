@@ -10,12 +10,13 @@ made counts, including passes a service that predates that rule dropped.
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 import click
 
 from seamlessflow.cli.context import pass_settings
+from seamlessflow.config import Settings
 from seamlessflow.core.evaluation import EvalOutcome, is_eval_group, pin, summarize
 from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.messages import EpisodeEnd, EvalResult, TokenIO
@@ -55,7 +56,8 @@ def draw_curve(curves: dict[str, list[EvalResult]], path: Path, title: str = "")
     return path
 
 
-def pinned_from_sessions(messages, team: str, run: str, success_reward: float = 1.0) -> list[EvalResult]:
+def pinned_from_sessions(messages: Iterable[object], team: str, run: str,
+                         success_reward: float = 1.0) -> list[EvalResult]:
     """One EvalResult per recorded pass that pins a version (see the module docstring), by pass start."""
     versions: dict[str, set[int]] = {}
     tokens: dict[str, int] = {}
@@ -86,7 +88,7 @@ def pinned_from_sessions(messages, team: str, run: str, success_reward: float = 
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per record instead of a table.")
 @click.option("--from-sessions", is_flag=True, help="Recompute from the recorded eval sessions (session-events).")
 @pass_settings
-def evals(settings, out_path, as_json, from_sessions):
+def evals(settings: Settings, out_path: str | None, as_json: bool, from_sessions: bool) -> None:
     """Eval accuracy, mean reward and length per policy version (the eval service's records)."""
     if from_sessions:
         events = messages_until(settings, Topics(settings).session_events, codec_for(settings))

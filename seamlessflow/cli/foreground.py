@@ -16,7 +16,7 @@ class _Stop(Exception):
     pass
 
 
-def _raise_stop(*_) -> None:
+def _raise_stop(*_: object) -> None:
     raise _Stop()
 
 

@@ -22,13 +22,16 @@ from rich.console import Console
 from rich.table import Table
 
 from seamlessflow.assembler import AssemblerOptions
+from seamlessflow.avro import Codec
 from seamlessflow.cli.context import pass_settings
+from seamlessflow.config import Settings
 from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.io import DeliveryFailed, MessageProducer, Record
 from seamlessflow.messages import EpisodeEnd, TokenIO
 from seamlessflow.replay import (
     CheckReport,
     Filter,
+    SessionEvents,
     archive_file,
     check,
     read_archive,
@@ -39,7 +42,7 @@ from seamlessflow.replay import (
     trajectory_json,
     write_archive,
 )
-from seamlessflow.replay.render import print_all
+from seamlessflow.replay.render import Decode, print_all
 from seamlessflow.topics import Topics
 
 _RELATIVE = re.compile(r"^(\d+(?:\.\d+)?)([smhd])$")
@@ -102,25 +105,25 @@ def parse_offsets(values: tuple[str, ...]) -> dict[int, int] | None:
 @click.option("--limit", type=int, default=0, help="Render at most this many sessions/trajectories (0: all).")
 @pass_settings
 def replay(
-    settings,
-    topics,
-    offsets,
-    since,
-    until,
-    sessions,
-    team,
-    run_name,
-    min_reward,
-    max_reward,
-    statuses,
-    fmt,
-    do_check,
-    to_topic,
-    archive_dir,
-    from_archive,
-    tokenizer,
-    limit,
-):
+    settings: Settings,
+    topics: tuple[str, ...],
+    offsets: tuple[str, ...],
+    since: str | None,
+    until: str | None,
+    sessions: tuple[str, ...],
+    team: str | None,
+    run_name: str | None,
+    min_reward: float | None,
+    max_reward: float | None,
+    statuses: tuple[str, ...],
+    fmt: str,
+    do_check: bool,
+    to_topic: str | None,
+    archive_dir: str | None,
+    from_archive: str | None,
+    tokenizer: str | None,
+    limit: int,
+) -> None:
     """Read TOPICS (default: session-events) from the beginning, an offset or a time, filter, and show,
     check (--check), re-publish (--to) or archive (--archive) what was selected."""
     codec = codec_for(settings)
@@ -163,7 +166,8 @@ def _full(names: Topics, name: str) -> str:
     return names.specs[name].full_name if name in names.specs else name
 
 
-def _load(settings, names, name, codec, offsets, where, from_archive, notes) -> list[Record]:
+def _load(settings: Settings, names: Topics, name: str, codec: Codec, offsets: tuple[str, ...], where: Filter,
+          from_archive: str | None, notes: list[str]) -> list[Record]:
     full = _full(names, name)
     if from_archive:
         short = name if name in names.specs else None
@@ -171,13 +175,15 @@ def _load(settings, names, name, codec, offsets, where, from_archive, notes) -> 
     return list(read_from(settings, full, codec, parse_offsets(offsets), where.since_ms, notes))
 
 
-def _kept(records, sessions, trajectories, where: Filter) -> list[Record]:
+def _kept(records: list[Record], sessions: list[SessionEvents], trajectories: list[Record],
+          where: Filter) -> list[Record]:
     """This topic's selected records, in topic order; undecodable ones too when nothing is filtered."""
     chosen = {id(r) for s in sessions for r in s.records} | {id(r) for r in trajectories}
     return [r for r in records if id(r) in chosen or (r.message is None and where.is_empty)]
 
 
-def _republish(settings, codec, topic: str, sessions, trajectories) -> int:
+def _republish(settings: Settings, codec: Codec, topic: str, sessions: list[SessionEvents],
+               trajectories: list[Record]) -> int:
     producer = MessageProducer(settings, codec)
     errors: list = []
     records = sorted((r for s in sessions for r in s.records), key=lambda r: (r.partition, r.offset)) + trajectories
@@ -194,7 +200,8 @@ def _republish(settings, codec, topic: str, sessions, trajectories) -> int:
     return len(records)
 
 
-def _show(console, fmt, sessions, trajectories, limit, decode) -> None:
+def _show(console: Console, fmt: str, sessions: list[SessionEvents], trajectories: list[Record], limit: int,
+          decode: Decode | None) -> None:
     if limit:
         sessions, trajectories = sessions[:limit], trajectories[:max(0, limit - len(sessions))]
     if fmt == "jsonl":
@@ -227,7 +234,7 @@ def _print_report(report: CheckReport, fmt: str, console: Console) -> None:
                   f"trajectory record(s) identical" + (f", skipped {report.skipped}" if report.skipped else ""))
 
 
-def _decoder(path: str | None):
+def _decoder(path: str | None) -> Decode | None:
     if not path:
         return None
     from tokenizers import Tokenizer

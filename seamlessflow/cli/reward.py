@@ -8,12 +8,13 @@ import signal
 import click
 
 from seamlessflow.cli.context import pass_settings
+from seamlessflow.config import Settings
 from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.rewards.worker import RewardOptions, RewardWorker
 
 
 @click.group()
-def reward():
+def reward() -> None:
     """Run reward workers (verifiers scoring trajectories off the GPU path)."""
 
 
@@ -26,7 +27,8 @@ def reward():
 @click.option("--memory-mb", type=int, help="Address-space limit of each verifier call.")
 @click.option("--max-attempts", type=int, help="Calls of a verifier that raises or crashes before unscorable.")
 @pass_settings
-def reward_run(settings, reference, team, pool, concurrency, timeout_s, memory_mb, max_attempts):
+def reward_run(settings: Settings, reference: str, team: str | None, pool: str | None, concurrency: int | None,
+               timeout_s: float | None, memory_mb: int | None, max_attempts: int | None) -> None:
     """Score every trajectory whose reward request names this pool's verifier, until SIGTERM.
 
     FUNCTION(request: seamlessflow.rewards.ScoreRequest) returns a reward or (reward, info), or raises.

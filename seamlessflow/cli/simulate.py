@@ -58,7 +58,8 @@ from seamlessflow.sim.timeline import draw_timelines
     show_default=True,
     help="With --hetero: share of tasks that are prefill-heavy (the rest decode-heavy).",
 )
-def simulate(gpus, policies, mix, steps, max_staleness, seed, png, as_json, hetero, cluster, prefill_share):
+def simulate(gpus: int, policies: tuple[str, ...], mix: float, steps: int, max_staleness: int | None, seed: int,
+             png: str | None, as_json: bool, hetero: bool, cluster: str | None, prefill_share: float) -> None:
     """Throughput (trained tokens/s), bubble ratio and staleness per policy on a long-tail workload;
     with --hetero, training time with hardware-aware (affinity) vs tag-blind routing."""
     if hetero:

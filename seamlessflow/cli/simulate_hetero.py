@@ -48,7 +48,8 @@ def _table(runs: list[RoutingRun], steps: int) -> Table:
     return table
 
 
-def _as_json(runs, pools, workload, steps, seed, ratio) -> dict:
+def _as_json(runs: list[RoutingRun], pools: tuple[Pool, ...], workload: Workload, steps: int, seed: int,
+             ratio: float) -> dict:
     return {
         "steps": steps,
         "seed": seed,

@@ -18,6 +18,7 @@ from seamlessflow.cli.context import pass_settings
 from seamlessflow.cli.foreground import held_until_stopped
 from seamlessflow.cli.stack_ray import down_on_ray, up_on_ray
 from seamlessflow.cli.status_view import render_status
+from seamlessflow.config import Settings
 from seamlessflow.stack.resources import ClusterOptions
 from seamlessflow.stack.services import SERVICES, config_path, log_dir, run_dir, start_stack, with_stack_defaults
 from seamlessflow.stack.status import ray_services, stack_status
@@ -48,7 +49,8 @@ from seamlessflow.stack.watch import ResourceWatcher
 @click.option("--ray", "ray_address", metavar="HOST:PORT",
               help="Place the services on this Ray cluster (its head's GCS address) instead of this machine.")
 @pass_settings
-def up(settings, detach, wait_s, policy, only_broker, brokers, generation, only, ray_address):
+def up(settings: Settings, detach: bool, wait_s: float, policy: str | None, only_broker: bool, brokers: int | None,
+       generation: str | None, only: tuple[str, ...], ray_address: str | None) -> None:
     """Start the stack: embedded broker (unless --bootstrap-servers), topics, and the RL loop's services."""
     settings = with_stack_defaults(settings).with_overrides(brokers=brokers,
                                                             generation=generation or new_generation())
@@ -79,7 +81,7 @@ def new_generation() -> str:
     return f"{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(3)}"
 
 
-def _up_foreground(settings) -> None:
+def _up_foreground(settings: Settings) -> None:
     console = Console() if sys.stdout.isatty() else Console(width=160)  # logs: no wrapping at 80 columns
     supervisor = Supervisor(run_dir(settings), log_dir(settings), settings.stop_grace_s, say=console.print)
     with held_until_stopped(console, supervisor.stop_all):
@@ -99,7 +101,7 @@ def _up_foreground(settings) -> None:
                 time.sleep(1.0)
 
 
-def _up_detached(settings, wait_s: float) -> None:
+def _up_detached(settings: Settings, wait_s: float) -> None:
     path = settings.dump_yaml(config_path(settings))
     logs = log_dir(settings)
     logs.mkdir(parents=True, exist_ok=True)
@@ -127,7 +129,7 @@ def _awaited(state: dict) -> str:
     return f" (waiting for {'; '.join(waits)})" if waits else ""
 
 
-def _print_ready(console: Console, info: dict, settings) -> None:
+def _print_ready(console: Console, info: dict, settings: Settings) -> None:
     console.print(f"[green]SeamlessFlow is up[/green]  Kafka: {info.get('bootstrap_servers')}  "
                   f"topics: {info.get('topic_prefix')}.*  data: {os.path.abspath(settings.data_dir)}")
     for key, value in info.items():
@@ -137,7 +139,7 @@ def _print_ready(console: Console, info: dict, settings) -> None:
 
 @click.command()
 @pass_settings
-def down(settings):
+def down(settings: Settings) -> None:
     """Stop the stack: SIGTERM, then SIGKILL after the grace period; no process is left behind, whatever
     state `up` reached (every process of the stack carries its run directory: see `supervisor.stack_processes`)."""
     state = read_state(run_dir(settings))
@@ -152,12 +154,12 @@ def down(settings):
     sup = (state or {}).get("supervisor_pid")
     services = (state or {}).get("services", {})
     if pid_alive(sup):
-        os.kill(sup, signal.SIGTERM)
+        os.kill(sup, signal.SIGTERM)  # type: ignore[arg-type]  # alive: a pid, not None
         deadline = time.monotonic() + settings.stop_grace_s * (len(services) + 1) + 5
         while pid_alive(sup) and time.monotonic() < deadline:
             time.sleep(0.2)
         if pid_alive(sup):
-            os.kill(sup, signal.SIGKILL)
+            os.kill(sup, signal.SIGKILL)  # type: ignore[arg-type]  # alive: a pid, not None
     for svc in services.values():  # anything the supervisor could not stop (it was killed, say)
         if pid_alive(svc.get("pid")):
             stop_tree(svc["pid"], settings.stop_grace_s)
@@ -169,7 +171,7 @@ def down(settings):
 @click.command()
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 @pass_settings
-def status(settings, as_json):
+def status(settings: Settings, as_json: bool) -> None:
     """Services, their processes and restarts, and the broker."""
     data = stack_status(settings)
     if as_json:

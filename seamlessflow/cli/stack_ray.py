@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import signal
 import time
+from collections.abc import Callable
 from urllib.parse import urlsplit
 
 import click
@@ -59,7 +60,7 @@ def _loopback_host(host: str) -> bool:
     return host in ("127.0.0.1", "localhost")
 
 
-def up_on_ray(settings: Settings, detach: bool, print_ready) -> None:
+def up_on_ray(settings: Settings, detach: bool, print_ready: Callable[[Console, dict, Settings], None]) -> None:
     cluster = ClusterOptions.from_settings(settings)
     if not cluster.address:
         raise click.ClickException("cluster.engine is ray but no address: `up --ray HOST:PORT` or cluster.address")

@@ -7,18 +7,19 @@ from rich.console import Console
 from rich.table import Table
 
 from seamlessflow.cli.context import pass_settings
+from seamlessflow.config import Settings
 from seamlessflow.teams import TeamKeys
 
 
 @click.group()
-def team():
+def team() -> None:
     """Team API keys (stored hashed in <data-dir>/teams.json; the proxy re-reads them on change)."""
 
 
 @team.command("add")
 @click.argument("name")
 @pass_settings
-def team_add(settings, name):
+def team_add(settings: Settings, name: str) -> None:
     """Issue a new key for team NAME; it is printed once and only its hash is kept."""
     if not name or any(c in name for c in " ./\\"):
         raise click.BadParameter("team names are non-empty and contain no spaces, dots or slashes", param_hint="NAME")
@@ -29,7 +30,7 @@ def team_add(settings, name):
 
 @team.command("list")
 @pass_settings
-def team_list(settings):
+def team_list(settings: Settings) -> None:
     """Teams and how many keys each holds (never the keys)."""
     counts = TeamKeys.from_settings(settings).teams()
     table = Table("team", "keys")
@@ -41,7 +42,7 @@ def team_list(settings):
 @team.command("revoke")
 @click.argument("name")
 @pass_settings
-def team_revoke(settings, name):
+def team_revoke(settings: Settings, name: str) -> None:
     """Revoke every stored key of team NAME (keys from the config file or env must be removed there)."""
     removed = TeamKeys.from_settings(settings).revoke(name)
     if not removed:

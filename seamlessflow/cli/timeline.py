@@ -12,6 +12,7 @@ from pathlib import Path
 import click
 
 from seamlessflow.cli.context import pass_settings
+from seamlessflow.config import Settings
 from seamlessflow.core.timeline import bubble_ratio, time_by_kind
 from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.scheduler.reading import messages_until
@@ -27,11 +28,12 @@ from seamlessflow.topics import Topics
 @click.option("--run", "run_name", help="Only this run's records (default: the configured run).")
 @click.option("--json", "as_json", is_flag=True, help="Print the figures as JSON.")
 @pass_settings
-def timeline(settings, out_path, team, run_name, as_json):
+def timeline(settings: Settings, out_path: str | None, team: str | None, run_name: str | None,
+             as_json: bool) -> None:
     """Draw the role timeline of the run's resources and print the bubble ratio (idle time / total)."""
     team, run_name = team or settings.team, run_name or settings.run
     messages = [m for m in messages_until(settings, Topics(settings).status, codec_for(settings))
-                if m.team == team and m.run == run_name]
+                if m.team == team and m.run == run_name]  # type: ignore[attr-defined]  # status records all carry both
     intervals = intervals_from_records(messages)
     if not intervals:
         raise click.ClickException(f"no resource status records for team {team!r} run {run_name!r}")

@@ -10,6 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from seamlessflow.cli.context import pass_settings
+from seamlessflow.config import Settings
 from seamlessflow.kafka.admin import ensure_topics, list_topics
 from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.io import read_topic
@@ -17,13 +18,13 @@ from seamlessflow.topics import Topics, topic_specs
 
 
 @click.group()
-def topics():
+def topics() -> None:
     """Declared topics (infra/topics.yaml) and what the broker has."""
 
 
 @topics.command("list")
 @pass_settings
-def topics_list(settings):
+def topics_list(settings: Settings) -> None:
     actual = list_topics(settings)
     table = Table("topic", "partitions (declared/broker)", "cleanup", "key", "values")
     for spec in topic_specs(settings):
@@ -35,7 +36,7 @@ def topics_list(settings):
 
 @topics.command("create")
 @pass_settings
-def topics_create(settings):
+def topics_create(settings: Settings) -> None:
     created = ensure_topics(settings)
     click.echo(f"created {len(created)} topic(s)" + (": " + ", ".join(created) if created else " (all existed)"))
 
@@ -45,7 +46,7 @@ def topics_create(settings):
 @click.option("--team", help="Only records of this team.")
 @click.option("--limit", type=int, default=0, help="Stop after this many records (0: all).")
 @pass_settings
-def tail(settings, topic, team, limit):
+def tail(settings: Settings, topic: str, team: str | None, limit: int) -> None:
     """Decode and print a topic's records as JSON lines (TOPIC: short name like 'session-events', or full)."""
     names = Topics(settings)
     full = names.specs[topic].full_name if topic in names.specs else topic

@@ -13,7 +13,9 @@ import asyncio
 import json
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from aiohttp import web
 
@@ -95,7 +97,8 @@ class StubEngine:
         self.requests.append(("completions", body))
         return await self._generate(request, body, "completions", lambda: _prompts(body["prompt"]))
 
-    async def _generate(self, request, body, kind, read_prompts) -> web.StreamResponse:
+    async def _generate(self, request: web.Request, body: dict[str, Any], kind: str,
+                        read_prompts: Callable[[], list[list[int]]]) -> web.StreamResponse:
         try:
             return await self._generate_checked(request, body, kind, read_prompts())
         except (TypeError, ValueError, KeyError, AttributeError) as exc:  # vLLM answers bad fields with 400 too
@@ -104,7 +107,8 @@ class StubEngine:
                 status=400,
             )
 
-    async def _generate_checked(self, request, body, kind, prompts) -> web.StreamResponse:
+    async def _generate_checked(self, request: web.Request, body: dict[str, Any], kind: str,
+                                prompts: list[list[int]]) -> web.StreamResponse:
         b = self.behaviour
         if b.reject_with:
             return web.json_response(
@@ -126,7 +130,8 @@ class StubEngine:
 
 
 class _Stream:
-    def __init__(self, engine: StubEngine, request, body, kind, prompts, n, max_tokens, tool):
+    def __init__(self, engine: StubEngine, request: web.Request, body: dict[str, Any], kind: str,
+                 prompts: list[list[int]], n: int, max_tokens: int, tool: bool) -> None:
         self.engine, self.request, self.body, self.kind = engine, request, body, kind
         self.prompts, self.n, self.max_tokens, self.tool = prompts, n, max_tokens, tool
         self.id = f"{'chatcmpl' if kind == 'chat' else 'cmpl'}-stub{time.monotonic_ns()}"
@@ -134,17 +139,17 @@ class _Stream:
         self.ids_on = bool(body.get("return_token_ids"))
         self.lp_on = bool(body.get("logprobs"))
 
-    def _head(self, obj):
+    def _head(self, obj: str) -> dict[str, Any]:
         return {"id": self.id, "object": obj, "created": self.created, "model": self.engine.model}
 
-    def _choices(self):
+    def _choices(self) -> list[tuple[int, list[int]]]:
         return [(p * self.n + i, prompt) for p, prompt in enumerate(self.prompts) for i in range(self.n)]
 
-    def _piece(self, index, prompt, k, token):
+    def _piece(self, index: int, prompt: list[int], k: int, token: int) -> dict[str, Any]:
         text = f"t{token} "
         finish = "length" if k == self.max_tokens - 1 else None
         if self.kind == "chat":
-            delta = {"content": text}
+            delta: dict[str, Any] = {"content": text}
             if self.tool and k == 0:
                 delta = {
                     "tool_calls": [
@@ -197,7 +202,7 @@ class _Stream:
                 await b.release.wait()
             if b.drop_after_tokens is not None and k == b.drop_after_tokens:
                 b.drop_after_tokens = None
-                self.request.transport.close()
+                self.request.transport.close()  # type: ignore[union-attr]  # open while its handler runs
                 return response
             if b.token_delay_s:
                 await asyncio.sleep(b.token_delay_s)
@@ -254,7 +259,7 @@ def main() -> None:
     asyncio.run(serve())
 
 
-def _prompts(prompt) -> list[list[int]]:
+def _prompts(prompt: Any) -> list[list[int]]:  # the request's JSON "prompt": text, ids, or a list of either
     if isinstance(prompt, str):
         return [list(prompt.encode()) or [0]]
     if prompt and isinstance(prompt[0], int):

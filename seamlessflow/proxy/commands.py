@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import Any
 
 from seamlessflow.core.control import Capabilities, CommandKind, ControlProtocol, Outcome, PauseMode, Reply
@@ -29,8 +30,9 @@ class CommandHandler:
     """The proxy's command layer: the core protocol admits each command (in arrival order, on the loop);
     admitted ones are carried out one at a time on the gate and engine table, then settled and acked."""
 
-    def __init__(self, proxy_id: str, gate: PauseGate, engines: EngineTable, publish_ack, team: str, run: str,
-                 drain_timeout_s: float, generation: str | None = None):
+    def __init__(self, proxy_id: str, gate: PauseGate, engines: EngineTable,
+                 publish_ack: Callable[[CommandAck], Awaitable[None]], team: str, run: str,
+                 drain_timeout_s: float, generation: str | None = None) -> None:
         self.proxy_id = proxy_id
         self.gate = gate
         self.engines = engines
@@ -60,7 +62,7 @@ class CommandHandler:
         if restored is not None:
             self._spawn(self.apply(restored))
 
-    def _spawn(self, coroutine) -> None:
+    def _spawn(self, coroutine: Coroutine[Any, Any, object]) -> None:
         task = asyncio.get_running_loop().create_task(coroutine)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)

@@ -67,4 +67,6 @@ def explain_window(body: dict) -> dict:
     hint = (f" The stack serves a window of {found.group(1)} tokens, set by `{WINDOW_SETTING}` (env "
             f"SEAMLESSFLOW_ROLLOUT__MAX_MODEL_LEN; at most the model's max_position_embeddings); nothing of "
             f"this call was recorded.")
-    return {**body, "error": {**error, "message": message + hint, "param": error.get("param") or "messages"}}
+    # `found` matched `message`: a str here
+    return {**body, "error": {**error, "message": message + hint,  # type: ignore[operator]
+                              "param": error.get("param") or "messages"}}

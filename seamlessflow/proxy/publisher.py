@@ -33,12 +33,12 @@ class EventPublisher:
         self._loop = asyncio.get_running_loop()
         self._thread.start()
 
-    def publish(self, topic: str, key: str, message: Any) -> asyncio.Future:
+    def publish(self, topic: str, key: str | None, message: Any) -> asyncio.Future:
         """Encode and enqueue; the future gets None on delivery or a PublishFailed."""
         loop = self._loop or asyncio.get_running_loop()
         future = loop.create_future()
 
-        def on_delivery(err, _msg) -> None:
+        def on_delivery(err: object, _msg: object) -> None:  # librdkafka's error (or None), the message
             loop.call_soon_threadsafe(_settle, future, err)
 
         try:  # never waits: a full queue fails this call (a fatal producer is replaced for the next one)
@@ -59,7 +59,7 @@ class EventPublisher:
         return self._producer.close(timeout_s)  # lets librdkafka's threads go now, not at garbage collection
 
 
-def _settle(future: asyncio.Future, err) -> None:
+def _settle(future: asyncio.Future, err: object) -> None:
     if future.done():
         return
     if err is None:

@@ -15,6 +15,7 @@ version before it resumes. A heartbeat only ever raises a version (it lags, neve
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 from seamlessflow.core.routing import FitTable, Profile, route
@@ -47,7 +48,7 @@ class EngineTable:
         self.fit = fit or FitTable()
         self._by_url: dict[str, Engine] = {}
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Engine]:
         return iter(list(self._by_url.values()))
 
     def __len__(self) -> int:

@@ -18,6 +18,7 @@ import math
 import re
 import time
 import uuid
+from collections.abc import Awaitable, Callable
 from typing import Annotated, Any, TypeVar
 
 import aiohttp
@@ -205,7 +206,8 @@ class ProxyServer:
 
     # -- middleware -------------------------------------------------------------------------------------
     @web.middleware
-    async def _errors(self, request: web.Request, handler) -> web.StreamResponse:
+    async def _errors(self, request: web.Request,
+                      handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
         route = request.match_info.route.resource.canonical if request.match_info.route.resource else "unmatched"
         door = MESSAGES_DOOR if request.path.endswith("/v1/messages") else CHAT_DOOR  # before a route sets it
         started = time.monotonic()
@@ -300,7 +302,7 @@ class ProxyServer:
             session.call_finished()
 
     async def _serve(
-        self, request, door: FrontDoor, call: CallRequest, who: CallIdentity, headers
+        self, request: web.Request, door: FrontDoor, call: CallRequest, who: CallIdentity, headers: dict[str, str]
     ) -> web.StreamResponse:
         state = self.sessions.get(who.session_id)
         assert self.http is not None  # start_http() runs before the app serves

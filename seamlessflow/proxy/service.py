@@ -11,6 +11,7 @@ import logging
 
 import aiohttp
 
+from seamlessflow.config import Settings
 from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.heartbeat import Heartbeat
@@ -18,15 +19,18 @@ from seamlessflow.kafka.records import resource_status
 from seamlessflow.messages import CommandAck, DeadLetter, ResourceStatus
 from seamlessflow.proxy.commands import CommandHandler
 from seamlessflow.proxy.control import ControlListener
+from seamlessflow.proxy.options import ProxyOptions
 from seamlessflow.proxy.publisher import PublishFailed
 from seamlessflow.proxy.server import ProxyServer
+from seamlessflow.teams import TeamKeys
 from seamlessflow.topics import Topics
 
 log = logging.getLogger(__name__)
 
 
 class ProxyService:
-    def __init__(self, settings, config=None, team_keys=None):
+    def __init__(self, settings: Settings, config: ProxyOptions | None = None,
+                 team_keys: TeamKeys | None = None) -> None:
         self.settings = settings
         self.server = ProxyServer(settings, config=config, team_keys=team_keys)
         self.config = self.server.config
@@ -115,9 +119,10 @@ class ProxyService:
                 self.server.engines.health_result(engine, ok)
             await asyncio.sleep(self.config.health_interval_s)
 
-    async def _check(self, url: str, timeout) -> bool:
+    async def _check(self, url: str, timeout: aiohttp.ClientTimeout) -> bool:
         try:
-            async with self.server.http.get(url + "/health", timeout=timeout) as response:
+            # the health loop starts after start_http(): the session is open
+            async with self.server.http.get(url + "/health", timeout=timeout) as response:  # type: ignore[union-attr]
                 return response.status == 200
         except (TimeoutError, aiohttp.ClientError, ConnectionError):
             return False

@@ -46,7 +46,7 @@ class CheckReport:
         self.skipped[reason] = self.skipped.get(reason, 0) + 1
 
 
-def _bits(value) -> object:
+def _bits(value: object) -> object:
     if isinstance(value, float):
         return struct.pack("<d", value)
     if isinstance(value, list):

@@ -20,7 +20,8 @@ def _ids(tokens: Sequence[int], decode: Decode | None) -> str:
     return repr(decode(tokens)) if decode else " ".join(map(str, tokens))
 
 
-def _generated(tokens, logprobs, versions, decode: Decode | None) -> Text:
+def _generated(tokens: Sequence[int], logprobs: Sequence[float], versions: Sequence[int],
+               decode: Decode | None) -> Text:
     text = Text()
     last_version = None
     for i, token in enumerate(tokens):

@@ -35,7 +35,7 @@ class Filter:
         return ((self.since_ms is None or record.timestamp_ms >= self.since_ms)
                 and (self.until_ms is None or record.timestamp_ms < self.until_ms))
 
-    def names(self, message) -> bool:
+    def names(self, message: TokenIO | EpisodeEnd | Trajectory) -> bool:
         """Session, team and run: fields every session-level message carries."""
         return ((not self.sessions or getattr(message, "session_id", None) in self.sessions)
                 and (self.team is None or message.team == self.team)

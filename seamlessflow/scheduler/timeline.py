@@ -95,7 +95,8 @@ def clip(intervals: Iterable[Interval], start: float, end: float) -> list[Interv
     return out
 
 
-def _between(rid: str, sample, following) -> list[Interval]:
+def _between(rid: str, sample: tuple[float, str, float | None],
+             following: tuple[float, str, float | None]) -> list[Interval]:
     """The interval from one heartbeat to the next; a training one only as busy as its `busy_s` grew."""
     (t, kind, busy), (t_next, _, busy_next) = sample, following
     if kind != "train" or busy is None or busy_next is None:

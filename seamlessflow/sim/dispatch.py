@@ -15,6 +15,7 @@ failure), as the proxy's choice would be.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from seamlessflow.core.resources import Tag
@@ -84,7 +85,8 @@ class HashedDispatch:
         return touched
 
 
-def make_dispatch(routing: str, fit: FitTable | None = None):
+def make_dispatch(routing: str, fit: FitTable | None = None
+                  ) -> Callable[[deque[Rollout], list[SimEngine], float], set[SimEngine]]:
     if routing == "least-loaded":
         return least_loaded
     return HashedDispatch(routing, fit)

@@ -17,6 +17,7 @@ import math
 from dataclasses import dataclass
 
 from seamlessflow.core.resources import Resource, ResourceState, Tag
+from seamlessflow.sim.hardware import Roofline
 from seamlessflow.sim.workload import Workload
 
 EPS = 1e-6
@@ -51,8 +52,8 @@ class Rollout:
 
 
 class SimEngine:
-    def __init__(self, resource_id: str, tags: frozenset[str], workload: Workload, cost=None,
-                 hardware_tags: frozenset[str] = frozenset()):
+    def __init__(self, resource_id: str, tags: frozenset[str], workload: Workload,
+                 cost: Workload | Roofline | None = None, hardware_tags: frozenset[str] = frozenset()):
         self.id, self.tags, self.workload = resource_id, tags, workload
         self.cost = cost or workload  # prefill_s, decode_step_s, max_running, kv_capacity_tokens
         self.hardware_tags = hardware_tags

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import Any
 
 from seamlessflow.sim.cluster import Pool, parse_cluster
 from seamlessflow.sim.hardware import Roofline
@@ -29,7 +30,7 @@ DEFAULT_CLUSTER = "48xh100:train,8xh100,16xh20"
 ROUTINGS = ("affinity", "blind", "least-loaded")
 
 
-def mixed_workload(prefill_share: float = 0.5, **fields) -> Workload:
+def mixed_workload(prefill_share: float = 0.5, **fields: Any) -> Workload:
     tasks = (
         TaskKind("long-context", prefill_share, "prefill", 8192, 256.0, 0.5, 1024),
         TaskKind("reasoning", 1.0 - prefill_share, "decode", 512, 4000.0, 0.9, 16384),

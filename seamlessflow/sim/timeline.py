@@ -9,8 +9,12 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from seamlessflow.core.timeline import Interval, bubble_ratio
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
 
 COLOURS = {
     "rollout": "#1f77b4",
@@ -52,7 +56,7 @@ def draw_timelines(panels: Sequence[tuple[str, Sequence[Interval]]], path: str |
     return out
 
 
-def _draw_panel(ax, intervals: Sequence[Interval], title: str) -> None:
+def _draw_panel(ax: Axes, intervals: Sequence[Interval], title: str) -> None:
     rows = sorted({i.resource_id for i in intervals}, key=_natural_key)
     index = {rid: n for n, rid in enumerate(rows)}
     bars: dict[str, list[tuple[float, float]]] = defaultdict(list)

@@ -169,14 +169,14 @@ def init_distributed() -> None:
                                    init_method=f"tcp://127.0.0.1:{free_port()}")
 
 
-def forward_logprobs(model, batch: MicroBatch) -> torch.Tensor:
+def forward_logprobs(model: torch.nn.Module, batch: MicroBatch) -> torch.Tensor:
     """Logprobs [rows, T] from a `TokenLogprobModel` (or a DeepSpeed engine around one)."""
     return batch.logprobs_of(model)
 
 
-def micro_batch_loss(model, batch: MicroBatch | TreeBatch, advantages: torch.Tensor | list[torch.Tensor],
-                     weights: torch.Tensor,
-                     normaliser: int, config: PolicyLossConfig, reference=None,
+def micro_batch_loss(model: torch.nn.Module, batch: MicroBatch | TreeBatch,
+                     advantages: torch.Tensor | list[torch.Tensor], weights: torch.Tensor,
+                     normaliser: int, config: PolicyLossConfig, reference: torch.nn.Module | None = None,
                      ranks: int = 1) -> tuple[PolicyLoss, torch.Tensor]:
     """The step's loss share of one micro-batch (padded, packed or a token tree: the same numbers) and its
     logprobs in the flat layout; ``ranks`` data-parallel ranks whose gradients DeepSpeed averages (so each
@@ -246,7 +246,7 @@ class PolicyEngine:
         self.trees = TreeChoice(options.tree if wrapped.takes_trees else False, model_shape(model),
                                 causal_chains=self.engine.device.type == "cpu")
 
-    def _load_reference(self, model_path, ds_config: dict[str, Any]):
+    def _load_reference(self, model_path: str | Path, ds_config: dict[str, Any]) -> torch.nn.Module:
         """The frozen start model for the KL term, in the training dtype; offloaded or sharded as asked."""
         sharded = self.options.offload_reference or zero_stage(ds_config) == 3
         config = reference_config(ds_config, self.options.offload_reference) if sharded else ds_config

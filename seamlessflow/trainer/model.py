@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from transformers import AutoConfig, AutoModelForCausalLM
+from transformers import AutoConfig, AutoModelForCausalLM, PreTrainedModel
 
 from seamlessflow.core.losses import pair_logprobs, token_logprobs
 from seamlessflow.trainer.tree_attention import TreeLayout, enable_tree_attention
@@ -45,7 +45,7 @@ def zero_stage(ds_config: dict[str, Any]) -> int:
 
 
 def load_causal_lm(path: str | Path, ds_config: dict[str, Any], activation_checkpointing: bool = False,
-                   attn_implementation: str | None = None):
+                   attn_implementation: str | None = None) -> PreTrainedModel:
     """The HF model at ``path`` in the training dtype; partitioned across ranks when ZeRO-3 is on."""
     dtype = training_dtype(ds_config)
     if zero_stage(ds_config) == 3:
@@ -58,7 +58,8 @@ def load_causal_lm(path: str | Path, ds_config: dict[str, Any], activation_check
     return model
 
 
-def _load_partitioned(path: Path, ds_config: dict[str, Any], dtype: torch.dtype, attn_implementation: str | None):
+def _load_partitioned(path: Path, ds_config: dict[str, Any], dtype: torch.dtype,
+                      attn_implementation: str | None) -> PreTrainedModel:
     import deepspeed
     from safetensors import safe_open
     from transformers.initialization import no_init_weights

@@ -44,7 +44,7 @@ class MicroBatch:
     loss_mask: torch.Tensor
     logprobs: torch.Tensor
 
-    def to(self, device) -> MicroBatch:
+    def to(self, device: torch.device | str) -> MicroBatch:
         return MicroBatch(*(None if t is None else t.to(device) for t in vars(self).values()))  # type: ignore[arg-type]  # position_ids may be None
 
     @property
@@ -52,7 +52,7 @@ class MicroBatch:
         """The padded or packed layout the loss reads: itself (a tree batch has its own, `trainer.tree`)."""
         return self
 
-    def logprobs_of(self, model) -> torch.Tensor:
+    def logprobs_of(self, model: torch.nn.Module) -> torch.Tensor:
         """Logprobs [rows, T] from a `TokenLogprobModel` (or a DeepSpeed engine around one)."""
         return model(input_ids=self.tokens, attention_mask=self.attention_mask, position_ids=self.position_ids)
 

@@ -39,13 +39,13 @@ class TreeBatch:
     layout: TreeLayout
     flat: MicroBatch
 
-    def logprobs_of(self, model) -> torch.Tensor:
+    def logprobs_of(self, model: torch.nn.Module) -> torch.Tensor:
         """Per-sequence logprobs [S, T] (what the flat batch's `logprobs_of` gives) from one forward of the
         tree; ``model`` is a `TokenLogprobModel` or a DeepSpeed engine around one."""
         nodes = model(input_ids=self.tokens, position_ids=self.position_ids, tree=self.layout)
         return gather_sequences(nodes, self.tree)
 
-    def to(self, device) -> TreeBatch:
+    def to(self, device: torch.device | str) -> TreeBatch:
         return TreeBatch(self.tree, self.tokens.to(device), self.position_ids.to(device), self.layout.to(device),
                          self.flat.to(device))
 

@@ -54,7 +54,7 @@ class TreeLayout:
     parents: torch.Tensor
     children: torch.Tensor
 
-    def to(self, device) -> TreeLayout:
+    def to(self, device: torch.device | str) -> TreeLayout:
         return TreeLayout(self.chains, self.above, self.below, self.depth, self.parents.to(device),
                           self.children.to(device))
 
@@ -110,7 +110,8 @@ class _MergedChains(torch.autograd.Function):
     merge and the gradient sums are float32."""
 
     @staticmethod
-    def forward(ctx, query, key, value, tree: TreeLayout, scaling: float | None):
+    def forward(ctx: Any, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, tree: TreeLayout,
+                scaling: float | None) -> torch.Tensor:
         out = query.new_zeros(query.shape, dtype=torch.float32)
         lse = query.new_full(query.shape[:3], float("-inf"), dtype=torch.float32)
         for (q0, q1), (k0, k1), causal in _parts(tree):
@@ -126,7 +127,7 @@ class _MergedChains(torch.autograd.Function):
         return out
 
     @staticmethod
-    def backward(ctx, grad):
+    def backward(ctx: Any, grad: torch.Tensor) -> tuple[torch.Tensor | None, ...]:
         query, key, value, out, lse = ctx.saved_tensors
         grad = grad.contiguous()
         grads = [torch.zeros(t.shape, dtype=torch.float32, device=t.device) for t in (query, key, value)]
@@ -155,7 +156,7 @@ def tree_attention(query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, 
 def sdpa_tree_forward(module: torch.nn.Module, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor,
                       attention_mask: torch.Tensor | None, dropout: float = 0.0, scaling: float | None = None,
                       sliding_window: int | None = None, tree_layout: TreeLayout | None = None,
-                      **kwargs) -> tuple[torch.Tensor, None]:
+                      **kwargs: Any) -> tuple[torch.Tensor, None]:
     """transformers' attention function for `sdpa_tree`: sdpa unless a `TreeLayout` is passed; returns
     the attention [B, N, H, D] and no weights, as sdpa does."""
     if tree_layout is None:

@@ -17,12 +17,14 @@ never mistaken for the served one.
 from __future__ import annotations
 
 import json
+import os
 import secrets
 import shutil
 import threading
 from functools import partial
 from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
+from typing import Any
 from urllib.parse import unquote, urljoin, urlparse
 
 import httpx
@@ -35,11 +37,11 @@ class _Handler(SimpleHTTPRequestHandler):
     """Static files from the weights root; a directory answers its file names as JSON, with its local path
     and the server's token (see the module's docstring)."""
 
-    def __init__(self, *args, token: str, **kwargs):
+    def __init__(self, *args: Any, token: str, **kwargs: Any) -> None:
         self.token = token
         super().__init__(*args, **kwargs)
 
-    def list_directory(self, path):
+    def list_directory(self, path: str | os.PathLike[str]) -> None:
         names = sorted(p.name for p in Path(path).iterdir() if p.is_file() and p.name != TOKEN_FILE)
         body = json.dumps(names).encode()
         self.send_response(200)
@@ -51,7 +53,7 @@ class _Handler(SimpleHTTPRequestHandler):
         self.wfile.write(body)
         return None
 
-    def log_message(self, format, *args):  # noqa: A002  # quiet: one line per file is noise
+    def log_message(self, format: str, *args: object) -> None:  # noqa: A002  # quiet: one line per file is noise
         pass
 
 

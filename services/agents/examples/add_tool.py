@@ -9,8 +9,10 @@ import json
 import os
 from typing import Annotated
 
+import openai
 from pydantic import Field
 
+from seamlessflow.messages import Task
 from seamlessflow.tasks import score_completion
 
 MODEL = os.environ.get("SEAMLESSFLOW_MODEL", "policy")
@@ -24,10 +26,10 @@ def add(a: Operand, b: Operand) -> int:
     return a + b
 
 
-def reward(task, answer: str) -> float:
+def reward(task: Task, answer: str) -> float:
     return score_completion(answer or "", json.loads(task.payload_json)["answer"])
 
 
-def proxy_root(client) -> str:
+def proxy_root(client: openai.OpenAI | openai.AsyncOpenAI) -> str:
     """The session's URL without `/v1`: where SDKs that add `/v1` themselves (anthropic) are pointed."""
     return str(client.base_url).rstrip("/").removesuffix("/v1")

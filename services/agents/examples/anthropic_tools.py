@@ -7,8 +7,10 @@ reply without a `tool_use` block, or after `max_turns`. The team's key goes as `
 """
 
 import anthropic
-from anthropic.types import MessageParam, ToolChoiceParam, ToolParam, ToolResultBlockParam
+import openai
+from anthropic.types import MessageParam, ToolChoiceParam, ToolParam, ToolResultBlockParam, ToolUseBlock
 
+from seamlessflow.messages import Task
 from services.agents.examples.add_tool import INSTRUCTIONS, MODEL, add, proxy_root, reward
 
 TOOLS: list[ToolParam] = [{"name": "add", "description": "Add two integers.", "input_schema": {
@@ -16,7 +18,8 @@ TOOLS: list[ToolParam] = [{"name": "add", "description": "Add two integers.", "i
     "required": ["a", "b"]}}]
 
 
-def agent(task, client, max_turns: int = 3, extra_body: dict | None = None):
+def agent(task: Task, client: openai.OpenAI, max_turns: int = 3,
+          extra_body: dict | None = None) -> tuple[float, dict[str, int]]:
     claude = anthropic.Anthropic(base_url=proxy_root(client), api_key=client.api_key, max_retries=1)
     messages: list[MessageParam] = [{"role": "user", "content": task.prompt}]
     choice: ToolChoiceParam = {"type": "tool", "name": "add"}
@@ -35,9 +38,10 @@ def agent(task, client, max_turns: int = 3, extra_body: dict | None = None):
     return reward(task, answer), {"tool_calls": tool_calls}
 
 
-def _result(use) -> ToolResultBlockParam:
+def _result(use: ToolUseBlock) -> ToolResultBlockParam:
     try:
-        content = str(add(int(use.input["a"]), int(use.input["b"])))
+        # an argument that is not a number raises TypeError or ValueError, caught below
+        content = str(add(int(use.input["a"]), int(use.input["b"])))  # type: ignore[call-overload]
     except (KeyError, TypeError, ValueError):
         content = "error: add takes integers a and b"
     return {"type": "tool_result", "tool_use_id": use.id, "content": content}

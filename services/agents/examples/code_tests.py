@@ -10,6 +10,10 @@ import re
 import subprocess
 import sys
 
+import openai
+
+from seamlessflow.messages import Task
+
 MODEL = os.environ.get("SEAMLESSFLOW_MODEL", "policy")
 TIMEOUT_S = float(os.environ.get("SEAMLESSFLOW_TEST_TIMEOUT_S", "5"))
 HARNESS = """
@@ -48,7 +52,7 @@ def pass_rate(code: str, function: str, tests: list, setup: str = "") -> tuple[f
     return passed / len(tests), "ran"
 
 
-def agent(task, client):
+def agent(task: Task, client: openai.OpenAI) -> tuple[float, dict[str, str]]:
     payload = json.loads(task.payload_json)
     reply = client.chat.completions.create(
         model=MODEL, max_tokens=64,

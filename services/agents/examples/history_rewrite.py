@@ -7,18 +7,22 @@ question: the session forks and its trajectories have several branches.
 import json
 import os
 
+import openai
+from openai.types.chat import ChatCompletionMessageParam, ChatCompletionUserMessageParam
+
+from seamlessflow.messages import Task
 from seamlessflow.tasks import score_completion
 
 MODEL = os.environ.get("SEAMLESSFLOW_MODEL", "policy")
 
 
-def ask(client, messages):
+def ask(client: openai.OpenAI, messages: list[ChatCompletionMessageParam]) -> str:
     reply = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=16)
     return reply.choices[0].message.content or ""
 
 
-def agent(task, client):
-    question = {"role": "user", "content": task.prompt}
+def agent(task: Task, client: openai.OpenAI) -> tuple[float, dict[str, str]]:
+    question: ChatCompletionUserMessageParam = {"role": "user", "content": task.prompt}
     first = ask(client, [question])
     second = ask(client, [question, {"role": "assistant", "content": first},
                           {"role": "user", "content": "Check that answer carefully."}])

@@ -12,8 +12,12 @@ an untrained model's free-text turn often is. So `responses_agent` answers with 
 (`tool_use_behavior="stop_on_first_tool"`, one model call); `chat_agent` reads the result and answers.
 """
 
+from typing import Literal
+
+import openai
 from agents import (
     Agent,
+    Model,
     ModelSettings,
     OpenAIChatCompletionsModel,
     OpenAIResponsesModel,
@@ -22,21 +26,26 @@ from agents import (
     function_tool,
 )
 
+from seamlessflow.messages import Task
 from services.agents.examples.add_tool import INSTRUCTIONS, MODEL, add, reward
 
 ADD = function_tool(add)
 
 
-async def responses_agent(task, client, extra_body: dict | None = None):
+async def responses_agent(task: Task, client: openai.AsyncOpenAI,
+                          extra_body: dict | None = None) -> tuple[float, dict[str, bool]]:
     model = OpenAIResponsesModel(model=MODEL, openai_client=client)
     return await _run(task, model, extra_body, tool_use_behavior="stop_on_first_tool")
 
 
-async def chat_agent(task, client, extra_body: dict | None = None):
+async def chat_agent(task: Task, client: openai.AsyncOpenAI,
+                     extra_body: dict | None = None) -> tuple[float, dict[str, bool]]:
     return await _run(task, OpenAIChatCompletionsModel(model=MODEL, openai_client=client), extra_body)
 
 
-async def _run(task, model, extra_body: dict | None, tool_use_behavior="run_llm_again"):
+async def _run(task: Task, model: Model, extra_body: dict | None,
+               tool_use_behavior: Literal["run_llm_again", "stop_on_first_tool"] = "run_llm_again"
+               ) -> tuple[float, dict[str, bool]]:
     settings = ModelSettings(tool_choice="add", max_tokens=64, store=False, extra_body=extra_body)
     agent = Agent(name="adder", instructions=INSTRUCTIONS, tools=[ADD], model=model, model_settings=settings,
                   tool_use_behavior=tool_use_behavior)

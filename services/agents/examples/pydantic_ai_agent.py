@@ -7,13 +7,16 @@ asks for per-step choices); later steps choose, so the agent can answer in text.
 """
 
 from dataclasses import dataclass
+from typing import Any
 
-from pydantic_ai import Agent
+import openai
+from pydantic_ai import Agent, AgentModelSettings
 from pydantic_ai.capabilities import AbstractCapability
 from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 from pydantic_ai.settings import ModelSettings
 
+from seamlessflow.messages import Task
 from services.agents.examples.add_tool import INSTRUCTIONS, MODEL, add, reward
 
 
@@ -21,11 +24,12 @@ from services.agents.examples.add_tool import INSTRUCTIONS, MODEL, add, reward
 class ToolFirst(AbstractCapability):
     """Forces a function tool call on the run's first model request."""
 
-    def get_model_settings(self):
+    def get_model_settings(self) -> AgentModelSettings[Any]:
         return lambda ctx: {"tool_choice": "required"} if ctx.run_step <= 1 else {}
 
 
-async def agent(task, client, extra_body: dict | None = None):
+async def agent(task: Task, client: openai.AsyncOpenAI,
+                extra_body: dict | None = None) -> tuple[float, dict[str, bool]]:
     model = OpenAIChatModel(MODEL, provider=OpenAIProvider(openai_client=client))
     settings: ModelSettings = {"max_tokens": 64}
     if extra_body:

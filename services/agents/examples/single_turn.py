@@ -6,12 +6,15 @@
 import json
 import os
 
+import openai
+
+from seamlessflow.messages import Task
 from seamlessflow.tasks import score_completion  # the demo task's own scorer (pure, stdlib only)
 
 MODEL = os.environ.get("SEAMLESSFLOW_MODEL", "policy")  # the proxy may replace it with its served model
 
 
-def agent(task, client):
+def agent(task: Task, client: openai.OpenAI) -> tuple[float, dict[str, str]]:
     reply = client.chat.completions.create(
         model=MODEL, messages=[{"role": "user", "content": task.prompt}], max_tokens=16, temperature=1.0)
     answer = reply.choices[0].message.content or ""

@@ -11,6 +11,10 @@ import operator
 import os
 import re
 
+import openai
+from openai.types.chat import ChatCompletionMessage, ChatCompletionMessageParam
+
+from seamlessflow.messages import Task
 from seamlessflow.tasks import score_completion
 
 MODEL = os.environ.get("SEAMLESSFLOW_MODEL", "policy")
@@ -22,7 +26,7 @@ _OPS = {ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul, as
 
 
 def calculate(expression: str) -> str:
-    def value(node):
+    def value(node: ast.AST) -> float:
         if isinstance(node, ast.Constant) and isinstance(node.value, (int, float)):
             return node.value
         if isinstance(node, ast.UnaryOp) and isinstance(node.op, ast.USub):
@@ -36,21 +40,23 @@ def calculate(expression: str) -> str:
         return "error"
 
 
-def requested_expression(message, fallback: str) -> tuple[str, str]:
+def requested_expression(message: ChatCompletionMessage, fallback: str) -> tuple[str, str]:
     """(tool call id, expression): a real tool call, else `CALC:` text, else the task's own expression."""
     for call in message.tool_calls or []:
         try:
-            return call.id, json.loads(call.function.arguments)["expression"]
+            # only function tools are offered: no custom tool calls
+            return call.id, json.loads(call.function.arguments)["expression"]  # type: ignore[union-attr]
         except (ValueError, KeyError, TypeError):
             pass
     found = re.search(r"CALC:\s*([-+*/(). \d]+)", message.content or "")
     return "calc-text", (found.group(1).strip() if found else fallback)
 
 
-def agent(task, client, tool_turns: int = 2):
+def agent(task: Task, client: openai.OpenAI, tool_turns: int = 2) -> tuple[float, dict[str, int]]:
     payload = json.loads(task.payload_json)
     expression = payload.get("expression") or task.prompt.removeprefix("What is ").rstrip("?")
-    messages = [{"role": "system", "content": SYSTEM}, {"role": "user", "content": task.prompt}]
+    messages: list[ChatCompletionMessageParam] = [{"role": "system", "content": SYSTEM},
+                                                  {"role": "user", "content": task.prompt}]
     for _ in range(tool_turns):
         reply = client.chat.completions.create(model=MODEL, messages=messages, max_tokens=16, **_tool_args())
         call_id, asked = requested_expression(reply.choices[0].message, expression)
