@@ -118,6 +118,7 @@ def _build(out: Path, spec: TinyModelSpec, seed: int, wanted: str, log: Callable
         seed=seed,
         restate_fraction=spec.restate_fraction,
         tool_fraction=spec.tool_fraction,
+        copy_fraction=spec.copy_fraction,
         log=log,
     )
     tools = offered_tools(spec.tool_fraction)

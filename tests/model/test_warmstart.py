@@ -66,3 +66,18 @@ def test_the_answer_only_loss_is_the_models_own_causal_lm_loss():
                                          num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=1))
     batch = collate([example_ids(tokenizer, task) for task in tasks[:8]], tokenizer.pad_token_id)
     assert answer_loss(model, batch).item() == pytest.approx(model(**batch).loss.item(), rel=1e-5)
+
+
+def test_a_copy_example_asks_for_the_calculator_in_other_words_and_answers_with_the_call():
+    """Copy practice: a prompt the agent never sends, answered with the call on the question's own operands."""
+    from seamlessflow.model.tokenizer import train_tokenizer
+    from seamlessflow.model.warmstart import IGNORE_INDEX, copy_example_ids, example_ids, offered_tools
+
+    task = generate_tasks(0, 1, 999)[0]
+    tokenizer = train_tokenizer(corpus_text(generate_tasks(0, 40, 999), tool_fraction=0.25), vocab_size=320)
+    tools = offered_tools(0.25)
+    ids, labels = copy_example_ids(tokenizer, task, tools)
+    answer = tokenizer.decode([t for t in labels if t != IGNORE_INDEX], skip_special_tokens=True)
+    assert answer == answer_text(task, tool=True)
+    demo_ids, _ = example_ids(tokenizer, task, tool=True, tools=tools)
+    assert ids != demo_ids and "Use the calculator on" in tokenizer.decode(ids)
