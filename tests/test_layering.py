@@ -12,7 +12,10 @@ The rules:
 - the running system (`seamlessflow/` and `services/`) never imports those fakes nor names them to run
   (`python -m seamlessflow.testing...`): a stand-in a shipped command starts lives in `seamlessflow/loadtest`;
 - only `seamlessflow/kafka/` imports the Kafka client libraries;
-- a test module imports no other test module (but from the areas still listed in IMPORTED_FROM_TESTS).
+- the trainer and the rollout workers (their packages and services) import nothing of each other: they meet in
+  `seamlessflow/model` (which model) and `seamlessflow/weights` (its versions, the engine's HTTP client);
+- nothing in `tests/` imports another module of `tests/` (shared helpers live in `seamlessflow/testing`, shared
+  fixtures in a conftest.py that pytest finds by itself);
 - no two parts of `seamlessflow` (a package or a top-level module) import each other, however indirectly.
 """
 
@@ -34,10 +37,6 @@ CLI_ENTRY_POINTS = {
 }
 # a module named as a string: `-m NAME` in an argv list, or `NAME:FUNCTION` as a loadable reference
 MODULE_STRING = r"(\.\w+)+(:\w+)?$"
-# Test modules that other test modules still import helpers from: areas being reshaped on other branches
-# (issue 29). An entry goes once its helpers live in `seamlessflow/testing` or a conftest fixture.
-IMPORTED_FROM_TESTS = ("tests.proxy", "tests.trainer", "tests.weight_transfer", "tests.weights", "tests.agents",
-                       "tests.rewards", "tests.rollout.helpers")
 TEST_MODULE_NAME = re.compile(r"^tests" + MODULE_STRING)
 FAKE_MODULE_NAME = re.compile(r"^seamlessflow\.testing" + MODULE_STRING)
 
@@ -115,11 +114,8 @@ def test_nothing_shipped_imports_or_runs_the_tests():
 
 def test_a_test_module_imports_no_other_test_module():
     """Shared helpers live in `seamlessflow/testing` (or are conftest fixtures), so a test file can be read,
-    moved or deleted without breaking another; the areas in IMPORTED_FROM_TESTS are not there yet."""
-    bad = violations(
-        python_files("tests"), lambda name: within(name, "tests") and not within(name, *IMPORTED_FROM_TESTS)
-    )
-    assert bad == []
+    moved or deleted without breaking another."""
+    assert violations(python_files("tests"), lambda name: within(name, "tests")) == []
 
 
 def test_the_running_system_neither_imports_nor_runs_a_test_fake():
@@ -141,6 +137,16 @@ def test_only_the_kafka_layer_imports_a_kafka_client():
                "tests.test_layering", "tests.core.test_purity")
     files = [p for p in python_files(*SHIPPED, "tests") if not within(module_name(p), *allowed)]
     assert violations(files, lambda name: within(name, *KAFKA_CLIENTS)) == []
+
+
+def test_the_trainer_and_the_rollout_workers_import_nothing_of_each_other():
+    """Which model both use is `seamlessflow.model.choice`'s, the engine's HTTP client is `seamlessflow.weights`':
+    so either side can be read, changed and tested without the other."""
+    trainer = python_files("seamlessflow/trainer", "services/trainer")
+    rollout = python_files("seamlessflow/rollout", "services/rollout")
+    bad = violations(trainer, lambda name: within(name, "seamlessflow.rollout"))
+    bad += violations(rollout, lambda name: within(name, "seamlessflow.trainer"))
+    assert bad == []
 
 
 def part_of_seamlessflow(name: str) -> str | None:

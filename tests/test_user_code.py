@@ -19,7 +19,7 @@ def test_anything_else_is_an_agent_error(value):
 
 
 def test_a_function_by_module_and_by_file(tmp_path):
-    assert load_function("tests.agents.agent_fns:always_raises").__name__ == "always_raises"
+    assert load_function("seamlessflow.testing.agent_fns:always_raises").__name__ == "always_raises"
     path = tmp_path / "my_agent.py"
     path.write_text("def agent(task, client):\n    return 1.0\n")
     assert load_function(f"{path}:agent")(None, None) == 1.0

@@ -6,6 +6,7 @@ import dataclasses
 import random
 import time
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
@@ -13,6 +14,9 @@ from seamlessflow.kafka import stats
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import Trajectory
 from seamlessflow.testing.samples import SAMPLES
+
+if TYPE_CHECKING:
+    import pytest
 
 TOKENS = 2_000  # ~ 26 KiB a record on the wire (ids, mask, logprobs, versions)
 
@@ -35,7 +39,7 @@ def produce_backlog(settings: Settings, codec: Codec, topic: str, mib: float) ->
     return count * len(value)
 
 
-def watch_fetch_queues(monkeypatch) -> list[int]:
+def watch_fetch_queues(monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """Every consumer built from now on reports its fetch queue (bytes, `kafka.stats.fetch_queues`) into the
     list returned, every 0.2 s while it polls. `monkeypatch`: pytest's, which undoes this after the test."""
     seen: list[int] = []

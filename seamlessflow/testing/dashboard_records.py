@@ -4,20 +4,24 @@ from __future__ import annotations
 
 import time
 
+from seamlessflow.avro import Codec
+from seamlessflow.config import Settings
+from seamlessflow.core.episodes import EpisodeStatus
 from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import EpisodeEnd, ResourceStatus, TokenIO, new_id
 from seamlessflow.topics import Topics
 
 
-def call(session, call_id, prompt, completion, version=1, at_ms=0):
+def call(session: str, call_id: str, prompt: list[int], completion: list[int], version: int = 1,
+         at_ms: int = 0) -> TokenIO:
     return TokenIO(f"{call_id}.0", session, "default", "default", call_id, "engine-0", 0, prompt, completion,
                    [-0.25] * len(completion), [version] * len(completion), "stop", 1.0, 2.0, 3.0, at_ms)
 
 
-def end(session, reward, num_calls=2, at_ms=0):
-    return EpisodeEnd(f"{session}/end", session, "default", "default", reward, "done", '{"answer": 5}', num_calls,
-                      at_ms, group_id=f"g-{session}", task_id=f"t-{session}")
+def end(session: str, reward: float, num_calls: int = 2, at_ms: int = 0) -> EpisodeEnd:
+    return EpisodeEnd(f"{session}/end", session, "default", "default", reward, EpisodeStatus.DONE, '{"answer": 5}',
+                      num_calls, at_ms, group_id=f"g-{session}", task_id=f"t-{session}")
 
 
 def sessions(at_ms: int) -> list:
@@ -37,7 +41,7 @@ def switching_rollout(at_ms: int) -> list[ResourceStatus]:
             for i, role in enumerate(roles)]
 
 
-def publish_sessions_and_switches(settings, codec) -> None:
+def publish_sessions_and_switches(settings: Settings, codec: Codec) -> None:
     topics, producer = Topics(settings), MessageProducer(settings, codec)
     t0 = int(time.time() * 1000) - 30_000
     for message in sessions(t0):

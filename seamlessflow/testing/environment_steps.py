@@ -5,8 +5,14 @@ from __future__ import annotations
 import json
 import os
 import time
+from typing import TYPE_CHECKING
 
 from seamlessflow.agents.environment import Environment
+
+if TYPE_CHECKING:
+    import openai
+
+    from seamlessflow.messages import Task
 
 ENV = Environment(timeout_s=30.0, memory_mb=512, preload=("seamlessflow.testing.environment_steps",))
 
@@ -35,7 +41,7 @@ def broken() -> None:
     raise ValueError("the simulator rejected the action")
 
 
-def env_agent(task, client):
+def env_agent(task: Task, client: openai.OpenAI) -> float:
     """A sync agent whose environment step the task chooses: `{"step": "fast" | "slow" | "hang" | "crash"}`.
     Slow sleeps `seconds` in its environment; hang outlives the step deadline; crash kills the step's process."""
     payload = json.loads(task.payload_json)

@@ -7,6 +7,7 @@ no registry knows; `truncated`: a real record of the topic cut in half.
 from __future__ import annotations
 
 from seamlessflow.avro import Codec
+from seamlessflow.config import Settings
 from seamlessflow.kafka.io import MessageProducer, read_messages
 from seamlessflow.messages import DeadLetter
 from seamlessflow.topics import Topics
@@ -14,7 +15,7 @@ from seamlessflow.topics import Topics
 REASONS = {"garbage": "unknown magic byte", "unknown schema id": "987654", "truncated": "corrupt"}
 
 
-def poison_values(codec, topic: str, sample) -> dict[str, bytes]:
+def poison_values(codec: Codec, topic: str, sample: object) -> dict[str, bytes]:
     encoded = codec.encode(sample, topic)
     return {
         "garbage": b"\x07" + encoded[1:],  # a magic byte no framing uses
@@ -23,21 +24,22 @@ def poison_values(codec, topic: str, sample) -> dict[str, bytes]:
     }
 
 
-def produce_poison(settings, codec, topic: str, sample, key: str = "poison") -> dict[str, bytes]:
+def produce_poison(settings: Settings, codec: Codec, topic: str, sample: object,
+                   key: str = "poison") -> dict[str, bytes]:
     """Writes the three poison records to `topic` (acknowledged) and returns them by kind."""
     values = poison_values(codec, topic, sample)
     produce_raw(settings, topic, *values.values(), key=key)
     return values
 
 
-def produce_raw(settings, topic: str, *values: bytes, key: str = "poison") -> None:
+def produce_raw(settings: Settings, topic: str, *values: bytes, key: str = "poison") -> None:
     producer = MessageProducer(settings, Codec())  # the bytes as given: the codec is not used
     for value in values:
         producer.send_bytes(topic, key, value)
     producer.flush(30)
 
 
-def letters(settings, codec, service: str) -> list[DeadLetter]:
+def letters(settings: Settings, codec: Codec, service: str) -> list[DeadLetter]:
     return [d for d in read_messages(settings, Topics(settings).dead_letter, codec)
             if isinstance(d, DeadLetter) and d.service == service]
 

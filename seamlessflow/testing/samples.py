@@ -4,6 +4,7 @@ import dataclasses
 import io
 import json
 import struct
+from typing import Any
 
 import fastavro
 
@@ -58,7 +59,7 @@ def encode_with_schema(schema: dict, record: dict) -> bytes:
     return struct.pack(">bI", 0, LocalRegistry().add(schema)) + body.getvalue()
 
 
-def encode_before_packing(message) -> bytes:
+def encode_before_packing(message: Any) -> bytes:  # a message dataclass
     """A record exactly as the code before packing wrote it: the v1 schema's id, every array as an Avro array
     (messages without token arrays had the schema they have now)."""
     schema = previous_schema(type(message), 1) or avro_schema_of(type(message))

@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from seamlessflow.avro import Codec
+from seamlessflow.config import Settings
 from seamlessflow.core.control import Capabilities, CommandKind, ControlProtocol, Outcome, Reply
 from seamlessflow.core.episodes import TrajectoryStatus
 from seamlessflow.core.resources import ResourceKind, ResourceState
@@ -38,8 +40,8 @@ class FakeCommands:
 
 
 class FakeResource:
-    def __init__(self, settings, codec, resource_id: str, tags: list[str], active: str = "rollout",
-                 kind: str = "rollout", weight_version: int = 0):
+    def __init__(self, settings: Settings, codec: Codec, resource_id: str, tags: list[str], active: str = "rollout",
+                 kind: str = "rollout", weight_version: int = 0) -> None:
         self.settings, self.codec, self.id = settings, codec, resource_id
         self.tags, self.kind, self.alive = tags, kind, True
         self.commands = FakeCommands(resource_id, tags, active, weight_version)
@@ -86,7 +88,7 @@ class FakeResource:
                 self._apply(command)
         self.heartbeat()
 
-    def _mine(self, message) -> bool:
+    def _mine(self, message: object) -> bool:
         return isinstance(message, ControlCommand) and message.resource_id == self.id
 
     def _apply(self, command: ControlCommand) -> None:
@@ -119,7 +121,7 @@ def trajectory(group_id: str, session: str, branch: int = 0, reward: float | Non
                       [0, 1, 1], [0.0, -0.1, -0.1], [-1, 0, 0], reward, TrajectoryStatus.DONE, 1, 0, 0)
 
 
-def publish_trajectories(settings, codec, group_id: str, sessions: list[str]) -> None:
+def publish_trajectories(settings: Settings, codec: Codec, group_id: str, sessions: list[str]) -> None:
     """Rewards differ across the sessions, so the group carries signal (the trainer would train it)."""
     producer = MessageProducer(settings, codec)
     for reward, session in enumerate(sessions):
@@ -129,7 +131,7 @@ def publish_trajectories(settings, codec, group_id: str, sessions: list[str]) ->
     producer.flush()
 
 
-def publish_weights(settings, codec, version: int) -> None:
+def publish_weights(settings: Settings, codec: Codec, version: int) -> None:
     w = WeightVersion(new_id(), version, f"file:///weights/v{version}", version, "hf-safetensors", "trainer-0",
                       settings.team, settings.run, now_ms())
     MessageProducer(settings, codec).send_and_wait(Topics(settings).weights, settings.run, w)

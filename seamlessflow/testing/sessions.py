@@ -21,7 +21,7 @@ TOKENS = st.integers(min_value=0, max_value=4)
 
 
 @st.composite
-def sessions(draw, max_calls=25, max_chunk=6):
+def sessions(draw: st.DrawFn, max_calls: int = 25, max_chunk: int = 6) -> list[Call]:
     calls: list[Call] = []
     sent: list[Call] = []
     for i in range(draw(st.integers(1, max_calls))):
@@ -53,13 +53,13 @@ def sessions(draw, max_calls=25, max_chunk=6):
     return sent
 
 
-def forty_sessions():
+def forty_sessions() -> list[list[Call]]:
     """Forty random sessions with forks and retries, the same every run."""
-    found = []
+    found: list[list[Call]] = []
 
     @hsettings(max_examples=1, derandomize=True, database=None, suppress_health_check=list(HealthCheck))
     @given(st.lists(sessions(max_calls=6), min_size=40, max_size=40))
-    def draw(sessions):
+    def draw(sessions: list[list[Call]]) -> None:
         found[:] = sessions
 
     draw()

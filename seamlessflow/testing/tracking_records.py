@@ -8,6 +8,8 @@ import time
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from seamlessflow.avro import Codec
+from seamlessflow.config import Settings
 from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.kafka.clients import common_config, producer_config
 from seamlessflow.kafka.io import MessageProducer
@@ -41,14 +43,14 @@ def eval_json(version: int, accuracy: float, mean_reward: float, mean_length: fl
                        "mean_length": mean_length, "team": "default", "run": "default"}).encode()
 
 
-def create_eval_topic(settings):
+def create_eval_topic(settings: Settings) -> None:
     """The eval topic, unless infra/topics.yaml declares it (then the `settings` fixture created it)."""
     admin = AdminClient(common_config(settings))
     if eval_topic(settings) not in admin.list_topics(timeout=15).topics:
         admin.create_topics([NewTopic(eval_topic(settings), 1, 1)])[eval_topic(settings)].result(15)
 
 
-def publish_run(settings, codec, steps=4):
+def publish_run(settings: Settings, codec: Codec, steps: int = 4) -> None:
     """A trainer stepping with a rising reward, rollouts reporting throughput, a version every 2 steps
     and an eval of each version (JSON on the eval topic)."""
     topics, producer = Topics(settings), MessageProducer(settings, codec)
@@ -64,7 +66,7 @@ def publish_run(settings, codec, steps=4):
     publish_evals(settings, evals)
 
 
-def publish_evals(settings, evals: list[bytes]) -> None:
+def publish_evals(settings: Settings, evals: list[bytes]) -> None:
     """Eval records as JSON on the eval topic, as an external evaluator publishes them."""
     evaluator = Producer(producer_config(settings))
     for value in evals:

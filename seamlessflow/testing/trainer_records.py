@@ -5,10 +5,15 @@ from __future__ import annotations
 
 import functools
 import time
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
 
 import torch
-from transformers import AutoModelForCausalLM
+from transformers import AutoModelForCausalLM, PreTrainedModel
 
+from seamlessflow.avro import Codec
+from seamlessflow.config import Settings
 from seamlessflow.core.episodes import TrajectoryStatus
 from seamlessflow.core.losses import token_logprobs
 from seamlessflow.kafka.io import read_messages
@@ -18,11 +23,11 @@ GARBAGE = -9.0  # recorded logprob on untrained positions: must never matter
 
 
 @functools.lru_cache(maxsize=4)
-def _model(model_dir):
+def _model(model_dir: str) -> PreTrainedModel:
     return AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
 
 
-def own_logprobs(model_dir, tokens: list[int], mask: list[int]) -> list[float]:
+def own_logprobs(model_dir: str | Path, tokens: list[int], mask: list[int]) -> list[float]:
     """The model's own logprobs on trained tokens (so the PPO ratio is exactly 1 there)."""
     model = _model(str(model_dir))
     with torch.no_grad():
@@ -30,7 +35,7 @@ def own_logprobs(model_dir, tokens: list[int], mask: list[int]) -> list[float]:
     return [float(lp[t]) if mask[t] else GARBAGE for t in range(len(tokens))]
 
 
-def trajectory(model_dir, tid: str, group: str, tokens: list[int], mask: list[int], reward: float,
+def trajectory(model_dir: str | Path, tid: str, group: str, tokens: list[int], mask: list[int], reward: float,
                version: int = 0, status: str = "done") -> Trajectory:
     return Trajectory(
         event_id=tid, session_id=tid.split("/")[0], branch_id=0, group_id=group, task_id=f"task-{group}",
@@ -41,14 +46,15 @@ def trajectory(model_dir, tid: str, group: str, tokens: list[int], mask: list[in
     )
 
 
-def group(model_dir, name: str, rewards=(1.0, 0.0)) -> list[Trajectory]:
+def group(model_dir: str | Path, name: str, rewards: Iterable[float] = (1.0, 0.0)) -> list[Trajectory]:
     """A GRPO group of short trajectories named `<name><i>/0`, one per reward."""
     return [
         trajectory(model_dir, f"{name}{i}/0", name, [1, 2, 3 + i, 4], [0, 0, 1, 1], r) for i, r in enumerate(rewards)
     ]
 
 
-def wait_for(settings, codec, topic: str, predicate, timeout_s: float = 120.0) -> list:
+def wait_for(settings: Settings, codec: Codec, topic: str, predicate: Callable[[Any], bool],
+             timeout_s: float = 120.0) -> list:
     """Reads ``topic`` until some messages satisfy ``predicate``; returns those."""
     deadline = time.monotonic() + timeout_s
     while True:

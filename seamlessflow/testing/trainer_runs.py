@@ -13,6 +13,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from seamlessflow.avro import Codec
+from seamlessflow.config import Settings
 from seamlessflow.core.control import CommandKind
 from seamlessflow.kafka.io import MessageProducer, read_messages
 from seamlessflow.messages import ControlCommand, Trajectory, WeightVersion
@@ -21,13 +23,14 @@ from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
 
 
-def start(config_path, log_path) -> subprocess.Popen:
+def start(config_path: str | Path, log_path: str | Path) -> subprocess.Popen:
     log = open(log_path, "ab")
     return subprocess.Popen([sys.executable, "-m", "services.trainer", "--config", str(config_path)],
                             stdout=log, stderr=log, env={**os.environ, "PYTHONUNBUFFERED": "1"})
 
 
-def run_to_version_then_stop(settings, codec, producer, config_path, log_path, version: int) -> None:
+def run_to_version_then_stop(settings: Settings, codec: Codec, producer: MessageProducer, config_path: str | Path,
+                             log_path: str | Path, version: int) -> None:
     """Start a trainer, wait until it publishes `version`, then stop it with a shutdown command: exit 0."""
     topics = Topics(settings)
     proc = start(config_path, log_path)
@@ -42,7 +45,8 @@ def run_to_version_then_stop(settings, codec, producer, config_path, log_path, v
             proc.wait(timeout=30)
 
 
-def kill_9_after_checkpoint(settings, codec, config_path, log_path: Path, step: int = 2) -> None:
+def kill_9_after_checkpoint(settings: Settings, codec: Codec, config_path: str | Path, log_path: Path,
+                            step: int = 2) -> None:
     """Start a trainer, wait until version `step` is published and its checkpoint saved, then kill -9 it.
     Version N is published just before its checkpoint is saved: the kill comes after the save (a kill between
     the two replays that step under the next version, by design; not the case these tests pin down)."""
@@ -57,12 +61,13 @@ def kill_9_after_checkpoint(settings, codec, config_path, log_path: Path, step: 
         proc.wait(timeout=30)
 
 
-def versions(settings, codec) -> list[int]:
+def versions(settings: Settings, codec: Codec) -> list[int]:
     return sorted(m.version for m in read_messages(settings, Topics(settings).weights, codec)
                   if isinstance(m, WeightVersion))
 
 
-def publish_gap_scenario(settings, codec, model_dir: Path) -> tuple[MessageProducer, list[list[Trajectory]]]:
+def publish_gap_scenario(settings: Settings, codec: Codec,
+                         model_dir: Path) -> tuple[MessageProducer, list[list[Trajectory]]]:
     """Publishes g1, g2, g3's first sample, g4, g5 (see the module's docstring); returns the producer and the
     groups g1..g6 (g3's second sample and g6 are the test's to publish later)."""
     producer = MessageProducer(settings, codec)

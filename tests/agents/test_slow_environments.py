@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from seamlessflow.agents import AgentOptions, AgentWorker, make_task, publish_tasks
 from seamlessflow.testing import environment_steps as environments
-from tests.agents.end_proxy_stand_in import EndProxyStandIn
-from tests.agents.test_worker import KEY, Running, committed, end_offsets, wait_for
+from seamlessflow.testing.agent_worker_harness import KEY, Running, committed, end_offsets, wait_for
+from seamlessflow.testing.end_proxy_stand_in import EndProxyStandIn
 
 
 def test_a_slow_environment_delays_only_its_own_session(settings, codec):

@@ -11,7 +11,7 @@ from seamlessflow.agents.start import NoTeamKey, agent_worker, team_key
 from seamlessflow.cli.agent import agent
 from seamlessflow.config import Settings
 
-AGENT = "tests.agents.agent_fns:reward_from_payload"
+AGENT = "seamlessflow.testing.agent_fns:reward_from_payload"
 
 
 def test_the_key_is_the_option_else_the_team_key_file(tmp_path):

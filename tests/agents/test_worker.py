@@ -1,71 +1,22 @@
-"""The worker against the real broker; the proxy's end endpoint is a stand-in (end_proxy_stand_in.py)."""
+"""The worker against the real broker; the proxy's end endpoint is a stand-in
+(seamlessflow/testing/end_proxy_stand_in.py)."""
 
 from __future__ import annotations
-
-import threading
-import time
 
 import pytest
 
 from seamlessflow.agents import AgentOptions, AgentWorker, WorkerFailed, make_task, publish_tasks
 from seamlessflow.kafka.io import read_topic
-from seamlessflow.kafka.positions import CommittedOffsets
+from seamlessflow.testing import agent_fns
+from seamlessflow.testing.agent_worker_harness import KEY, Running, committed, end_offsets, wait_for
+from seamlessflow.testing.end_proxy_stand_in import EndProxyStandIn
 from seamlessflow.testing.poison import assert_dead_lettered, letters, produce_poison
 from seamlessflow.topics import Topics
-from tests.agents import agent_fns
-from tests.agents.end_proxy_stand_in import EndProxyStandIn
-
-KEY = "sf-red-test-key"
-
-
-class Running:
-    """A worker in a thread; `result` is its stats or the exception it stopped with."""
-
-    def __init__(self, worker: AgentWorker):
-        self.worker, self.result = worker, None
-        self.thread = threading.Thread(target=self._run, daemon=True)
-        self.thread.start()
-        assert worker.wait_assigned(60), "worker never joined its consumer group"
-
-    def _run(self):
-        try:
-            self.result = self.worker.run()
-        except Exception as exc:  # surfaced to the test through `result`
-            self.result = exc
-
-    def stop(self):
-        self.worker.stop()
-        self.thread.join(60)
-        return self.result
 
 
 def worker(settings, codec, agent, proxy, team="red", **opts):
     options = AgentOptions(proxy_url=proxy.url, concurrency=3, end_timeout_s=1.0, revoke_grace_s=2.0, **opts)
     return AgentWorker(settings, codec, agent, team, KEY, options)
-
-
-def wait_for(condition, timeout_s=60.0):
-    deadline = time.monotonic() + timeout_s
-    while not condition():
-        assert time.monotonic() < deadline, "condition not reached in time"
-        time.sleep(0.1)
-
-
-def committed(settings, group):
-    topics = Topics(settings)
-    marks = CommittedOffsets(settings, group, topics.tasks)
-    try:
-        found = marks.read(list(range(topics.specs["tasks"].partitions)))
-        return {p: offset for p, offset in found.items() if offset > 0}  # 0: nothing committed there
-    finally:
-        marks.close()
-
-
-def end_offsets(settings):
-    ends = {}
-    for record in read_topic(settings, Topics(settings).tasks):
-        ends[record.partition] = record.offset + 1
-    return ends
 
 
 def last_heartbeat(settings, codec, worker: AgentWorker):

@@ -7,9 +7,9 @@ import signal
 
 from seamlessflow.agents import AgentOptions, AgentWorker, make_task, publish_tasks
 from seamlessflow.avro import Codec
-from tests.agents import agent_fns
-from tests.agents.end_proxy_stand_in import EndProxyStandIn
-from tests.agents.test_worker import KEY, Running, committed, end_offsets, wait_for
+from seamlessflow.testing import agent_fns
+from seamlessflow.testing.agent_worker_harness import KEY, Running, committed, end_offsets, wait_for
+from seamlessflow.testing.end_proxy_stand_in import EndProxyStandIn
 
 
 def options(proxy_url: str) -> AgentOptions:

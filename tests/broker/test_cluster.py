@@ -15,7 +15,6 @@ from seamlessflow.testing.assembler_harness import AssemblerProcess, as_records,
 from seamlessflow.testing.independent_reader import independent_read
 from seamlessflow.testing.sessions import forty_sessions
 from seamlessflow.topics import Topics
-from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.slow
 

@@ -61,7 +61,7 @@ def test_down_in_the_middle_of_the_start_stops_every_process_engines_included(tm
     """`down` while `up` still waits for the engines: nothing of the stack is left, not even a vLLM engine
     that its worker started a moment ago (it was once left running, re-parented to init)."""
     from seamlessflow.stack.supervisor import read_state, stack_processes
-    from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
+    from seamlessflow.testing.vllm_server import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 
     port, config = free_port_block(2), tmp_path / "config.yaml"
     config.write_text(json.dumps({"rollout": {"model": str(vllm_model_dir), "max_model_len": 256,

@@ -24,12 +24,12 @@ from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
 from seamlessflow.scheduler.service import SchedulerService
 from seamlessflow.testing.in_process import InProcessStack, ServiceThread, discovering_proxy, rollout_process
 from seamlessflow.testing.tensorboard_events import scalars
+from seamlessflow.testing.vllm_server import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
 from seamlessflow.tracking.sink import MetricsSink, default_logdir
 from seamlessflow.trainer.options import TrainerOptions
 from services.agents.examples import single_turn
-from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 GROUP_SIZE = 2

@@ -19,11 +19,11 @@ from seamlessflow.scheduler.reading import messages_until
 from seamlessflow.scheduler.service import SchedulerService
 from seamlessflow.scheduler.timeline import intervals_from_records, kind_of
 from seamlessflow.testing.in_process import InProcessStack, discovering_proxy, rollout_process
+from seamlessflow.testing.vllm_server import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.options import TrainerOptions
 from services.agents.examples import single_turn
-from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1500)]
 GROUP_SIZE = 2

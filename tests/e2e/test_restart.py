@@ -28,8 +28,8 @@ from seamlessflow.messages import ControlCommand, WeightVersion
 from seamlessflow.ports import free_port, free_port_block
 from seamlessflow.scheduler.reading import messages_until
 from seamlessflow.stack.supervisor import stack_processes
+from seamlessflow.testing.vllm_server import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 from seamlessflow.topics import Topics
-from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400)]
 FLEXIBLE = "rollout-1"

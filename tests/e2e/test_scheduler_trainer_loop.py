@@ -19,7 +19,6 @@ from seamlessflow.testing.scheduler_fakes import FakeResource, wait_until
 from seamlessflow.testing.trainer_records import trajectory
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.options import TrainerOptions
-from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400)]
 

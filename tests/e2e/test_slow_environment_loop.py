@@ -22,7 +22,6 @@ from seamlessflow.testing.trainer_records import trajectory
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.loop import Trainer
 from seamlessflow.trainer.options import TrainerOptions
-from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -37,7 +36,7 @@ def answer(producer, topics, model_dir, task: Task) -> None:
 
 
 def test_a_slow_group_is_given_up_while_the_trainer_keeps_stepping_and_its_late_sessions_still_count(
-        settings, codec, tiny_model_dir):  # noqa: F811 - fixture
+        settings, codec, tiny_model_dir):
     topics = Topics(settings)
     producer, answered, slow = MessageProducer(settings, codec), set(), []
     last_play = [0.0]

@@ -14,8 +14,7 @@ from seamlessflow.loadtest.stub_engine import token_at
 from seamlessflow.messages import TokenIO
 from seamlessflow.proxy import ProxyOptions, ProxyService
 from seamlessflow.teams import TeamKeys
-from tests.proxy.conftest import KEYS
-from tests.proxy.helpers import send_command, session_events, until
+from seamlessflow.testing.proxy_harness import KEYS, send_command, session_events, until
 
 ALPHA = "key-alpha"
 

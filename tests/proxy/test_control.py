@@ -9,9 +9,9 @@ import dataclasses
 from seamlessflow.kafka.io import MessageProducer, read_topic
 from seamlessflow.messages import CommandAck, ResourceStatus
 from seamlessflow.testing.poison import assert_dead_lettered, letters, produce_poison
+from seamlessflow.testing.proxy_harness import send_command, until
 from seamlessflow.testing.samples import SAMPLES
 from seamlessflow.topics import Topics
-from tests.proxy.helpers import send_command, until
 
 STATUS = next(s for s in SAMPLES if isinstance(s, ResourceStatus))
 

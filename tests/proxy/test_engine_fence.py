@@ -11,8 +11,8 @@ import pytest
 
 from seamlessflow.loadtest.stub_engine import token_at
 from seamlessflow.ports import free_port
+from seamlessflow.testing.proxy_harness import client, session_events, until
 from seamlessflow.weights.fence import FenceError, ProxyFence
-from tests.proxy.helpers import client, session_events, until
 
 
 async def test_a_hold_cuts_the_engines_calls_and_the_release_labels_the_tokens_after_it(proxy, stub, settings, codec):

@@ -18,9 +18,9 @@ import pytest
 
 from seamlessflow.agents import make_task
 from seamlessflow.messages import TokenIO
+from seamlessflow.testing.proxy_harness import session_events
+from seamlessflow.testing.proxy_retries import acknowledge_first_call_late, trajectories
 from services.agents.examples import anthropic_tools, langgraph_react, openai_agents_sdk, pydantic_ai_agent
-from tests.proxy.helpers import session_events
-from tests.proxy.retry_helpers import acknowledge_first_call_late, trajectories
 
 pytestmark = pytest.mark.slow
 GREEDY = {"temperature": 0}

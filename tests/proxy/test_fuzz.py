@@ -36,8 +36,8 @@ from seamlessflow.messages import EpisodeEnd, TokenIO
 from seamlessflow.proxy import ProxyOptions, ProxyService
 from seamlessflow.proxy.openapi import openapi_document
 from seamlessflow.teams import TeamKeys
+from seamlessflow.testing.proxy_harness import KEYS
 from seamlessflow.topics import Topics
-from tests.proxy.conftest import KEYS
 
 MAX_BODY = 64 * 1024
 CONFIG = dict(port=0, max_n=4, max_body_bytes=MAX_BODY, listen_control=False, discover_engines=False)

@@ -15,8 +15,8 @@ import pytest
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.loadtest.stub_engine import StubEngine
 from seamlessflow.messages import ResourceStatus, new_id, now_ms
+from seamlessflow.testing.proxy_harness import call, engines_of, session_events, until
 from seamlessflow.topics import Topics
-from tests.proxy.helpers import session_events, until
 
 TAGS = {"c0": ["compute", "h100"], "c1": ["compute", "h100"], "b0": ["bandwidth", "h20"], "b1": ["bandwidth", "h20"]}
 
@@ -27,27 +27,6 @@ async def tagged_stubs():
     yield stubs
     for stub in stubs.values():
         await stub.stop()
-
-
-def tagged_client(proxy, session_id, profile=None):
-    headers = {"X-Session-Profile": profile} if profile else None
-    return openai.AsyncOpenAI(base_url=proxy.session_url(session_id), api_key="key-alpha", max_retries=0,
-                              default_headers=headers)
-
-
-async def call(proxy, session_id, profile=None, content="q", max_tokens=2):
-    async with tagged_client(proxy, session_id, profile) as c:
-        return await c.chat.completions.create(model="m", messages=[{"role": "user", "content": content}],
-                                               max_tokens=max_tokens)
-
-
-async def engines_of(settings, codec, sessions, skip=()) -> dict[str, list[str]]:
-    """Engines that served each session's calls, in order (events in `skip` left out)."""
-    seen: dict[str, list[str]] = {s: [] for s in sessions}
-    for event in await session_events(settings, codec):
-        if event.session_id in seen and event not in skip:
-            seen[event.session_id].append(event.engine_id)
-    return seen
 
 
 async def test_declared_profiles_land_on_fitting_engines_and_move_only_when_those_fail(

@@ -12,22 +12,21 @@ import asyncio
 
 import pytest
 
-from tests.proxy.helpers import session_events, until
-from tests.proxy.test_hardware_routing import call, engines_of
-from tests.proxy.vllm_fixture import VllmServer
+from seamlessflow.testing.proxy_harness import call, engines_of, session_events, until
+from seamlessflow.testing.vllm_server import VllmServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 
 @pytest.fixture
-def second_engine(vllm_model_dir, tmp_path):  # noqa: F811 - fixture
+def second_engine(vllm_model_dir, tmp_path):
     server = VllmServer(vllm_model_dir, tmp_path / "vllm-bandwidth.log").start()
     yield server
     server.stop()
 
 
 async def test_real_engines_serve_the_profiles_their_tags_fit_and_sessions_move_only_when_theirs_fails(
-        proxy_factory, vllm_engine, second_engine, settings, codec):  # noqa: F811 - fixtures
+        proxy_factory, vllm_engine, second_engine, settings, codec):
     engines = [{"id": "compute-0", "url": vllm_engine.url, "hardware_tags": ["compute"]},
                {"id": "bandwidth-0", "url": second_engine.url, "hardware_tags": ["bandwidth"]}]
     proxy = await proxy_factory(engines, served_model="tiny")

@@ -6,7 +6,7 @@ import asyncio
 
 from seamlessflow.loadtest.stub_engine import token_at
 from seamlessflow.messages import new_id, now_ms
-from tests.proxy.helpers import acks, client, send_command, session_events, until
+from seamlessflow.testing.proxy_harness import acks, client, send_command, session_events, until
 
 
 async def test_cut_call_continues_after_resume_with_two_versions(proxy, stub, settings, codec):

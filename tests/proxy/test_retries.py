@@ -13,8 +13,8 @@ from __future__ import annotations
 import httpx
 import openai
 
-from tests.proxy.helpers import session_events
-from tests.proxy.retry_helpers import acknowledge_first_call_late, trajectories
+from seamlessflow.testing.proxy_harness import session_events
+from seamlessflow.testing.proxy_retries import acknowledge_first_call_late, trajectories
 
 ASK = [{"role": "user", "content": "What is 2 + 3?"}]
 

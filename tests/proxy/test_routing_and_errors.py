@@ -11,8 +11,7 @@ import pytest
 from seamlessflow.loadtest.stub_engine import StubEngine, token_at
 from seamlessflow.proxy import ProxyOptions, ProxyService
 from seamlessflow.teams import TeamKeys
-from tests.proxy.conftest import KEYS
-from tests.proxy.helpers import client, session_events, until
+from seamlessflow.testing.proxy_harness import KEYS, client, session_events, until
 
 AUTH = {"Authorization": "Bearer key-alpha"}
 CHAT = {"model": "m", "messages": [{"role": "user", "content": "q"}], "max_tokens": 2}

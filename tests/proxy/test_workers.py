@@ -8,7 +8,7 @@ import aiohttp
 
 from seamlessflow.loadtest.stub_engine import StubEngine
 from seamlessflow.messages import EpisodeEnd, TokenIO
-from tests.proxy.helpers import session_events
+from seamlessflow.testing.proxy_harness import session_events
 
 
 def calls_served(service) -> float:

@@ -23,9 +23,9 @@ from seamlessflow.rewards.request import REQUEST_KEY
 from seamlessflow.rewards.sandbox import start_forkserver
 from seamlessflow.rewards.worker import RewardWorker
 from seamlessflow.testing.assembler_harness import AssemblerProcess, episode_end, publish, token_io, wait_for
+from seamlessflow.testing.reward_worker_harness import REF, Running, options
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.samples import sample_from_record
-from tests.rewards.test_worker import REF, Running, options
 
 pytestmark = pytest.mark.slow
 

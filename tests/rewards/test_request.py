@@ -5,7 +5,7 @@ import json
 
 from seamlessflow.rewards import ScoreRequest, Unscored
 from seamlessflow.rewards.request import REQUEST_KEY, pending_request, request_for, request_of, scored, unscorable
-from tests.rewards.test_worker import unscored
+from seamlessflow.testing.reward_worker_harness import unscored
 
 
 def test_the_agent_names_the_verifier_first_then_the_task_then_the_pool():

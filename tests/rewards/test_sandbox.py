@@ -7,7 +7,7 @@ import time
 from seamlessflow.rewards import ScoreRequest
 from seamlessflow.rewards.sandbox import CRASHED, OK, RAISED, TIMED_OUT, Limits, run_verifier, start_forkserver
 
-REF = "tests.rewards.verifiers:exact"
+REF = "seamlessflow.testing.verifiers:exact"
 
 
 def setup_module():

@@ -5,55 +5,15 @@ yields one `unscorable` record with its reason and a dead letter; nothing is los
 from __future__ import annotations
 
 import json
-import threading
 import time
 
-from seamlessflow.kafka.io import MessageProducer, read_messages
-from seamlessflow.messages import DeadLetter, Trajectory
+from seamlessflow.kafka.io import read_messages
+from seamlessflow.messages import DeadLetter
 from seamlessflow.rewards.request import REQUEST_KEY
 from seamlessflow.rewards.sandbox import start_forkserver
-from seamlessflow.rewards.worker import RewardOptions, RewardWorker
+from seamlessflow.rewards.worker import RewardWorker
+from seamlessflow.testing.reward_worker_harness import REF, Running, options, publish, unscored, wait_for_outputs
 from seamlessflow.topics import Topics
-
-REF = "tests.rewards.verifiers:exact"
-
-
-def unscored(session: str, submission: str, verifier: str = "exact", payload: dict | None = None) -> Trajectory:
-    request = {"verifier": verifier, "submission": submission, "prompt": "q", "payload": payload or {"answer": "42"}}
-    return Trajectory(f"{session}/0", session, 0, f"g-{session}", "t", "default", "default", [1, 2, 3], [0, 1, 1],
-                      [0.0, -0.1, -0.2], [-1, 0, 0], 0.0, "done", 1, 0, 1, json.dumps({REQUEST_KEY: request}))
-
-
-def publish(settings, codec, trajectories) -> None:
-    producer = MessageProducer(settings, codec)
-    for t in trajectories:
-        producer.send(Topics(settings).to_score, t.group_id, t)
-    producer.flush()
-
-
-class Running:
-    def __init__(self, worker: RewardWorker):
-        self.worker = worker
-        self.thread = threading.Thread(target=worker.run, daemon=True)
-        self.thread.start()
-
-    def stop(self):
-        self.worker.stop()
-        self.thread.join(60)
-
-
-def wait_for_outputs(settings, codec, count: int, timeout_s: float = 90.0) -> list[Trajectory]:
-    deadline = time.monotonic() + timeout_s
-    while True:
-        out = read_messages(settings, Topics(settings).trajectories, codec)
-        if len(out) >= count or time.monotonic() > deadline:
-            return out
-        time.sleep(0.5)
-
-
-def options(**extra) -> RewardOptions:
-    return RewardOptions(**{"pool": "exact", "concurrency": 2, "timeout_s": 6.0, "max_attempts": 2, "poll_s": 0.1,
-                             **extra})
 
 
 def test_two_workers_score_each_trajectory_once_and_name_why_the_others_are_unscorable(settings, codec, tmp_path):

@@ -18,8 +18,8 @@ from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.io import read_messages, read_topic
 from seamlessflow.rewards.sandbox import start_forkserver
 from seamlessflow.rewards.worker import RewardWorker, reward_group
+from seamlessflow.testing.reward_worker_harness import REF, Running, options, publish, unscored, wait_for_outputs
 from seamlessflow.topics import Topics
-from tests.rewards.test_worker import REF, Running, options, publish, unscored, wait_for_outputs
 
 ROOT = Path(__file__).resolve().parents[2]
 

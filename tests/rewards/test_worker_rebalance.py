@@ -11,8 +11,8 @@ from collections import Counter
 from seamlessflow.kafka.io import read_messages, read_topic
 from seamlessflow.rewards.sandbox import start_forkserver
 from seamlessflow.rewards.worker import RewardWorker
+from seamlessflow.testing.reward_worker_harness import REF, Running, options, publish, unscored, wait_for_outputs
 from seamlessflow.topics import Topics
-from tests.rewards.test_worker import REF, Running, options, publish, unscored, wait_for_outputs
 
 
 def test_a_worker_paused_when_its_partitions_moved_reads_the_one_it_gets_back(settings, codec, tmp_path):

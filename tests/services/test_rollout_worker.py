@@ -15,9 +15,9 @@ import httpx
 import pytest
 
 from seamlessflow.model import build_tiny_model
+from seamlessflow.testing.rollout_control import StatusWatcher, send_command
+from seamlessflow.testing.vllm_server import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 from seamlessflow.testing.weights import write_new_version
-from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
-from tests.rollout.helpers import StatusWatcher, send_command
 
 pytestmark = pytest.mark.slow
 

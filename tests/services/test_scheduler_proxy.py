@@ -12,7 +12,6 @@ from seamlessflow.scheduler.service import SchedulerService
 from seamlessflow.testing.in_process import ServiceThread
 from seamlessflow.testing.scheduler_fakes import FakeResource, publish_weights, wait_until
 from seamlessflow.topics import Topics
-from tests.proxy.conftest import proxy, proxy_factory, stub  # noqa: F401  (fixtures)
 
 pytestmark = pytest.mark.timeout(180)
 

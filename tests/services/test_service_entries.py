@@ -37,7 +37,7 @@ def test_an_agent_pool_and_a_proxy_start_the_one_way_and_stop_on_sigterm(setting
         team_keys={settings.team: "key-d"}, agents={"heartbeat_s": 0.5, "revoke_grace_s": 1.0},
         proxy={"port": free_port(), "heartbeat_s": 0.5, "engines": []}).dump_yaml(tmp_path / "config.yaml")
     agents = subprocess.Popen([sys.executable, "-m", "services.agents", "--config", str(config),
-                               "tests.agents.agent_fns:reward_from_payload", "--pool", "p",
+                               "seamlessflow.testing.agent_fns:reward_from_payload", "--pool", "p",
                                "--key", "key-d", "--concurrency", "2"],
                               stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     proxy = subprocess.Popen([sys.executable, "-m", "services.proxy", "--config", str(config), "--worker", "0"],

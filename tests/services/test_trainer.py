@@ -14,7 +14,6 @@ from seamlessflow.testing.trainer_records import trajectory, wait_for
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.loop import Trainer
 from seamlessflow.trainer.options import TrainerOptions
-from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.slow
 

@@ -25,7 +25,6 @@ from seamlessflow.testing.trainer_runs import (
 )
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.options import TrainerOptions
-from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.slow
 

@@ -24,7 +24,6 @@ from seamlessflow.messages import ResourceStatus, Trajectory
 from seamlessflow.testing.trainer_records import wait_for
 from seamlessflow.testing.trainer_runs import start
 from seamlessflow.topics import Topics
-from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 BACKLOG_GROUPS = 12_000

@@ -29,7 +29,6 @@ from seamlessflow.testing.trainer_records import wait_for
 from seamlessflow.testing.trainer_runs import publish_gap_scenario
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.options import TrainerOptions
-from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.slow
 

@@ -27,7 +27,6 @@ from seamlessflow.testing.object_store import object_store
 from seamlessflow.testing.ray_cluster import can_make_namespaces, ray_cluster
 from seamlessflow.testing.trainer_records import group, wait_for
 from seamlessflow.topics import Topics
-from tests.trainer.conftest import tiny_model_dir  # noqa: F401  (fixture)
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200),
               pytest.mark.skipif(bool(can_make_namespaces()), reason=can_make_namespaces() or "")]

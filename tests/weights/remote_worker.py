@@ -23,8 +23,8 @@ from seamlessflow.messages import ControlCommand, new_id, now_ms
 from seamlessflow.rollout.options import RolloutOptions
 from seamlessflow.rollout.worker import RolloutWorker
 from seamlessflow.testing.plugin import plugin_env
+from seamlessflow.testing.vllm_server import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 from seamlessflow.weights.http_files import fetch_version
-from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 
 
 def main() -> None:

