@@ -104,7 +104,7 @@ def run_long(broker, tmp: Path, args) -> None:
 def bench_core(sessions: list[list[Call]]) -> float:
     start = time.perf_counter()
     for calls in sessions:
-        assembler = SessionAssembler()
+        assembler = SessionAssembler(AssemblerOptions().assembler_config())
         for call in calls:
             assembler.add(call)
         assembler.finish()

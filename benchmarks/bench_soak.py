@@ -31,7 +31,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from seamlessflow.chaos.report import render, summary  # noqa: E402
-from seamlessflow.chaos.run import ChaosOptions, run_chaos  # noqa: E402
+from seamlessflow.chaos.run import ChaosConfig, run_chaos  # noqa: E402
 from seamlessflow.chaos.stack import stub_engine_stack  # noqa: E402
 from seamlessflow.config import Settings  # noqa: E402
 from seamlessflow.ports import free_port, free_port_block  # noqa: E402
@@ -134,7 +134,7 @@ def main() -> None:
         trainer={"batch_threshold": 4, "heartbeat_s": 2.0}))
     settings = settings.with_overrides(**option_overrides(args.set))
     settings, engines = stub_engine_stack(settings, args.engines, group_size=2)
-    options = ChaosOptions(seed=1, faults=args.faults, every_s=args.seconds / max(args.faults, 1),
+    options = ChaosConfig(seed=1, faults=args.faults, every_s=args.seconds / max(args.faults, 1),
                            concurrency=args.sessions, settle_s=0 if args.faults else args.seconds, drain_s=180,
                            targets=("proxy", "assembler", "trainer", "engine-0") if args.faults else ())
     rows: list[dict] = []

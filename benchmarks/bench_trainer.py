@@ -45,10 +45,10 @@ from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from seamlessflow.core.batching import KeptGroup, TrajectorySample
 from seamlessflow.core.losses import PolicyLossConfig, group_relative_advantages
-from seamlessflow.trainer.engine import MemoryOptions, PolicyEngine, micro_batch_loss
+from seamlessflow.trainer.engine import PolicyEngine, micro_batch_loss
 from seamlessflow.trainer.launch import under_launcher
 from seamlessflow.trainer.model import TokenLogprobModel, training_dtype
-from seamlessflow.trainer.options import DEEPSPEED_CONFIGS
+from seamlessflow.trainer.options import DEEPSPEED_CONFIGS, TrainerOptions
 from seamlessflow.trainer.samples import collate
 from seamlessflow.weights.files import WeightWriter, save_weights
 from seamlessflow.weights.snapshot import host_snapshot
@@ -201,16 +201,16 @@ def main() -> None:
     tmp = Path(tempfile.mkdtemp(prefix="bench-trainer-"))
     model_dir = Path(args.model) if args.model else build_model(tmp / "model", args.shape)
     ds_config = json.loads(Path(args.deepspeed).read_text())
-    options = MemoryOptions(max_tokens_per_micro_batch=args.max_tokens, packing=True,
+    memory = TrainerOptions(max_tokens_per_micro_batch=args.max_tokens, packing=True,
                             activation_checkpointing=args.activation_checkpointing, attn_implementation=args.attn,
-                            tree={"auto": None, "tree": True, "flat": False}[args.layout])
-    engine = PolicyEngine(model_dir, ds_config, options=options)
+                            tree={"auto": None, "tree": True, "flat": False}[args.layout]).memory_config()
+    engine = PolicyEngine(model_dir, ds_config, memory=memory)
     device, leader, world = engine.engine.device, engine.ranks.leader, engine.ranks.world
     plain = AutoModelForCausalLM.from_pretrained(model_dir, dtype=training_dtype(ds_config),
                                                  attn_implementation=args.attn).to(device)
     if args.activation_checkpointing:
         plain.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
-    plain_model = TokenLogprobModel(plain.train(), options.logprob_chunk_tokens)
+    plain_model = TokenLogprobModel(plain.train(), memory.logprob_chunk_tokens)
     optimizer = torch.optim.AdamW(plain.parameters(), lr=1e-6)
     groups = synthetic_batch(args, plain.config.vocab_size)
     samples = [s for g in groups for s in g.samples]

@@ -11,15 +11,14 @@ from pydantic import BaseModel
 
 from seamlessflow.agents.options import AgentOptions
 from seamlessflow.assembler.options import AssemblerOptions
-from seamlessflow.dashboard.app import DashboardOptions
+from seamlessflow.dashboard.options import DashboardOptions
 from seamlessflow.evaluation.options import EvalOptions
 from seamlessflow.proxy.options import ProxyOptions
-from seamlessflow.rewards.worker import RewardOptions
+from seamlessflow.rewards.options import RewardOptions
 from seamlessflow.rollout.options import RolloutOptions
 from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
-from seamlessflow.stack.options import AgentPoolOptions, MetricsOptions, ServicesOptions
-from seamlessflow.stack.resources import ClusterOptions
-from seamlessflow.tracking.trackers import TrackingOptions
+from seamlessflow.stack.options import AgentPoolOptions, ClusterOptions, MetricsOptions, ServicesOptions
+from seamlessflow.tracking.options import TrackingOptions
 from seamlessflow.trainer.options import TrainerOptions
 
 # section name -> the options class of one entry; `agent_pools` is a list of entries, the others one mapping

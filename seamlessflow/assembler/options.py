@@ -13,7 +13,7 @@ class AssemblerOptions(BaseModel):
 
     enabled: bool = True
     """Read by nothing: `services.assembler` says whether `up` runs the assembler (kept so configs validate)."""
-    workers: int = Field(1, ge=1)
+    workers: int = Field(default=1, ge=1)
     """Worker processes `up` starts, one consumer group (at most the partitions)."""
     app_id: str = "assembler"
     """Names its consumer group (and its published-marks group) together with the topic prefix."""
@@ -37,4 +37,5 @@ class AssemblerOptions(BaseModel):
         return cls.model_validate(settings.section("assembler"))
 
     def assembler_config(self) -> AssemblerConfig:
+        """The frozen plain view the pure core's `SessionAssembler` takes."""
         return AssemblerConfig(max_tokens=self.max_tokens_per_session, selection=self.selection)

@@ -24,7 +24,9 @@ import aiohttp
 
 
 @dataclass
-class DriverOptions:
+class DriverConfig:
+    """Where the driver's agents call and how many run (from the chaos run's parameters; not a settings section)."""
+
     proxy_url: str  # http://host:port (no /v1)
     api_key: str
     ledger: Path
@@ -50,7 +52,7 @@ class DriverStats:
 class Driver:
     """Runs sessions on a background thread until `stop()`; then finishes the sessions in flight."""
 
-    def __init__(self, options: DriverOptions):
+    def __init__(self, options: DriverConfig):
         self.options = options
         self.stats = DriverStats()
         self._rng = random.Random(options.seed)

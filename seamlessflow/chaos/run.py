@@ -19,7 +19,7 @@ from pathlib import Path
 
 from seamlessflow.chaos.audit import AuditReport
 from seamlessflow.chaos.collect import audit_topics, read_ledger, rules_for
-from seamlessflow.chaos.driver import Driver, DriverOptions, DriverStats
+from seamlessflow.chaos.driver import Driver, DriverConfig, DriverStats
 from seamlessflow.chaos.inject import Injected, Injector
 from seamlessflow.chaos.recovery import Recovery, recoveries
 from seamlessflow.chaos.schedule import plan
@@ -35,7 +35,9 @@ from seamlessflow.topics import Topics
 
 
 @dataclass
-class ChaosOptions:
+class ChaosConfig:
+    """One chaos run's parameters (`seamlessflow chaos`'s flags; not a settings section)."""
+
     seed: int = 0
     faults: int = 12
     every_s: float = 10.0
@@ -64,7 +66,7 @@ class ChaosResult:
         return self.audit.ok
 
 
-def run_chaos(settings: Settings, options: ChaosOptions, extra: Sequence[ServiceSpec] = (), attach: bool = False,
+def run_chaos(settings: Settings, options: ChaosConfig, extra: Sequence[ServiceSpec] = (), attach: bool = False,
               log: Callable[[str], None] = print, late: Sequence[ServiceSpec] = ()) -> ChaosResult:
     """`extra` services start before the stack (stub engines), `late` ones after it (they need the broker
     and the stack's config file: reward workers)."""
@@ -101,14 +103,14 @@ def run_chaos(settings: Settings, options: ChaosOptions, extra: Sequence[Service
             supervisor.stop_all()
 
 
-def _drive(settings: Settings, options: ChaosOptions, supervisor: Supervisor | None,
+def _drive(settings: Settings, options: ChaosConfig, supervisor: Supervisor | None,
            log: Callable[[str], None]) -> ChaosResult:
-    proxy = ProxyOptions.model_validate(settings.section("proxy"))
+    proxy = ProxyOptions.from_settings(settings)
     key = TeamKeys.from_settings(settings).ensure_default(settings.team) or ""
     path = _ledger_path(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("")
-    driver = Driver(DriverOptions(f"http://{proxy.host}:{proxy.port}", key, path, options.concurrency,
+    driver = Driver(DriverConfig(f"http://{proxy.host}:{proxy.port}", key, path, options.concurrency,
                                   options.group_size, seed=options.seed)).start()
     injector = Injector(lambda: _pids(settings, supervisor), options.seed)
     targets = list(options.targets) or injector.targets()
@@ -215,7 +217,7 @@ def _recoveries(settings: Settings, injected: list[Injected], acks_ms: list[int]
     return recoveries(injected, end_ms, acks_ms, trajectories, weights)
 
 
-def _judge_recoveries(result: ChaosResult, options: ChaosOptions) -> None:
+def _judge_recoveries(result: ChaosResult, options: ChaosConfig) -> None:
     for r in result.recoveries:
         what = f"{r.injected.fault.describe()} at t+{r.injected.fault.at_s:.0f}s"
         if r.unrecovered_s is not None:  # the later fault carries the rest of its recovery

@@ -77,10 +77,10 @@ def chaos(
     (every acknowledged call recorded once, every ended session's leaves assembled bit-exact, nothing
     trained twice, versions only increasing, poison dead-lettered). Exits 1 on any violation."""
     from seamlessflow.chaos.report import json_line, render
-    from seamlessflow.chaos.run import ChaosOptions, run_chaos
+    from seamlessflow.chaos.run import ChaosConfig, run_chaos
     from seamlessflow.chaos.stack import reward_worker_specs, stub_engine_stack
 
-    options = ChaosOptions(
+    options = ChaosConfig(
         seed=seed,
         faults=faults,
         every_s=every_s,
@@ -92,7 +92,7 @@ def chaos(
         recover_within_s=recover_within_s,
     )
     if short:
-        options = ChaosOptions(**{**vars(options), **SHORT})
+        options = ChaosConfig(**{**vars(options), **SHORT})
     settings = with_stack_defaults(settings)
     state = read_state(run_dir(settings))
     running = bool(state and pid_alive(state.get("supervisor_pid")))

@@ -10,7 +10,8 @@ import click
 from seamlessflow.cli.context import pass_settings
 from seamlessflow.config import Settings
 from seamlessflow.kafka.codecs import codec_for
-from seamlessflow.rewards.worker import RewardOptions, RewardWorker
+from seamlessflow.rewards.options import RewardOptions
+from seamlessflow.rewards.worker import RewardWorker
 
 
 @click.group()

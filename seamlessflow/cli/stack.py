@@ -19,7 +19,7 @@ from seamlessflow.cli.foreground import held_until_stopped
 from seamlessflow.cli.stack_ray import down_on_ray, up_on_ray
 from seamlessflow.cli.status_view import render_status
 from seamlessflow.config import Settings
-from seamlessflow.stack.resources import ClusterOptions
+from seamlessflow.stack.options import ClusterOptions
 from seamlessflow.stack.services import SERVICES, config_path, log_dir, run_dir, start_stack, with_stack_defaults
 from seamlessflow.stack.status import ray_services, stack_status
 from seamlessflow.stack.supervisor import (

@@ -17,7 +17,7 @@ from seamlessflow.agents.tasks import file_tasks, publish_tasks
 from seamlessflow.cli.context import pass_settings
 from seamlessflow.config import Settings
 from seamlessflow.kafka.codecs import codec_for
-from seamlessflow.scheduler.options import manager_options
+from seamlessflow.scheduler.options import ManagerOptions
 
 
 @click.group()
@@ -40,7 +40,7 @@ def tasks_publish(settings: Settings, path: Path, pool: str, kind: str | None, t
     """Publish every task of FILE (one `{"task_id", "prompt", "answer", ...}` object a line) for pool POOL."""
     team = team or settings.team
     try:
-        records = file_tasks(path, kind or pool, group_size or manager_options(settings).group_size, team,
+        records = file_tasks(path, kind or pool, group_size or ManagerOptions.from_settings(settings).group_size, team,
                              settings.run, passes)
     except (ValueError, KeyError) as exc:
         raise click.BadParameter(str(exc), param_hint="FILE") from exc

@@ -37,8 +37,11 @@ class SessionStatus(enum.Enum):
 
 @dataclass(frozen=True)
 class AssemblerConfig:
-    max_tokens: int = 1 << 20  # stored tokens per session (shared prefixes count once)
-    selection: Selection = Selection.ALL
+    """The core's frozen view of the `assembler:` section, built by `AssemblerOptions.assembler_config()`: the
+    defaults and their help are written there, once."""
+
+    max_tokens: int  # stored tokens per session (shared prefixes count once)
+    selection: Selection
 
 
 @dataclass(frozen=True)
@@ -80,7 +83,7 @@ class AssembledSequence:
 class SessionAssembler:
     """Longest-prefix matching for one session, with de-duplication, counts and a token bound."""
 
-    def __init__(self, config: AssemblerConfig = AssemblerConfig()) -> None:
+    def __init__(self, config: AssemblerConfig) -> None:
         self.config = config
         self.tree = PrefixTree()
         self.seen_call_ids: set[str] = set()

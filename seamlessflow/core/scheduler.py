@@ -98,7 +98,7 @@ class Scheduler:
 
     policy: str
     clock: Callable[[], float]
-    config: SchedulerConfig = field(default_factory=SchedulerConfig)
+    config: SchedulerConfig
     epochs: EpochBook = field(default_factory=EpochBook)
 
     @property

@@ -21,28 +21,15 @@ from pathlib import Path
 
 from aiohttp import web
 from prometheus_client import REGISTRY, generate_latest
-from pydantic import BaseModel, ConfigDict
 
 from seamlessflow.config import Settings
+from seamlessflow.dashboard.options import DashboardOptions
 from seamlessflow.dashboard.state import DashboardState, Decode
 from seamlessflow.stack.supervisor import read_state
 from seamlessflow.tracking.follow import Follower
 
 STATIC = Path(__file__).parent / "static"
 log = logging.getLogger(__name__)
-
-
-class DashboardOptions(BaseModel):
-    """The `dashboard:` section."""
-
-    model_config = ConfigDict(use_attribute_docstrings=True)
-
-    host: str = "127.0.0.1"
-    """Address the dashboard listens on."""
-    port: int = 8300
-    """Port of the dashboard's page (and its /metrics)."""
-    tokenizer: str | None = None
-    """A tokenizer.json (or its directory) to show token text; None: the served model's."""
 
 
 class Dashboard:
@@ -177,7 +164,7 @@ async def serve(dashboard: Dashboard, host: str, port: int, stop: threading.Even
 def run_dashboard(settings: Settings, stop: threading.Event, host: str | None = None, port: int | None = None,
                   tokenizer: str | None = None, announce: Callable[[str], None] = print) -> None:
     """The dashboard against the stack `settings` point at, until `stop` is set (the service and the CLI)."""
-    config = DashboardOptions.model_validate(settings.section("dashboard"))
+    config = DashboardOptions.from_settings(settings)
     host, port = host or config.host, port or config.port
     dashboard = Dashboard(settings, decode=model_decoder(settings, tokenizer or config.tokenizer))
     announce(f"dashboard: http://{host}:{port}/  (team {settings.team}, run {settings.run}, "

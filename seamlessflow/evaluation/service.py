@@ -27,7 +27,7 @@ from seamlessflow.evaluation.runner import eval_task, run_pass
 from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import EvalResult, new_id, now_ms
-from seamlessflow.scheduler.options import manager_options
+from seamlessflow.scheduler.options import ManagerOptions
 from seamlessflow.tasks.eval_sets import eval_set
 from seamlessflow.topics import Topics
 from seamlessflow.user_code import load_function
@@ -51,7 +51,7 @@ class EvalService:
                  codec: Codec | None = None):
         self.settings = settings
         self.options = options or EvalOptions.from_settings(settings)
-        manager = manager_options(settings)
+        manager = ManagerOptions.from_settings(settings)
         self.kind, self.success_reward = manager.kind, manager.success_reward
         self.task_source = self.options.eval_file or manager.source
         self.tasks = eval_set(manager.source, self.options.count, manager.demo_seed, manager.demo_max_operand,

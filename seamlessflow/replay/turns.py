@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 
 from seamlessflow.assembler.convert import call_from_token_io
+from seamlessflow.assembler.options import AssemblerOptions
 from seamlessflow.core.assembler import SessionAssembler
 from seamlessflow.core.prefix_tree import InvalidCall
 from seamlessflow.messages import Trajectory
@@ -58,7 +59,7 @@ def call_reward(call_rewards: dict[str, float], request_id: str, position: int) 
 
 
 def session_turns(session: SessionEvents) -> list[Turn]:
-    assembler = SessionAssembler()
+    assembler = SessionAssembler(AssemblerOptions().assembler_config())
     history: list[list[int]] = []
     turns = []
     rewards = session.end.call_rewards if session.end else {}

@@ -25,8 +25,6 @@ import threading
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel, ConfigDict, Field
-
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.core.resources import ResourceKind, ResourceState
@@ -36,40 +34,12 @@ from seamlessflow.kafka.heartbeat import Heartbeat, worker_resource_id
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.records import resource_status
 from seamlessflow.messages import ResourceStatus, Trajectory
+from seamlessflow.rewards.options import RewardOptions
 from seamlessflow.rewards.request import ScoreRequest, request_of, scored, unscorable
 from seamlessflow.rewards.sandbox import OK, TIMED_OUT, Limits, Verdict, run_verifier, start_forkserver
 from seamlessflow.topics import Topics
 
 log = logging.getLogger(__name__)
-
-
-class RewardOptions(BaseModel):
-    """Options of reward workers, from the `rewards` section of the settings."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-    pool: str = "default"
-    """The verifier name this pool serves (a request's `verifier`)."""
-    concurrency: int = Field(4, ge=1)
-    """Verifier calls at once (each in its own child process)."""
-    timeout_s: float = Field(30.0, gt=0)
-    """One verifier call; a hang is killed here."""
-    memory_mb: int | None = Field(2048, ge=16)
-    """Address-space limit of each call (None: unlimited)."""
-    max_attempts: int = Field(2, ge=1)
-    """Calls of a verifier that raises or crashes, before unscorable."""
-    revoke_grace_s: float = Field(60.0, ge=0)
-    """On a rebalance, finish running calls this long before handing over."""
-    poll_s: float = 0.2
-    """Longest wait for new requests in one poll when no verifier call is running."""
-    heartbeat_s: float = Field(5.0, gt=0)
-    """Period of the pool's status heartbeat (kind "reward") in seconds."""
-
-    @classmethod
-    def from_settings(cls, settings: Settings, **overrides: object) -> RewardOptions:
-        data = settings.section("rewards")
-        data.update({k: v for k, v in overrides.items() if v is not None})
-        return cls.model_validate(data)
 
 
 def reward_group(team: str, pool: str) -> str:

@@ -7,14 +7,14 @@ from collections.abc import Callable
 from seamlessflow.config import Settings
 from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.messages import ResourceStatus, now_ms
-from seamlessflow.scheduler.options import scheduler_options
+from seamlessflow.scheduler.options import SchedulerOptions
 from seamlessflow.scheduler.reading import records_until
 from seamlessflow.topics import Topics
 
 
 def scheduler_ready(settings: Settings) -> Callable[[], bool]:
     """A check for `ServiceSpec.ready`: true after a heartbeat of this scheduler newer than the call."""
-    since_ms, resource_id = now_ms(), scheduler_options(settings).resource_id
+    since_ms, resource_id = now_ms(), SchedulerOptions.from_settings(settings).resource_id
     topic, codec = Topics(settings).status, codec_for(settings)
 
     def ready() -> bool:

@@ -1,16 +1,16 @@
-"""The `scheduler:` and `manager:` config sections, validated here (the service owns its options)."""
+"""The `scheduler:` and `manager:` config sections, validated here (the service owns its options); `manager:`
+holds its task sources (`scheduler.sources`) and the run's stages (`scheduler.stages`)."""
 
 from __future__ import annotations
 
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from seamlessflow.config import Settings
 from seamlessflow.core.policies import SchedulerConfig
 from seamlessflow.core.resources import ResourceKind
-from seamlessflow.scheduler.sources import SourceOptions
-from seamlessflow.scheduler.stages import StageOptions
+from seamlessflow.core.stages import StageEnd
 
 
 class SchedulerOptions(BaseModel):
@@ -24,35 +24,113 @@ class SchedulerOptions(BaseModel):
     """Its resource id on the control and status topics."""
     policy: Literal["colocated", "disaggregated", "multiplexed"] = "multiplexed"
     """How roles are given: colocated | disaggregated | multiplexed (`core.policies`)."""
-    tick_s: float = Field(1.0, gt=0)
+    tick_s: float = Field(default=1.0, gt=0)
     """Seconds between two scheduling decisions."""
-    heartbeat_timeout_s: float = Field(10.0, gt=0)
+    heartbeat_timeout_s: float = Field(default=10.0, gt=0)
     """A resource whose heartbeat is older than this is taken as failed and left out."""
-    command_timeout_s: float = Field(30.0, gt=0)
+    command_timeout_s: float = Field(default=30.0, gt=0)
     """An unacknowledged command stops blocking after this."""
-    switch_cost_s: float = Field(8.0, ge=0)
+    switch_cost_s: float = Field(default=8.0, ge=0)
     """Expected seconds one rollout <-> train switch costs, until the trainer reports a measured one."""
-    min_dwell_s: float = Field(16.0, ge=0)
+    min_dwell_s: float = Field(default=16.0, ge=0)
     """A resource keeps a role at least this long after a switch."""
-    stay_margin: float = Field(1.0, ge=0)
+    stay_margin: float = Field(default=1.0, ge=0)
     """A resource stays on train if the next batch is due within this many switch round trips."""
     train_pool_size: int | None = None
     """Fixed train pool of `disaggregated`; None: every train-capable resource, or half of them."""
-    batch_threshold: int = Field(8, ge=1)
+    batch_threshold: int = Field(default=8, ge=1)
     """Trajectories per training step; default: the trainer's batch_threshold x group_size."""
     resource_kinds: list[ResourceKind] = Field(default_factory=lambda: [ResourceKind.ROLLOUT, ResourceKind.TRAINER])
     """Kinds of resources whose status it follows and schedules."""
-    rate_window_s: float = Field(30.0, gt=0)
+    rate_window_s: float = Field(default=30.0, gt=0)
     """Window over which the rate of arriving trajectories is measured."""
     coordinate_proxy: bool = True
     """Wrap weight loads in a proxy pause and resume (`scheduler.proxy_sync`)."""
 
+    @classmethod
+    def from_settings(cls, settings: Settings) -> SchedulerOptions:
+        """`batch_threshold` defaults to the trainer's batch (groups x group size), so the scheduler calls a
+        batch ready exactly when the trainer can take one."""
+        section = settings.section("scheduler")
+        trainer = settings.section("trainer")
+        if "batch_threshold" not in section and trainer.get("threshold_kind", "groups") == "groups":
+            section["batch_threshold"] = int(trainer.get("batch_threshold", 2)) * int(trainer.get("group_size", 4))
+        return cls.model_validate(section)
+
     def scheduler_config(self) -> SchedulerConfig:
+        """The frozen plain view the pure core's policies take."""
         return SchedulerConfig(
             switch_cost_s=self.switch_cost_s, min_dwell_s=self.min_dwell_s,
             heartbeat_timeout_s=self.heartbeat_timeout_s, stay_margin=self.stay_margin,
             train_pool_size=self.train_pool_size,
         )
+
+
+class SourceOptions(BaseModel):
+    """One entry of `manager.sources`."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
+    """The source's name; its task ids get the prefix `<name>:`."""
+    source: str = "demo"
+    """`demo` (seeded arithmetic) or a JSONL task file."""
+    kind: str = "arithmetic"
+    """Kind of its tasks: the agent pools that run them (`agents.kinds`)."""
+    weight: float = Field(1.0, gt=0)
+    """Its share of every batch, relative to the other sources' weights."""
+    verifier: str | None = None
+    """The reward workers' pool (`rewards.pool`) that scores its sessions, put in each task's payload."""
+    team: str | None = None
+    """The team its tasks are published for (default: the run's team)."""
+    demo_seed: int = 0
+    """Seed of its demo tasks."""
+    demo_count: int = Field(256, ge=1)
+    """How many demo tasks it generates."""
+    demo_max_operand: int = Field(99, ge=1)
+    """The demo's sums: operands 0..demo_max_operand."""
+
+
+class StageEndOptions(BaseModel):
+    """`core.stages.StageEnd` in a config: {step: N}, {version: N} or {metric: NAME, above|below: X}."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    step: int | None = Field(None, ge=1)
+    """The stage ends at this trainer step."""
+    version: int | None = Field(None, ge=1)
+    """The stage ends at this weight version."""
+    metric: str | None = None
+    """The stage ends on a recent figure: recent_reward | recent_length | source.<name>.recent_reward | ..."""
+    above: float | None = None
+    """With `metric`: the stage ends once the figure is above this."""
+    below: float | None = None
+    """With `metric`: the stage ends once the figure is below this."""
+
+    @model_validator(mode="after")
+    def _one_condition(self) -> StageEndOptions:
+        if self.step is None and self.version is None and self.metric is None:
+            raise ValueError("a stage's `until` needs step, version or metric")
+        if self.metric is not None and (self.above is None) == (self.below is None):
+            raise ValueError(f"metric {self.metric!r} needs exactly one of above / below")
+        return self
+
+    def rule(self) -> StageEnd:
+        return StageEnd(self.step, self.version, self.metric, self.above, self.below)
+
+
+class StageOptions(BaseModel):
+    """One entry of `manager.stages`: the weights of the sources that feed it (named in `manager.sources`;
+    the others sit it out) and when it ends (the last stage has no end)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    name: str
+    """The stage's name."""
+    weights: dict[str, float] = Field(min_length=1)
+    """Source name -> its weight in this stage (the sources not named sit it out)."""
+    until: StageEndOptions | None = None
+    """When the stage ends; only the last stage may have none."""
 
 
 class ManagerOptions(BaseModel):
@@ -94,22 +172,12 @@ class ManagerOptions(BaseModel):
     stage_window: int = Field(32, ge=1)
     """Recent trajectories per source that a stage's metric is taken over."""
 
-
-def scheduler_options(settings: Settings) -> SchedulerOptions:
-    """`batch_threshold` defaults to the trainer's batch (groups x group size), so the scheduler calls a
-    batch ready exactly when the trainer can take one."""
-    section = settings.section("scheduler")
-    trainer = settings.section("trainer")
-    if "batch_threshold" not in section and trainer.get("threshold_kind", "groups") == "groups":
-        section["batch_threshold"] = int(trainer.get("batch_threshold", 2)) * int(trainer.get("group_size", 4))
-    return SchedulerOptions.model_validate(section)
-
-
-def manager_options(settings: Settings) -> ManagerOptions:
-    """`group_size` and `success_reward` default to the trainer's: every published task is one GRPO group it
-    can use, and a task is too easy by the trainer's own measure."""
-    section, trainer = settings.section("manager"), settings.section("trainer")
-    for key, kind in (("group_size", int), ("success_reward", float)):
-        if key not in section and key in trainer:
-            section[key] = kind(trainer[key])
-    return ManagerOptions.model_validate(section)
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ManagerOptions:
+        """`group_size` and `success_reward` default to the trainer's: every published task is one GRPO group it
+        can use, and a task is too easy by the trainer's own measure."""
+        section, trainer = settings.section("manager"), settings.section("trainer")
+        for key, kind in (("group_size", int), ("success_reward", float)):
+            if key not in section and key in trainer:
+                section[key] = kind(trainer[key])
+        return cls.model_validate(section)

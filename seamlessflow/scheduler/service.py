@@ -48,7 +48,7 @@ from seamlessflow.messages import (
 )
 from seamlessflow.scheduler.commands import describe, to_message
 from seamlessflow.scheduler.manager import RolloutManager, task_set
-from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions, manager_options, scheduler_options
+from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
 from seamlessflow.scheduler.proxy_sync import ProxySync
 from seamlessflow.scheduler.reading import records_until
 from seamlessflow.scheduler.view import ClusterView
@@ -62,8 +62,8 @@ class SchedulerService:
                  manager: ManagerOptions | None = None, codec: Codec | None = None,
                  clock: Callable[[], float] = time.monotonic):
         self.settings, self.clock = settings, clock
-        self.options = options or scheduler_options(settings)
-        manager = manager or manager_options(settings)
+        self.options = options or SchedulerOptions.from_settings(settings)
+        manager = manager or ManagerOptions.from_settings(settings)
         self.codec = codec or codec_for(settings)
         self.topics = Topics(settings)
         self.spec = get_policy(self.options.policy)

@@ -11,36 +11,10 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from pydantic import BaseModel, ConfigDict, Field
-
+from seamlessflow.scheduler.options import SourceOptions
 from seamlessflow.tasks import ArithmeticTask, generate_tasks, load_tasks
 
 DEFAULT = "default"
-
-
-class SourceOptions(BaseModel):
-    """One entry of `manager.sources`."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-    name: str = Field(pattern=r"^[A-Za-z0-9_-]{1,64}$")
-    """The source's name; its task ids get the prefix `<name>:`."""
-    source: str = "demo"
-    """`demo` (seeded arithmetic) or a JSONL task file."""
-    kind: str = "arithmetic"
-    """Kind of its tasks: the agent pools that run them (`agents.kinds`)."""
-    weight: float = Field(1.0, gt=0)
-    """Its share of every batch, relative to the other sources' weights."""
-    verifier: str | None = None
-    """The reward workers' pool (`rewards.pool`) that scores its sessions, put in each task's payload."""
-    team: str | None = None
-    """The team its tasks are published for (default: the run's team)."""
-    demo_seed: int = 0
-    """Seed of its demo tasks."""
-    demo_count: int = Field(256, ge=1)
-    """How many demo tasks it generates."""
-    demo_max_operand: int = Field(99, ge=1)
-    """The demo's sums: operands 0..demo_max_operand."""
 
 
 def load_task_set(source: str, demo_seed: int, demo_count: int, demo_max_operand: int = 99) -> list[ArithmeticTask]:

@@ -3,7 +3,7 @@
 SRPO's two-stage paradigm is the example (`infra/examples/srpo-stages.yaml`): math alone until a step (or
 until the math reward is high enough), then math and code, so neither domain's response length and reward
 dynamics drown the other. The rules (end conditions, forward only) are `core.stages`; this module holds the
-options, the shares within the current stage, and the recent per-source figures the metric conditions read.
+shares within the current stage, and the recent per-source figures the metric conditions read.
 Shares are counted within a stage: groups published in an earlier stage do not make a source "ahead" in the
 next one. Each published task names its stage in its payload, so a restarted scheduler, which folds the tasks
 topic, resumes in the newest stage it had published in.
@@ -15,53 +15,10 @@ import collections
 import logging
 from collections.abc import Mapping
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
-
-from seamlessflow.core.stages import StageEnd, stage_after
+from seamlessflow.core.stages import stage_after
+from seamlessflow.scheduler.options import StageOptions
 
 log = logging.getLogger(__name__)
-
-
-class StageEndOptions(BaseModel):
-    """`core.stages.StageEnd` in a config: {step: N}, {version: N} or {metric: NAME, above|below: X}."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-    step: int | None = Field(None, ge=1)
-    """The stage ends at this trainer step."""
-    version: int | None = Field(None, ge=1)
-    """The stage ends at this weight version."""
-    metric: str | None = None
-    """The stage ends on a recent figure: recent_reward | recent_length | source.<name>.recent_reward | ..."""
-    above: float | None = None
-    """With `metric`: the stage ends once the figure is above this."""
-    below: float | None = None
-    """With `metric`: the stage ends once the figure is below this."""
-
-    @model_validator(mode="after")
-    def _one_condition(self) -> StageEndOptions:
-        if self.step is None and self.version is None and self.metric is None:
-            raise ValueError("a stage's `until` needs step, version or metric")
-        if self.metric is not None and (self.above is None) == (self.below is None):
-            raise ValueError(f"metric {self.metric!r} needs exactly one of above / below")
-        return self
-
-    def rule(self) -> StageEnd:
-        return StageEnd(self.step, self.version, self.metric, self.above, self.below)
-
-
-class StageOptions(BaseModel):
-    """One entry of `manager.stages`: the weights of the sources that feed it (named in `manager.sources`;
-    the others sit it out) and when it ends (the last stage has no end)."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-    name: str
-    """The stage's name."""
-    weights: dict[str, float] = Field(min_length=1)
-    """Source name -> its weight in this stage (the sources not named sit it out)."""
-    until: StageEndOptions | None = None
-    """When the stage ends; only the last stage may have none."""
 
 
 def check_stages(stages: list[StageOptions], source_names: list[str]) -> None:

@@ -27,6 +27,7 @@ from seamlessflow.core.resources import ResourceState, Tag
 from seamlessflow.core.scheduler import Scheduler
 from seamlessflow.core.staleness import RolloutLedger
 from seamlessflow.core.timeline import Interval
+from seamlessflow.scheduler.options import SchedulerOptions
 from seamlessflow.sim.cluster import Pool, build_engines
 from seamlessflow.sim.commanding import admitted, carried_out, engine_protocol
 from seamlessflow.sim.dispatch import make_dispatch
@@ -59,7 +60,8 @@ class Simulator:
         self.max_staleness = self.spec.max_staleness if max_staleness is None else max_staleness
         self.workload = workload or Workload()
         w = self.workload
-        self.config = config or SchedulerConfig(switch_cost_s=w.switch_s, min_dwell_s=2 * w.switch_s)
+        default = SchedulerOptions(switch_cost_s=w.switch_s, min_dwell_s=2 * w.switch_s)
+        self.config = config or default.scheduler_config()
         if cluster:  # heterogeneous GPUs priced by their roofline (sim.hardware); tags from the pools
             self.engines = build_engines(cluster, w, model, all_train=self.spec.all_train_capable)
             gpus = len(self.engines)

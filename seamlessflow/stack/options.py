@@ -1,9 +1,18 @@
-"""The stack's own sections, read by `seamlessflow up` rather than by a service: `services:`, `metrics:` and
-`agent_pools:`. Each service validates its own section; these say which services run and where they report."""
+"""The stack's own sections, read by `seamlessflow up` rather than by a service: `services:`, `metrics:`,
+`agent_pools:` and `cluster:`. Each service validates its own section; these say which services run, where they
+report and what each asks of the machine it is placed on (`stack.resources`)."""
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from seamlessflow.config import Settings
+
+# Services whose copies are interchangeable members of one consumer group; the proxy and the engines have
+# their own counts (`proxy.workers`, `rollout.workers`), since each copy is a resource of its own there.
+REPLICABLE = ("assembler", "agents")
 
 
 class ServicesOptions(BaseModel):
@@ -30,6 +39,10 @@ class ServicesOptions(BaseModel):
     eval: bool = False
     """Run the evaluation service (`eval:`)."""
 
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ServicesOptions:
+        return cls.model_validate(settings.section("services"))
+
 
 class MetricsOptions(BaseModel):
     """Prometheus /metrics of the services `up` starts."""
@@ -40,6 +53,10 @@ class MetricsOptions(BaseModel):
     """The host named in the /metrics URLs that `up` lists in <data_dir>/run/metrics.json."""
     port: int = 9400
     """The first service's /metrics port; each further service takes the next (the proxy and dashboard: their own)."""
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> MetricsOptions:
+        return cls.model_validate(settings.section("metrics"))
 
 
 class AgentPoolOptions(BaseModel):
@@ -55,3 +72,53 @@ class AgentPoolOptions(BaseModel):
     """Pool name: the workers of one team and pool share its tasks (consumer group `<team>.<pool>`)."""
     concurrency: int = Field(4, ge=1)
     """Sessions the worker runs at once."""
+
+
+class ServiceResources(BaseModel):
+    """One entry of `cluster.resources`: unset fields keep the role's default."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    cpus: float | None = Field(default=None, ge=0)
+    """CPUs one copy asks for; None: the role's default (1 for an engine or a trainer, else 0)."""
+    gpus: float | None = Field(default=None, ge=0)
+    """GPUs one copy asks for; None: an engine's `rollout.workers.<id>.gpu` count, else 0."""
+    memory_mb: int | None = Field(default=None, ge=0)
+    """Memory one copy asks for, in MiB; None: nothing asked for."""
+    custom: dict[str, float] = Field(default_factory=dict)
+    """Ray custom resources one copy asks for (an engine's hardware tags are added as one unit each)."""
+    node: str | None = None
+    """A resource only the wanted node offers (e.g. `node_b`, Ray's `node:<ip>`): places the service there."""
+    replicas: int = Field(default=1, ge=1)
+    """Copies of the service (only assembler and agents; proxies and engines have their own counts)."""
+    max_restarts: int = Field(default=-1, ge=-1)
+    """Restarts of a dead copy under Ray; -1: always (the local supervisor always restarts)."""
+
+
+class ClusterOptions(BaseModel):
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    engine: Literal["local", "ray"] = "local"
+    """What places the services: `local` (this machine's supervisor) or `ray`."""
+    address: str | None = None
+    """With ray: the head's GCS address, host:port (`seamlessflow up --ray ADDRESS`)."""
+    node_data_dir: str = "/tmp/seamlessflow-ray"
+    """With ray: each node's own directory for a service's config and data."""
+    resources: dict[str, ServiceResources] = Field(default_factory=dict)
+    """Requests and restart policy by service name (`rollout-1`) or role (`rollout`, `agents`, ...)."""
+
+    @model_validator(mode="after")
+    def _replicas_only_where_copies_are_alike(self) -> ClusterOptions:
+        for name, entry in self.resources.items():
+            if entry.replicas > 1 and not name.startswith(REPLICABLE):
+                raise ValueError(f"cluster.resources.{name}.replicas: only {', '.join(REPLICABLE)} run as copies "
+                                 "(proxies and engines: proxy.workers, rollout.workers)")
+        return self
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> ClusterOptions:
+        return cls.model_validate(settings.section("cluster"))
+
+    def entry(self, name: str, role: str) -> ServiceResources:
+        """The service's own entry, else its role's, else the defaults."""
+        return self.resources.get(name) or self.resources.get(role) or ServiceResources()

@@ -1,4 +1,5 @@
-"""What a service needs from the machine it is placed on, and how it is restarted: the `cluster:` section.
+"""What a service needs from the machine it is placed on, and how it is restarted, as the `cluster:` section
+(`stack.options.ClusterOptions`) asks for it.
 
 ```yaml
 cluster:
@@ -20,15 +21,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from seamlessflow.stack.options import ServiceResources
 
-from seamlessflow.config import Settings
-
-# Services whose copies are interchangeable members of one consumer group; the proxy and the engines have
-# their own counts (`proxy.workers`, `rollout.workers`), since each copy is a resource of its own there.
-REPLICABLE = ("assembler", "agents")
 # What a service asks for unless configured: an engine or a trainer holds a core busy; the rest mostly wait.
 DEFAULT_CPUS = {"rollout": 1.0, "trainer": 1.0}
 
@@ -62,56 +57,6 @@ class RestartPolicy:
 
     max_restarts: int = -1
     max_backoff_s: float = 30.0
-
-
-class ServiceResources(BaseModel):
-    """One entry of `cluster.resources`: unset fields keep the role's default."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-    cpus: float | None = Field(default=None, ge=0)
-    """CPUs one copy asks for; None: the role's default (1 for an engine or a trainer, else 0)."""
-    gpus: float | None = Field(default=None, ge=0)
-    """GPUs one copy asks for; None: an engine's `rollout.workers.<id>.gpu` count, else 0."""
-    memory_mb: int | None = Field(default=None, ge=0)
-    """Memory one copy asks for, in MiB; None: nothing asked for."""
-    custom: dict[str, float] = Field(default_factory=dict)
-    """Ray custom resources one copy asks for (an engine's hardware tags are added as one unit each)."""
-    node: str | None = None
-    """A resource only the wanted node offers (e.g. `node_b`, Ray's `node:<ip>`): places the service there."""
-    replicas: int = Field(default=1, ge=1)
-    """Copies of the service (only assembler and agents; proxies and engines have their own counts)."""
-    max_restarts: int = Field(default=-1, ge=-1)
-    """Restarts of a dead copy under Ray; -1: always (the local supervisor always restarts)."""
-
-
-class ClusterOptions(BaseModel):
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-    engine: Literal["local", "ray"] = "local"
-    """What places the services: `local` (this machine's supervisor) or `ray`."""
-    address: str | None = None
-    """With ray: the head's GCS address, host:port (`seamlessflow up --ray ADDRESS`)."""
-    node_data_dir: str = "/tmp/seamlessflow-ray"
-    """With ray: each node's own directory for a service's config and data."""
-    resources: dict[str, ServiceResources] = Field(default_factory=dict)
-    """Requests and restart policy by service name (`rollout-1`) or role (`rollout`, `agents`, ...)."""
-
-    @model_validator(mode="after")
-    def _replicas_only_where_copies_are_alike(self) -> ClusterOptions:
-        for name, entry in self.resources.items():
-            if entry.replicas > 1 and not name.startswith(REPLICABLE):
-                raise ValueError(f"cluster.resources.{name}.replicas: only {', '.join(REPLICABLE)} run as copies "
-                                 "(proxies and engines: proxy.workers, rollout.workers)")
-        return self
-
-    @classmethod
-    def from_settings(cls, settings: Settings) -> ClusterOptions:
-        return cls.model_validate(settings.section("cluster"))
-
-    def entry(self, name: str, role: str) -> ServiceResources:
-        """The service's own entry, else its role's, else the defaults."""
-        return self.resources.get(name) or self.resources.get(role) or ServiceResources()
 
 
 def requested(entry: ServiceResources, role: str, hardware_tags: Sequence[str] = (), gpus: float = 0.0) -> Resources:

@@ -20,9 +20,9 @@ from seamlessflow.config import Settings, _deep_merge
 from seamlessflow.kafka.admin import cluster_ready, ensure_topics
 from seamlessflow.model.choice import ensure_model
 from seamlessflow.service_metrics import PORT_ENV
-from seamlessflow.stack.options import AgentPoolOptions, MetricsOptions
+from seamlessflow.stack.options import AgentPoolOptions, ClusterOptions, MetricsOptions
 from seamlessflow.stack.placement import Placement, expand_replicas
-from seamlessflow.stack.resources import ClusterOptions, RestartPolicy, requested
+from seamlessflow.stack.resources import RestartPolicy, requested
 from seamlessflow.stack.supervisor import Awaiting, ServiceSpec
 from seamlessflow.stack.watch import engines_up
 from seamlessflow.teams import TeamKeys
@@ -108,7 +108,7 @@ def app_services(settings: Settings) -> list[ServiceSpec]:
         # agents start only once the engines are up (vLLM takes ~40 s, minutes on a loaded machine)
         specs[-1].ready, specs[-1].ready_timeout_s = engines_up(settings, ids), rollout.health_timeout_s
     if enabled(settings, "proxy"):
-        specs += proxy_services(ProxyOptions.model_validate(settings.section("proxy")), settings)
+        specs += proxy_services(ProxyOptions.from_settings(settings), settings)
     if enabled(settings, "trainer"):
         specs.append(trainer_service(settings))
     if enabled(settings, "scheduler"):
@@ -149,7 +149,7 @@ def dashboard_address(settings: Settings) -> tuple[str, int]:
 def metrics_ports(settings: Settings, specs: list[ServiceSpec]) -> dict[str, str]:
     """Gives every service its own Prometheus port, counted up from `metrics.port` (default 9400), but the
     proxy and the dashboard, whose own HTTP ports serve /metrics; returns {service: /metrics URL}."""
-    metrics = MetricsOptions.model_validate(settings.section("metrics"))
+    metrics = MetricsOptions.from_settings(settings)
     host, port = metrics.host, metrics.port
     urls = {}
     for spec in specs:
@@ -242,7 +242,7 @@ def start_stack(settings: Settings, supervisor: Placement, log: Callable[[str], 
     if enabled(settings, "proxy"):
         from seamlessflow.proxy import ProxyOptions
 
-        proxy = ProxyOptions.model_validate(settings.section("proxy"))
+        proxy = ProxyOptions.from_settings(settings)
         supervisor.info["proxy"] = f"http://{proxy.host}:{proxy.port}/v1"
         key = TeamKeys.from_settings(settings).ensure_default(settings.team)
         supervisor.info[f"api key ({settings.team})"] = (

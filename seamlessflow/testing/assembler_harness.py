@@ -8,9 +8,13 @@ import random
 import signal
 import subprocess
 import sys
+from collections.abc import Iterable
 from pathlib import Path
 
-from seamlessflow.core.assembler import AssemblerConfig, SessionAssembler
+from seamlessflow.assembler.options import AssemblerOptions
+from seamlessflow.avro import Codec
+from seamlessflow.config import Settings
+from seamlessflow.core.assembler import SessionAssembler
 from seamlessflow.core.episodes import EpisodeStatus
 from seamlessflow.core.prefix_tree import Call
 from seamlessflow.kafka.io import MessageProducer, read_topic
@@ -24,7 +28,7 @@ ROOT = Path(__file__).resolve().parents[2]
 class AssemblerProcess:
     """`python -m services.assembler --config PATH` as a real process that tests can kill -9."""
 
-    def __init__(self, settings, tmp_path: Path, **options):
+    def __init__(self, settings: Settings, tmp_path: Path, **options: object) -> None:
         self.settings = settings.with_overrides(assembler={"checkpoint_interval_s": 0.2, **options})
         self.config = self.settings.dump_yaml(tmp_path / "assembler.yaml")
         self.log_path = tmp_path / "assembler.log"
@@ -71,7 +75,7 @@ def episode_end(session_id: str, reward: float = 1.0, status: EpisodeStatus = Ep
                       group_id=f"g-{session_id}", task_id="t")
 
 
-def float32(values):
+def float32(values: Iterable[float]) -> list[float]:
     import struct
 
     return [struct.unpack("f", struct.pack("f", v))[0] for v in values]
@@ -87,7 +91,7 @@ def expected_trajectories(sessions: dict[str, list[Call]]) -> dict[str, tuple]:
     """The truth, from the pure core: trajectory id -> (tokens, mask, logprobs, versions)."""
     truth = {}
     for session_id, calls in sessions.items():
-        assembler = SessionAssembler(AssemblerConfig())
+        assembler = SessionAssembler(AssemblerOptions().assembler_config())
         for call in as_engine_reports(calls):
             assembler.add(call)
         for seq in assembler.finish():
@@ -95,7 +99,7 @@ def expected_trajectories(sessions: dict[str, list[Call]]) -> dict[str, tuple]:
     return truth
 
 
-def publish(settings, codec, items: list[tuple[str, object]]) -> None:
+def publish(settings: Settings, codec: Codec, items: list[tuple[str, object]]) -> None:
     producer = MessageProducer(settings, codec)
     topic = Topics(settings).session_events
     for key, message in items:
@@ -103,11 +107,12 @@ def publish(settings, codec, items: list[tuple[str, object]]) -> None:
     producer.flush()
 
 
-def read_trajectories(settings, codec) -> list[Trajectory]:
+def read_trajectories(settings: Settings, codec: Codec) -> list[Trajectory]:
     return [r.message for r in read_topic(settings, Topics(settings).trajectories, codec)]
 
 
-def wait_for(settings, codec, topic_attr: str, count: int, timeout_s: float, proc: AssemblerProcess) -> list:
+def wait_for(settings: Settings, codec: Codec, topic_attr: str, count: int, timeout_s: float,
+             proc: AssemblerProcess) -> list:
     """The records on the topic once there are at least `count`; fails after `timeout_s` or once the assembler
     process has exited, with its log."""
     topic = getattr(Topics(settings), topic_attr)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import random
 
+from seamlessflow.assembler.options import AssemblerOptions
 from seamlessflow.core.assembler import SessionAssembler
 from seamlessflow.core.batching import KeptGroup, TrajectorySample
 from seamlessflow.core.prefix_tree import Call
@@ -42,7 +43,8 @@ def forked_sessions(sessions: int = 3, seed: int = 1) -> list[KeptGroup]:
     rng = random.Random(seed)
     kept = []
     for s in range(sessions):
-        assembler, history = SessionAssembler(), [20 + s] + [rng.randrange(1, 32) for _ in range(5)]
+        assembler = SessionAssembler(AssemblerOptions().assembler_config())
+        history = [20 + s] + [rng.randrange(1, 32) for _ in range(5)]
         calls: list[Call] = []
         for turn in range(5):
             prompt = history + [rng.randrange(1, 32) for _ in range(rng.randrange(1, 4))]  # a tool's output

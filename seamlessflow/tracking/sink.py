@@ -19,8 +19,9 @@ from pydantic import ValidationError
 
 from seamlessflow.config import Settings
 from seamlessflow.tracking.follow import Follower
+from seamlessflow.tracking.options import TrackingOptions
 from seamlessflow.tracking.points import PointMaker
-from seamlessflow.tracking.trackers import Trackers, TrackingOptions
+from seamlessflow.tracking.trackers import Trackers
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +33,7 @@ def default_logdir(settings: Settings) -> Path:
 def tracking_options(settings: Settings) -> TrackingOptions:
     """The `tracking:` section; a malformed one is reported and the defaults (TensorBoard) used instead."""
     try:
-        return TrackingOptions.model_validate(settings.section("tracking"))
+        return TrackingOptions.from_settings(settings)
     except ValidationError as exc:
         log.warning("tracking: configuration not usable, TensorBoard defaults instead: %s", exc)
         return TrackingOptions()

@@ -13,30 +13,10 @@ import logging
 from pathlib import Path
 from typing import Any, Protocol
 
-from pydantic import BaseModel, ConfigDict
-
+from seamlessflow.tracking.options import TrackingOptions
 from seamlessflow.tracking.points import Point
 
 log = logging.getLogger(__name__)
-
-
-class TrackingOptions(BaseModel):
-    """The `tracking:` section. `logdir` default: <data_dir>/tensorboard/<team>/<run>."""
-
-    model_config = ConfigDict(use_attribute_docstrings=True)
-
-    tensorboard: bool = True
-    """Write TensorBoard event files."""
-    logdir: str | None = None
-    """Where the event files go; None: <data_dir>/tensorboard/<team>/<run>."""
-    flush_s: float = 2.0
-    """Seconds between flushes of the trackers (and commits of what was written)."""
-    wandb: dict[str, Any] | None = None
-    """Log to Weights & Biases with these `wandb.init` arguments, e.g. {project: demo, mode: offline}; None: off."""
-    mlflow: dict[str, Any] | None = None
-    """Log to MLflow, e.g. {tracking_uri: file:///..., experiment: demo}; None: off."""
-    group: str = "metrics-sink"
-    """Its consumer group, named `<prefix>.<group>.<team>.<run>`."""
 
 
 class Tracker(Protocol):

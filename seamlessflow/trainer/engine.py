@@ -40,6 +40,7 @@ from seamlessflow.core.turn_advantages import AdvantageRule, token_advantages
 from seamlessflow.ports import free_port
 from seamlessflow.trainer.model import TokenLogprobModel, load_causal_lm, zero_stage
 from seamlessflow.trainer.ops import preload_ops
+from seamlessflow.trainer.options import TrainerOptions
 from seamlessflow.trainer.ranks import RankGroup
 from seamlessflow.trainer.samples import MicroBatch, collate
 from seamlessflow.trainer.tree import TreeBatch, TreeChoice, model_shape, plan_by_prefix
@@ -51,8 +52,9 @@ VARLEN_ATTENTION = ("flash_attention_2", "flash_attention_3")
 
 
 @dataclass(frozen=True)
-class MemoryOptions:
-    """How a step is cut up and what is kept for the backward (the `trainer:` settings of the same names).
+class MemoryConfig:
+    """How a step is cut up and what is kept for the backward: the `trainer:` settings of the same names, as
+    `TrainerOptions.memory_config()` builds this view (the defaults are written there, once).
 
     ``max_tokens_per_micro_batch``: token positions per forward/backward (padding included when not
     packed); None keeps DeepSpeed's `train_micro_batch_size_per_gpu` sequences per micro-batch.
@@ -70,13 +72,13 @@ class MemoryOptions:
     the reference is sharded like the policy either way.
     """
 
-    max_tokens_per_micro_batch: int | None = None
-    packing: bool | None = None
-    logprob_chunk_tokens: int | None = 1024
-    activation_checkpointing: bool = False
-    offload_reference: bool = False
-    attn_implementation: str | None = None
-    tree: bool | None = None  # each micro-batch as its token tree: None where it pays, True, False (trainer/tree)
+    max_tokens_per_micro_batch: int | None
+    packing: bool | None
+    logprob_chunk_tokens: int | None
+    activation_checkpointing: bool
+    offload_reference: bool
+    attn_implementation: str | None
+    tree: bool | None  # each micro-batch as its token tree: None where it pays, True, False (trainer/tree)
 
 
 @dataclass
@@ -219,7 +221,7 @@ class PolicyEngine:
         ds_config: dict[str, Any],
         loss_config: PolicyLossConfig = DEFAULT_LOSS,
         scale_by_std: bool = True,
-        options: MemoryOptions = MemoryOptions(),
+        memory: MemoryConfig | None = None,
         advantages: AdvantageRule = AdvantageRule.SESSION,
         discount: float = 1.0,
     ):
@@ -227,31 +229,32 @@ class PolicyEngine:
         self.scale_by_std = scale_by_std
         self.advantages = AdvantageRule(advantages)
         self.discount = discount
-        self.options = options
+        memory = memory or TrainerOptions().memory_config()  # None: the `trainer:` section's defaults
+        self.memory = memory
         preload_ops()  # under a lock that survives a killed build (see training/ops.py)
         init_distributed()  # before loading: ZeRO-3 partitions the model as it is built
         self.ranks = RankGroup()
-        model = load_causal_lm(model_path, ds_config, options.activation_checkpointing, options.attn_implementation)
+        model = load_causal_lm(model_path, ds_config, memory.activation_checkpointing, memory.attn_implementation)
         self.pad_id = model.config.pad_token_id or 0
-        wrapped = TokenLogprobModel(model, options.logprob_chunk_tokens)
+        wrapped = TokenLogprobModel(model, memory.logprob_chunk_tokens)
         self.engine, _, _, _ = deepspeed.initialize(model=wrapped, model_parameters=wrapped.parameters(),
                                                     config=ds_config)
         self.reference = self._load_reference(model_path, ds_config) if loss_config.kl_coef > 0 else None
         varlen = model.config._attn_implementation in VARLEN_ATTENTION
-        wanted = varlen if options.packing is None else options.packing
+        wanted = varlen if memory.packing is None else memory.packing
         self.packing = wanted and self._packing_confines_attention()
-        if not wrapped.takes_trees and options.tree:
+        if not wrapped.takes_trees and memory.tree:
             raise ValueError(f"trainer.tree attends by SDPA calls per branch; {model.config._attn_implementation} "
                              "attention takes no tree (use sdpa, or tree: false)")
-        self.trees = TreeChoice(options.tree if wrapped.takes_trees else False, model_shape(model),
+        self.trees = TreeChoice(memory.tree if wrapped.takes_trees else False, model_shape(model),
                                 causal_chains=self.engine.device.type == "cpu")
 
     def _load_reference(self, model_path: str | Path, ds_config: dict[str, Any]) -> torch.nn.Module:
         """The frozen start model for the KL term, in the training dtype; offloaded or sharded as asked."""
-        sharded = self.options.offload_reference or zero_stage(ds_config) == 3
-        config = reference_config(ds_config, self.options.offload_reference) if sharded else ds_config
-        model = load_causal_lm(model_path, config, attn_implementation=self.options.attn_implementation)
-        ref = TokenLogprobModel(model, self.options.logprob_chunk_tokens).requires_grad_(False)
+        sharded = self.memory.offload_reference or zero_stage(ds_config) == 3
+        config = reference_config(ds_config, self.memory.offload_reference) if sharded else ds_config
+        model = load_causal_lm(model_path, config, attn_implementation=self.memory.attn_implementation)
+        ref = TokenLogprobModel(model, self.memory.logprob_chunk_tokens).requires_grad_(False)
         if not sharded:
             return ref.to(self.engine.device).eval()
         engine, _, _, _ = deepspeed.initialize(model=ref, config=config)
@@ -357,7 +360,7 @@ class PolicyEngine:
 
     def plan(self, samples: list[TrajectorySample]) -> list[list[int]]:
         """Indices of ``samples`` per micro-batch (see `core.micro_batches`)."""
-        budget = self.options.max_tokens_per_micro_batch
+        budget = self.memory.max_tokens_per_micro_batch
         per_gpu = None if budget is not None else self.engine.train_micro_batch_size_per_gpu()
         if self.trees.pays(samples):
             return plan_by_prefix(samples, budget, per_gpu, self.packing, self.trees.pays)

@@ -88,7 +88,7 @@ log = logging.getLogger("seamlessflow.trainer")
 def policy_engine(config: TrainerOptions) -> PolicyEngine:
     """This rank's DeepSpeed engine (every rank builds one; its `ranks` tell the leader from a follower)."""
     return PolicyEngine(config.model_path, config.deepspeed_dict(), config.loss_config(), config.scale_by_std,
-                        config.memory_options(), config.advantages, config.discount)
+                        config.memory_config(), config.advantages, config.discount)
 
 
 class Trainer:

@@ -19,7 +19,7 @@ from seamlessflow.model.choice import model_name_or_path
 from seamlessflow.ports import NODE_ADDRESS_ENV
 
 if TYPE_CHECKING:
-    from seamlessflow.trainer.engine import MemoryOptions
+    from seamlessflow.trainer.engine import MemoryConfig
 
 DEEPSPEED_CONFIGS = Path(__file__).resolve().parents[2] / "infra" / "deepspeed"
 
@@ -92,9 +92,9 @@ class TrainerOptions(BaseModel):
     # per-turn rewards (seamlessflow.core.turn_advantages): session | return_to_go | per_turn_group
     advantages: AdvantageRule = AdvantageRule.SESSION
     """How rewards become advantages: session | return_to_go | per_turn_group (`core.turn_advantages`)."""
-    discount: float = Field(1.0, ge=0.0, le=1.0)
+    discount: float = Field(default=1.0, ge=0.0, le=1.0)
     """For return_to_go: a reward k turns later counts discount ** k."""
-    # memory (seamlessflow.trainer.engine.MemoryOptions says what each does)
+    # memory (seamlessflow.trainer.engine.MemoryConfig says what each does)
     max_tokens_per_micro_batch: int | None = None
     """Token positions per forward/backward; None: DeepSpeed's micro-batch size in sequences."""
     packing: bool | None = None
@@ -195,12 +195,13 @@ class TrainerOptions(BaseModel):
     def loss_config(self) -> PolicyLossConfig:
         return PolicyLossConfig(self.clip_low, self.clip_high, self.kl_coef, self.tis_cap, self.ratio)
 
-    def memory_options(self) -> MemoryOptions:
-        from seamlessflow.trainer.engine import MemoryOptions  # imports DeepSpeed: only when a trainer starts
+    def memory_config(self) -> MemoryConfig:
+        """The frozen plain view the trainer's `PolicyEngine` takes."""
+        from seamlessflow.trainer.engine import MemoryConfig  # imports DeepSpeed: only when a trainer starts
 
-        return MemoryOptions(self.max_tokens_per_micro_batch, self.packing, self.logprob_chunk_tokens,
-                             self.activation_checkpointing, self.offload_reference, self.attn_implementation,
-                             self.tree)
+        return MemoryConfig(self.max_tokens_per_micro_batch, self.packing, self.logprob_chunk_tokens,
+                            self.activation_checkpointing, self.offload_reference, self.attn_implementation,
+                            self.tree)
 
     def with_model(self, settings: Settings) -> TrainerOptions:
         """With `model_path` filled: an empty one is the run's model (`seamlessflow.model.choice`: `rollout.model`,

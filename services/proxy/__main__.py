@@ -24,11 +24,11 @@ async def serve(settings: Settings, config: ProxyOptions, stop: threading.Event)
 
 
 def proxy_config(settings: Settings, args: argparse.Namespace) -> ProxyOptions:
-    section = settings.section("proxy")
-    section.update({k: v for k, v in {"host": args.host, "port": args.port}.items() if v is not None})
+    """The `proxy:` section under this process's flags; worker INDEX of `proxy.workers` is resource <id>-INDEX."""
+    overrides: dict[str, object] = {k: v for k, v in {"host": args.host, "port": args.port}.items() if v is not None}
     if args.worker is not None:
-        section["id"] = f"{section.get('id', 'proxy')}-{args.worker}"
-    return ProxyOptions.model_validate(section)
+        overrides["id"] = f"{ProxyOptions.from_settings(settings).id}-{args.worker}"
+    return ProxyOptions.from_settings(settings.with_overrides(proxy=overrides))
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -9,7 +9,7 @@ and a new weight version after it).
 
 import pytest
 
-from seamlessflow.chaos.run import ChaosOptions, run_chaos
+from seamlessflow.chaos.run import ChaosConfig, run_chaos
 from seamlessflow.chaos.stack import stub_engine_stack
 from seamlessflow.ports import free_port
 from seamlessflow.stack.services import with_stack_defaults
@@ -22,7 +22,7 @@ def test_short_seeded_chaos_run_passes_the_audit(settings):
     stack = with_stack_defaults(settings.with_overrides(
         proxy={"port": free_port()}, trainer={"batch_threshold": 1, "heartbeat_s": 1.0}, stop_grace_s=15))
     stack, engines = stub_engine_stack(stack, 1, group_size=2)
-    options = ChaosOptions(seed=7, faults=4, every_s=8.0, targets=TARGETS, concurrency=4, settle_s=30.0,
+    options = ChaosConfig(seed=7, faults=4, every_s=8.0, targets=TARGETS, concurrency=4, settle_s=30.0,
                            drain_s=180.0, recover_within_s=90.0)
     result = run_chaos(stack, options, engines)
 

@@ -8,8 +8,9 @@ assembler without running its code.
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from seamlessflow.assembler.options import AssemblerOptions
 from seamlessflow.chaos.oracle import OracleCall, derive
-from seamlessflow.core.assembler import AssemblerConfig, Attempt, SessionAssembler, SessionStatus
+from seamlessflow.core.assembler import Attempt, SessionAssembler, SessionStatus
 from seamlessflow.testing.sessions import sessions
 
 
@@ -20,7 +21,7 @@ def oracle_calls(sent):
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(sessions(), st.sampled_from([1 << 20, 40, 12]))
 def test_oracle_matches_the_core_bit_for_bit(sent, max_tokens):
-    core = SessionAssembler(AssemblerConfig(max_tokens=max_tokens))
+    core = SessionAssembler(AssemblerOptions(max_tokens_per_session=max_tokens).assembler_config())
     for call in sent:
         core.add(call)
     derived = derive(oracle_calls(sent), max_tokens)
@@ -64,7 +65,7 @@ def test_oracle_drops_the_same_abandoned_attempts_as_the_core(sent, data):
     a copy may come under a later attempt): both keep exactly the leaves no later attempt superseded."""
     request = {c.call_id: data.draw(st.sampled_from("rst")) for c in sent}
     attempts = [Attempt(request[c.call_id], data.draw(st.integers(0, 2))) for c in sent]
-    core = SessionAssembler(AssemblerConfig())
+    core = SessionAssembler(AssemblerOptions().assembler_config())
     for call, attempt in zip(sent, attempts, strict=True):
         core.add(call, attempt)
     derived = derive(

@@ -4,7 +4,8 @@ import dataclasses
 
 import pytest
 
-from seamlessflow.core.assembler import AssemblerConfig, Selection, SessionAssembler, SessionStatus
+from seamlessflow.assembler.options import AssemblerOptions
+from seamlessflow.core.assembler import Selection, SessionAssembler, SessionStatus
 from seamlessflow.core.assembly_invariants import check_against_calls, check_sequence
 from seamlessflow.core.prefix_tree import Call, InvalidCall, Outcome, PromptBase
 
@@ -13,7 +14,7 @@ def call(call_id, prompt, completion, version=0):
     return Call(call_id, prompt, completion, [-0.25] * len(completion), [version] * len(completion))
 
 
-DEFAULT_CONFIG = AssemblerConfig()
+DEFAULT_CONFIG = AssemblerOptions().assembler_config()
 
 
 def three_turns_with_a_fork(config=DEFAULT_CONFIG):
@@ -52,13 +53,13 @@ def test_finish_gives_every_leaf_with_fork_count():
 
 
 def test_longest_selection_keeps_one_leaf():
-    session, _, _ = three_turns_with_a_fork(AssemblerConfig(selection=Selection.LONGEST))
+    session, _, _ = three_turns_with_a_fork(AssemblerOptions(selection=Selection.LONGEST).assembler_config())
     (only,) = session.finish()
     assert only.tokens == [1, 2, 3, 4, 5, 6]
 
 
 def test_token_bound_marks_the_session_truncated_and_stops_growth():
-    session = SessionAssembler(AssemblerConfig(max_tokens=5))
+    session = SessionAssembler(AssemblerOptions(max_tokens_per_session=5).assembler_config())
     assert session.add(call("t1", [1, 2], [3])) is Outcome.START
     assert session.add(call("t2", [1, 2, 3, 4], [5, 6])) is Outcome.TRUNCATED
     assert session.add(call("t3", [9], [])) is Outcome.TRUNCATED  # no growth after the cut
@@ -110,7 +111,7 @@ def test_check_sequence_catches_a_fed_token_with_a_logprob_or_version_and_a_bad_
 
 
 def test_a_prompt_delta_is_the_base_sequences_ids_then_its_own():
-    session = SessionAssembler()
+    session = SessionAssembler(DEFAULT_CONFIG)
     session.add(Call("c1", [1, 2, 3], [4, 5], [-0.1, -0.2], [0, 0]))
     delta = Call("c2", [6], [7], [-0.3], [1], PromptBase("c1", 5))
     assert list(session.resolve(delta).prompt_ids) == [1, 2, 3, 4, 5, 6]
@@ -121,7 +122,7 @@ def test_a_prompt_delta_is_the_base_sequences_ids_then_its_own():
 
 
 def test_a_delta_whose_base_the_session_does_not_hold_is_invalid():
-    session = SessionAssembler()
+    session = SessionAssembler(DEFAULT_CONFIG)
     session.add(Call("c1", [1, 2], [3], [-0.1], [0]))
     with pytest.raises(InvalidCall, match="not stored"):
         session.add(Call("c2", [4], [5], [-0.1], [0], PromptBase("nope", 1)))
@@ -131,7 +132,7 @@ def test_a_delta_whose_base_the_session_does_not_hold_is_invalid():
 
 
 def test_a_truncated_session_counts_a_delta_without_resolving_it():
-    session = SessionAssembler(AssemblerConfig(max_tokens=4))
+    session = SessionAssembler(AssemblerOptions(max_tokens_per_session=4).assembler_config())
     session.add(Call("c1", [1, 2], [3], [-0.1], [0]))
     assert session.add(Call("c2", [1, 2, 3, 4], [5], [-0.1], [0])) is Outcome.TRUNCATED
     assert session.add(Call("c3", [6], [7], [-0.1], [0], PromptBase("c2", 5))) is Outcome.TRUNCATED

@@ -9,12 +9,13 @@ token alphabet makes accidental shared prefixes common, which is where matching 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from seamlessflow.core.assembler import AssemblerConfig, Selection, SessionAssembler
+from seamlessflow.assembler.options import AssemblerOptions
+from seamlessflow.core.assembler import Selection, SessionAssembler
 from seamlessflow.core.assembly_invariants import check_against_calls
 from seamlessflow.core.prefix_tree import Call, Outcome, PromptBase
 from seamlessflow.testing.sessions import sessions
 
-DEFAULT_CONFIG = AssemblerConfig()
+DEFAULT_CONFIG = AssemblerOptions().assembler_config()
 
 
 def assemble(sent, config=DEFAULT_CONFIG):
@@ -55,7 +56,7 @@ def test_round_trip_at_any_point_changes_nothing(sent, data):
 @settings(max_examples=80, deadline=None)
 @given(sessions(), st.integers(1, 60))
 def test_token_bound_is_never_exceeded_and_truncated_output_stays_exact(sent, bound):
-    session, _ = assemble(sent, AssemblerConfig(max_tokens=bound))
+    session, _ = assemble(sent, AssemblerOptions(max_tokens_per_session=bound).assembler_config())
     assert session.total_tokens <= bound
     calls = {c.call_id: c for c in sent}
     for seq in session.finish():
@@ -66,7 +67,7 @@ def test_token_bound_is_never_exceeded_and_truncated_output_stays_exact(sent, bo
 @given(sessions())
 def test_longest_selection_is_one_of_all_leaves(sent):
     all_leaves, _ = assemble(sent)
-    longest, _ = assemble(sent, AssemblerConfig(selection=Selection.LONGEST))
+    longest, _ = assemble(sent, AssemblerOptions(selection=Selection.LONGEST).assembler_config())
     (only,) = longest.finish()
     everything = all_leaves.finish()
     assert only in everything

@@ -1,10 +1,12 @@
 """The decision step around the policies: failures, epochs, the injected clock, expected states."""
 
-from seamlessflow.core.policies import LoadWeights, Pause, PipelineState, Resume, SchedulerConfig, SetActive
+from seamlessflow.core.policies import LoadWeights, Pause, PipelineState, Resume, SetActive
 from seamlessflow.core.resources import EpochBook, ResourceState, make_resource
 from seamlessflow.core.scheduler import Scheduler, expect, expect_all, plan, split_failed
+from seamlessflow.scheduler.options import SchedulerOptions
 
 ACTIVE = ResourceState.ACTIVE
+DEFAULT_CONFIG = SchedulerOptions().scheduler_config()
 
 
 def rollout(rid, *tags, **kw):
@@ -27,7 +29,7 @@ def test_already_failed_resources_are_not_reported_again():
 def test_plan_of_failed_trainer_moves_train_role_to_a_healthy_flexible_resource():
     trainer = make_resource("a", "rollout", "train", state=ACTIVE, active="train", last_heartbeat=0.0)
     spare = rollout("b", "rollout", "train")
-    config = SchedulerConfig(train_pool_size=1)
+    config = SchedulerOptions(train_pool_size=1).scheduler_config()
     decision = plan("disaggregated", [trainer, spare], PipelineState(), config, now=100.0)
     assert decision.failed == ("a",)
     assert decision.commands == (SetActive("b", "train"),)
@@ -35,7 +37,7 @@ def test_plan_of_failed_trainer_moves_train_role_to_a_healthy_flexible_resource(
 
 def test_scheduler_stamps_increasing_epochs_and_reads_its_clock():
     now = [100.0]
-    sched = Scheduler("disaggregated", clock=lambda: now[0], epochs=EpochBook(issued={"r": 4}))
+    sched = Scheduler("disaggregated", clock=lambda: now[0], config=DEFAULT_CONFIG, epochs=EpochBook(issued={"r": 4}))
     stale = rollout("r", weight_version=0)
     first, _ = sched.step([stale], PipelineState(current_version=1))
     assert [s.epoch for s in first] == [5, 6, 7]
@@ -48,10 +50,10 @@ def test_scheduler_stamps_increasing_epochs_and_reads_its_clock():
 def test_expected_states_keep_a_repeated_step_from_reissuing_commands():
     flex = rollout("f", "rollout", "train")
     pipeline = PipelineState(buffered=4, batch_threshold=4)
-    commands = plan("multiplexed", [flex], pipeline, SchedulerConfig(), now=100.0).commands
+    commands = plan("multiplexed", [flex], pipeline, DEFAULT_CONFIG, now=100.0).commands
     after = expect_all([flex], commands, now=100.0)
     assert after[0].state is ResourceState.SWITCHING and after[0].last_switch == 100.0
-    assert plan("multiplexed", after, pipeline, SchedulerConfig(), now=101.0).commands == ()
+    assert plan("multiplexed", after, pipeline, DEFAULT_CONFIG, now=101.0).commands == ()
 
 
 def test_expect_follows_the_weight_update_sequence():

@@ -8,16 +8,16 @@ from seamlessflow.core.policies import (
     Pause,
     PipelineState,
     Resume,
-    SchedulerConfig,
     SetActive,
     get_policy,
 )
 from seamlessflow.core.policies.base import switch_cost
 from seamlessflow.core.resources import ResourceState, make_resource
 from seamlessflow.core.scheduler import plan
+from seamlessflow.scheduler.options import SchedulerOptions
 
 ACTIVE = ResourceState.ACTIVE
-CONFIG = SchedulerConfig(switch_cost_s=5.0, min_dwell_s=10.0, heartbeat_timeout_s=30.0)
+CONFIG = SchedulerOptions(switch_cost_s=5.0, min_dwell_s=10.0, heartbeat_timeout_s=30.0).scheduler_config()
 NOW = 100.0
 
 

@@ -30,7 +30,7 @@ import pytest
 import yaml
 
 from seamlessflow.chaos.collect import audit_topics, read_ledger
-from seamlessflow.chaos.driver import Driver, DriverOptions
+from seamlessflow.chaos.driver import Driver, DriverConfig
 from seamlessflow.chaos.run import all_ended_assembled
 from seamlessflow.config import Settings
 from seamlessflow.kafka.codecs import codec_for
@@ -38,11 +38,12 @@ from seamlessflow.kafka.io import read_messages
 from seamlessflow.messages import Trajectory, WeightVersion
 from seamlessflow.ports import free_port, free_port_block
 from seamlessflow.stack.supervisor import pid_alive
+from seamlessflow.testing.models import build_random_tiny_model
 from seamlessflow.testing.object_store import ObjectStore, object_store
 from seamlessflow.testing.ray_cluster import can_make_namespaces, private_view, ray_cluster
+from seamlessflow.testing.vllm_server import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
-from tests.proxy.vllm_fixture import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV, build_random_tiny_model
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400),
               pytest.mark.skipif(bool(can_make_namespaces()), reason=can_make_namespaces() or "")]
@@ -90,7 +91,7 @@ def test_the_loop_on_ray_across_nodes_survives_lost_nodes_and_grows_onto_a_new_o
         assert up.returncode == 0, up.stdout + up.stderr + _logs(tmp_path)
         print(f"up --ray (the loop): ready in {time.monotonic() - started:.1f} s")
         key = (tmp_path / "driver" / "default.key").read_text().strip()
-        driver = Driver(DriverOptions(f"http://{ips['node_a']}:{proxy_port}", key, tmp_path / "ledger.jsonl",
+        driver = Driver(DriverConfig(f"http://{ips['node_a']}:{proxy_port}", key, tmp_path / "ledger.jsonl",
                                       concurrency=2)).start()  # acknowledged calls, for the audit
         status: dict = {"services": []}
         try:

@@ -21,14 +21,14 @@ from seamlessflow.config import Settings
 from seamlessflow.evaluation.options import EvalOptions
 from seamlessflow.proxy import ProxyOptions
 from seamlessflow.rollout.options import RolloutOptions
-from seamlessflow.scheduler.options import manager_options, scheduler_options
+from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
+from seamlessflow.stack.options import ClusterOptions
 from seamlessflow.stack.placement import expand_replicas
 from seamlessflow.stack.ray_placement import PlacementError, check_feasible
-from seamlessflow.stack.resources import ClusterOptions
 from seamlessflow.stack.services import app_services
 from seamlessflow.stack.supervisor import ServiceSpec
 from seamlessflow.testing.kuberay import IMAGE_HOME, REPO, config_text, one, ray_nodes
-from seamlessflow.tracking.trackers import TrackingOptions
+from seamlessflow.tracking.options import TrackingOptions
 from seamlessflow.trainer.options import TrainerOptions
 
 # where each role must land (a group of raycluster.yaml, or the head); the rest on the CPU workers
@@ -70,13 +70,13 @@ def test_every_service_accepts_its_section(stack):
     trainer = TrainerOptions.from_settings(stack)
     deepspeed = Path(str(trainer.deepspeed))
     assert deepspeed.is_relative_to(IMAGE_HOME) and (REPO / deepspeed.relative_to(IMAGE_HOME)).is_file()
-    ProxyOptions.model_validate(stack.section("proxy"))
+    ProxyOptions.from_settings(stack)
     AssemblerOptions.from_settings(stack)
     AgentOptions.from_settings(stack)
     EvalOptions.from_settings(stack)
-    TrackingOptions.model_validate(stack.section("tracking"))
-    scheduler_options(stack)
-    manager_options(stack)
+    TrackingOptions.from_settings(stack)
+    SchedulerOptions.from_settings(stack)
+    ManagerOptions.from_settings(stack)
 
 
 def test_the_pods_environment_gives_engines_and_trainer_their_own_address(tmp_path):

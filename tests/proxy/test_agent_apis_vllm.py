@@ -19,8 +19,9 @@ import openai
 import pytest
 
 from seamlessflow.assembler.convert import call_from_token_io
-from seamlessflow.core.assembler import AssemblerConfig, SessionAssembler
-from tests.proxy.helpers import client, session_events
+from seamlessflow.assembler.options import AssemblerOptions
+from seamlessflow.core.assembler import SessionAssembler
+from seamlessflow.testing.proxy_harness import client, session_events
 
 pytestmark = pytest.mark.slow
 ADD = {
@@ -134,7 +135,7 @@ async def test_responses_and_chat_calls_in_one_session_record_the_engine_tokens_
     assert_recorded_as_the_engine(recorded[0], await direct(vllm_engine, history[:1], 10))
     assert_recorded_as_the_engine(recorded[1], engine_says)
     assert_recorded_as_the_engine(recorded[2], await direct(vllm_engine, history, 10))
-    session = SessionAssembler(AssemblerConfig())
+    session = SessionAssembler(AssemblerOptions().assembler_config())
     for event in recorded:
         session.add(call_from_token_io(event))
     sequences = session.finish()

@@ -9,7 +9,8 @@ import numpy as np
 import openai
 
 from seamlessflow.assembler.convert import call_from_token_io, with_whole_prompts
-from seamlessflow.core.assembler import AssemblerConfig, SessionAssembler
+from seamlessflow.assembler.options import AssemblerOptions
+from seamlessflow.core.assembler import SessionAssembler
 from seamlessflow.kafka.io import read_messages
 from seamlessflow.loadtest.stub_engine import token_at
 from seamlessflow.messages import TokenIO
@@ -50,7 +51,7 @@ async def test_later_turns_are_deltas_of_the_previous_record(proxy, settings, co
 
 async def test_the_assembler_rebuilds_the_session_bit_for_bit(proxy, settings, codec):
     prompts = await agent_turns(proxy, "d2", turns=5)
-    session = SessionAssembler(AssemblerConfig())
+    session = SessionAssembler(AssemblerOptions().assembler_config())
     for record in await records(settings, codec, "d2"):
         session.add(call_from_token_io(record))
     [sequence] = session.finish()

@@ -109,11 +109,11 @@ def test_the_srpo_example_config_runs_math_then_math_and_code_with_the_code_task
     import yaml
 
     from seamlessflow.config import Settings
-    from seamlessflow.scheduler.options import manager_options
+    from seamlessflow.scheduler.options import ManagerOptions
 
     root = Path(__file__).resolve().parents[2]
     settings = Settings.model_validate(yaml.safe_load((root / "infra/examples/srpo-stages.yaml").read_text()))
-    options = manager_options(settings)
+    options = ManagerOptions.from_settings(settings)
     options = options.model_copy(update={"sources": [s.model_copy(update={"source": str(root / s.source)})
                                                      if s.source != "demo" else s for s in options.sources]})
     m = RolloutManager(options, task_set(options), "default", "default", 8, 4, lambda: 0.0)

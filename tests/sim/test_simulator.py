@@ -2,8 +2,9 @@
 
 import pytest
 
-from seamlessflow.core.policies import POLICIES, SchedulerConfig
+from seamlessflow.core.policies import POLICIES
 from seamlessflow.core.timeline import time_by_kind
+from seamlessflow.scheduler.options import SchedulerOptions
 from seamlessflow.sim import Simulator, simulate
 
 
@@ -50,7 +51,7 @@ def test_disaggregated_pools_never_change_roles():
 
 
 def test_a_failed_trainer_is_replaced_and_the_run_completes():
-    config = SchedulerConfig(train_pool_size=1, switch_cost_s=8.0, min_dwell_s=16.0)
+    config = SchedulerOptions(train_pool_size=1, switch_cost_s=8.0, min_dwell_s=16.0).scheduler_config()
     sim = Simulator("disaggregated", gpus=8, mix=0.5, steps=3, config=config, failures={"gpu004": 40.0})
     result = sim.run()
     assert result.steps == 3

@@ -36,7 +36,7 @@ def test_proxy_workers_share_one_address_as_resources_of_their_own(tmp_path):
 
 def test_default_pieces_agree(tmp_path):
     settings = with_stack_defaults(Settings(data_dir=tmp_path))
-    proxy = ProxyOptions.model_validate(settings.section("proxy"))
+    proxy = ProxyOptions.from_settings(settings)
     assert proxy.served_model == RolloutOptions.from_settings(settings).served_model_name
     assert settings.section("agents")["proxy_url"] == f"http://{proxy.host}:{proxy.port}"
     from seamlessflow.evaluation.options import EvalOptions

@@ -7,8 +7,9 @@ import time
 from seamlessflow.config import Settings
 from seamlessflow.testing.tensorboard_events import scalars
 from seamlessflow.testing.tracking_records import create_eval_topic, eval_json, publish_evals, publish_run
+from seamlessflow.tracking.options import TrackingOptions
 from seamlessflow.tracking.sink import MetricsSink, default_logdir, tracking_options
-from seamlessflow.tracking.trackers import Trackers, TrackingOptions
+from seamlessflow.tracking.trackers import Trackers
 
 
 def run_sink_until(sink, done, timeout_s=30.0):

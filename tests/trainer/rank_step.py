@@ -14,10 +14,10 @@ import deepspeed
 import torch
 
 from seamlessflow.core.batching import KeptGroup
+from seamlessflow.testing.trainer_samples import random_samples
 from seamlessflow.testing.tree_batches import STEPS
-from seamlessflow.trainer.engine import MemoryOptions, PolicyEngine
-from seamlessflow.trainer.options import DEEPSPEED_CONFIGS
-from tests.trainer.test_packing import random_samples
+from seamlessflow.trainer.engine import MemoryConfig, PolicyEngine
+from seamlessflow.trainer.options import DEEPSPEED_CONFIGS, TrainerOptions
 
 
 def batch() -> list[KeptGroup]:
@@ -37,9 +37,9 @@ def sgd_config(stage: str | None) -> dict:
     return config
 
 
-def step(model_dir: str, config: dict, groups: list[KeptGroup], options: MemoryOptions | None = None) -> dict:
+def step(model_dir: str, config: dict, groups: list[KeptGroup], memory: MemoryConfig | None = None) -> dict:
     """One step from the model directory's weights: the step's figures and the whole updated weights."""
-    engine = PolicyEngine(model_dir, config, options=options or MemoryOptions())
+    engine = PolicyEngine(model_dir, config, memory=memory)
     metrics = engine.train_step(groups if engine.ranks.leader else None)
     params = dict(engine.module.named_parameters())
     with deepspeed.zero.GatheredParameters(list(params.values()), enabled=engine.engine.zero_optimization_stage() == 3):
@@ -65,8 +65,8 @@ def trees(model_dir: str, out: str, stages: str) -> None:
     for stage in stages.split(","):
         for name, make in STEPS.items():
             for tree in (False, True):
-                options = MemoryOptions(tree=tree, max_tokens_per_micro_batch=TREE_BUDGET)
-                results[stage, name, tree] = step(model_dir, sgd_config(stage), make(), options)
+                memory = TrainerOptions(tree=tree, max_tokens_per_micro_batch=TREE_BUDGET).memory_config()
+                results[stage, name, tree] = step(model_dir, sgd_config(stage), make(), memory)
     if torch.distributed.get_rank() == 0:
         torch.save(results, out)
 

@@ -20,6 +20,6 @@ def test_trainer_section_builds_core_configs():
 def test_memory_settings_reach_the_engine_options():
     settings = Settings().with_overrides(trainer={"max_tokens_per_micro_batch": 8192, "packing": False,
                                                   "activation_checkpointing": True, "offload_reference": True})
-    options = TrainerOptions.from_settings(settings).memory_options()
+    options = TrainerOptions.from_settings(settings).memory_config()
     assert (options.max_tokens_per_micro_batch, options.packing) == (8192, False)
     assert options.activation_checkpointing and options.offload_reference and options.logprob_chunk_tokens == 1024

@@ -7,10 +7,10 @@ import torch
 
 from seamlessflow.core.batching import KeptGroup
 from seamlessflow.core.losses import PolicyLossConfig
-from seamlessflow.trainer.engine import MemoryOptions, PolicyEngine
+from seamlessflow.testing.trainer_samples import random_samples
+from seamlessflow.trainer.engine import PolicyEngine
 from seamlessflow.trainer.model import TokenLogprobModel, load_causal_lm, training_dtype
-from seamlessflow.trainer.options import DEEPSPEED_CONFIGS
-from tests.trainer.test_packing import random_samples
+from seamlessflow.trainer.options import DEEPSPEED_CONFIGS, TrainerOptions
 
 
 def cpu_config(**extra):
@@ -38,7 +38,7 @@ def test_activation_checkpointing_reaches_the_model_and_keeps_the_gradients(tiny
 
 def test_bf16_engine_without_kl_has_no_reference(tiny_model_dir):
     engine = PolicyEngine(tiny_model_dir, cpu_config(bf16={"enabled": True}),
-                          options=MemoryOptions(activation_checkpointing=True))
+                          memory=TrainerOptions(activation_checkpointing=True).memory_config())
     assert engine.reference is None
     assert {p.dtype for p in engine.module.parameters()} == {torch.bfloat16}
     assert engine.module.is_gradient_checkpointing
@@ -50,7 +50,7 @@ def test_bf16_engine_without_kl_has_no_reference(tiny_model_dir):
 @pytest.mark.parametrize("offload", [False, True])
 def test_kl_reference_is_frozen_in_the_training_dtype(tiny_model_dir, offload):
     engine = PolicyEngine(tiny_model_dir, cpu_config(bf16={"enabled": True}), PolicyLossConfig(kl_coef=0.1),
-                          options=MemoryOptions(offload_reference=offload))
+                          memory=TrainerOptions(offload_reference=offload).memory_config())
     reference = engine.reference.module if offload else engine.reference
     if offload:  # a ZeRO-3 engine: its parameters live partitioned, in host memory
         assert all(hasattr(p, "ds_id") for p in reference.parameters())

@@ -6,27 +6,14 @@ import pytest
 import torch
 from transformers import AutoModelForCausalLM
 
-from seamlessflow.core.batching import KeptGroup, TrajectorySample
+from seamlessflow.core.batching import KeptGroup
 from seamlessflow.core.losses import PolicyLossConfig
 from seamlessflow.core.micro_batches import micro_batch_cost
-from seamlessflow.trainer.engine import MemoryOptions, PolicyEngine, forward_logprobs, micro_batch_loss
+from seamlessflow.testing.trainer_samples import random_samples
+from seamlessflow.trainer.engine import PolicyEngine, forward_logprobs, micro_batch_loss
 from seamlessflow.trainer.model import TokenLogprobModel
-from seamlessflow.trainer.options import DEEPSPEED_CONFIGS
+from seamlessflow.trainer.options import DEEPSPEED_CONFIGS, TrainerOptions
 from seamlessflow.trainer.samples import collate
-
-
-def random_samples(n: int, seed: int = 0) -> list[TrajectorySample]:
-    gen = torch.Generator().manual_seed(seed)
-    out = []
-    for i in range(n):
-        length = int(torch.randint(4, 20, (1,), generator=gen))
-        tokens = torch.randint(1, 32, (length,), generator=gen).tolist()
-        prompt = int(torch.randint(1, length - 1, (1,), generator=gen))
-        mask = [0] * prompt + [1] * (length - prompt)
-        logprobs = (-torch.rand(length, generator=gen) * 4).tolist()
-        out.append(TrajectorySample(f"s{i}", "g", "t", tuple(tokens), tuple(mask), tuple(logprobs),
-                                    tuple(0 if m else -1 for m in mask), float(i % 2)))
-    return out
 
 
 def loss_and_grads(model, samples, plan, packed, advantages, weights, config):
@@ -68,7 +55,8 @@ def test_packed_and_padded_micro_batches_give_the_same_loss_and_gradients(tiny_m
 @pytest.mark.parametrize("packing", [True, False])
 def test_engine_holds_the_token_budget_and_trains(tiny_model_dir, packing):
     config = json.loads((DEEPSPEED_CONFIGS / "cpu_zero1.json").read_text())
-    engine = PolicyEngine(tiny_model_dir, config, options=MemoryOptions(max_tokens_per_micro_batch=40, packing=packing))
+    memory = TrainerOptions(max_tokens_per_micro_batch=40, packing=packing).memory_config()
+    engine = PolicyEngine(tiny_model_dir, config, memory=memory)
     assert engine.packing is packing  # Qwen2 confines attention to each packed sequence: the probe agrees
     samples = random_samples(8, seed=1)
     plan = engine.plan(samples)

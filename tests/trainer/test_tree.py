@@ -87,15 +87,15 @@ def test_a_deepspeed_step_on_trees_is_the_flat_step(tiny_model_dir):
     import json
 
     from seamlessflow.core.batching import KeptGroup
-    from seamlessflow.trainer.engine import MemoryOptions, PolicyEngine
-    from seamlessflow.trainer.options import DEEPSPEED_CONFIGS
+    from seamlessflow.trainer.engine import PolicyEngine
+    from seamlessflow.trainer.options import DEEPSPEED_CONFIGS, TrainerOptions
 
     config = json.loads((DEEPSPEED_CONFIGS / "cpu_zero1.json").read_text())
     samples = group_on_one_prompt()
     rewarded = [s.__class__(**{**vars(s), "reward": float(i % 2)}) for i, s in enumerate(samples)]
     results = {}
     for tree in (False, True):
-        engine = PolicyEngine(tiny_model_dir, config, options=MemoryOptions(tree=tree))
+        engine = PolicyEngine(tiny_model_dir, config, memory=TrainerOptions(tree=tree).memory_config())
         metrics = engine.train_step([KeptGroup("g", "t", rewarded, [1.0] * len(rewarded))])
         results[tree] = (metrics, {n: p.detach().clone() for n, p in engine.engine.module.named_parameters()})
     (flat, flat_weights), (tree, tree_weights) = results[False], results[True]
@@ -143,11 +143,12 @@ def test_trees_need_sdpa_attention(tiny_model_dir):
     """The tree's attention is SDPA calls per branch: an eager model trains flat, and refuses `tree: true`."""
     import json
 
-    from seamlessflow.trainer.engine import MemoryOptions, PolicyEngine
-    from seamlessflow.trainer.options import DEEPSPEED_CONFIGS
+    from seamlessflow.trainer.engine import PolicyEngine
+    from seamlessflow.trainer.options import DEEPSPEED_CONFIGS, TrainerOptions
 
     config = json.loads((DEEPSPEED_CONFIGS / "cpu_zero1.json").read_text())
-    engine = PolicyEngine(tiny_model_dir, config, options=MemoryOptions(attn_implementation="eager"))
+    engine = PolicyEngine(tiny_model_dir, config, memory=TrainerOptions(attn_implementation="eager").memory_config())
     assert not engine.trees.enabled
     with pytest.raises(ValueError, match="takes no tree"):
-        PolicyEngine(tiny_model_dir, config, options=MemoryOptions(attn_implementation="eager", tree=True))
+        PolicyEngine(tiny_model_dir, config,
+                     memory=TrainerOptions(attn_implementation="eager", tree=True).memory_config())

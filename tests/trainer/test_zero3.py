@@ -7,10 +7,10 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from seamlessflow.core.batching import KeptGroup
-from seamlessflow.trainer.engine import MemoryOptions, PolicyEngine
-from seamlessflow.trainer.options import DEEPSPEED_CONFIGS
+from seamlessflow.testing.trainer_samples import random_samples
+from seamlessflow.trainer.engine import PolicyEngine
+from seamlessflow.trainer.options import DEEPSPEED_CONFIGS, TrainerOptions
 from seamlessflow.weights.files import save_weights
-from tests.trainer.test_packing import random_samples
 
 
 def full_parameters(module) -> dict[str, torch.Tensor]:
@@ -21,8 +21,8 @@ def full_parameters(module) -> dict[str, torch.Tensor]:
 
 def test_zero3_loads_partitioned_trains_and_exports_16bit_weights(tiny_model_dir, tmp_path):
     config = json.loads((DEEPSPEED_CONFIGS / "cpu_zero3_bf16.json").read_text())
-    engine = PolicyEngine(tiny_model_dir, config, options=MemoryOptions(max_tokens_per_micro_batch=48, packing=True,
-                                                                        activation_checkpointing=True))
+    memory = TrainerOptions(max_tokens_per_micro_batch=48, packing=True, activation_checkpointing=True).memory_config()
+    engine = PolicyEngine(tiny_model_dir, config, memory=memory)
     assert engine.engine.zero_optimization_stage() == 3
     assert all(p.numel() == 0 and hasattr(p, "ds_id") for p in engine.module.parameters())  # no full copy held
     expected = AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.bfloat16).state_dict()

@@ -92,13 +92,16 @@ class SchedulerConfig:
     switching (2 * switch_cost_s each), since leaving and coming back would cost more than waiting.
     `train_pool_size`: fixed train pool for `disaggregated` (None: every train-capable resource when some
     resources are rollout-only, else half of them).
+
+    The core's frozen view of the `scheduler:` section, built by `SchedulerOptions.scheduler_config()`: the
+    defaults and their help are written there, once.
     """
 
-    switch_cost_s: float = 8.0
-    min_dwell_s: float = 16.0
-    heartbeat_timeout_s: float = 10.0
-    stay_margin: float = 1.0
-    train_pool_size: int | None = None
+    switch_cost_s: float
+    min_dwell_s: float
+    heartbeat_timeout_s: float
+    stay_margin: float
+    train_pool_size: int | None
 
 
 Policy = Callable[[Sequence[Resource], PipelineState, SchedulerConfig, float], list[Command]]
