@@ -74,7 +74,8 @@ def _containers(doc: dict) -> list[dict]:
 
 def test_every_image_is_the_one_built_from_the_dockerfile_on_rays_own_image():
     """Ray publishes `rayproject/ray:<version>-py<XY>-gpu`; the version is the one the project pins and runs
-    here, and so is the Python. The project's image does not exist anywhere: a placeholder docs/operations/kuberay.md explains."""
+    here, and so is the Python. The project's image does not exist anywhere: a placeholder
+    docs/operations/kuberay.md explains."""
     ray, py = importlib.metadata.version("ray"), f"{sys.version_info.major}{sys.version_info.minor}"
     base = re.findall(r"^FROM (\S+)", (EXAMPLE / "Dockerfile").read_text(), flags=re.M)
     assert base == [f"rayproject/ray:{ray}-py{py}-gpu"]
