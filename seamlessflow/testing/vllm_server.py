@@ -17,7 +17,10 @@ import time
 import urllib.request
 from pathlib import Path
 
+import yaml
+
 from seamlessflow.ports import free_port
+from seamlessflow.stack.services import STACK_DEFAULTS
 
 
 def perturbed_copy(model_dir: Path, out: Path, scale: float = 0.5) -> Path:
@@ -39,6 +42,10 @@ def perturbed_copy(model_dir: Path, out: Path, scale: float = 0.5) -> Path:
 # instead of a third process. Each vLLM process imports torch and vLLM afresh (~1/3 of a start each on
 # 2 cores); vLLM-CPU keeps a worker process by default only to pin OpenMP threads, which a tiny test
 # model does not need.
+# The long-context engine's window is the one `up` serves, so its tests show the default stack holds long
+# prompts; its replies are capped (a random model rarely ends one by itself).
+STACK_WINDOW: int = yaml.safe_load(STACK_DEFAULTS.read_text())["rollout"]["max_model_len"]
+LONG_REPLY_TOKENS = 48
 LEAN_ENGINE_ARGS = ["--distributed-executor-backend", "uni"]
 LEAN_ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
 

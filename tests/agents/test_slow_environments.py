@@ -6,8 +6,10 @@ from __future__ import annotations
 
 from seamlessflow.agents import AgentOptions, AgentWorker, make_task, publish_tasks
 from seamlessflow.testing import environment_steps as environments
-from seamlessflow.testing.agent_worker_harness import KEY, Running, committed, end_offsets, wait_for
+from seamlessflow.testing.agent_worker_harness import KEY, committed, end_offsets
 from seamlessflow.testing.end_proxy_stand_in import EndProxyStandIn
+from seamlessflow.testing.in_process import AgentsThread
+from seamlessflow.testing.waiting import wait_until
 
 
 def test_a_slow_environment_delays_only_its_own_session(settings, codec):
@@ -19,11 +21,11 @@ def test_a_slow_environment_delays_only_its_own_session(settings, codec):
     with EndProxyStandIn() as proxy:
         options = AgentOptions(proxy_url=proxy.url, concurrency=3, max_attempts=1, end_timeout_s=5.0,
                                 revoke_grace_s=2.0)
-        running = Running(AgentWorker(settings, codec, environments.env_agent, "red", KEY, options))
+        running = AgentsThread(AgentWorker(settings, codec, environments.env_agent, "red", KEY, options))
         try:
             publish_tasks(settings, codec, tasks)
-            wait_for(lambda: len(proxy.accepted()) == len(tasks), timeout_s=120)
-            wait_for(lambda: committed(settings, "red.default") == end_offsets(settings), timeout_s=30)
+            wait_until(lambda: len(proxy.accepted()) == len(tasks), timeout_s=120)
+            wait_until(lambda: committed(settings, "red.default") == end_offsets(settings), timeout_s=30)
         finally:
             running.stop()
     ends = proxy.accepted()

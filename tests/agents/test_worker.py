@@ -8,9 +8,11 @@ import pytest
 from seamlessflow.agents import AgentOptions, AgentWorker, WorkerFailed, make_task, publish_tasks
 from seamlessflow.kafka.io import read_topic
 from seamlessflow.testing import agent_fns
-from seamlessflow.testing.agent_worker_harness import KEY, Running, committed, end_offsets, wait_for
+from seamlessflow.testing.agent_worker_harness import KEY, committed, end_offsets
 from seamlessflow.testing.end_proxy_stand_in import EndProxyStandIn
+from seamlessflow.testing.in_process import AgentsThread
 from seamlessflow.testing.poison import assert_dead_lettered, letters, produce_poison
+from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
 
 
@@ -27,9 +29,9 @@ def last_heartbeat(settings, codec, worker: AgentWorker):
 def test_group_size_sessions_per_task_ended_then_committed(settings, codec):
     tasks = [make_task("demo", f"q{i}", {"reward": i / 4}, group_size=2, task_id=f"t{i}") for i in range(3)]
     with EndProxyStandIn() as proxy:
-        running = Running(worker(settings, codec, agent_fns.reward_from_payload, proxy))
+        running = AgentsThread(worker(settings, codec, agent_fns.reward_from_payload, proxy))
         publish_tasks(settings, codec, tasks)
-        wait_for(lambda: running.worker.stats.tasks_done == 3)
+        wait_until(lambda: running.worker.stats.tasks_done == 3)
         stats = running.stop()
     ends = proxy.accepted()
     assert stats.sessions == {"done": 6}
@@ -51,15 +53,15 @@ def test_group_size_sessions_per_task_ended_then_committed(settings, codec):
 def test_nothing_committed_until_the_proxy_accepts_then_another_worker_redoes_it(settings, codec):
     with EndProxyStandIn() as proxy:
         proxy.answer_status = 503
-        first = Running(worker(settings, codec, agent_fns.reward_from_payload, proxy))
+        first = AgentsThread(worker(settings, codec, agent_fns.reward_from_payload, proxy))
         publish_tasks(settings, codec, [make_task("demo", "q", {"reward": 1.0}, task_id="t0")])
         first.thread.join(60)
         assert isinstance(first.result, WorkerFailed)
         assert committed(settings, "red.default") == {}
         assert last_heartbeat(settings, codec, first.worker).state == "failed"
         proxy.answer_status = 200
-        second = Running(worker(settings, codec, agent_fns.reward_from_payload, proxy))
-        wait_for(lambda: second.worker.stats.tasks_done == 1)
+        second = AgentsThread(worker(settings, codec, agent_fns.reward_from_payload, proxy))
+        wait_until(lambda: second.worker.stats.tasks_done == 1)
         second.stop()
     assert [e["body"]["task_id"] for e in proxy.accepted()] == ["t0"]
     assert committed(settings, "red.default") == end_offsets(settings)
@@ -67,10 +69,10 @@ def test_nothing_committed_until_the_proxy_accepts_then_another_worker_redoes_it
 
 def test_failing_agent_is_retried_by_its_own_pool_only_then_fails(settings, codec):
     with EndProxyStandIn() as proxy:
-        red = Running(worker(settings, codec, agent_fns.always_raises, proxy, max_attempts=2))
-        blue = Running(worker(settings, codec, agent_fns.reward_from_payload, proxy, team="blue"))
+        red = AgentsThread(worker(settings, codec, agent_fns.always_raises, proxy, max_attempts=2))
+        blue = AgentsThread(worker(settings, codec, agent_fns.reward_from_payload, proxy, team="blue"))
         publish_tasks(settings, codec, [make_task("demo", "q", {"reward": 1.0}, group_size=2, task_id="t0")])
-        wait_for(lambda: red.worker.stats.tasks_done == 2 and blue.worker.stats.tasks_done == 1)
+        wait_until(lambda: red.worker.stats.tasks_done == 2 and blue.worker.stats.tasks_done == 1)
         red_stats, blue_stats = red.stop(), blue.stop()
     assert red_stats.sessions == {"aborted": 2, "failed": 2}
     assert red_stats.retries_published == 1
@@ -87,10 +89,10 @@ def test_failing_agent_is_retried_by_its_own_pool_only_then_fails(settings, code
 
 def test_bad_return_value_and_async_agents(settings, codec):
     with EndProxyStandIn() as proxy:
-        bad = Running(worker(settings, codec, agent_fns.returns_text, proxy, max_attempts=1, pool="bad"))
-        good = Running(worker(settings, codec, agent_fns.async_reward, proxy, pool="async"))
+        bad = AgentsThread(worker(settings, codec, agent_fns.returns_text, proxy, max_attempts=1, pool="bad"))
+        good = AgentsThread(worker(settings, codec, agent_fns.async_reward, proxy, pool="async"))
         publish_tasks(settings, codec, [make_task("demo", "q", {}, task_id="t0")])
-        wait_for(lambda: bad.worker.stats.tasks_done == 1 and good.worker.stats.tasks_done == 1)
+        wait_until(lambda: bad.worker.stats.tasks_done == 1 and good.worker.stats.tasks_done == 1)
         bad.stop(), good.stop()
     by_pool = {e["body"]["info"]["pool"]: e["body"] for e in proxy.accepted()}
     assert by_pool["bad"]["status"] == "failed" and "TypeError" in by_pool["bad"]["info"]["error"]
@@ -100,9 +102,9 @@ def test_bad_return_value_and_async_agents(settings, codec):
 def test_rejected_end_goes_to_dead_letter_and_is_committed(settings, codec):
     with EndProxyStandIn() as proxy:
         proxy.answer_status = 404
-        running = Running(worker(settings, codec, agent_fns.reward_from_payload, proxy))
+        running = AgentsThread(worker(settings, codec, agent_fns.reward_from_payload, proxy))
         publish_tasks(settings, codec, [make_task("demo", "q", {"reward": 1.0}, task_id="t0")])
-        wait_for(lambda: running.worker.stats.tasks_done == 1)
+        wait_until(lambda: running.worker.stats.tasks_done == 1)
         running.stop()
     letters = [r.message for r in read_topic(settings, Topics(settings).dead_letter, codec)]
     assert len(letters) == 1 and "rejected" in letters[0].reason
@@ -112,12 +114,12 @@ def test_rejected_end_goes_to_dead_letter_and_is_committed(settings, codec):
 
 def test_poison_tasks_are_dead_lettered_committed_and_the_next_task_runs(settings, codec):
     with EndProxyStandIn() as proxy:
-        running = Running(worker(settings, codec, agent_fns.reward_from_payload, proxy))
+        running = AgentsThread(worker(settings, codec, agent_fns.reward_from_payload, proxy))
         sample = make_task("demo", "q", {"reward": 1.0}, task_id="poison")
         values = produce_poison(settings, codec, Topics(settings).tasks, sample, key=sample.group_id)
         publish_tasks(settings, codec, [make_task("demo", "q", {"reward": 1.0}, task_id="t0")])
-        wait_for(lambda: running.worker.stats.tasks_done == 1)
-        wait_for(lambda: committed(settings, "red.default") == end_offsets(settings))
+        wait_until(lambda: running.worker.stats.tasks_done == 1)
+        wait_until(lambda: committed(settings, "red.default") == end_offsets(settings))
         stats = running.stop()
     assert_dead_lettered(letters(settings, codec, "agent:red.default"), values, Topics(settings).tasks)
     assert stats.dead_letters == 3 and stats.tasks_done == 1

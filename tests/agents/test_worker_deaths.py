@@ -8,8 +8,10 @@ import signal
 from seamlessflow.agents import AgentOptions, AgentWorker, make_task, publish_tasks
 from seamlessflow.avro import Codec
 from seamlessflow.testing import agent_fns
-from seamlessflow.testing.agent_worker_harness import KEY, Running, committed, end_offsets, wait_for
+from seamlessflow.testing.agent_worker_harness import KEY, committed, end_offsets
 from seamlessflow.testing.end_proxy_stand_in import EndProxyStandIn
+from seamlessflow.testing.in_process import AgentsThread
+from seamlessflow.testing.waiting import wait_until
 
 
 def options(proxy_url: str) -> AgentOptions:
@@ -31,8 +33,9 @@ def test_a_task_that_kills_its_workers_ends_failed_after_max_attempts(settings, 
             doomed.join(120)
             assert doomed.exitcode == -signal.SIGKILL
         # a third worker must not run the agent again (this one would report "done")
-        survivor = Running(AgentWorker(settings, codec, agent_fns.reward_from_payload, "red", KEY, options(proxy.url)))
-        wait_for(lambda: survivor.worker.stats.tasks_done == 1)
+        survivor = AgentsThread(
+            AgentWorker(settings, codec, agent_fns.reward_from_payload, "red", KEY, options(proxy.url)))
+        wait_until(lambda: survivor.worker.stats.tasks_done == 1)
         stats = survivor.stop()
     [end] = proxy.accepted()  # the doomed workers never got to end their sessions
     assert end["body"]["status"] == "failed" and "workers died" in end["body"]["info"]["error"]
