@@ -20,7 +20,8 @@ from seamlessflow.cli.context import pass_settings
 from seamlessflow.cli.foreground import held_until_stopped
 from seamlessflow.config import Settings
 from seamlessflow.stack.options import ClusterOptions
-from seamlessflow.stack.ray_placement import PlacementError, RayPlacement, namespace_for, stop_actors
+from seamlessflow.stack.placement import PlacementError
+from seamlessflow.stack.ray_placement import RayPlacement, namespace_for, stop_actors
 from seamlessflow.stack.scale import parse_change, scale_engines
 from seamlessflow.stack.services import config_path, run_dir, start_stack
 from seamlessflow.stack.supervisor import pid_alive, read_state, stack_processes, stop_tree

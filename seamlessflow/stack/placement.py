@@ -49,3 +49,13 @@ def expand_replicas(specs: list[ServiceSpec]) -> list[ServiceSpec]:
             env = dict(spec.env) if i == 0 else {k: v for k, v in spec.env.items() if k != PORT_ENV}
             out.append(dataclasses.replace(spec, name=f"{spec.name}-r{i}", env=env, replicas=1))
     return out
+
+
+class PlacementError(RuntimeError):
+    """The cluster cannot be reached, or cannot give a service what it asks for."""
+
+
+def resource_words(resources: dict[str, float]) -> str:
+    """A resource request or a node's resources as a reader says them ("CPU 2, memory 512 MiB")."""
+    shown = {k: v for k, v in resources.items() if not k.startswith(("node:", "object_store_memory"))}
+    return ", ".join(f"{k} {v / 2**20:.0f} MiB" if k == "memory" else f"{k} {v:g}" for k, v in sorted(shown.items()))

@@ -14,6 +14,7 @@ import dataclasses
 import sys
 from typing import Any
 
+from seamlessflow.stack.placement import PlacementError, resource_words
 from seamlessflow.stack.supervisor import ServiceSpec
 
 NODE_RANK_ENV = "SEAMLESSFLOW_TRAINER__NODE_RANK"
@@ -27,7 +28,6 @@ def group_name(service: str) -> str:
 
 def bundle(spec: ServiceSpec) -> dict[str, float]:
     """One member's request as a placement-group bundle (a gang spreads: it cannot be pinned to one node)."""
-    from seamlessflow.stack.ray_placement import PlacementError
 
     if spec.resources.node:
         raise PlacementError(f"{spec.name} runs on {spec.gang} nodes and cannot be pinned to one "
@@ -41,16 +41,15 @@ def reserve(spec: ServiceSpec, nodes: list[dict[str, Any]]) -> tuple[Any, list[s
     import ray
     from ray.util.placement_group import placement_group, placement_group_table, remove_placement_group
 
-    from seamlessflow.stack.ray_placement import PlacementError, _words
 
     wanted = bundle(spec)
     group = placement_group([dict(wanted) for _ in range(spec.gang)], strategy="STRICT_SPREAD",
                             name=group_name(spec.name), lifetime="detached")
     if not group.wait(timeout_seconds=RESERVE_TIMEOUT_S):
         remove_placement_group(group)
-        have = "; ".join(f"{n['ip']}: {_words(n['resources'])}" for n in nodes) or "no alive node"
-        raise PlacementError(f"{spec.name} needs {spec.gang} nodes each with {_words(wanted)} at once, which the "
-                             f"cluster could not give within {RESERVE_TIMEOUT_S:.0f} s ({have})")
+        have = "; ".join(f"{n['ip']}: {resource_words(n['resources'])}" for n in nodes) or "no alive node"
+        raise PlacementError(f"{spec.name} needs {spec.gang} nodes each with {resource_words(wanted)} at once, "
+                             f"which the cluster could not give within {RESERVE_TIMEOUT_S:.0f} s ({have})")
     by_bundle = placement_group_table(group)["bundles_to_node_id"]
     addresses = {n["NodeID"]: n["NodeManagerAddress"] for n in ray.nodes()}
     return group, [addresses[by_bundle[i]] for i in range(spec.gang)]

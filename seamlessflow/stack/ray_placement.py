@@ -20,6 +20,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from seamlessflow.stack import ray_gang
+from seamlessflow.stack.placement import PlacementError, resource_words
 from seamlessflow.stack.resources import Resources
 from seamlessflow.stack.supervisor import ServiceSpec, ServiceState, StartupFailed, await_ready
 
@@ -31,10 +33,6 @@ def placed_by_request(resources: Resources) -> bool:
     """Whether a request already says where a service goes: a node, or a custom resource (which only some nodes
     offer)."""
     return bool(resources.node or resources.custom)
-
-
-class PlacementError(RuntimeError):
-    """The cluster cannot be reached, or cannot give a service what it asks for."""
 
 
 def namespace_for(generation: str) -> str:
@@ -73,17 +71,12 @@ def check_feasible(specs: list[ServiceSpec], nodes: list[dict[str, Any]]) -> Non
         wanted = spec.resources.wanted()
         fitting = sum(all(node["resources"].get(k, 0.0) >= v for k, v in wanted.items()) for node in nodes)
         if fitting < spec.gang:
-            have = "; ".join(f"{n['ip']}: {_words(n['resources'])}" for n in nodes) or "no alive node"
+            have = "; ".join(f"{n['ip']}: {resource_words(n['resources'])}" for n in nodes) or "no alive node"
             if spec.gang == 1:
-                raise PlacementError(f"{spec.name} asks for {_words(wanted)}, which no node of the cluster has "
+                raise PlacementError(f"{spec.name} asks for {resource_words(wanted)}, which no node of the cluster has "
                                      f"({have})")
-            raise PlacementError(f"{spec.name} asks for {_words(wanted)} on each of {spec.gang} nodes, which only "
-                                 f"{fitting} node(s) of the cluster have ({have})")
-
-
-def _words(resources: dict[str, float]) -> str:
-    shown = {k: v for k, v in resources.items() if not k.startswith(("node:", "object_store_memory"))}
-    return ", ".join(f"{k} {v / 2**20:.0f} MiB" if k == "memory" else f"{k} {v:g}" for k, v in sorted(shown.items()))
+            raise PlacementError(f"{spec.name} asks for {resource_words(wanted)} on each of {spec.gang} nodes, which "
+                                 f"only {fitting} node(s) of the cluster have ({have})")
 
 
 def actor_options(spec: ServiceSpec, namespace: str) -> dict[str, Any]:
@@ -171,7 +164,6 @@ class RayPlacement:
     def _start_gang(self, spec: ServiceSpec) -> None:
         from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        from seamlessflow.stack import ray_gang
 
         group, addresses = ray_gang.reserve(spec, node_table())
         members = ray_gang.members(spec, addresses)
@@ -296,7 +288,6 @@ def stop_actors(namespace: str, names: list[str] | None = None, grace_s: float =
         except Exception:  # a dead or unreachable actor: killing it takes its process (parent-death signal)
             pass
         ray.kill(actor, no_restart=True)
-    from seamlessflow.stack import ray_gang
 
     ray_gang.release(names)
     return names

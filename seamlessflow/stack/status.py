@@ -53,7 +53,8 @@ def local_services(state: dict) -> tuple[bool, list[dict]]:
 def ray_services(state: dict) -> tuple[bool, list[dict]]:
     """A Ray-placed stack's services as their actors report them now (the stack outlives the `up` that
     started it); every service unknown when the cluster cannot be reached."""
-    from seamlessflow.stack.ray_placement import PlacementError, actor_states, connect
+    from seamlessflow.stack.placement import PlacementError
+    from seamlessflow.stack.ray_placement import actor_states, connect
 
     placement, names = state["placement"], list(state.get("services") or {})
     try:

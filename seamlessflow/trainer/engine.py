@@ -38,6 +38,7 @@ from seamlessflow.core.micro_batches import plan_micro_batches, split_across_ran
 from seamlessflow.core.tree_shares import split_trees_across_ranks
 from seamlessflow.core.turn_advantages import AdvantageRule, token_advantages
 from seamlessflow.ports import free_port
+from seamlessflow.trainer.memory import MemoryConfig
 from seamlessflow.trainer.model import TokenLogprobModel, load_causal_lm, zero_stage
 from seamlessflow.trainer.ops import preload_ops
 from seamlessflow.trainer.options import TrainerOptions
@@ -49,36 +50,6 @@ log = logging.getLogger("seamlessflow.trainer.engine")
 
 
 VARLEN_ATTENTION = ("flash_attention_2", "flash_attention_3")
-
-
-@dataclass(frozen=True)
-class MemoryConfig:
-    """How a step is cut up and what is kept for the backward: the `trainer:` settings of the same names, as
-    `TrainerOptions.memory_config()` builds this view (the defaults are written there, once).
-
-    ``max_tokens_per_micro_batch``: token positions per forward/backward (padding included when not
-    packed); None keeps DeepSpeed's `train_micro_batch_size_per_gpu` sequences per micro-batch.
-    ``packing``: sequences end to end in one row, when the model confines attention to each (checked at
-    start); otherwise rows padded to their length-sorted neighbours. None (auto) packs only with varlen
-    attention (`attn_implementation` flash_attention_2/3), whose work is the sum of each sequence's
-    length squared; True packs with any attention, and sdpa/eager then attend through a block-diagonal
-    mask over the whole row: the same numbers, but attention work and mask memory grow with the row's
-    length squared. ``attn_implementation``:
-    passed to transformers (None: its default, sdpa). ``logprob_chunk_tokens``: positions
-    per chunk of LM head + log-softmax (`core.losses.token_logprobs`). ``activation_checkpointing``:
-    recompute each decoder layer in the backward (HF gradient checkpointing). ``offload_reference``: the
-    KL reference model (loaded only when `kl_coef` > 0) keeps its weights in host memory and streams them
-    layer by layer (a ZeRO-3 inference engine with parameter offload); under a ZeRO-3 training config
-    the reference is sharded like the policy either way.
-    """
-
-    max_tokens_per_micro_batch: int | None
-    packing: bool | None
-    logprob_chunk_tokens: int | None
-    activation_checkpointing: bool
-    offload_reference: bool
-    attn_implementation: str | None
-    tree: bool | None  # each micro-batch as its token tree: None where it pays, True, False (trainer/tree)
 
 
 @dataclass

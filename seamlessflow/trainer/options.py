@@ -6,7 +6,7 @@ import ipaddress
 import json
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -17,9 +17,7 @@ from seamlessflow.core.losses import PolicyLossConfig
 from seamlessflow.core.turn_advantages import AdvantageRule
 from seamlessflow.model.choice import model_name_or_path
 from seamlessflow.ports import NODE_ADDRESS_ENV
-
-if TYPE_CHECKING:
-    from seamlessflow.trainer.engine import MemoryConfig
+from seamlessflow.trainer.memory import MemoryConfig
 
 DEEPSPEED_CONFIGS = Path(__file__).resolve().parents[2] / "infra" / "deepspeed"
 
@@ -197,8 +195,6 @@ class TrainerOptions(BaseModel):
 
     def memory_config(self) -> MemoryConfig:
         """The frozen plain view the trainer's `PolicyEngine` takes."""
-        from seamlessflow.trainer.engine import MemoryConfig  # imports DeepSpeed: only when a trainer starts
-
         return MemoryConfig(self.max_tokens_per_micro_batch, self.packing, self.logprob_chunk_tokens,
                             self.activation_checkpointing, self.offload_reference, self.attn_implementation,
                             self.tree)
