@@ -21,22 +21,18 @@ from pathlib import Path
 import httpx
 import openai
 import pytest
-import yaml
 from transformers import AutoTokenizer
 
 from seamlessflow.messages import EpisodeEnd, TokenIO
-from seamlessflow.stack.services import STACK_DEFAULTS
 from seamlessflow.testing import agent_clis
 from seamlessflow.testing.engine_tap import EngineTap
-from seamlessflow.testing.models import build_long_context_tiny_model
 from seamlessflow.testing.proxy_harness import session_events
 from seamlessflow.testing.proxy_retries import trajectories
-from seamlessflow.testing.vllm_server import VllmServer
+from seamlessflow.testing.vllm_server import LONG_REPLY_TOKENS
 
 pytestmark = pytest.mark.slow
 TASK = "Write hello.txt containing the word hello."
-MAX_MODEL_LEN = yaml.safe_load(STACK_DEFAULTS.read_text())["rollout"]["max_model_len"]  # what `up` serves
-REPLY_TOKENS = 48
+REPLY_TOKENS = LONG_REPLY_TOKENS
 CLI_TIMEOUT_S = 300
 
 
@@ -47,18 +43,9 @@ def clis():
     return agent_clis.install_agent_clis()
 
 
-@pytest.fixture(scope="module")
-def long_engine(tmp_path_factory):
-    model = build_long_context_tiny_model(tmp_path_factory.mktemp("long-model") / "model")
-    server = VllmServer(model, tmp_path_factory.mktemp("long-vllm") / "vllm.log", max_model_len=MAX_MODEL_LEN,
-                        extra_args=("--override-generation-config", f'{{"max_new_tokens": {REPLY_TOKENS}}}'))
-    yield server.start()
-    server.stop()
-
-
 @pytest.fixture
-async def tapped(long_engine):
-    tap = await EngineTap(long_engine.url).start()
+async def tapped(long_context_engine):
+    tap = await EngineTap(long_context_engine.url).start()
     yield tap
     await tap.stop()
 
@@ -111,10 +98,10 @@ async def test_claude_p_runs_unchanged_through_the_proxy(clis, tapped, proxy_fac
 
 
 async def test_an_8k_token_prompt_with_a_function_tool_is_answered_and_recorded(
-    long_engine, tapped, proxy_factory, settings, codec
+    long_context_engine, tapped, proxy_factory, settings, codec
 ):
     """A harness's long system prompt (here the project's own docs, 8k tokens) on the default model and window."""
-    tokenizer = AutoTokenizer.from_pretrained(long_engine.model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(long_context_engine.model_dir)
     pages = "".join(p.read_text() for p in sorted(Path(__file__).resolve().parents[2].glob("docs/**/*.md")))
     system = tokenizer.decode(tokenizer(pages)["input_ids"][:8200])
     tool = {"type": "function", "function": {"name": "read_file", "description": "Read a file of the repository.",

