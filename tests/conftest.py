@@ -16,8 +16,6 @@ from seamlessflow.testing import suite_timing
 from seamlessflow.testing.models import build_long_context_tiny_model, build_random_tiny_model
 from seamlessflow.testing.vllm_server import LONG_REPLY_TOKENS, STACK_WINDOW, VllmServer
 
-ENGINE_GROUPS = {"vllm_engine": "vllm-engine", "long_context_engine": "long-context-engine"}
-
 
 def pytest_configure(config):
     """With SEAMLESSFLOW_TEST_TIMES set (`make test` sets it), each file's summed test durations are appended
@@ -28,11 +26,10 @@ def pytest_configure(config):
 def pytest_itemcollected(item):
     """Groups for pytest-xdist (`make test` runs two workers with `--dist loadgroup`): a file's tests stay on
     one worker, in order (several files share a module-scoped service that each test leaves serving), and
-    every test of the one vLLM engine (and of the one long-context engine) goes to the same worker, so each
-    engine starts once. Marked as each test
+    every test of the one vLLM engine goes to the same worker, so the engine starts once. Marked as each test
     is collected, before xdist reads the marks into the node ids. Without xdist the marks do nothing."""
-    group = ENGINE_GROUPS.get(next((f for f in item.fixturenames if f in ENGINE_GROUPS), ""), "")
-    item.add_marker(pytest.mark.xdist_group(group or item.nodeid.split("::")[0]))
+    group = "vllm-engine" if "vllm_engine" in item.fixturenames else item.nodeid.split("::")[0]
+    item.add_marker(pytest.mark.xdist_group(group))
 
 
 @pytest.fixture(scope="session")
@@ -141,10 +138,12 @@ async def proxy(proxy_factory, stub):
     return await proxy_factory([stub])
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def long_context_engine(tmp_path_factory):
     """The default model untrained (its tokenizer and positions) at the stack's default window, for harnesses
-    whose prompts are long (Codex, Claude Code, the scaffolds); the engine caps replies (Codex sends no limit)."""
+    whose prompts are long (Codex, Claude Code, the scaffolds); the engine caps replies (Codex sends no limit).
+    One per module, stopped at its end: kept for the whole session it would hold its memory (an engine's few
+    GB) beside the session's other engine for the rest of the run."""
     model = build_long_context_tiny_model(tmp_path_factory.mktemp("long-model") / "model")
     server = VllmServer(model, tmp_path_factory.mktemp("long-vllm") / "vllm.log", max_model_len=STACK_WINDOW,
                         extra_args=("--override-generation-config", f'{{"max_new_tokens": {LONG_REPLY_TOKENS}}}'))

