@@ -11,7 +11,7 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar, Self
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, field_validator
@@ -138,6 +138,26 @@ class Settings(BaseModel):
             data = yaml.safe_load(Path(path).read_text()) or {}
         _deep_merge(data, _from_env(source))
         _deep_merge(data, {k: v for k, v in overrides.items() if v is not None})
+        return cls.model_validate(data)
+
+
+class SectionOptions(BaseModel):
+    """The options of one section (`rollout:`, `proxy:`, ...), validated by the package that owns it.
+
+    The section's name is written once, on the class (`SECTION`), and every section is read one way:
+    `from_settings`, with a command's own options (those given) over it."""
+
+    SECTION: ClassVar[str]
+
+    @classmethod
+    def section_data(cls, settings: Settings) -> dict[str, Any]:
+        """The section as written; a section whose defaults follow another's fills them in here."""
+        return settings.section(cls.SECTION)
+
+    @classmethod
+    def from_settings(cls, settings: Settings, **overrides: object) -> Self:
+        data = cls.section_data(settings)
+        data.update({k: v for k, v in overrides.items() if v is not None})
         return cls.model_validate(data)
 
 

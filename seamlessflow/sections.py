@@ -11,6 +11,7 @@ from pydantic import BaseModel
 
 from seamlessflow.agents.options import AgentOptions
 from seamlessflow.assembler.options import AssemblerOptions
+from seamlessflow.config import SectionOptions
 from seamlessflow.dashboard.options import DashboardOptions
 from seamlessflow.evaluation.options import EvalOptions
 from seamlessflow.proxy.options import ProxyOptions
@@ -21,22 +22,12 @@ from seamlessflow.stack.options import AgentPoolOptions, ClusterOptions, Metrics
 from seamlessflow.tracking.options import TrackingOptions
 from seamlessflow.trainer.options import TrainerOptions
 
+MAPPING_SECTIONS: tuple[type[SectionOptions], ...] = (
+    ServicesOptions, RolloutOptions, ProxyOptions, TrainerOptions, SchedulerOptions, ManagerOptions,
+    AssemblerOptions, AgentOptions, RewardOptions, EvalOptions, TrackingOptions, DashboardOptions, MetricsOptions,
+    ClusterOptions,
+)
 # section name -> the options class of one entry; `agent_pools` is a list of entries, the others one mapping
-SECTIONS: dict[str, type[BaseModel]] = {
-    "services": ServicesOptions,
-    "rollout": RolloutOptions,
-    "proxy": ProxyOptions,
-    "trainer": TrainerOptions,
-    "scheduler": SchedulerOptions,
-    "manager": ManagerOptions,
-    "assembler": AssemblerOptions,
-    "agents": AgentOptions,
-    "agent_pools": AgentPoolOptions,
-    "rewards": RewardOptions,
-    "eval": EvalOptions,
-    "tracking": TrackingOptions,
-    "dashboard": DashboardOptions,
-    "metrics": MetricsOptions,
-    "cluster": ClusterOptions,
-}
+SECTIONS: dict[str, type[BaseModel]] = {options.SECTION: options for options in MAPPING_SECTIONS}
+SECTIONS["agent_pools"] = AgentPoolOptions
 LIST_SECTIONS = frozenset({"agent_pools"})

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-from seamlessflow.config import Settings
+from seamlessflow.config import SectionOptions
 
 
-class AgentOptions(BaseModel):
+class AgentOptions(SectionOptions):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    SECTION = "agents"
 
     proxy_url: str = "http://127.0.0.1:8000"
     """The proxy's root URL; sessions live under /sessions/{id}/v1."""
@@ -39,11 +41,6 @@ class AgentOptions(BaseModel):
     heartbeat_s: float = Field(5.0, gt=0)
     """Status-topic heartbeat (kind "agent") for `status` and `up`."""
 
-    @classmethod
-    def from_settings(cls, settings: Settings, **overrides: object) -> AgentOptions:
-        data = settings.section("agents")
-        data.update({k: v for k, v in overrides.items() if v is not None})
-        return cls.model_validate(data)
 
 
 def consumer_group(team: str, pool: str) -> str:

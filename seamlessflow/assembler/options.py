@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-from seamlessflow.config import Settings
+from seamlessflow.config import SectionOptions
 from seamlessflow.core.assembler import AssemblerConfig, Selection
 
 
-class AssemblerOptions(BaseModel):
+class AssemblerOptions(SectionOptions):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    SECTION = "assembler"
 
     enabled: bool = True
     """Read by nothing: `services.assembler` says whether `up` runs the assembler (kept so configs validate)."""
@@ -32,9 +34,6 @@ class AssemblerOptions(BaseModel):
     closed_memory: int = 100_000
     """Closed session ids remembered to ignore late or repeated events."""
 
-    @classmethod
-    def from_settings(cls, settings: Settings) -> AssemblerOptions:
-        return cls.model_validate(settings.section("assembler"))
 
     def assembler_config(self) -> AssemblerConfig:
         """The frozen plain view the pure core's `SessionAssembler` takes."""

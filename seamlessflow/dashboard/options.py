@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
-from seamlessflow.config import Settings
+from seamlessflow.config import SectionOptions
 
 
-class DashboardOptions(BaseModel):
+class DashboardOptions(SectionOptions):
     """The `dashboard:` section."""
 
     model_config = ConfigDict(use_attribute_docstrings=True)
+
+    SECTION = "dashboard"
 
     host: str = "127.0.0.1"
     """Address the dashboard listens on."""
@@ -19,6 +21,3 @@ class DashboardOptions(BaseModel):
     tokenizer: str | None = None
     """A tokenizer.json (or its directory) to show token text; None: the served model's."""
 
-    @classmethod
-    def from_settings(cls, settings: Settings) -> DashboardOptions:
-        return cls.model_validate(settings.section("dashboard"))

@@ -2,16 +2,20 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from typing import Any
 
-from seamlessflow.config import Settings
+from pydantic import ConfigDict, Field
+
+from seamlessflow.config import SectionOptions, Settings
 
 
-class EvalOptions(BaseModel):
+class EvalOptions(SectionOptions):
     """`eval_every`: weight versions between passes; `count`: eval tasks per pass; `agent`: the MODULE:FN
     run on each (default: the first agent pool's, so the eval asks exactly as training does)."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    SECTION = "eval"
 
     enabled: bool = True
     """Read by nothing: `services.eval` says whether `up` runs the eval (kept so configs validate)."""
@@ -35,11 +39,12 @@ class EvalOptions(BaseModel):
     """Time limit of one LLM call of an eval session."""
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> EvalOptions:
-        section = settings.section("eval")
+    def section_data(cls, settings: Settings) -> dict[str, Any]:
+        """The agent and its proxy default to the first agent pool's: the eval asks what the agents ask."""
+        section = settings.section(cls.SECTION)
         pools = getattr(settings, "agent_pools", None) or []
         if "agent" not in section and pools:
             section["agent"] = pools[0]["function"]
         if "proxy_url" not in section and "proxy_url" in settings.section("agents"):
             section["proxy_url"] = settings.section("agents")["proxy_url"]
-        return cls.model_validate(section)
+        return section

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from seamlessflow.config import Settings
+from seamlessflow.config import SectionOptions
 from seamlessflow.core.routing import FitTable, ProfileLearner
 
 
@@ -59,8 +59,10 @@ class RoutingOptions(BaseModel):
         return ProfileLearner(ratio=self.ratio, min_tokens=self.min_tokens, hysteresis=self.hysteresis)
 
 
-class ProxyOptions(BaseModel):
+class ProxyOptions(SectionOptions):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    SECTION = "proxy"
 
     id: str = "proxy"
     """Its resource id on the control and status topics (workers: `<id>-<i>`)."""
@@ -119,6 +121,3 @@ class ProxyOptions(BaseModel):
     producer: dict = Field(default_factory=lambda: {"linger.ms": 0})
     """Extra librdkafka producer properties."""
 
-    @classmethod
-    def from_settings(cls, settings: Settings) -> ProxyOptions:
-        return cls.model_validate(settings.section("proxy"))

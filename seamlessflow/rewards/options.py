@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-from seamlessflow.config import Settings
+from seamlessflow.config import SectionOptions
 
 
-class RewardOptions(BaseModel):
+class RewardOptions(SectionOptions):
     """Options of reward workers, from the `rewards` section of the settings."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    SECTION = "rewards"
 
     pool: str = "default"
     """The verifier name this pool serves (a request's `verifier`)."""
@@ -29,8 +31,3 @@ class RewardOptions(BaseModel):
     heartbeat_s: float = Field(5.0, gt=0)
     """Period of the pool's status heartbeat (kind "reward") in seconds."""
 
-    @classmethod
-    def from_settings(cls, settings: Settings, **overrides: object) -> RewardOptions:
-        data = settings.section("rewards")
-        data.update({k: v for k, v in overrides.items() if v is not None})
-        return cls.model_validate(data)

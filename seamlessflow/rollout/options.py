@@ -19,7 +19,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from seamlessflow.config import Settings
+from seamlessflow.config import SectionOptions
 from seamlessflow.core.control import PauseMode
 from seamlessflow.core.resources import Tag
 
@@ -45,8 +45,10 @@ class WorkerSpec(BaseModel):
     """CUDA_VISIBLE_DEVICES of its engine, e.g. "0" or "0,1"; None: no GPU."""
 
 
-class RolloutOptions(BaseModel):
+class RolloutOptions(SectionOptions):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    SECTION = "rollout"
 
     model: str | None = None
     """The HF model (directory or hub name) the engines serve and, without a `trainer.model_path`, the trainer
@@ -98,9 +100,6 @@ class RolloutOptions(BaseModel):
     workers: dict[str, WorkerSpec] = Field(default_factory=dict)
     """The inference resources by id, one rollout worker and engine each (`rollout-0`, ...)."""
 
-    @classmethod
-    def from_settings(cls, settings: Settings) -> RolloutOptions:
-        return cls.model_validate(settings.section("rollout"))
 
     def worker(self, resource_id: str) -> WorkerSpec:
         return self.workers.get(resource_id, WorkerSpec())

@@ -3,20 +3,22 @@ holds its task sources (`scheduler.sources`) and the run's stages (`scheduler.st
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from seamlessflow.config import Settings
+from seamlessflow.config import SectionOptions, Settings
 from seamlessflow.core.policies import SchedulerConfig
 from seamlessflow.core.resources import ResourceKind
 from seamlessflow.core.stages import StageEnd
 
 
-class SchedulerOptions(BaseModel):
+class SchedulerOptions(SectionOptions):
     """`policy` picks the core policy; the `*_s` knobs price switches (see core.policies.base)."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    SECTION = "scheduler"
 
     enabled: bool = True
     """Read by nothing: `services.scheduler` says whether `up` runs the scheduler (kept so configs validate)."""
@@ -48,14 +50,14 @@ class SchedulerOptions(BaseModel):
     """Wrap weight loads in a proxy pause and resume (`scheduler.proxy_sync`)."""
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> SchedulerOptions:
+    def section_data(cls, settings: Settings) -> dict[str, Any]:
         """`batch_threshold` defaults to the trainer's batch (groups x group size), so the scheduler calls a
         batch ready exactly when the trainer can take one."""
-        section = settings.section("scheduler")
+        section = settings.section(cls.SECTION)
         trainer = settings.section("trainer")
         if "batch_threshold" not in section and trainer.get("threshold_kind", "groups") == "groups":
             section["batch_threshold"] = int(trainer.get("batch_threshold", 2)) * int(trainer.get("group_size", 4))
-        return cls.model_validate(section)
+        return section
 
     def scheduler_config(self) -> SchedulerConfig:
         """The frozen plain view the pure core's policies take."""
@@ -133,11 +135,13 @@ class StageOptions(BaseModel):
     """When the stage ends; only the last stage may have none."""
 
 
-class ManagerOptions(BaseModel):
+class ManagerOptions(SectionOptions):
     """Task source and pacing. `source`: "demo" (seeded arithmetic) or a JSONL path (seamlessflow.tasks);
     `sources`, when given, replace it with several named sources, each with its kind and share."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    SECTION = "manager"
 
     enabled: bool = True
     """Run the rollout manager that publishes tasks (false: the scheduler only schedules)."""
@@ -173,11 +177,11 @@ class ManagerOptions(BaseModel):
     """Recent trajectories per source that a stage's metric is taken over."""
 
     @classmethod
-    def from_settings(cls, settings: Settings) -> ManagerOptions:
+    def section_data(cls, settings: Settings) -> dict[str, Any]:
         """`group_size` and `success_reward` default to the trainer's: every published task is one GRPO group it
         can use, and a task is too easy by the trainer's own measure."""
-        section, trainer = settings.section("manager"), settings.section("trainer")
+        section, trainer = settings.section(cls.SECTION), settings.section("trainer")
         for key, kind in (("group_size", int), ("success_reward", float)):
             if key not in section and key in trainer:
                 section[key] = kind(trainer[key])
-        return cls.model_validate(section)
+        return section

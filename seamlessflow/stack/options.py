@@ -8,17 +8,19 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from seamlessflow.config import Settings
+from seamlessflow.config import SectionOptions
 
 # Services whose copies are interchangeable members of one consumer group; the proxy and the engines have
 # their own counts (`proxy.workers`, `rollout.workers`), since each copy is a resource of its own there.
 REPLICABLE = ("assembler", "agents")
 
 
-class ServicesOptions(BaseModel):
+class ServicesOptions(SectionOptions):
     """Which services `up` runs on this machine (infra/stack-defaults.yaml turns every one on)."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    SECTION = "services"
 
     assembler: bool = False
     """Run the assembler workers (`assembler.workers` processes) that turn session events into trajectories."""
@@ -39,24 +41,20 @@ class ServicesOptions(BaseModel):
     eval: bool = False
     """Run the evaluation service (`eval:`)."""
 
-    @classmethod
-    def from_settings(cls, settings: Settings) -> ServicesOptions:
-        return cls.model_validate(settings.section("services"))
 
 
-class MetricsOptions(BaseModel):
+class MetricsOptions(SectionOptions):
     """Prometheus /metrics of the services `up` starts."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    SECTION = "metrics"
 
     host: str = "127.0.0.1"
     """The host named in the /metrics URLs that `up` lists in <data_dir>/run/metrics.json."""
     port: int = 9400
     """The first service's /metrics port; each further service takes the next (the proxy and dashboard: their own)."""
 
-    @classmethod
-    def from_settings(cls, settings: Settings) -> MetricsOptions:
-        return cls.model_validate(settings.section("metrics"))
 
 
 class AgentPoolOptions(BaseModel):
@@ -95,8 +93,10 @@ class ServiceResources(BaseModel):
     """Restarts of a dead copy under Ray; -1: always (the local supervisor always restarts)."""
 
 
-class ClusterOptions(BaseModel):
+class ClusterOptions(SectionOptions):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    SECTION = "cluster"
 
     engine: Literal["local", "ray"] = "local"
     """What places the services: `local` (this machine's supervisor) or `ray`."""
@@ -115,9 +115,6 @@ class ClusterOptions(BaseModel):
                                  "(proxies and engines: proxy.workers, rollout.workers)")
         return self
 
-    @classmethod
-    def from_settings(cls, settings: Settings) -> ClusterOptions:
-        return cls.model_validate(settings.section("cluster"))
 
     def entry(self, name: str, role: str) -> ServiceResources:
         """The service's own entry, else its role's, else the defaults."""

@@ -4,15 +4,17 @@ from __future__ import annotations
 
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict
+from pydantic import ConfigDict
 
-from seamlessflow.config import Settings
+from seamlessflow.config import SectionOptions
 
 
-class TrackingOptions(BaseModel):
+class TrackingOptions(SectionOptions):
     """The `tracking:` section. `logdir` default: <data_dir>/tensorboard/<team>/<run>."""
 
     model_config = ConfigDict(use_attribute_docstrings=True)
+
+    SECTION = "tracking"
 
     tensorboard: bool = True
     """Write TensorBoard event files."""
@@ -27,6 +29,3 @@ class TrackingOptions(BaseModel):
     group: str = "metrics-sink"
     """Its consumer group, named `<prefix>.<group>.<team>.<run>`."""
 
-    @classmethod
-    def from_settings(cls, settings: Settings) -> TrackingOptions:
-        return cls.model_validate(settings.section("tracking"))

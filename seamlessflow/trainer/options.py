@@ -8,9 +8,9 @@ import os
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import ConfigDict, Field
 
-from seamlessflow.config import Settings
+from seamlessflow.config import SectionOptions, Settings
 from seamlessflow.core.batching import TRAINABLE_STATUSES, BatchConfig, StalenessPolicy
 from seamlessflow.core.episodes import TrajectoryStatus
 from seamlessflow.core.losses import PolicyLossConfig
@@ -22,7 +22,7 @@ from seamlessflow.trainer.memory import MemoryConfig
 DEEPSPEED_CONFIGS = Path(__file__).resolve().parents[2] / "infra" / "deepspeed"
 
 
-class TrainerOptions(BaseModel):
+class TrainerOptions(SectionOptions):
     """Everything the trainer process needs beyond the shared settings.
 
     ``deepspeed`` is passed to `deepspeed.initialize` untouched: a path to a JSON file or the dict itself.
@@ -32,6 +32,8 @@ class TrainerOptions(BaseModel):
     """
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    SECTION = "trainer"
 
     enabled: bool = False
     """Read by nothing: `services.trainer` says whether `up` runs the trainer (kept so configs validate)."""
@@ -164,9 +166,6 @@ class TrainerOptions(BaseModel):
     max_steps: int | None = None
     """Stop after this many optimizer steps (tests, benchmarks); None: run until stopped."""
 
-    @classmethod
-    def from_settings(cls, settings: Settings) -> TrainerOptions:
-        return cls.model_validate(settings.section("trainer"))
 
     def group_id(self, settings: Settings) -> str:
         return self.consumer_group or f"{settings.topic_prefix}.{settings.team}.{settings.run}.trainer"
