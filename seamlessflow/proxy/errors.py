@@ -61,12 +61,9 @@ def explain_window(body: dict) -> dict:
     nothing of it is recorded."""
     error = body.get("error")
     message = error.get("message") if isinstance(error, dict) else None
-    found = ENGINE_WINDOW.search(message) if isinstance(message, str) else None
-    if error is None or found is None:
+    if not isinstance(error, dict) or not isinstance(message, str) or not (found := ENGINE_WINDOW.search(message)):
         return body
     hint = (f" The stack serves a window of {found.group(1)} tokens, set by `{WINDOW_SETTING}` (env "
             f"SEAMLESSFLOW_ROLLOUT__MAX_MODEL_LEN; at most the model's max_position_embeddings); nothing of "
             f"this call was recorded.")
-    # `found` matched `message`: a str here
-    return {**body, "error": {**error, "message": message + hint,  # type: ignore[operator]
-                              "param": error.get("param") or "messages"}}
+    return {**body, "error": {**error, "message": message + hint, "param": error.get("param") or "messages"}}
