@@ -81,28 +81,26 @@ def build_untrained_model(out_dir: str | Path, spec: TinyModelSpec = FULL, seed:
 
     What a test needs to show that the default model's window and tokenizer hold an agent harness's prompts
     (on an engine, through the proxy) without paying its minutes of warm start."""
-    torch.manual_seed(seed)
-    train_tasks = generate_tasks(seed, spec.corpus_tasks, spec.max_operand, prefix="train")
-    tokenizer = spec_tokenizer(spec, train_tasks)
-    model = Qwen2ForCausalLM(qwen2_config(spec, tokenizer))
+    _, tokenizer, model = untrained(spec, seed)
     out = Path(out_dir)
     model.save_pretrained(out, safe_serialization=True)
     tokenizer.save_pretrained(out)
     return out
 
 
-def spec_tokenizer(spec: TinyModelSpec, train_tasks: list[ArithmeticTask]) -> PreTrainedTokenizerFast:
-    """The tokenizer a spec learns: from the demo's text, and local English and code when the spec says so."""
+def untrained(spec: TinyModelSpec, seed: int) -> tuple[list[ArithmeticTask], PreTrainedTokenizerFast, Qwen2ForCausalLM]:
+    """The spec's warm-start tasks, the tokenizer learnt from them (and local English and code when the spec
+    says so), and the model with random weights drawn from `seed`."""
+    torch.manual_seed(seed)
+    train_tasks = generate_tasks(seed, spec.corpus_tasks, spec.max_operand, prefix="train")
     texts = corpus_text(train_tasks, spec.restate_fraction, spec.tool_fraction)
-    return train_tokenizer(texts + (local_english_text() if spec.english_text else []), spec.vocab_size)
+    tokenizer = train_tokenizer(texts + (local_english_text() if spec.english_text else []), spec.vocab_size)
+    return train_tasks, tokenizer, Qwen2ForCausalLM(qwen2_config(spec, tokenizer))
 
 
 def _build(out: Path, spec: TinyModelSpec, seed: int, wanted: str, log: Callable[[str], None]) -> dict:
-    torch.manual_seed(seed)
-    train_tasks = generate_tasks(seed, spec.corpus_tasks, spec.max_operand, prefix="train")
+    train_tasks, tokenizer, model = untrained(spec, seed)
     eval_tasks = generate_tasks(seed + EVAL_SEED_OFFSET, spec.eval_tasks, spec.max_operand, prefix="eval")
-    tokenizer = spec_tokenizer(spec, train_tasks)
-    model = Qwen2ForCausalLM(qwen2_config(spec, tokenizer))
     log(f"building tiny model {wanted}: {sum(p.numel() for p in model.parameters()):,} parameters")
 
     warm_start(
