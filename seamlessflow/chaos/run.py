@@ -1,6 +1,6 @@
 """`seamlessflow chaos`: run the loop, deliver a seeded fault schedule while agents work, then audit.
 
-Phases: start the stack under a supervisor that restarts what dies (or attach to a running one), start
+Phases: start the stack under a placement that restarts what dies (or attach to a running one), start
 the driver's agents, wait for the first acknowledged call, deliver the faults, let the loop settle, stop
 the agents (the driver's and the stack's agent pools), wait until every ended session's trajectories are
 on the topic, scored where a session asked a reward worker (or the drain time runs out:
@@ -28,8 +28,10 @@ from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.io import read_topic
 from seamlessflow.messages import EpisodeEnd, TokenIO, Trajectory, WeightVersion
 from seamlessflow.proxy import ProxyOptions
-from seamlessflow.stack.services import enabled, log_dir, run_dir, start_stack
-from seamlessflow.stack.supervisor import ServiceSpec, Supervisor, read_state, stop_tree
+from seamlessflow.stack.placement import Placement
+from seamlessflow.stack.placements import placement_for, recorded
+from seamlessflow.stack.services import enabled, start_stack
+from seamlessflow.stack.supervisor import ServiceSpec
 from seamlessflow.teams import TeamKeys
 from seamlessflow.topics import Topics
 
@@ -71,22 +73,24 @@ def run_chaos(settings: Settings, options: ChaosConfig, extra: Sequence[ServiceS
     """`extra` services start before the stack (stub engines), `late` ones after it (they need the broker
     and the stack's config file: reward workers)."""
     started = time.monotonic()
-    supervisor = None if attach else Supervisor(run_dir(settings), log_dir(settings), settings.stop_grace_s)
+    placement, settings = (None, settings) if attach else placement_for(settings, log)
+    pids = recorded(settings).pids  # read afresh for every fault, whoever started the stack
     ticking = threading.Event()
+    ticker = threading.Thread(target=_tick, args=(placement, ticking), daemon=True)
     try:
-        if supervisor is not None:
+        pids()  # faults land by pid on this machine: where none can (a stack on Ray), this says so before a start
+        if placement is not None:
             for spec in extra:
-                supervisor.start(spec)
-            start_stack(settings, supervisor, log=log)
+                placement.start(spec)
+            start_stack(settings, placement, log=log)
             for spec in late:
-                supervisor.start(spec)
-            supervisor.write_state()
-            threading.Thread(target=_tick, args=(supervisor, ticking), daemon=True).start()
+                placement.start(spec)
+            ticker.start()
         log(f"chaos: stack up after {time.monotonic() - started:.0f} s")
-        result = _drive(settings, options, supervisor, log)
-        if supervisor is not None:
-            ticking.set()
-            _stop_services(supervisor, settings)
+        result = _drive(settings, options, placement, pids, log)
+        if placement is not None:
+            _stop_ticking(ticker, ticking)
+            _stop_services(placement)
             log(f"chaos: services stopped after {time.monotonic() - started:.0f} s")
         ledger = read_ledger(_ledger_path(settings))
         result.audit = audit_topics(settings, ledger)
@@ -98,13 +102,13 @@ def run_chaos(settings: Settings, options: ChaosConfig, extra: Sequence[ServiceS
         result.duration_s = time.monotonic() - started
         return result
     finally:
-        ticking.set()
-        if supervisor is not None:
-            supervisor.stop_all()
+        if placement is not None:
+            _stop_ticking(ticker, ticking)
+            placement.stop_all()
 
 
-def _drive(settings: Settings, options: ChaosConfig, supervisor: Supervisor | None,
-           log: Callable[[str], None]) -> ChaosResult:
+def _drive(settings: Settings, options: ChaosConfig, placement: Placement | None,
+           pids: Callable[[], dict[str, int | None]], log: Callable[[str], None]) -> ChaosResult:
     proxy = ProxyOptions.from_settings(settings)
     key = TeamKeys.from_settings(settings).ensure_default(settings.team) or ""
     path = _ledger_path(settings)
@@ -112,7 +116,7 @@ def _drive(settings: Settings, options: ChaosConfig, supervisor: Supervisor | No
     path.write_text("")
     driver = Driver(DriverConfig(f"http://{proxy.host}:{proxy.port}", key, path, options.concurrency,
                                   options.group_size, seed=options.seed)).start()
-    injector = Injector(lambda: _pids(settings, supervisor), options.seed)
+    injector = Injector(pids, options.seed)
     targets = list(options.targets) or injector.targets()
     schedule = plan(options.seed, targets, options.faults, options.every_s, freeze_share=options.freeze_share)
     injected: list[Injected] = []
@@ -128,34 +132,32 @@ def _drive(settings: Settings, options: ChaosConfig, supervisor: Supervisor | No
     finally:
         driver.stop()
     stopped_ms = int(time.time() * 1000)
-    if supervisor is not None:  # the stack's own agent pools stop too: their last sessions drain with ours
-        for name in [n for n in supervisor.states if n.startswith("agents-")]:
-            supervisor.stop(name)
+    if placement is not None:  # the stack's own agent pools stop too: their last sessions drain with ours
+        for name in [n for n in placement.states if n.startswith("agents-")]:
+            placement.stop(name)
     log("chaos: agents stopped; waiting for the last trajectories")
     _drain(settings, options.drain_s, _last_hit_ms(injected, "trainer"))
     return ChaosResult(injected, [], AuditReport(), driver.stats, 0.0, stopped_ms)
 
 
-def _tick(supervisor: Supervisor, done: threading.Event) -> None:
+def _tick(placement: Placement, done: threading.Event) -> None:
     while not done.is_set():
-        supervisor.check()
+        placement.check()
         done.wait(0.5)
 
 
-def _pids(settings: Settings, supervisor: Supervisor | None) -> dict[str, int | None]:
-    if supervisor is not None:
-        return {name: state.pid if state.state == "running" else None for name, state in supervisor.states.items()}
-    services = (read_state(run_dir(settings)) or {}).get("services", {})
-    return {name: s.get("pid") if s.get("state") == "running" else None for name, s in services.items()}
+def _stop_ticking(ticker: threading.Thread, ticking: threading.Event) -> None:
+    """Ends the placement's checks before services are stopped on purpose: a check in flight would restart them."""
+    ticking.set()
+    if ticker.is_alive():
+        ticker.join()
 
 
-def _stop_services(supervisor: Supervisor, settings: Settings) -> None:
+def _stop_services(placement: Placement) -> None:
     """Everything but the brokers, newest first, with SIGTERM (the trainer checkpoints on it)."""
-    supervisor.stopping = True
-    for name in reversed(list(supervisor.states)):
-        pid = supervisor.states[name].pid
-        if pid and not name.startswith("broker"):
-            stop_tree(pid, settings.stop_grace_s)
+    for name in reversed(list(placement.states)):
+        if placement.states[name].pid and not name.startswith("broker"):
+            placement.stop(name)
 
 
 def _ledger_path(settings: Settings) -> Path:

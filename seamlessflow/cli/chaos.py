@@ -5,10 +5,11 @@ from __future__ import annotations
 import click
 from rich.console import Console
 
-from seamlessflow.cli.context import pass_settings
+from seamlessflow.cli.context import pass_settings, placement_errors
 from seamlessflow.config import Settings
-from seamlessflow.stack.services import run_dir, with_stack_defaults
-from seamlessflow.stack.supervisor import ServiceSpec, pid_alive, read_state
+from seamlessflow.stack.placements import recorded
+from seamlessflow.stack.services import with_stack_defaults
+from seamlessflow.stack.supervisor import ServiceSpec
 
 SHORT = {"faults": 4, "every_s": 10.0, "settle_s": 20.0, "concurrency": 4}
 
@@ -94,15 +95,10 @@ def chaos(
     if short:
         options = ChaosConfig(**{**vars(options), **SHORT})
     settings = with_stack_defaults(settings)
-    state = read_state(run_dir(settings))
-    running = bool(state and pid_alive(state.get("supervisor_pid")))
-    if attach != running:
-        raise click.ClickException(
-            "--attach needs a running stack here"
-            if attach
-            else f"a stack already runs here (supervisor pid {state and state.get('supervisor_pid')}): "
-            "`seamlessflow down` first, or --attach"
-        )
+    busy = recorded(settings).running()
+    if attach != bool(busy):
+        raise click.ClickException("--attach needs a running stack here" if attach
+                                   else f"a stack already runs here {busy}: `seamlessflow down` first, or --attach")
     extra: list[ServiceSpec] = []
     if stub_engines:
         settings, extra = stub_engine_stack(settings, stub_engines, options.group_size)
@@ -110,7 +106,8 @@ def chaos(
     late = reward_worker_specs(settings, list(rewards))
     if attach and late:
         raise click.ClickException("--reward starts workers: not with --attach")
-    result = run_chaos(settings, options, extra, attach=attach, log=console.print, late=late)
+    with placement_errors():  # faults by pid reach no stack placed on Ray
+        result = run_chaos(settings, options, extra, attach=attach, log=console.print, late=late)
     render(result, console)
     if as_json:
         click.echo(json_line(result))

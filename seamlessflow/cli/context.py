@@ -1,13 +1,16 @@
-"""Shared CLI plumbing: the settings every command gets from the global options."""
+"""Shared CLI plumbing: the settings every command gets from the global options, and a placement's refusal
+as one line."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import contextlib
+from collections.abc import Callable, Iterator
 from typing import Any, TypeVar
 
 import click
 
 from seamlessflow.config import Settings
+from seamlessflow.stack.placement import PlacementError
 
 pass_settings = click.make_pass_decorator(Settings)
 F = TypeVar("F", bound=Callable[..., Any])
@@ -33,3 +36,13 @@ def global_options(func: F) -> F:
 
 def load_settings(config_path: str | None, **overrides: Any) -> Settings:
     return Settings.load(config_path, **overrides)
+
+
+@contextlib.contextmanager
+def placement_errors() -> Iterator[None]:
+    """What a placement refuses (an unreachable cluster, a request no node can give, a stack it cannot add to)
+    is said in one line, not a traceback."""
+    try:
+        yield
+    except PlacementError as exc:
+        raise click.ClickException(str(exc)) from None

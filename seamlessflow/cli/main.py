@@ -16,8 +16,7 @@ from seamlessflow.cli.model import model_group
 from seamlessflow.cli.replay import replay
 from seamlessflow.cli.reward import reward
 from seamlessflow.cli.simulate import simulate
-from seamlessflow.cli.stack import down, status, up
-from seamlessflow.cli.stack_ray import scale
+from seamlessflow.cli.stack import down, scale, status, up
 from seamlessflow.cli.tasks import tasks
 from seamlessflow.cli.team import team
 from seamlessflow.cli.timeline import timeline

@@ -1,11 +1,16 @@
-"""`seamlessflow up`, `down` and `status`: the one-command stack."""
+"""`seamlessflow up`, `down`, `status` and `scale`: the one-command stack, on this machine or on a Ray cluster
+(`up --ray ADDRESS`, or `cluster: {engine: ray}`).
+
+Whichever placement runs the stack (`stack.placements`), `down`, `status` and `scale` find it by what its run
+directory recorded. On Ray the services are detached actors, so the stack outlives the `up` that started it: with
+--detach `up` returns once every service is ready, in the foreground it follows them until Ctrl-C or SIGTERM.
+"""
 
 from __future__ import annotations
 
 import json
 import os
 import secrets
-import signal
 import subprocess
 import sys
 import time
@@ -14,22 +19,17 @@ import click
 from rich.console import Console
 from rich.live import Live
 
-from seamlessflow.cli.context import pass_settings
+from seamlessflow.cli.context import pass_settings, placement_errors
 from seamlessflow.cli.foreground import held_until_stopped
-from seamlessflow.cli.stack_ray import down_on_ray, up_on_ray
 from seamlessflow.cli.status_view import render_status
 from seamlessflow.config import Settings
 from seamlessflow.stack.options import ClusterOptions
+from seamlessflow.stack.placement import Placement
+from seamlessflow.stack.placements import placement_for, recorded
+from seamlessflow.stack.scale import parse_change, scale_stack
 from seamlessflow.stack.services import SERVICES, config_path, log_dir, run_dir, start_stack, with_stack_defaults
-from seamlessflow.stack.status import ray_services, stack_status
-from seamlessflow.stack.supervisor import (
-    STACK_ENV,
-    Supervisor,
-    pid_alive,
-    read_state,
-    stack_processes,
-    stop_tree,
-)
+from seamlessflow.stack.status import stack_status
+from seamlessflow.stack.supervisor import STACK_ENV, ServiceState, read_state
 from seamlessflow.stack.watch import ResourceWatcher
 
 
@@ -60,16 +60,11 @@ def up(settings: Settings, detach: bool, wait_s: float, policy: str | None, only
         settings = settings.with_overrides(scheduler={"policy": policy})
     if only_broker or only:
         settings = settings.with_overrides(services={name: name in only for name in SERVICES})
-    state = read_state(run_dir(settings))
-    if state and pid_alive(state.get("supervisor_pid")):
-        raise click.ClickException(
-            f"already running (supervisor pid {state['supervisor_pid']}); `seamlessflow down` first"
-        )
-    if state and state.get("placement") and ray_services(state)[0]:  # a detached stack outlives its `up`
-        raise click.ClickException(f"already running on Ray ({state['placement']['address']}, namespace "
-                                   f"{state['placement']['namespace']}); `seamlessflow down` first")
+    busy = recorded(settings).running()  # a detached stack on Ray outlives its `up`
+    if busy:
+        raise click.ClickException(f"already running {busy}; `seamlessflow down` first")
     if ClusterOptions.from_settings(settings).engine == "ray":
-        up_on_ray(settings, detach, _print_ready)
+        up_on_ray(settings, detach)
     elif detach:
         _up_detached(settings, wait_s)
     else:
@@ -83,22 +78,58 @@ def new_generation() -> str:
 
 def _up_foreground(settings: Settings) -> None:
     console = Console() if sys.stdout.isatty() else Console(width=160)  # logs: no wrapping at 80 columns
-    supervisor = Supervisor(run_dir(settings), log_dir(settings), settings.stop_grace_s, say=console.print)
-    with held_until_stopped(console, supervisor.stop_all):
-        start_stack(settings, supervisor, log=console.print)
-        _print_ready(console, supervisor.info, settings)
+    placement, settings = placement_for(settings, console.print)
+    with held_until_stopped(console, placement.stop_all):
+        start_stack(settings, placement, log=console.print)
+        _print_ready(console, placement.info, settings)
         watcher = ResourceWatcher(settings)
         view = lambda: render_status(stack_status(settings, watcher.rows()), watcher.rewards)  # noqa: E731
         with Live(view(), console=console, auto_refresh=False, redirect_stdout=False) as live:
             last_print = 0.0
             while True:
-                supervisor.check()
+                placement.check()
                 if console.is_terminal:
                     live.update(view(), refresh=True)
                 elif time.monotonic() - last_print > 30:  # logs: a table every 30 s, not a redraw
                     console.print(view())
                     last_print = time.monotonic()
                 time.sleep(1.0)
+
+
+def up_on_ray(settings: Settings, detach: bool) -> None:
+    """The services as detached actors: with --detach this returns once every one is ready, in the foreground
+    it follows their states until Ctrl-C or SIGTERM and then stops them."""
+    console = Console(width=160)
+    with placement_errors():
+        placement, settings = placement_for(settings, console.print)
+    detached = False
+    with held_until_stopped(console, placement.stop_all, keep=lambda: detached):
+        with placement_errors():
+            start_stack(settings, placement, log=console.print)
+        placement.check()
+        _proxy_on_its_node(placement)
+        _print_ready(console, placement.info, settings)
+        for name, state in placement.states.items():
+            console.print(_where(name, state))
+        if detach:
+            detached = True
+            return
+        while True:
+            placement.check()
+            time.sleep(2.0)
+
+
+def _proxy_on_its_node(placement: Placement) -> None:
+    """A proxy listening on every address (`proxy.host: 0.0.0.0`) is shown at its node's address."""
+    proxy = next((s for name, s in placement.states.items() if name.split("-")[0] == "proxy"), None)
+    url = placement.info.get("proxy", "")
+    if proxy is not None and proxy.node_ip and url.startswith("http://0.0.0.0:"):
+        placement.info["proxy"] = url.replace("0.0.0.0", proxy.node_ip, 1)
+        placement.write_state()
+
+
+def _where(name: str, state: ServiceState) -> str:
+    return f"  {name}: {state.state} on {state.host} ({state.node_ip}), pid {state.pid}"
 
 
 def _up_detached(settings: Settings, wait_s: float) -> None:
@@ -142,30 +173,7 @@ def _print_ready(console: Console, info: dict, settings: Settings) -> None:
 def down(settings: Settings) -> None:
     """Stop the stack: SIGTERM, then SIGKILL after the grace period; no process is left behind, whatever
     state `up` reached (every process of the stack carries its run directory: see `supervisor.stack_processes`)."""
-    state = read_state(run_dir(settings))
-    if state and state.get("placement"):
-        down_on_ray(settings, state)
-        click.echo("stopped")
-        return
-    leftovers = stack_processes(run_dir(settings))
-    if not state and not leftovers:
-        click.echo("nothing is running here")
-        return
-    sup = (state or {}).get("supervisor_pid")
-    services = (state or {}).get("services", {})
-    if pid_alive(sup):
-        os.kill(sup, signal.SIGTERM)  # type: ignore[arg-type]  # alive: a pid, not None
-        deadline = time.monotonic() + settings.stop_grace_s * (len(services) + 1) + 5
-        while pid_alive(sup) and time.monotonic() < deadline:
-            time.sleep(0.2)
-        if pid_alive(sup):
-            os.kill(sup, signal.SIGKILL)  # type: ignore[arg-type]  # alive: a pid, not None
-    for svc in services.values():  # anything the supervisor could not stop (it was killed, say)
-        if pid_alive(svc.get("pid")):
-            stop_tree(svc["pid"], settings.stop_grace_s)
-    for proc in stack_processes(run_dir(settings)):  # started but never listed, or re-parented to init
-        stop_tree(proc.pid, settings.stop_grace_s)
-    click.echo("stopped")
+    click.echo("stopped" if recorded(settings).stop(click.echo) else "nothing is running here")
 
 
 @click.command()
@@ -178,3 +186,23 @@ def status(settings: Settings, as_json: bool) -> None:
         click.echo(json.dumps(data, indent=2))
     else:
         Console().print(render_status(data))
+
+
+@click.command()
+@click.argument("change", metavar="ROLE=+N")
+@pass_settings
+def scale(settings: Settings, change: str) -> None:
+    """Add services to a running stack placed on Ray, e.g. `scale rollout=+1`: N more engines, placed by Ray
+    where there is room (a node that just joined), serving as soon as they are up; nothing restarts."""
+    try:
+        role, count = parse_change(change)
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="ROLE=+N") from None
+    if role != "rollout":
+        raise click.BadParameter(f"{role!r}: only rollout engines can be added yet (agent pools and assemblers: "
+                                 "cluster.resources.<name>.replicas, on the next start)", param_hint="ROLE=+N")
+    console = Console(width=160)
+    with placement_errors():
+        added = scale_stack(settings, count, console.print)
+    for name, service in added.items():
+        console.print(_where(name, service))

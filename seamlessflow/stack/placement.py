@@ -1,21 +1,26 @@
-"""One stack description, two placements: what `start_stack` needs of whatever places the services.
+"""One stack description, two placements: what `start_stack`, `up`, `down`, `scale` and the chaos run need of
+whatever places the services, and of a stack that another process placed.
 
 The local placement is the `Supervisor` (this machine, the embedded default, unchanged); `RayPlacement`
 (`ray_placement.py`) places the same specs on a Ray cluster. Both start specs in the order given, each awaited
 by its readiness check before the next; both record every service's state, pid, host/node and restarts in the
-run directory's `state.json`, which `status` and `down` read from another process.
+run directory's `state.json`. A `Recorded` stack is that file read from another process (`status`, `down`,
+`scale`, the chaos run's faults): local pids, or a Ray namespace. `placements.py` picks one of each.
 """
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Protocol
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from seamlessflow.service_metrics import PORT_ENV
 from seamlessflow.stack.supervisor import ServiceSpec, ServiceState
 
 
 class Placement(Protocol):
+    """What places the stack's services, in the process that starts them (`up`, `scale`, the chaos run)."""
+
     info: dict[str, str]
     ready: bool
     states: dict[str, ServiceState]
@@ -30,11 +35,36 @@ class Placement(Protocol):
     def check(self) -> None:
         """Refreshes the services' states (and restarts dead ones, where the placement does that itself)."""
 
+    def stop(self, name: str) -> None:
+        """Stops one service for good (it is not restarted): e.g. the load generators before a drain."""
+
     def stop_all(self) -> None:
         """Stops every service, in reverse start order."""
 
     def write_state(self) -> None:
         """Records the services' states in the run directory."""
+
+
+class Recorded(Protocol):
+    """A stack as its run directory's `state.json` records it, seen from any process: the stack outlives the
+    process that started it (a detached `up`), so `status`, `down` and `scale` find it only there."""
+
+    state: dict[str, Any]
+
+    def running(self) -> str:
+        """Where the stack runs, as `up` words it after "already running" ("" when nothing runs)."""
+
+    def services(self) -> tuple[bool, list[dict]]:
+        """Whether the stack runs, and one `rows.service_row` per service as it is now."""
+
+    def pids(self) -> dict[str, int | None]:
+        """Each service's main process on this machine, read afresh (None: not running): where a fault lands."""
+
+    def stop(self, say: Callable[[str], object]) -> bool:
+        """Stops every process of the stack, whatever state its `up` reached; False when nothing ran."""
+
+    def attach(self, say: Callable[[str], None]) -> Placement:
+        """The placement of the running stack, to start more services in it (`scale`)."""
 
 
 def expand_replicas(specs: list[ServiceSpec]) -> list[ServiceSpec]:

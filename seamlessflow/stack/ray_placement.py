@@ -69,7 +69,7 @@ def check_feasible(specs: list[ServiceSpec], nodes: list[dict[str, Any]]) -> Non
     once is Ray's to decide, and a service that must wait for a busy node is shown as waiting)."""
     for spec in specs:
         wanted = spec.resources.wanted()
-        fitting = sum(all(node["resources"].get(k, 0.0) >= v for k, v in wanted.items()) for node in nodes)
+        fitting = sum(_fits(node["resources"], wanted) for node in nodes)
         if fitting < spec.gang:
             have = "; ".join(f"{n['ip']}: {resource_words(n['resources'])}" for n in nodes) or "no alive node"
             if spec.gang == 1:
@@ -77,6 +77,41 @@ def check_feasible(specs: list[ServiceSpec], nodes: list[dict[str, Any]]) -> Non
                                      f"({have})")
             raise PlacementError(f"{spec.name} asks for {resource_words(wanted)} on each of {spec.gang} nodes, which "
                                  f"only {fitting} node(s) of the cluster have ({have})")
+
+
+def pack_at_once(specs: list[ServiceSpec], nodes: list[dict[str, Any]]) -> dict[str, list[str]]:
+    """Places every spec together, each node's resources counted down (the largest request first, on the first
+    node with room left): the node address of each spec's copies (a gang's members on distinct nodes). Raises
+    for the first spec left without room. `up` does not ask this (Ray places the actors, and one that waits for
+    a busy node is shown as waiting); a deployment's config is checked with it against the nodes its allocation
+    gives, since a service that never fits beside the others waits there for ever. First fit is a witness, not
+    a proof: it can miss a packing that exists, never report one that does not."""
+    free = [{"ip": node["ip"], "resources": dict(node["resources"])} for node in nodes]
+    placed: dict[str, list[str]] = {}
+    for spec in sorted(specs, key=_size, reverse=True):
+        wanted = spec.resources.wanted()
+        chosen = [node for node in free if _fits(node["resources"], wanted)][:spec.gang]
+        if len(chosen) < spec.gang:
+            left = "; ".join(f"{n['ip']}: {resource_words(n['resources'])}" for n in free) or "no alive node"
+            raise PlacementError(f"{spec.name} asks for {resource_words(wanted)} on each of {spec.gang} node(s); "
+                                 f"beside the services placed before it, {len(chosen)} node(s) have that left ({left})")
+        for node in chosen:
+            for name, amount in wanted.items():
+                node["resources"][name] -= amount
+        placed[spec.name] = [node["ip"] for node in chosen]
+    return placed
+
+
+def _fits(have: dict[str, float], wanted: dict[str, float]) -> bool:
+    """Whether a node's resources (what it has, or has left) hold a request: every resource it asks for."""
+    return all(have.get(name, 0.0) >= amount for name, amount in wanted.items())
+
+
+def _size(spec: ServiceSpec) -> tuple[float, ...]:
+    """The order `pack_at_once` places in: gangs (they need several nodes), then by GPUs, CPUs and memory, so
+    the scarcest requests find room before the small ones split it up."""
+    r = spec.resources
+    return (spec.gang, r.gpus, r.cpus, r.memory_mb)
 
 
 def actor_options(spec: ServiceSpec, namespace: str) -> dict[str, Any]:
@@ -234,6 +269,13 @@ class RayPlacement:
         added = {name: svc for name, svc in (state.get("services") or {}).items() if name not in known}
         if added:
             self._adopt({"services": added, "info": {}, "ready": self.ready})
+
+    def stop(self, name: str) -> None:
+        """Stops one service's actor and its process for good (Ray does not restart a killed actor)."""
+        stop_actors(self.namespace, [name], self.grace_s)
+        self.actors.pop(name, None)
+        self.states[name].state, self.states[name].pid = "stopped", None
+        self.write_state()
 
     def stop_all(self) -> None:
         stop_actors(self.namespace, list(reversed(self.actors)), self.grace_s)

@@ -1,4 +1,5 @@
-"""Per-resource rows: latest heartbeat per resource, for `seamlessflow status --json` and the live table.
+"""Per-resource rows (latest heartbeat per resource) and per-service rows (what a placement recorded), for
+`seamlessflow status --json` and the live table.
 
 Why here and not in the CLI: the stack's status watcher (`watch`, used by `up`'s readiness checks)
 builds the same rows, and the stack machinery sits below the CLI.
@@ -48,3 +49,17 @@ def trainer_version(rows: list[dict]) -> int | None:
     """The newest version a trainer reports (None without a trainer row)."""
     versions = [row["weight_version"] for row in rows if row["kind"] == ResourceKind.TRAINER]
     return max(versions) if versions else None
+
+
+def service_row(name: str, svc: dict, alive: bool, state: str) -> dict:
+    """One service as `status` shows it, from what its placement recorded (`svc`): a dead one has no pid."""
+    return {
+        "name": name, "pid": svc.get("pid") if alive else None,
+        "state": state,
+        "restarts": svc.get("restarts", 0),
+        "uptime_s": round(time.time() - svc["started_at"], 1) if alive and svc.get("started_at") else None,
+        "log": svc.get("log"),
+        "waiting_for": svc.get("waiting_for", "") if alive else "",
+        "host": svc.get("host", ""),  # where it runs: the machine, and its node's address
+        "node_ip": svc.get("node_ip", ""),
+    }

@@ -17,7 +17,7 @@ from pathlib import Path
 import yaml
 
 from seamlessflow.config import Settings
-from seamlessflow.stack.supervisor import ServiceSpec
+from seamlessflow.stack.supervisor import ServiceSpec, ServiceState
 
 ENGINE_ID = re.compile(r"rollout-(\d+)$")
 # what is one engine's own and must not be copied into another's spec: its port, its cores, its GPUs
@@ -41,6 +41,17 @@ def parse_change(change: str) -> tuple[str, int]:
     if not sep or not amount.startswith("+") or not amount[1:].isdigit():
         raise ValueError(f"{change!r}: write ROLE=+N, e.g. rollout=+1")
     return role, int(amount[1:])
+
+
+def scale_stack(settings: Settings, count: int, say: Callable[[str], None]) -> dict[str, ServiceState]:
+    """Adds `count` engines to the stack running from this data directory, through the placement that runs it
+    (`PlacementError` where it cannot add any: the local stack). Returns each new engine's state."""
+    from seamlessflow.stack.placements import recorded
+    from seamlessflow.stack.services import config_path
+
+    placement = recorded(settings).attach(say)
+    added = scale_engines(config_path(settings), count, placement.start)
+    return {name: placement.states[name] for name in added}
 
 
 def scale_engines(effective: Path, count: int, start: Callable[[ServiceSpec], None]) -> list[str]:

@@ -223,44 +223,44 @@ def prepare_model(settings: Settings, log: Callable[[str], None]) -> None:
         log(f"model: {ensure_model(settings, log)}")
 
 
-def start_stack(settings: Settings, supervisor: Placement, log: Callable[[str], None] = print) -> None:
-    """Starts the stack through `supervisor`, whichever placement it is (the local supervisor or Ray). Every
+def start_stack(settings: Settings, placement: Placement, log: Callable[[str], None] = print) -> None:
+    """Starts the stack through `placement`, whichever it is (the local supervisor or Ray: `placements`). Every
     spec is built, and checked by the placement, before anything starts."""
     settings.dump_yaml(config_path(settings))
     brokers = broker_services(settings)
     specs = expand_replicas(app_services(settings))
-    supervisor.check_all(brokers + specs)
+    placement.check_all(brokers + specs)
     for spec in brokers:
-        supervisor.start(spec)
+        placement.start(spec)
     client = settings.with_overrides(bootstrap_servers=settings.kafka_bootstrap)
     ensure_topics(client)
-    supervisor.info["bootstrap_servers"] = settings.kafka_bootstrap
-    supervisor.info["topic_prefix"] = settings.topic_prefix
-    supervisor.info["generation"] = settings.generation
-    if supervisor.shares_disk:  # elsewhere each engine and trainer finds or builds it on its node
+    placement.info["bootstrap_servers"] = settings.kafka_bootstrap
+    placement.info["topic_prefix"] = settings.topic_prefix
+    placement.info["generation"] = settings.generation
+    if placement.shares_disk:  # elsewhere each engine and trainer finds or builds it on its node
         prepare_model(settings, log)
     if enabled(settings, "proxy"):
         from seamlessflow.proxy import ProxyOptions
 
         proxy = ProxyOptions.from_settings(settings)
-        supervisor.info["proxy"] = f"http://{proxy.host}:{proxy.port}/v1"
+        placement.info["proxy"] = f"http://{proxy.host}:{proxy.port}/v1"
         key = TeamKeys.from_settings(settings).ensure_default(settings.team)
-        supervisor.info[f"api key ({settings.team})"] = (
+        placement.info[f"api key ({settings.team})"] = (
             f"{key}  (also in {Path(settings.data_dir) / (settings.team + '.key')})"
         )
     urls = metrics_ports(settings, specs)
     if enabled(settings, "proxy"):
-        urls["proxy"] = supervisor.info["proxy"].removesuffix("/v1") + "/metrics"
+        urls["proxy"] = placement.info["proxy"].removesuffix("/v1") + "/metrics"
     if enabled(settings, "dashboard"):
         host, port = dashboard_address(settings)
         urls["dashboard"] = f"http://{host}:{port}/metrics"
-        supervisor.info["dashboard"] = f"http://{host}:{port}/"
+        placement.info["dashboard"] = f"http://{host}:{port}/"
         log(f"dashboard: http://{host}:{port}/")
     if enabled(settings, "tracking"):
-        supervisor.info["tensorboard"] = f"tensorboard --logdir {default_logdir(settings).parent.parent}"
+        placement.info["tensorboard"] = f"tensorboard --logdir {default_logdir(settings).parent.parent}"
     (run_dir(settings) / "metrics.json").write_text(json.dumps(urls, indent=1))
-    supervisor.info["metrics"] = f"one /metrics per service, listed in {run_dir(settings) / 'metrics.json'}"
+    placement.info["metrics"] = f"one /metrics per service, listed in {run_dir(settings) / 'metrics.json'}"
     for spec in specs:
-        supervisor.start(spec)
-    supervisor.ready = True
-    supervisor.write_state()
+        placement.start(spec)
+    placement.ready = True
+    placement.write_state()

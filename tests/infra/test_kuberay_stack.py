@@ -16,7 +16,6 @@ from click.testing import CliRunner
 from seamlessflow.agents.options import AgentOptions
 from seamlessflow.assembler.options import AssemblerOptions
 from seamlessflow.cli.main import cli
-from seamlessflow.cli.stack_ray import for_the_cluster
 from seamlessflow.config import Settings
 from seamlessflow.evaluation.options import EvalOptions
 from seamlessflow.proxy import ProxyOptions
@@ -24,7 +23,8 @@ from seamlessflow.rollout.options import RolloutOptions
 from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
 from seamlessflow.stack.options import ClusterOptions
 from seamlessflow.stack.placement import expand_replicas
-from seamlessflow.stack.ray_placement import PlacementError, check_feasible
+from seamlessflow.stack.ray_placement import PlacementError, check_feasible, pack_at_once
+from seamlessflow.stack.ray_settings import for_the_cluster
 from seamlessflow.stack.services import app_services
 from seamlessflow.stack.supervisor import ServiceSpec
 from seamlessflow.testing.kuberay import IMAGE_HOME, REPO, config_text, one, ray_nodes
@@ -119,17 +119,9 @@ def test_every_service_fits_its_group_and_no_other(stack):
 
 
 def test_the_whole_stack_fits_the_cluster_at_once(stack):
-    """`check_feasible` looks at one service at a time; this packs them all (largest first, first fit) onto the
-    group's pods, each resource counted down, as Ray would have to place them together."""
-    free = [{"ip": n["ip"], "resources": dict(n["resources"])}
-            for group in ray_nodes(one("RayCluster")).values() for n in group]
-    placed: dict[str, str] = {}
-    for spec in sorted(_specs(stack), key=lambda s: (s.resources.gpus, s.resources.cpus), reverse=True):
-        wanted = spec.resources.wanted()
-        node = next((n for n in free if all(n["resources"].get(k, 0.0) >= v for k, v in wanted.items())), None)
-        assert node is not None, f"{spec.name} ({wanted}) has no room left: {free}"
-        for k, v in wanted.items():
-            node["resources"][k] -= v
-        placed[spec.name] = node["ip"]
+    """`check_feasible` looks at one service at a time; `pack_at_once` places them all on the groups' pods, each
+    resource counted down, as Ray would have to hold them together."""
+    nodes = [node for group in ray_nodes(one("RayCluster")).values() for node in group]
+    placed = {name: ips[0] for name, ips in pack_at_once(_specs(stack), nodes).items()}
     assert len({placed["rollout-0"], placed["rollout-1"], placed["trainer"]}) == 3  # a GPU each
     assert placed["proxy-0"] != placed["proxy-1"]  # one per CPU worker, behind the proxy Service

@@ -2,7 +2,7 @@
 
 import pytest
 
-from seamlessflow.stack.ray_placement import PlacementError, actor_options, check_feasible, connect
+from seamlessflow.stack.ray_placement import PlacementError, actor_options, check_feasible, connect, pack_at_once
 from seamlessflow.stack.resources import Resources, RestartPolicy
 from seamlessflow.stack.supervisor import ServiceSpec
 
@@ -58,6 +58,21 @@ def test_a_gang_needs_as_many_nodes_as_members_that_each_hold_one():
     gang.gang = 3
     with pytest.raises(PlacementError, match="trainer asks for CPU 2 on each of 3 nodes, which only 2 node"):
         check_feasible([gang], NODES)
+
+
+def test_services_that_each_fit_alone_may_not_fit_together_and_the_one_left_out_is_named():
+    """One GPU, two engines: each passes `check_feasible`, placed together the second has no room left."""
+    engines = [spec("rollout-0", gpus=1), spec("rollout-1", gpus=1)]
+    check_feasible(engines, NODES)
+    with pytest.raises(PlacementError, match="rollout-1 asks for GPU 1 on each of 1 node.*10.0.0.2: CPU 2, GPU 0"):
+        pack_at_once(engines, NODES)
+
+
+def test_packing_places_the_largest_first_and_a_gang_on_distinct_nodes():
+    gang = spec("trainer", cpus=1)
+    gang.gang = 2
+    placed = pack_at_once([spec("proxy", cpus=3), gang, spec("rollout-0", cpus=1, gpus=1)], NODES)
+    assert placed == {"trainer": ["10.0.0.1", "10.0.0.2"], "rollout-0": ["10.0.0.2"], "proxy": ["10.0.0.1"]}
 
 
 def test_gang_members_run_the_service_with_their_node_rank_and_member_0s_address():

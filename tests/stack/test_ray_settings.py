@@ -1,7 +1,7 @@
 """What a stack's settings become when its services run on other hosts (`up --ray`), from plain values."""
 
-from seamlessflow.cli.stack_ray import for_the_cluster
 from seamlessflow.config import Settings
+from seamlessflow.stack.ray_settings import for_the_cluster
 from seamlessflow.teams import TeamKeys
 
 
