@@ -12,7 +12,9 @@ Shapes used throughout (B sequences, T tokens, V vocabulary):
 - ``advantages``      [B] (one per sequence, broadcast over tokens) or [B, T]
 
 The behaviour policy is the one that generated the tokens: its logprobs were recorded by the inference
-engine and travel with the trajectory, so there is no recomputation pass.
+engine and travel with the trajectory, so there is no recomputation pass for it. With truncated importance
+sampling the ratio is clipped against the proximal policy instead (see `PolicyLossConfig`), whose logprobs the
+caller recomputes only when a batch gets several optimizer steps.
 """
 
 from __future__ import annotations
@@ -127,10 +129,15 @@ class PolicyLossConfig:
     """Knobs of the clipped objective.
 
     ``clip_high`` may exceed ``clip_low`` (DAPO's clip-higher). ``kl_coef`` 0 or no reference logprobs
-    means KL-free. ``tis_cap`` switches on truncated importance sampling (Yao et al. 2025): the PPO ratio
-    is taken against the trainer's own detached logprobs, and each token is weighted by
-    min(pi_train / pi_rollout, tis_cap), which corrects for the train/inference mismatch instead of
-    letting the clip silence those tokens.
+    means KL-free.
+
+    ``tis_cap`` switches on the decoupled objective (AReaL's decoupled PPO) with truncated importance sampling
+    (Yao et al. 2025): the ratio pi / pi_prox is taken, and clipped, against the proximal policy (the weights
+    before the batch's first optimizer step), and each token is weighted by min(pi_prox / pi_rollout, tis_cap),
+    detached, which corrects for the train/inference mismatch and staleness instead of letting the clip silence
+    those tokens. The trust region is then around pi_prox: with one optimizer step per batch the ratio is 1 and
+    the clip has nothing to do, as in on-policy PPO; with several (mini-batches, epochs) it bounds how far the
+    later steps move. Without ``tis_cap`` the rollout policy is PPO's old policy: the ratio is pi / pi_rollout.
 
     ``ratio`` "sequence" is GSPO (Zheng et al. 2025): one importance ratio per sequence, the geometric mean
     of its tokens' ratios s_i = exp(mean_t(log pi - log pi_old)), clipped as a whole, each sequence's
@@ -167,6 +174,7 @@ def ppo_clip_loss(
     sample_weights: torch.Tensor | None = None,
     normaliser: float | None = None,
     sequence_index: torch.Tensor | None = None,
+    proximal_logprobs: torch.Tensor | None = None,
 ) -> PolicyLoss:
     """Token-level PPO-clip loss: sum over masked tokens divided by ``normaliser``.
 
@@ -176,15 +184,22 @@ def ppo_clip_loss(
     gives each position its sequence's weight when sequences are packed into one row. With
     ``config.ratio`` "sequence" (GSPO), ``sequence_index`` [B, T] names each position's sequence (-1 on
     padding; default: one sequence per row) and ``normaliser`` defaults to the number of sequences.
+
+    ``proximal_logprobs`` [B, T], only with ``config.tis_cap``: the proximal policy's logprobs, computed without
+    grad by the weights the batch's first optimizer step starts from. None: ``logprobs.detach()``, exact only
+    when those weights compute ``logprobs``, i.e. the batch gets one optimizer step (the trainer's case,
+    `trainer.engine.PolicyEngine.train_share`); a caller that steps several times on a batch passes them.
     """
     mask = loss_mask.to(logprobs.dtype)
     adv = advantages[:, None] if advantages.dim() == 1 else advantages
+    proximal = _proximal(logprobs, behaviour_logprobs, proximal_logprobs, config)
     if config.ratio == "sequence":
-        ratio, is_weight, token_weight, sequences = _sequence_ratio(logprobs, behaviour_logprobs, mask, config,
-                                                                    sequence_index)
+        ratio, is_weight, token_weight, sequences = _sequence_ratio(logprobs, behaviour_logprobs, proximal, mask,
+                                                                    config.tis_cap, sequence_index)
         normaliser = sequences if normaliser is None else normaliser
     else:
-        ratio, is_weight = _token_ratio(logprobs, behaviour_logprobs, config)
+        ratio = torch.exp(logprobs - proximal)
+        is_weight = _behaviour_weight(proximal - behaviour_logprobs, config.tis_cap)
         token_weight = torch.ones_like(mask)
     unclipped = -adv * ratio
     clipped = -adv * ratio.clamp(1 - config.clip_low, 1 + config.clip_high)
@@ -208,40 +223,49 @@ def ppo_clip_loss(
     )
 
 
-def _token_ratio(logprobs: torch.Tensor, behaviour: torch.Tensor,
-                 config: PolicyLossConfig) -> tuple[torch.Tensor, torch.Tensor]:
-    """(ratio, importance weight) per token: against the behaviour policy, or with TIS against the trainer's
-    own detached logprobs and the behaviour correction as a capped weight."""
+def _proximal(logprobs: torch.Tensor, behaviour: torch.Tensor, given: torch.Tensor | None,
+              config: PolicyLossConfig) -> torch.Tensor:
+    """The logprobs the ratio is taken against: the rollout policy's without TIS (it is then PPO's old policy),
+    the proximal policy's with it (``given``, else the current weights' when they are the proximal ones)."""
     if config.tis_cap is None:
-        ratio = torch.exp(logprobs - behaviour)
-        return ratio, torch.ones_like(ratio)
-    return torch.exp(logprobs - logprobs.detach()), torch.exp(logprobs.detach() - behaviour).clamp(max=config.tis_cap)
+        if given is not None:
+            raise ValueError("proximal_logprobs are the decoupled objective's (tis_cap); without it the ratio is "
+                             "taken against the behaviour logprobs")
+        return behaviour
+    return (logprobs if given is None else given).detach()
 
 
-def _sequence_ratio(logprobs: torch.Tensor, behaviour: torch.Tensor, mask: torch.Tensor, config: PolicyLossConfig,
+def _behaviour_weight(log_weight: torch.Tensor, tis_cap: float | None) -> torch.Tensor:
+    """min(pi_prox / pi_rollout, tis_cap) from its log (no gradient: the proximal logprobs are detached);
+    1 without TIS."""
+    if tis_cap is None:
+        return torch.ones_like(log_weight)
+    return torch.exp(log_weight).clamp(max=tis_cap)
+
+
+def _sequence_ratio(logprobs: torch.Tensor, behaviour: torch.Tensor, proximal: torch.Tensor, mask: torch.Tensor,
+                    tis_cap: float | None,
                     sequence_index: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
     """GSPO's per-sequence ratio spread over its tokens, in the paper's GSPO-token form: the value is
     s_i = exp(mean over the sequence's trained tokens of (log pi - log pi_old)), and the gradient of a token's
     term is s_i * grad log pi(y_t), so with 1/|y_i| per token a sequence's terms add up to exactly GSPO's
     sequence term (and per-token advantages, as per-turn rewards give, are well defined). With TIS the ratio is
-    taken against the trainer's own detached logprobs and the train/inference mismatch becomes a capped
-    per-sequence weight. Returns (ratio, importance weight, per-token weight 1/|y_i|, sequence count)."""
+    taken against the proximal policy (pi_old is pi_prox) and the train/inference mismatch becomes a capped
+    per-sequence weight, the geometric mean of pi_prox / pi_rollout over its tokens.
+    Returns (ratio, importance weight, per-token weight 1/|y_i|, sequence count)."""
     if sequence_index is None:  # one sequence per row
         sequence_index = torch.arange(logprobs.shape[0], device=logprobs.device)[:, None].expand_as(logprobs)
     ids = sequence_index.clamp(min=0).reshape(-1)
     count = int(ids.max()) + 1 if ids.numel() else 0
     lengths = mask.new_zeros(count).index_add_(0, ids, mask.reshape(-1))
-    reference = logprobs.detach() if config.tis_cap is not None else behaviour
 
     def sequence_mean(values: torch.Tensor) -> torch.Tensor:
         sums = values.new_zeros(count).index_add_(0, ids, (values * mask).reshape(-1))
         return (sums / lengths.clamp(min=1))[ids].view_as(values)
 
-    log_s = sequence_mean(logprobs.detach() - reference)
+    log_s = sequence_mean(logprobs.detach() - proximal)
     ratio = torch.exp(log_s + logprobs - logprobs.detach())
-    is_weight = torch.ones_like(ratio)
-    if config.tis_cap is not None:
-        is_weight = torch.exp(sequence_mean(logprobs.detach() - behaviour)).clamp(max=config.tis_cap)
+    is_weight = _behaviour_weight(sequence_mean(proximal - behaviour), tis_cap)
     token_weight = 1.0 / lengths.clamp(min=1)[ids].view_as(logprobs)
     return ratio, is_weight, token_weight, int((lengths > 0).sum())
 

@@ -8,11 +8,24 @@ A turn's value is the reward the agent gave it (0 where none), plus the session 
 Rules (`trainer.advantages`):
 
 - ``session``: today's GRPO, the group-relative session reward on every token (turn rewards ignored).
-- ``return_to_go``: turn k's tokens get G_k = sum_{j>=k} discount^(j-k) value_j minus the group's mean of
-  G_0 (the trajectories' whole returns), divided by the group's std of G_0 when ``scale_by_std``. With no turn
-  rewards and ``discount`` 1 it is exactly ``session``.
-- ``per_turn_group``: turn k's tokens get value_k normalised against the values of turn k of the group's
-  other trajectories (those that have a turn k): minus their mean, over their std when ``scale_by_std``.
+- ``return_to_go``: turn k's tokens get G_k = sum_{j>=k} discount^(j-k) value_j minus the mean of G_k over the
+  group's trajectories that have a turn k, divided by their std of G_k when ``scale_by_std``.
+- ``per_turn_group``: turn k's tokens get value_k normalised the same way against the values of turn k of the
+  group's trajectories that have a turn k.
+
+Why a baseline per turn index: G_k only counts what follows turn k, so a baseline of whole returns G_0 charges
+late turns for the rewards that earlier turns already took (ten turns rewarded 0.1 each and a session reward of
+1 against 0: the successful answer turn got 1.1 - 1.5 = -0.4). Centring G_k on the group's G_k at the same
+index is the baseline GRPO uses for whole sessions, applied per turn: the other trajectories' returns do not
+depend on this trajectory's actions, so the baseline adds no bias, and in that example every turn of the
+success gets +0.5 (std unscaled). As in GRPO the mean includes the trajectory itself.
+
+Trajectories of different lengths: turn k is compared only with the trajectories that reached a turn k, the
+state it is in; a turn that no other trajectory of its group reached gets 0 (no baseline to compare against,
+like a group of one). So with no turn rewards and ``discount`` 1, ``return_to_go`` is ``session`` exactly when
+the group's trajectories have the same number of turns. With ``scale_by_std`` each index is scaled by its own
+std, which also undoes the shrinking a ``discount`` below 1 gives early turns; Dr. GRPO's
+``scale_by_std: false`` keeps it.
 
 Std is the unbiased sample std as in `core.losses.group_relative_advantages`; a set of one has std 0.
 """
@@ -92,43 +105,37 @@ def _group_members(group_index: Sequence[int]) -> dict[int, list[int]]:
     return members
 
 
-def _per_turn_group(trajectories: Sequence[TurnRewards], group_index: Sequence[int],
-                    scale_by_std: bool, eps: float) -> list[list[float]]:
-    values = [t.values() for t in trajectories]
-    out = [list(v) for v in values]
+def _per_index(rows: Sequence[Sequence[float]], group_index: Sequence[int], scale_by_std: bool,
+               eps: float) -> list[list[float]]:
+    """Each row's entry k centred on (and with ``scale_by_std`` scaled by) entry k of its group's rows that
+    have one; rows of one entry each are GRPO on those entries."""
+    out = [list(row) for row in rows]
     for members in _group_members(group_index).values():
-        for k in range(max(len(values[i]) for i in members)):
-            having = [i for i in members if k < len(values[i])]
-            mean, divisor = _centre([values[i][k] for i in having], scale_by_std, eps)
+        for k in range(max(len(rows[i]) for i in members)):
+            having = [i for i in members if k < len(rows[i])]
+            mean, divisor = _centre([rows[i][k] for i in having], scale_by_std, eps)
             for i in having:
-                out[i][k] = (values[i][k] - mean) / divisor
-    return out
-
-
-def _whole_return_relative(trajectories: Sequence[TurnRewards], group_index: Sequence[int], discount: float,
-                           scale_by_std: bool, eps: float, use_turns: bool) -> list[list[float]]:
-    returns = [returns_to_go(t.values(), discount) if use_turns else [t.session_reward] for t in trajectories]
-    out = [list(r) for r in returns]
-    for members in _group_members(group_index).values():
-        mean, divisor = _centre([returns[i][0] for i in members], scale_by_std, eps)
-        for i in members:
-            out[i] = [(g - mean) / divisor for g in returns[i]]
+                out[i][k] = (rows[i][k] - mean) / divisor
     return out
 
 
 def token_advantages(trajectories: Sequence[TurnRewards], group_index: Sequence[int], rule: AdvantageRule,
                      discount: float = 1.0, scale_by_std: bool = True, eps: float = 1e-6) -> list[list[float]]:
-    """One advantage per token of each trajectory (``group_index[i]``: trajectory i's group)."""
+    """One advantage per token of each trajectory, by ``rule`` (see the module's docstring).
+
+    Shapes: ``trajectories`` [B], ``group_index`` [B] (trajectory i's group); the result [B][length_i], one
+    value per token of trajectory i, constant over each of its turns (over the whole sequence for ``session``).
+    """
     if len(trajectories) != len(group_index):
         raise ValueError(f"{len(trajectories)} trajectories but {len(group_index)} group indices")
     rule = AdvantageRule(rule)
-    if rule is AdvantageRule.PER_TURN_GROUP:
-        per_turn = _per_turn_group(trajectories, group_index, scale_by_std, eps)
-    else:
-        use_turns = rule is AdvantageRule.RETURN_TO_GO
-        per_turn = _whole_return_relative(trajectories, group_index, discount, scale_by_std, eps, use_turns)
-        if not use_turns:  # one value for the whole trajectory, whatever its turns
-            return [[values[0]] * t.length for t, values in zip(trajectories, per_turn, strict=True)]
+    if rule is AdvantageRule.SESSION:
+        whole = _per_index([[t.session_reward] for t in trajectories], group_index, scale_by_std, eps)
+        return [[row[0]] * t.length for t, row in zip(trajectories, whole, strict=True)]
+    rows = [t.values() for t in trajectories]
+    if rule is AdvantageRule.RETURN_TO_GO:
+        rows = [returns_to_go(values, discount) for values in rows]
+    per_turn = _per_index(rows, group_index, scale_by_std, eps)
     return [_spread(t, values) for t, values in zip(trajectories, per_turn, strict=True)]
 
 

@@ -86,7 +86,9 @@ class TrainerOptions(SectionOptions):
     kl_coef: float = 0.0
     """Weight of the KL penalty against the reference model; 0: KL-free (no reference loaded)."""
     tis_cap: float | None = None
-    """Truncated importance sampling: each token weighted by min(pi_train / pi_rollout, tis_cap); None: off."""
+    """Decoupled PPO with truncated importance sampling: the ratio is clipped against the proximal policy (the
+    weights the step starts from: each batch is one optimizer step, so none is recomputed) and each token weighted
+    by min(pi_prox / pi_rollout, tis_cap); None: off (the ratio is taken against pi_rollout)."""
     ratio: Literal["token", "sequence"] = "token"
     """Importance ratio per `token` (PPO) or per `sequence` (GSPO; clip about 3e-4 / 4e-4)."""
     # per-turn rewards (seamlessflow.core.turn_advantages): session | return_to_go | per_turn_group

@@ -165,6 +165,62 @@ def test_truncated_importance_sampling_weights_tokens_and_caps():
     assert logprobs.grad[0, 2].item() == pytest.approx(-0.5 / 2)
 
 
+def logs(*rows):
+    """Logprobs [B, T] from probabilities, one list per row."""
+    return torch.tensor([[math.log(p) for p in row] for row in rows])
+
+
+# two tokens, advantage +1, tis_cap 1.5. Token 1: pi 0.6 against pi_prox 0.4 (ratio 1.5, clipped to 1.2),
+# pi_rollout 0.5 (weight 0.8). Token 2: pi 0.55 against 0.5 (ratio 1.1), pi_rollout 0.25 (weight 2, capped 1.5).
+CURRENT, PROXIMAL, ROLLOUT = (0.6, 0.55), (0.4, 0.5), (0.5, 0.25)
+
+
+def test_tis_clips_the_ratio_against_the_proximal_policy():
+    logprobs = logs(CURRENT).requires_grad_()
+    out = ppo_clip_loss(logprobs, logs(ROLLOUT), torch.tensor([1.0]), torch.ones(1, 2), PolicyLossConfig(tis_cap=1.5),
+                        proximal_logprobs=logs(PROXIMAL))
+    out.loss.backward()
+    assert out.loss.item() == pytest.approx((-1.2 * 0.8 - 1.1 * 1.5) / 2)
+    assert logprobs.grad[0, 0].item() == 0.0  # beyond the trust region around pi_prox: no gradient
+    assert logprobs.grad[0, 1].item() == pytest.approx(-1.1 * 1.5 / 2)  # -A * ratio * weight / tokens
+    assert out.clip_fraction == 0.5 and out.ratio_mean == pytest.approx(1.3)
+    assert out.is_weight_mean == pytest.approx((0.8 + 1.5) / 2)
+
+
+def test_gspo_with_tis_clips_the_sequence_ratio_against_the_proximal_policy():
+    # the same tokens, each row one sequence whose two tokens share a ratio: sequence 0's is 1.5 (clipped to 1.2)
+    # with weight 0.8, sequence 1's 1.1 with weight 1.5 (capped)
+    rows = lambda pair: logs(*([p, p] for p in pair))  # noqa: E731
+    logprobs = rows(CURRENT).requires_grad_()
+    config = PolicyLossConfig(tis_cap=1.5, ratio="sequence")
+    out = ppo_clip_loss(logprobs, rows(ROLLOUT), torch.tensor([1.0, 1.0]), torch.ones(2, 2), config,
+                        proximal_logprobs=rows(PROXIMAL))
+    out.loss.backward()
+    assert out.loss.item() == pytest.approx((-1.2 * 0.8 - 1.1 * 1.5) / 2)
+    assert torch.equal(logprobs.grad[0], torch.zeros(2))
+    assert logprobs.grad[1].tolist() == pytest.approx([-1.1 * 1.5 / 2 / 2] * 2)  # 1/|y| per token, 2 sequences
+    assert out.clip_fraction == 0.5
+
+
+@pytest.mark.parametrize("ratio", ["token", "sequence"])
+def test_without_proximal_logprobs_the_current_weights_are_the_proximal_policy(ratio):
+    """One optimizer step per batch (the trainer's case): the weights that compute the logprobs are the ones the
+    step starts from, so the ratio is 1 and the behaviour weight is min(pi / pi_rollout, cap)."""
+    logprobs, config = logs(CURRENT).requires_grad_(), PolicyLossConfig(tis_cap=1.5, ratio=ratio)
+    implicit = ppo_clip_loss(logprobs, logs(ROLLOUT), torch.tensor([1.0]), torch.ones(1, 2), config)
+    explicit = ppo_clip_loss(logprobs, logs(ROLLOUT), torch.tensor([1.0]), torch.ones(1, 2), config,
+                             proximal_logprobs=logprobs.detach())
+    assert torch.equal(implicit.loss, explicit.loss) and implicit.ratio_mean == pytest.approx(1.0)
+    assert torch.equal(*(torch.autograd.grad(out.loss, logprobs)[0] for out in (implicit, explicit)))
+
+
+def test_proximal_logprobs_without_tis_are_refused():
+    # without tis_cap the rollout policy is PPO's old policy; silently ignoring a proximal policy would hide a bug
+    with pytest.raises(ValueError, match="tis_cap"):
+        ppo_clip_loss(logs(CURRENT), logs(ROLLOUT), torch.tensor([1.0]), torch.ones(1, 2),
+                      proximal_logprobs=logs(PROXIMAL))
+
+
 def test_kl_term_only_with_reference_and_coefficient():
     logprobs = torch.zeros(1, 2)
     ref = torch.tensor([[0.0, math.log(0.5)]])

@@ -29,7 +29,7 @@ pytestmark = pytest.mark.slow
 KEY = "key-red"
 EPS = 1e-6
 # per session: the rewards sent per turn (route by position, route by call key, the end's call_rewards), the
-# session reward; C has two turns only, so turn 2 has fewer members in per_turn_group
+# session reward; C has two turns only, so turn 2 has fewer members (both per-turn rules)
 PLAN = {
     "tr-a": {"turns": 3, "route": {"0": 0.5, "key-a-1": -0.25}, "end_calls": {"2": 0.3}, "reward": 1.0},
     "tr-b": {"turns": 3, "route": {"1": 1.0}, "end_calls": {}, "reward": 0.0},
@@ -78,14 +78,12 @@ def unbiased_std(values: list[float]) -> float:
 
 def expected_per_turn(sent: dict, rule: str, discount: float) -> dict[str, list[float]]:
     """Each session's advantage per turn, worked out from what the agent sent (the session reward counts on
-    the last turn)."""
+    the last turn): its value (per_turn_group) or return to go (return_to_go) at turn k against the same at
+    turn k of the sessions that have one."""
     values = {s: [*given[:-1], given[-1] + PLAN[s]["reward"]] for s, (_, given) in sent.items()}
     if rule == "return_to_go":
-        returns = {s: [sum(discount ** (j - k) * v[j] for j in range(k, len(v))) for k in range(len(v))]
-                   for s, v in values.items()}
-        whole = [r[0] for r in returns.values()]
-        mean, std = sum(whole) / len(whole), unbiased_std(whole)
-        return {s: [(g - mean) / (std + EPS) for g in r] for s, r in returns.items()}
+        values = {s: [sum(discount ** (j - k) * v[j] for j in range(k, len(v))) for k in range(len(v))]
+                  for s, v in values.items()}
     out = {}
     for s, v in values.items():
         row = []
