@@ -206,11 +206,26 @@ def ray_cluster(names: tuple[str, ...] = ("node_a", "node_b", "node_c"), node_di
         wait_until(lambda: alive_nodes(cluster.address) >= 1, 120, "the Ray head", every_s=1, alive=[nodes[0].proc])
         for node in nodes[1:]:
             node.proc = _start_node(node, cluster.address, port, node_dir)
-        wait_until(lambda: alive_nodes(cluster.address) == len(nodes), 180, f"{len(nodes)} Ray nodes alive",
-                   every_s=1, alive=[n.proc for n in nodes if n.proc])
+        try:
+            wait_until(lambda: alive_nodes(cluster.address) == len(nodes), 180, f"{len(nodes)} Ray nodes alive",
+                       every_s=1, alive=[n.proc for n in nodes if n.proc])
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}\n{_exited_logs(nodes)}") from None
         yield cluster
     finally:
         _stop(cluster)
+
+
+def _exited_logs(nodes: list[RayNode]) -> str:
+    """The end of each exited node's `ray start` output: the cluster's directory is removed on the way out, so
+    a node that could not join says why here or nowhere."""
+    tails = []
+    for node in nodes:
+        if node.proc is not None and node.proc.poll() is not None:
+            log = node.temp_dir.parent / f"{node.name}.log"
+            text = log.read_text(errors="replace")[-3000:] if log.exists() else "(no log)"
+            tails.append(f"--- {node.name} exited {node.proc.returncode}; its log ends:\n{text}")
+    return "\n".join(tails)
 
 
 def _stop(cluster: RayCluster) -> None:
