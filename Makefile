@@ -65,8 +65,8 @@ test: install lint test-deps
 # The end-to-end files alone, each in a process of its own (`make test` runs this beside the main suite).
 test-e2e: export SEAMLESSFLOW_TEST_TIMES := $(TEST_TIMES)
 test-e2e: install
-	@for f in $(E2E); do echo "== $$f (a process of its own)"; \
-		$(BIN)/python -m pytest $(PYTEST_ARGS) $$f || exit 1; done
+	@rc=0; for f in $(E2E); do echo "== $$f (a process of its own)"; \
+		$(BIN)/python -m pytest $(PYTEST_ARGS) $$f || rc=1; done; exit $$rc
 
 # The dashboard test drives a real headless Chromium: Debian's `chromium`, installed only when missing
 # (as root, else through sudo). Playwright only drives it; it never downloads a browser.
