@@ -95,10 +95,14 @@ def chaos(
     if short:
         options = ChaosConfig(**{**vars(options), **SHORT})
     settings = with_stack_defaults(settings)
-    busy = recorded(settings).running()
+    stack = recorded(settings)
+    busy = stack.running()
     if attach != bool(busy):
         raise click.ClickException("--attach needs a running stack here" if attach
                                    else f"a stack already runs here {busy}: `seamlessflow down` first, or --attach")
+    if stack.without_holder():
+        raise click.ClickException("a stack without its supervisor runs here: `seamlessflow up` adopts it, "
+                                   "`seamlessflow down` stops it")
     extra: list[ServiceSpec] = []
     if stub_engines:
         settings, extra = stub_engine_stack(settings, stub_engines, options.group_size)

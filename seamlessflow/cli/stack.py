@@ -23,6 +23,7 @@ from seamlessflow.cli.context import pass_settings, placement_errors
 from seamlessflow.cli.foreground import held_until_stopped
 from seamlessflow.cli.status_view import render_status
 from seamlessflow.config import Settings
+from seamlessflow.stack.adoption import take_over
 from seamlessflow.stack.options import ClusterOptions
 from seamlessflow.stack.placement import Placement
 from seamlessflow.stack.placements import placement_for, recorded
@@ -60,15 +61,17 @@ def up(settings: Settings, detach: bool, wait_s: float, policy: str | None, only
         settings = settings.with_overrides(scheduler={"policy": policy})
     if only_broker or only:
         settings = settings.with_overrides(services={name: name in only for name in SERVICES})
-    busy = recorded(settings).running()  # a detached stack on Ray outlives its `up`
-    if busy:
+    stack = recorded(settings)
+    if busy := stack.running():  # a detached stack on Ray outlives its `up`, by design
         raise click.ClickException(f"already running {busy}; `seamlessflow down` first")
+    # one whose supervisor was killed is adopted or stopped first (in the detached supervisor again: the same)
+    settings, adopt = take_over(stack, settings, click.echo)
     if ClusterOptions.from_settings(settings).engine == "ray":
         up_on_ray(settings, detach)
     elif detach:
         _up_detached(settings, wait_s)
     else:
-        _up_foreground(settings)
+        _up_foreground(settings, adopt)
 
 
 def new_generation() -> str:
@@ -76,9 +79,9 @@ def new_generation() -> str:
     return f"{time.strftime('%Y%m%dT%H%M%S')}-{secrets.token_hex(3)}"
 
 
-def _up_foreground(settings: Settings) -> None:
+def _up_foreground(settings: Settings, adopt: dict[str, dict]) -> None:
     console = Console() if sys.stdout.isatty() else Console(width=160)  # logs: no wrapping at 80 columns
-    placement, settings = placement_for(settings, console.print)
+    placement, settings = placement_for(settings, console.print, adopt)
     with held_until_stopped(console, placement.stop_all):
         start_stack(settings, placement, log=console.print)
         _print_ready(console, placement.info, settings)

@@ -31,7 +31,8 @@ def _cluster_line(data: dict) -> str:
 
 
 def render_status(data: dict, rewards: dict[int, float] | None = None) -> Group:
-    head = (f"stack: {'running' if data['running'] else 'stopped'}   Kafka {data['bootstrap_servers']}: "
+    supervisor = f"   supervisor: {data['supervisor']}" if data.get("supervisor") else ""
+    head = (f"stack: {'running' if data['running'] else 'stopped'}{supervisor}   Kafka {data['bootstrap_servers']}: "
             f"{_cluster_line(data)}   trainer version: "
             f"{data.get('trainer_version')}")
     services = Table("service", "state", "node", "pid", "restarts", "uptime", title=head, title_justify="left")

@@ -57,6 +57,10 @@ class Recorded(Protocol):
     def services(self) -> tuple[bool, list[dict]]:
         """Whether the stack runs, and one `rows.service_row` per service as it is now."""
 
+    def without_holder(self) -> dict[str, int]:
+        """{service: pid} of the services running on though the process that held them is gone ({} when it
+        runs, or where the placement itself holds them): what a new `up` adopts or stops first."""
+
     def pids(self) -> dict[str, int | None]:
         """Each service's main process on this machine, read afresh (None: not running): where a fault lands."""
 

@@ -22,7 +22,7 @@ from seamlessflow.stack.ray_placement import RayPlacement, actor_states, connect
 from seamlessflow.stack.ray_settings import for_the_cluster
 from seamlessflow.stack.rows import service_row
 from seamlessflow.stack.services import config_path, log_dir, run_dir
-from seamlessflow.stack.supervisor import Supervisor, pid_alive, read_state, stack_processes, stop_tree
+from seamlessflow.stack.supervisor import Adopted, Supervisor, pid_alive, read_state, stack_processes, stop_tree
 
 ONE_MACHINE = ("no stack placed on Ray runs from this data directory (the local stack runs on one machine: "
                "configure rollout.workers and start it again)")
@@ -30,12 +30,14 @@ NO_PIDS_ON_RAY = ("a stack placed on Ray runs its processes on the cluster's nod
                   "reaches them: faults by pid need the local stack (cluster.engine: local)")
 
 
-def placement_for(settings: Settings, say: Callable[[str], None] = print) -> tuple[Placement, Settings]:
+def placement_for(settings: Settings, say: Callable[[str], None] = print,
+                  adopt: dict[str, dict] | None = None) -> tuple[Placement, Settings]:
     """The placement a new stack starts with (`cluster.engine`), and the settings as its services see them
-    there (on Ray they run on other hosts: `ray_settings.for_the_cluster`)."""
+    there (on Ray they run on other hosts: `ray_settings.for_the_cluster`). `adopt`: the services of a dead
+    supervisor that the new one takes over (`adoption.take_over`; on this machine only)."""
     cluster = ClusterOptions.from_settings(settings)
     if cluster.engine == "local":
-        return Supervisor(run_dir(settings), log_dir(settings), settings.stop_grace_s, say=say), settings
+        return Supervisor(run_dir(settings), log_dir(settings), settings.stop_grace_s, say=say, adopt=adopt), settings
     if not cluster.address:
         raise PlacementError("cluster.engine is ray but no address: `up --ray HOST:PORT` or cluster.address")
     placement = RayPlacement(cluster.address, namespace_for(settings.generation), run_dir(settings),
@@ -62,11 +64,23 @@ class LocalRecord:
         return _holder_words(self.state)
 
     def services(self) -> tuple[bool, list[dict]]:
-        """Alive only while the supervisor is: the services of a killed one are shown stopped."""
-        running = pid_alive(self.state.get("supervisor_pid"))
-        return running, [service_row(name, svc, running and pid_alive(svc.get("pid")),
-                                     svc.get("state") if running else "stopped")
-                         for name, svc in (self.state.get("services") or {}).items()]
+        """Each service by its process, as it is now: those of a killed supervisor run on without it."""
+        held = pid_alive(self.state.get("supervisor_pid"))
+        rows = []
+        for name, svc in (self.state.get("services") or {}).items():
+            alive = self._alive(svc)
+            rows.append(service_row(name, svc, alive, svc.get("state") if held or alive else "stopped"))
+        return held or any(row["pid"] for row in rows), rows
+
+    def without_holder(self) -> dict[str, int]:
+        """The services that run on though their supervisor is gone (killed with -9, by the OOM killer)."""
+        if pid_alive(self.state.get("supervisor_pid")):
+            return {}
+        return {name: svc["pid"] for name, svc in (self.state.get("services") or {}).items() if self._alive(svc)}
+
+    def _alive(self, svc: dict) -> bool:
+        """The recorded process runs still, as that service (not a process that reused its pid)."""
+        return Adopted.find(svc, str(run_dir(self.settings))) is not None
 
     def pids(self) -> dict[str, int | None]:
         services = (read_state(run_dir(self.settings)) or {}).get("services", {})
@@ -114,6 +128,10 @@ class RayRecord:
         rows = [service_row(name, svc, svc.get("state") == "running", svc.get("state", "gone"))
                 for name, svc in live.items()]
         return any(row["state"] not in ("gone", "stopped", "unknown") for row in rows), rows
+
+    def without_holder(self) -> dict[str, int]:
+        """None: detached actors are held by the cluster, by design (`running` names them)."""
+        return {}
 
     def pids(self) -> dict[str, int | None]:
         raise PlacementError(NO_PIDS_ON_RAY)

@@ -25,6 +25,7 @@ def stack_status(settings: Settings, resources: list[dict] | None = None) -> dic
     return {
         "running": running,
         "supervisor_pid": state.get("supervisor_pid") if pid_alive(state.get("supervisor_pid")) else None,
+        "supervisor": supervisor_words(state, running),
         "placement": state.get("placement") or {"engine": "local"},
         "bootstrap_servers": bootstrap,
         "broker_reachable": reachable,
@@ -34,3 +35,12 @@ def stack_status(settings: Settings, resources: list[dict] | None = None) -> dic
         "resources": resources,
         "trainer_version": trainer_version(resources),
     }
+
+
+def supervisor_words(state: dict, running: bool) -> str:
+    """The local stack's supervisor while its services run: "pid N", or "gone (pid N)" when it was killed and
+    they run on without it (`up` adopts them, `down` stops them). On Ray the cluster holds the services."""
+    pid = state.get("supervisor_pid")
+    if state.get("placement") or not pid or not running:
+        return ""
+    return f"pid {pid}" if pid_alive(pid) else f"gone (pid {pid})"

@@ -6,6 +6,10 @@ C call (a librdkafka flush, an engine) can outlast SIGTERM. `state.json` lets `s
 work from another process; a child is listed there before anything waits on it, and every process of the stack
 carries `SEAMLESSFLOW_STACK=<run dir>` in its environment, so `down` finds what a killed supervisor never
 listed (an engine re-parented to init, say) and stops it too.
+
+A supervisor killed with -9 (the OOM killer, a lost session) leaves its services running; the next `up` adopts
+them (`stack/adoption.py` says when): given the dead one's records, this supervisor watches each live one by pid
+(`Adopted`: not its child, so no exit status) and restarts it from its spec like any other once it exits.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import socket
 import subprocess
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
 import psutil
@@ -88,6 +92,44 @@ def pid_alive(pid: int | None) -> bool:
             return f.read().split(")")[-1].split()[0] != "Z"
     except OSError:
         return True
+
+
+class Adopted:
+    """A service process that an earlier supervisor of this run directory started, watched by this one. It is
+    not our child: it is followed by pid (psutil's handle checks the pid's start time, so a reused pid is not
+    taken for it), and its exit status cannot be known (init reaps it), so `returncode` stays None."""
+
+    returncode: int | None = None
+
+    def __init__(self, proc: psutil.Process):
+        self.pid, self._proc = proc.pid, proc
+
+    @classmethod
+    def find(cls, recorded: dict, marker: str) -> Adopted | None:
+        """The recorded service's process if it still runs: the recorded pid, carrying this stack's marker, and
+        created when that service was started (not later: a pid reused after it ended)."""
+        try:
+            proc = psutil.Process(recorded["pid"])
+            started = float(recorded["started_at"])
+            if proc.environ().get(STACK_ENV) != marker or not started - 60 <= proc.create_time() <= started + 1:
+                return None
+        except (psutil.Error, KeyError, TypeError, ValueError, OSError):
+            return None
+        return cls(proc) if pid_alive(proc.pid) else None
+
+    def running(self) -> bool:
+        try:
+            return self._proc.is_running() and self._proc.status() != psutil.STATUS_ZOMBIE
+        except psutil.Error:
+            return False
+
+    def wait(self, timeout: float = 5.0) -> None:
+        psutil.wait_procs([self._proc], timeout=timeout)
+
+
+def running(proc: subprocess.Popen | Adopted) -> bool:
+    """Whether a service's main process still runs, whether this supervisor started it or adopted it."""
+    return proc.running() if isinstance(proc, Adopted) else proc.poll() is None
 
 
 def become_subreaper() -> None:
@@ -186,11 +228,14 @@ def await_ready(spec: ServiceSpec, state: ServiceState, awaited: Awaiting, say: 
 class Supervisor:
     shares_disk = True  # the services read this machine's data_dir
 
-    def __init__(self, run_dir: Path, log_dir: Path, grace_s: float = 10.0, say: Callable[[str], None] = print):
+    def __init__(self, run_dir: Path, log_dir: Path, grace_s: float = 10.0, say: Callable[[str], None] = print,
+                 adopt: dict[str, dict] | None = None):
+        """`adopt`: the services a dead supervisor of `run_dir` recorded (`state.json`); each still running is
+        this one's from now on, and listed at once (a `down` meanwhile stops it too)."""
         self.run_dir, self.log_dir, self.grace_s, self.say = run_dir, log_dir, grace_s, say
         self.specs: dict[str, ServiceSpec] = {}
         self.states: dict[str, ServiceState] = {}
-        self._procs: dict[str, subprocess.Popen] = {}
+        self._procs: dict[str, subprocess.Popen | Adopted] = {}
         self._next_start: dict[str, float] = {}
         self.info: dict[str, str] = {}
         self.ready = False
@@ -199,7 +244,33 @@ class Supervisor:
         run_dir.mkdir(parents=True, exist_ok=True)
         log_dir.mkdir(parents=True, exist_ok=True)
         become_subreaper()
+        self._adopt(adopt or {})
         self.write_state()  # `down` can find this supervisor from its first moment
+
+    def _adopt(self, recorded: dict[str, dict]) -> None:
+        """Takes over the recorded services that still run; a spec of the same name claims each (`start`).
+        What carries the stack's marker outside them is stopped: nobody would watch or stop it."""
+        marker = str(self.run_dir.resolve())
+        known = {f.name for f in fields(ServiceState)}
+        for name, svc in recorded.items():
+            if proc := Adopted.find(svc, marker):
+                self._procs[name] = proc
+                self.states[name] = ServiceState(**{k: v for k, v in svc.items() if k in known})
+        if recorded:
+            self._stop_strays()
+
+    def _stop_strays(self) -> None:
+        """Stops every process of the stack that is neither below this supervisor nor below a service it
+        adopted: what a dead supervisor left (an engine whose worker died, re-parented to init)."""
+        roots = {os.getpid()} | {proc.pid for proc in self._procs.values() if running(proc)}
+        for proc in stack_processes(self.run_dir):
+            try:
+                lineage = {proc.pid} | {parent.pid for parent in proc.parents()}
+            except psutil.Error:
+                continue
+            if not lineage & roots:
+                self.say(f"stopping pid {proc.pid}: a process of the stack that no service holds")
+                stop_tree(proc.pid, self.grace_s)
 
     @property
     def state_path(self) -> Path:
@@ -209,11 +280,18 @@ class Supervisor:
         """Nothing to check: one machine, and requests are not enforced here (`Placement`)."""
 
     def start(self, spec: ServiceSpec) -> None:
-        """Starts one service and waits for its readiness check, if it has one."""
+        """Starts one service (or claims the adopted one of its name) and waits for its readiness check, if it
+        has one."""
         self.specs[spec.name] = spec
-        self.states[spec.name] = ServiceState(spec.name, log=str(self.log_dir / f"{spec.name}.log"),
-                                              host=socket.gethostname(), node_ip="127.0.0.1")
-        self._spawn(spec.name)
+        adopted = self._procs.get(spec.name)
+        if isinstance(adopted, Adopted) and adopted.running():
+            self.say(f"{spec.name}: adopted, pid {adopted.pid}")
+        else:
+            if isinstance(adopted, Adopted):
+                self._stop_strays()  # it died since it was adopted: what it ran was re-parented to init
+            self.states[spec.name] = ServiceState(spec.name, log=str(self.log_dir / f"{spec.name}.log"),
+                                                  host=socket.gethostname(), node_ip="127.0.0.1")
+            self._spawn(spec.name)
         self.write_state()  # listed before any wait: a `down` during the start stops it too
         if spec.ready:
             self._wait_ready(spec)
@@ -240,19 +318,27 @@ class Supervisor:
         assert awaiting is not None  # only called for a spec with a ready check
 
         def still_awaited() -> str:
-            if self._procs[spec.name].poll() is not None:
-                raise StartupFailed(f"{spec.name} exited with {self._procs[spec.name].returncode}; see {state.log}")
+            proc = self._procs[spec.name]
+            if not running(proc):
+                raise StartupFailed(f"{spec.name} exited with {proc.returncode}; see {state.log}")
             return awaiting()
 
         await_ready(spec, state, still_awaited, self.say, self.write_state, f"; see {state.log}")
 
     def check(self) -> None:
-        """Restarts exited services, with exponential backoff; call this periodically."""
+        """Restarts exited services, with exponential backoff; call this periodically. An adopted service that
+        no spec claimed is stopped once the stack is ready."""
         now = time.monotonic()
         for name, proc in list(self._procs.items()):
-            state = self.states[name]
-            if proc.poll() is None or self.stopping:
+            if name not in self.specs:
+                if self.ready and not self.stopping:
+                    self.stop(name)
                 continue
+            state = self.states[name]
+            if running(proc) or self.stopping:
+                continue
+            if isinstance(proc, Adopted) and state.state != "backoff":
+                self._stop_strays()  # what it ran (its engine) was re-parented to init, not to us
             if state.state == "running":
                 ran_s = time.time() - (state.started_at or time.time())
                 state.exit_code, state.state = proc.returncode, "backoff"

@@ -6,12 +6,22 @@ import signal
 import socket
 import subprocess
 import sys
+import time
+from collections import Counter
 
 import pytest
 
-from seamlessflow.ports import free_port_block
-from seamlessflow.stack.supervisor import pid_alive
+from seamlessflow.chaos.driver import Driver, DriverConfig
+from seamlessflow.chaos.stack import random_tiny_model
+from seamlessflow.config import Settings
+from seamlessflow.kafka.codecs import codec_for
+from seamlessflow.messages import WeightVersion
+from seamlessflow.ports import free_port, free_port_block
+from seamlessflow.scheduler.reading import messages_until
+from seamlessflow.stack.supervisor import pid_alive, read_state, stack_processes
+from seamlessflow.teams import TeamKeys
 from seamlessflow.testing.waiting import wait_until
+from seamlessflow.topics import Topics
 
 
 def sf(data_dir, port, *args, timeout=120):
@@ -60,7 +70,6 @@ def test_down_with_nothing_running_is_harmless(tmp_path):
 def test_down_in_the_middle_of_the_start_stops_every_process_engines_included(tmp_path, vllm_model_dir):
     """`down` while `up` still waits for the engines: nothing of the stack is left, not even a vLLM engine
     that its worker started a moment ago (it was once left running, re-parented to init)."""
-    from seamlessflow.stack.supervisor import read_state, stack_processes
     from seamlessflow.testing.vllm_server import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 
     port, config = free_port_block(2), tmp_path / "config.yaml"
@@ -87,3 +96,89 @@ def test_down_in_the_middle_of_the_start_stops_every_process_engines_included(tm
         starting.kill()
         for proc in stack_processes(run):
             proc.kill()
+
+
+def stack_roles(run) -> Counter:
+    """How many of each service run for the stack of `run`, counted from the processes (a service's own forks,
+    which carry its command line, are not counted again); the supervisor (`up`) counts as one."""
+    procs = {p.pid: p for p in stack_processes(run)}
+
+    def role(proc):
+        argv = proc.cmdline()
+        if "kafka.Kafka" in argv:
+            return "broker"
+        services = [a.split(".")[1] for a in argv if a.startswith("services.")]
+        return services[0] if services else "supervisor" if "up" in argv else None
+    roles = {pid: role(proc) for pid, proc in procs.items()}
+    return Counter(r for pid, r in roles.items() if r and roles.get(procs[pid].ppid()) != r)
+
+
+@pytest.mark.slow
+def test_up_after_the_supervisor_was_killed_runs_one_of_each_service(tmp_path):
+    """Issue #43: kill -9 of the supervisor of a training stack, then `up --detach` again, used to start a
+    second full set beside the first. Now the new supervisor adopts the running services (the trainer keeps
+    its step), `status` said meanwhile that they ran without one, and `down` leaves nothing.
+
+    The stack trains for real on the test's random tiny model: broker, assembler, proxy and trainer, the proxy
+    routing to two stub engines the test runs (no vLLM: minutes on a loaded machine), the chaos driver's agents
+    the load."""
+    data, port, proxy = tmp_path / "data", free_port_block(2), free_port()
+    model = random_tiny_model(tmp_path / "model")
+    stub = [sys.executable, "-m", "seamlessflow.loadtest.stub_engine"]
+    engines = [(p, subprocess.Popen([*stub, str(p), "0"])) for p in (free_port(), free_port())]
+    config = tmp_path / "config.yaml"
+    config.write_text(json.dumps({
+        "services": {"rollout": False, "scheduler": False, "agents": False, "eval": False, "tracking": False,
+                     "dashboard": False},
+        "stop_grace_s": 5, "metrics": {"port": free_port_block(8)},
+        "rollout": {"model": str(model)}, "trainer": {"model_path": str(model), "group_size": 2},
+        "proxy": {"port": proxy, "discover_engines": False, "listen_control": False,
+                  "engines": [{"id": f"engine-{i}", "url": f"http://127.0.0.1:{p}"}
+                              for i, (p, _) in enumerate(engines)]},
+    }))
+    settings = Settings(data_dir=data, broker_port=port)
+    run, codec = data / "run", codec_for(settings)
+    key = TeamKeys.from_settings(settings).ensure_default(settings.team) or ""
+    driver, services = None, {}
+
+    def up():
+        return sf(data, port, "--config", str(config), "up", "--detach", "--wait-s", "400", timeout=460)
+
+    def versions():
+        return [m.version for m in messages_until(settings, Topics(settings).weights, codec, timeout_s=5)
+                if isinstance(m, WeightVersion)]
+    try:
+        first = up()
+        assert first.returncode == 0, first.stdout + first.stderr
+        driver = Driver(DriverConfig(f"http://127.0.0.1:{proxy}", key, tmp_path / "ledger.jsonl", 4, 2)).start()
+        wait_until(versions, 240, "a version from the trainer", every_s=2)
+        before, state = versions()[-1], read_state(run)
+        services = {name: svc["pid"] for name, svc in state["services"].items()}
+        os.kill(state["supervisor_pid"], signal.SIGKILL)  # the OOM killer, a lost session
+        wait_until(lambda: not pid_alive(state["supervisor_pid"]), 10, "the supervisor killed")
+
+        orphaned = json.loads(sf(data, port, "status", "--json").stdout)
+        assert orphaned["running"] and orphaned["supervisor"] == f"gone (pid {state['supervisor_pid']})"
+        assert {s["name"]: s["pid"] for s in orphaned["services"]} == services
+
+        started = time.monotonic()
+        again = up()
+        took = time.monotonic() - started
+        assert again.returncode == 0, again.stdout + again.stderr
+        assert "a stack without its supervisor" in again.stdout and "was adopted" in again.stdout, again.stdout
+        adopted = read_state(run)
+        assert {name: svc["pid"] for name, svc in adopted["services"].items()} == services  # the same processes
+        assert stack_roles(run) == Counter(supervisor=1, broker=1, assembler=1, proxy=1, trainer=1)
+
+        wait_until(lambda: versions()[-1] > before, 180, f"a version after {before}", every_s=2)
+        after = versions()
+        assert after == sorted(after) and before in after, f"the versions restarted: {after}"
+        print(f"adopted in {took:.0f} s; versions {before} -> {after[-1]}")
+    finally:
+        if driver is not None:
+            driver.stop(30)
+        stopped = sf(data, port, "down", timeout=180)
+        for _, engine in engines:
+            engine.kill()
+    assert stopped.returncode == 0 and "stopped" in stopped.stdout
+    assert stack_processes(run) == [] and not [pid for pid in services.values() if pid_alive(pid)]
