@@ -44,7 +44,7 @@ from seamlessflow.trainer.ops import preload_ops
 from seamlessflow.trainer.options import TrainerOptions
 from seamlessflow.trainer.ranks import RankGroup
 from seamlessflow.trainer.samples import MicroBatch, collate
-from seamlessflow.trainer.tree import TreeBatch, TreeChoice, model_shape, plan_by_prefix
+from seamlessflow.trainer.tree import TreeBatch, TreeChoice, merges_chains, model_shape, plan_by_prefix
 
 log = logging.getLogger("seamlessflow.trainer.engine")
 
@@ -218,7 +218,7 @@ class PolicyEngine:
             raise ValueError(f"trainer.tree attends by SDPA calls per branch; {model.config._attn_implementation} "
                              "attention takes no tree (use sdpa, or tree: false)")
         self.trees = TreeChoice(memory.tree if wrapped.takes_trees else False, model_shape(model),
-                                causal_chains=self.engine.device.type == "cpu")
+                                causal_chains=merges_chains(model, self.engine.device))
 
     def _load_reference(self, model_path: str | Path, ds_config: dict[str, Any]) -> torch.nn.Module:
         """The frozen start model for the KL term, in the training dtype; offloaded or sharded as asked."""
@@ -290,7 +290,12 @@ class PolicyEngine:
         return split_across_ranks([len(s.tokens) for s in samples], ranks)
 
     def train_share(self, share: StepShare) -> StepMetrics:
-        """This rank's forward/backward passes and the common optimizer step."""
+        """This rank's forward/backward passes and the common optimizer step.
+
+        One optimizer step per batch, after all its micro-batches: the weights that compute the logprobs are the
+        ones the step starts from, which is what `tis_cap`'s decoupled objective clips against (the proximal
+        policy), so no setting recomputes proximal logprobs. Stepping several times on one batch (mini-batches,
+        epochs) would need them computed before the first step and passed to `ppo_clip_loss`."""
         start = time.perf_counter()
         samples, weights = share.samples, torch.tensor(share.weights)
         self.engine.train()
@@ -308,6 +313,7 @@ class PolicyEngine:
                                                 share.normaliser), positions=0, flat_positions=0)
             totals = [total + x for total, x in zip(totals, part.sums(), strict=True)]
         self.engine.step()
+        self.trees.forget()  # the step's tries, each built once (`TreeChoice.trie`)
         largest_rank = self.ranks.max(int(totals[-2]))
         loss, tokens, *weighted, positions, flat_positions = self.ranks.sum(totals)
         diff, clip, kl = (w / max(tokens, 1) for w in weighted)

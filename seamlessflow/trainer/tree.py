@@ -17,7 +17,7 @@ flat.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import torch
@@ -26,7 +26,7 @@ from seamlessflow.core.batching import TrajectorySample
 from seamlessflow.core.micro_batches import plan_micro_batches, plan_tree_micro_batches
 from seamlessflow.core.token_tree import PackedTree, build_tree, gather_sequences, tree_pays
 from seamlessflow.trainer.samples import MicroBatch, collate
-from seamlessflow.trainer.tree_attention import TreeLayout, tree_layout
+from seamlessflow.trainer.tree_attention import TreeLayout, fused_kernel, tree_layout
 
 
 @dataclass
@@ -50,8 +50,9 @@ class TreeBatch:
                          self.flat.to(device))
 
 
-def tree_batch(samples: list[TrajectorySample], pad_id: int = 0) -> TreeBatch:
-    tree = build_tree([s.tokens for s in samples])
+def tree_batch(samples: list[TrajectorySample], pad_id: int = 0, tree: PackedTree | None = None) -> TreeBatch:
+    """The samples as one tree batch; ``tree`` their trie where it is built already."""
+    tree = tree if tree is not None else build_tree([s.tokens for s in samples])
     return TreeBatch(tree, torch.tensor([tree.tokens]), torch.tensor([tree.position_ids]), tree_layout(tree),
                      collate(samples, pad_id))
 
@@ -61,19 +62,38 @@ class TreeChoice:
     """Whether a micro-batch trains as a tree: ``mode`` False never, True whenever something is shared, None
     (auto) where the FLOP rule says it pays (`core.token_tree.tree_pays`); ``shape`` is (matmul parameters,
     layers, attention width) of the model, for that rule, and ``causal_chains`` whether the tree's attention
-    runs as merged attention states (on CPU: each chain causal on itself) or as a masked call per chain
-    (`trainer.tree_attention`)."""
+    runs as merged attention states (each chain causal on itself) or as a masked call per chain
+    (`merges_chains`, `trainer.tree_attention`)."""
 
     mode: bool | None
     shape: tuple[int, int, int]
     causal_chains: bool = True
+    tries: dict[tuple[tuple[int, ...], ...], PackedTree] = field(default_factory=dict, repr=False, compare=False)
 
     @property
     def enabled(self) -> bool:
         return self.mode is not False
 
     def batch(self, samples: list[TrajectorySample], pad_id: int) -> TreeBatch | None:
-        return tree_batch(samples, pad_id) if self.pays(samples) else None
+        return tree_batch(samples, pad_id, self.trie(samples)) if self.pays(samples) else None
+
+    def trie(self, samples: list[TrajectorySample]) -> PackedTree:
+        """The samples' trie, built once per step: the step's plan asks `pays` of the share and of each
+        micro-batch, and the micro-step asks again and trains the same trie (a pure-Python build per
+        token, several times over otherwise). Built from the sequences in sorted order, as the plan lists a
+        micro-batch, so any order of the same samples finds it; its paths are then put in the samples'
+        order. Kept until `forget`, which the engine calls after each step."""
+        sequences = [tuple(s.tokens) for s in samples]
+        order = sorted(range(len(sequences)), key=sequences.__getitem__)
+        key = tuple(sequences[i] for i in order)
+        tree = self.tries.get(key)
+        if tree is None:
+            tree = self.tries[key] = build_tree(key)
+        slot = {sample: at for at, sample in enumerate(order)}
+        return replace(tree, paths=[tree.paths[slot[i]] for i in range(len(samples))])
+
+    def forget(self) -> None:
+        self.tries.clear()
 
     def pays(self, samples: list[TrajectorySample]) -> bool:
         """Whether these sequences train as one tree: something is shared and (auto) the FLOP rule agrees.
@@ -81,7 +101,7 @@ class TreeChoice:
         plan that ends up flat pads more than the length plan (seen: 21 % padding instead of 7 %)."""
         if not self.enabled or len(samples) < 2:
             return False
-        tree = build_tree([s.tokens for s in samples])
+        tree = self.trie(samples)
         return tree.size < tree.flat_size and (self.mode is not None
                                                or tree_pays(tree, *self.shape, self.causal_chains))
 
@@ -92,6 +112,16 @@ def model_shape(model: torch.nn.Module) -> tuple[int, int, int]:
     params = sum(int(getattr(p, "ds_numel", p.numel())) for p in model.parameters())
     heads = config.num_attention_heads
     return params, config.num_hidden_layers, heads * getattr(config, "head_dim", config.hidden_size // heads)
+
+
+def merges_chains(model: torch.nn.Module, device: torch.device) -> bool:
+    """Whether an HF model's tree attention on ``device`` runs as merged chains, each causal on itself
+    (`tree_attention.fused_kernel`: the training dtype, head size and dropout decide), or as masked calls
+    per chain, whose own keys cost a full square: the FLOP rule counts one or the other."""
+    config: Any = model.config
+    head_dim = getattr(config, "head_dim", None) or config.hidden_size // config.num_attention_heads
+    dtype = next(model.parameters()).dtype
+    return fused_kernel(device, dtype, head_dim, getattr(config, "attention_dropout", 0.0)) is not None
 
 
 def plan_by_prefix(samples: list[TrajectorySample], max_tokens: int | None, max_sequences: int | None,

@@ -7,6 +7,7 @@ from transformers import AutoModelForCausalLM
 
 from seamlessflow.core.batching import TrajectorySample
 from seamlessflow.core.losses import PolicyLossConfig
+from seamlessflow.core.token_tree import build_tree
 from seamlessflow.trainer.engine import micro_batch_loss
 from seamlessflow.trainer.model import TokenLogprobModel
 from seamlessflow.trainer.samples import collate
@@ -81,15 +82,20 @@ def test_the_tree_attention_matters(tiny_model_dir):
     assert not torch.allclose(right, leaky, atol=1e-4)
 
 
-def test_a_deepspeed_step_on_trees_is_the_flat_step(tiny_model_dir):
+def test_a_deepspeed_step_on_trees_is_the_flat_step(tiny_model_dir, monkeypatch):
     """The trainer's engine (DeepSpeed, ZeRO-1 on gloo) with trees on and off: the same loss and the same
-    updated weights, and the step reports the positions it computed against the flat ones."""
+    updated weights, and the step reports the positions it computed against the flat ones. The step's one
+    micro-batch is asked about (the share's plan, the micro-batch's plan, the micro-step) and trained as a
+    trie that is built once, and dropped after the step."""
     import json
 
+    import seamlessflow.trainer.tree as tree_module
     from seamlessflow.core.batching import KeptGroup
     from seamlessflow.trainer.engine import PolicyEngine
     from seamlessflow.trainer.options import DEEPSPEED_CONFIGS, TrainerOptions
 
+    builds = []
+    monkeypatch.setattr(tree_module, "build_tree", lambda seqs: builds.append(seqs) or build_tree(seqs))
     config = json.loads((DEEPSPEED_CONFIGS / "cpu_zero1.json").read_text())
     samples = group_on_one_prompt()
     rewarded = [s.__class__(**{**vars(s), "reward": float(i % 2)}) for i, s in enumerate(samples)]
@@ -98,6 +104,7 @@ def test_a_deepspeed_step_on_trees_is_the_flat_step(tiny_model_dir):
         engine = PolicyEngine(tiny_model_dir, config, memory=TrainerOptions(tree=tree).memory_config())
         metrics = engine.train_step([KeptGroup("g", "t", rewarded, [1.0] * len(rewarded))])
         results[tree] = (metrics, {n: p.detach().clone() for n, p in engine.engine.module.named_parameters()})
+    assert len(builds) == 1 and not engine.trees.tries
     (flat, flat_weights), (tree, tree_weights) = results[False], results[True]
     assert tree.loss == pytest.approx(flat.loss, abs=1e-6)
     assert flat.positions == flat.flat_positions == sum(len(s.tokens) for s in samples)
