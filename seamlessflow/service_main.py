@@ -3,7 +3,8 @@
 Every service parses the same `--config`, logs the same way, serves Prometheus `/metrics` (on
 `$SEAMLESSFLOW_METRICS_PORT`, which `up` gives each one) and stops on SIGTERM/SIGINT by setting an event
 its loop watches, so it finishes the turn in progress and flushes what it produced. Written once here, so a
-new service cannot forget the metrics or the clean stop. A run that returns an int exits with it.
+new service cannot forget the metrics or the clean stop. A run that returns an int exits with it; one that
+lost its role to a newer process (`Fenced`) logs it and exits with `FENCED_EXIT_CODE`.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from collections.abc import Callable, Iterable
 
 from seamlessflow.allocator import fix_mmap_threshold, start_trimming
 from seamlessflow.config import Settings
+from seamlessflow.kafka.fencing import FENCED_EXIT_CODE, Fenced
 from seamlessflow.memory_probe import start_from_environment
 from seamlessflow.service_metrics import serve_metrics
 
@@ -51,7 +53,11 @@ def run_until_signal(module: str, run: Run, *, add_arguments: Callable[[argparse
     stop = threading.Event()
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: stop.set())
-    result = run(settings, stop, args)
+    try:
+        result = run(settings, stop, args)
+    except Fenced as exc:  # a newer process holds the role: leave it alone, and say why (seamlessflow.kafka.fencing)
+        logging.getLogger(module).error("fenced, exiting: %s", exc)
+        raise SystemExit(FENCED_EXIT_CODE) from exc
     if isinstance(result, int) and not isinstance(result, bool):
         raise SystemExit(result)
 

@@ -78,6 +78,9 @@ def server_properties(node: Node, cluster: list[Node], host: str = "127.0.0.1") 
         "transaction.state.log.replication.factor": str(replicas),
         "transaction.state.log.min.isr": str(in_sync),
         "transaction.state.log.num.partitions": "4",
+        # a role writer frozen with a transaction open holds its partitions' readers back until the abort
+        # (seamlessflow.kafka.fencing): look for timed-out transactions every second, not every 10 s
+        "transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000",
         "share.coordinator.state.topic.replication.factor": str(replicas),
         "share.coordinator.state.topic.min.isr": str(in_sync),
         "group.initial.rebalance.delay.ms": "0",  # a consumer group forms as soon as its members join

@@ -22,12 +22,15 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from seamlessflow.config import Settings
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.offsets import OffsetTracker
 from seamlessflow.kafka.subscriber import Subscriber
+
+if TYPE_CHECKING:
+    from seamlessflow.kafka.fencing import RoleWriter
 
 log = logging.getLogger(__name__)
 
@@ -64,16 +67,19 @@ class GroupMember:
     `settling`: the as-done rule's finishing step (None: commit what is done, wait for nothing).
     `with_checkpoint`: the checkpoint rule (see the module). `on_revoke(partitions)`: the owner's own
     clean-up, called after the member let the partitions go. `start_offsets`: where reading starts on a
-    partition's first assignment (a checkpoint may be ahead of the group's commit)."""
+    partition's first assignment (a checkpoint may be ahead of the group's commit). `writer`: the owner's
+    role writer (`fencing`), whose transactions then carry the commits: a fenced owner moves no offset."""
 
     def __init__(self, settings: Settings, topic: str, group: str, dead_letters: DeadLetters,
                  settling: Settling | None = None, on_revoke: Callable[[set[int]], None] | None = None, *,
                  with_checkpoint: bool = False, start_offsets: dict[int, int] | None = None,
-                 errors: Literal["log", "raise"] = "log", consumer: dict[str, Any] | None = None):
+                 errors: Literal["log", "raise"] = "log", consumer: dict[str, Any] | None = None,
+                 writer: RoleWriter | None = None):
         self.topic, self.group, self.dead_letters = topic, group, dead_letters
         self.settled = 0  # records finished while settling (before partitions moved, or at close)
         self._settling, self._on_revoke, self._with_checkpoint = settling, on_revoke, with_checkpoint
         self._tracker = OffsetTracker()
+        self._writer = writer
         self._assigned = threading.Event()
         self._closing = False
         self._subscriber = Subscriber(settings, dead_letters.codec, dead_letters, group_id=group, errors=errors,
@@ -121,7 +127,7 @@ class GroupMember:
         """Commits synchronously (as done: the points that moved; with checkpoint: every point) and returns
         them; {} when the group refused the commit for now (a later commit covers these offsets)."""
         points = self._tracker.commit_points() if self._with_checkpoint else self._tracker.moved()
-        if not points or not self._subscriber.commit(points):
+        if not points or not self._subscriber.commit(points, writer=self._writer):
             return {}
         self._tracker.committed(points)
         return points

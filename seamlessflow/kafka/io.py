@@ -74,12 +74,17 @@ class MessageProducer:
                     raise QueueFull(f"producer queue full: {exc}") from exc
                 self._producer.poll(0.05)
             except KafkaException as exc:
-                error = exc.args[0] if exc.args else None
-                if isinstance(error, KafkaError) and error.fatal():  # never recovers: the next call gets a fresh one
-                    self._producer = Producer(self._config)
-                raise DeliveryFailed(f"producer error: {exc}") from exc
+                raise self._failed(exc) from exc
         if block:
             self._producer.poll(0)
+
+    def _failed(self, exc: KafkaException) -> Exception:
+        """What a refused `produce` raises. A fatal error never recovers: the next call gets a fresh producer
+        (a role's transactional writer raises `Fenced` instead: a fresh one would fence its replacement)."""
+        error = exc.args[0] if exc.args else None
+        if isinstance(error, KafkaError) and error.fatal():
+            self._producer = Producer(self._config)
+        return DeliveryFailed(f"producer error: {exc}")
 
     def send_and_wait(self, topic: str, key: Key, message: Any, timeout_s: float = 30.0,
                       headers: Headers = None) -> None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaException, TopicPartition
 
@@ -26,8 +26,12 @@ from seamlessflow.config import Settings
 from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.errors import commit_refused
+from seamlessflow.kafka.io import DeliveryFailed
 from seamlessflow.kafka.reader import Record, TopicReader, record_of
 from seamlessflow.kafka.stats import stats_config
+
+if TYPE_CHECKING:
+    from seamlessflow.kafka.fencing import RoleWriter
 
 log = logging.getLogger(__name__)
 
@@ -94,20 +98,24 @@ class Subscriber:
 
         self._consumer.subscribe(topics, on_assign=assigned, on_revoke=revoked)
 
-    def commit(self, points: dict[int, int], topic: str | None = None) -> bool:
+    def commit(self, points: dict[int, int], topic: str | None = None, writer: RoleWriter | None = None) -> bool:
         """Commits partition -> next offset to read, synchronously (after the work is done); False when the
         group refused it for the moment (a broker restart made the coordinator forget this member, a
         rebalance): the member rejoins on its next poll and a later commit covers these offsets, so the
-        caller keeps them as not yet committed instead of dying. Other errors raise."""
+        caller keeps them as not yet committed instead of dying. Other errors raise. With a role's `writer`
+        the offsets go into its transaction: a fenced writer's commit raises `Fenced` and moves nothing."""
         topic = topic or self._topic
         assert topic is not None, "subscribe() first, or name the topic"
         if not points:
             return True
+        offsets = [TopicPartition(topic, p, o) for p, o in points.items()]
         try:
-            self._consumer.commit(offsets=[TopicPartition(topic, p, o) for p, o in points.items()],
-                                  asynchronous=False)
-        except KafkaException as exc:
-            if not commit_refused(exc):
+            if writer is None:
+                self._consumer.commit(offsets=offsets, asynchronous=False)
+            else:
+                writer.commit(offsets=offsets, group_metadata=self._consumer.consumer_group_metadata())
+        except (KafkaException, DeliveryFailed) as exc:
+            if isinstance(exc, KafkaException) and not commit_refused(exc):
                 raise
             log.warning("%s: commit refused for now (a later one covers it): %s", topic, exc)
             return False

@@ -5,6 +5,11 @@ Inputs: status (ResourceStatus heartbeats, CommandAcks), weights (WeightVersion)
 Tasks on the tasks topic (rollout manager), a `failed` ResourceStatus for each resource whose heartbeats
 stopped, and the scheduler's own heartbeat (kind `scheduler`: policy, trainer version, pipeline figures).
 
+One scheduler per run, enforced by the broker: its producer is the run's scheduler `RoleWriter`
+(seamlessflow.kafka.fencing), so a replacement fences this process before it rebuilds, and a tick's
+commands, tasks and heartbeat commit together at the tick's end (`flush`) or, fenced, not at all: an old
+scheduler that wakes after its replacement started issues nothing anyone reads, and exits.
+
 Restart: every input is read from the beginning with `read_topic` (the compacted control/status/weights
 topics hold the latest record per key; the ack key is "<resource_id>/ack"), so the next epoch for a
 resource is above every epoch published before, and the manager knows which groups it already published.
@@ -32,8 +37,8 @@ from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.core.scheduler import Scheduler
 from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.dead_letters import DeadLetters
+from seamlessflow.kafka.fencing import RoleWriter
 from seamlessflow.kafka.heartbeat import Heartbeat
-from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.kafka.records import resource_status
 from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.messages import (
@@ -74,7 +79,8 @@ class SchedulerService:
         self.manager = RolloutManager(manager, task_set(manager), settings.team, settings.run,
                                       self.options.batch_threshold, staleness, clock) if manager.enabled else None
         self.proxy_sync = ProxySync(self.options.command_timeout_s)
-        self.producer = MessageProducer(settings, self.codec)
+        # the one scheduler of this run: a newer one fences this one's commands and tasks (before it rebuilds)
+        self.producer = RoleWriter(settings, self.codec, f"scheduler.{self.options.resource_id}")
         self.dead_letters = DeadLetters(settings, self.codec, "scheduler", self.producer.send)
         self.heartbeat = Heartbeat(self.producer.send, self.topics.status, 0.0, self._status)  # one per tick
         self.published: list[ControlCommand] = []  # this process's commands, newest last (for tests/logs)

@@ -1,4 +1,14 @@
-"""The trainer group's checkpoints beyond one node's disk, when `checkpoint_uri` names a store.
+"""The trainer group's checkpoints: which one a restart loads, and beyond one node's disk, when `checkpoint_uri`
+names a store.
+
+Which one: every trainer process saves under tags of its own (`tag`: the step and the process's incarnation),
+and a checkpoint is named in `latest` (DeepSpeed's pointer, what a restart loads; the store's too) only after
+the transaction that commits its offsets succeeded (`name_latest`, called by the loop). A trainer fenced by a
+newer one (seamlessflow.kafka.fencing) fails that commit: its checkpoint lies in a tag nobody names, never
+over the newer one's, and `prune_tags` of the trainer that holds the role deletes it. Checked before the
+rename, not enforced by the broker: a process frozen between its commit and the rename, and woken after a
+replacement named one of its own, would name its own (committed, complete) checkpoint again, so a restart
+would replay from it: trained twice, never lost.
 
 Why here and in this order: DeepSpeed saves every rank's part into the local checkpoint directory of the
 rank's node. Each node's first rank (LOCAL_RANK 0) then uploads what its node holds; only when every node has
@@ -10,9 +20,10 @@ node lacks it, and every rank waits for that before DeepSpeed loads. The I/O is 
 from __future__ import annotations
 
 import os
+import shutil
 from pathlib import Path
 
-from seamlessflow.storage import CheckpointStore
+from seamlessflow.storage import LATEST, CheckpointStore
 from seamlessflow.trainer.options import TrainerOptions
 from seamlessflow.trainer.ranks import RankGroup
 
@@ -55,3 +66,26 @@ def mark_complete(store: CheckpointStore | None, tag: str, step_log: Path, keep:
         store.upload_file(step_log, STEP_LOG)
     store.mark_latest(tag)
     store.prune(keep)
+
+
+def tag(step: int, incarnation: str) -> str:
+    """`step00000012-<incarnation>`: sorts by step, and no two trainer processes ever write the same tag."""
+    return f"step{step:08d}-{incarnation}"
+
+
+def name_latest(directory: Path, tag: str) -> None:
+    """`latest` names `tag` (atomically: a crash leaves the old name or the new one), after its offsets committed."""
+    staged = directory / f"{LATEST}.{os.getpid()}"
+    staged.write_text(tag)
+    os.replace(staged, directory / LATEST)
+
+
+def prune_tags(directory: Path, current: str, keep: int) -> None:
+    """Keeps `current` and the `keep - 1` newest tags before it; deletes the older ones and every tag sorted
+    after it (saved by no committed transaction: a fenced trainer's, or one saved just before a crash)."""
+    tags = sorted(p.name for p in directory.glob("step*") if p.is_dir() and "." not in p.name)  # not downloads
+    before = [t for t in tags if t < current]
+    kept = {current, *before[len(before) - max(keep - 1, 0):]}
+    for name in tags:
+        if name not in kept:
+            shutil.rmtree(directory / name, ignore_errors=True)

@@ -358,7 +358,9 @@ class PolicyEngine:
                          flat_positions)
 
     def save_checkpoint(self, directory: Path, tag: str, client_state: dict[str, Any]) -> None:
-        self.engine.save_checkpoint(str(directory), tag=tag, client_state=client_state)
+        """This rank's part of `tag`, without touching `latest`: the leader names a checkpoint there only after
+        committing its offsets (`checkpoints.name_latest`), so a fenced trainer's is never the one loaded."""
+        self.engine.save_checkpoint(str(directory), tag=tag, client_state=client_state, save_latest=False)
 
     def load_checkpoint(self, directory: Path) -> dict[str, Any] | None:
         """Restores model and optimizer from the latest tag; returns its client state (None if none)."""

@@ -11,16 +11,23 @@ Per step, in this order, so a crash at any point replays and never skips:
    and, if it has files, once they are on disk;
 3. every `checkpoint_every` versions or `checkpoint_minutes` (whichever comes first): save a checkpoint
    (after the pending weight writes finish; model, optimizer, step, version, offsets to commit, ids
-   already finished above them), then commit
-   the offsets. Offsets move only with checkpoints: a crash loses the steps since the last checkpoint and
+   already finished above them) under a tag of its own, then commit the offsets, then name it `latest`.
+   Offsets move only with checkpoints: a crash loses the steps since the last checkpoint and
    replays their trajectories; versions published since keep their numbers (the restart numbers on from
    the newest version on disk or announced, and re-publishes it).
+
+One trainer per run (per resource id), enforced by the broker: everything it writes (versions, heartbeats,
+acks, dead letters) and its offset commits go through its `RoleWriter` (seamlessflow.kafka.fencing), in
+transactions committed every loop turn, before a step. A trainer started while this one is frozen fences
+it; this one, woken, fails its next commit (`Fenced`: the process exits non-zero), so it publishes no
+version and moves no offset, and its checkpoint is never named `latest` (seamlessflow/trainer/checkpoints.py).
 
 No shared file system is assumed: with `serve_weights` the leader serves its weights root over HTTP and
 announces `http://` URIs (seamlessflow/trainer/versions.py); with `checkpoint_uri` every checkpoint also
 goes to a store, and a start on a node without it resumes from the store's newest
-(seamlessflow/trainer/checkpoints.py). A restart whose newest announced version's files stayed behind on
-another node exports the restored weights as the next version at once, so engines have one to load.
+(seamlessflow/trainer/checkpoints.py). A restart whose newest version has no announced files here (they
+stayed behind on another node, or no committed record names them: a fenced trainer's) exports the restored
+weights as the next version at once, so engines have one to load.
 
 With several data-parallel ranks, rank 0 (the leader, `Trainer`) is the trainer above: it alone reads
 Kafka and the control topic, forms batches, writes weights, publishes and commits. Every loop turn it
@@ -35,8 +42,8 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
 import time
+import uuid
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -48,8 +55,9 @@ from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
 from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.command_feed import CommandFeed
 from seamlessflow.kafka.dead_letters import DeadLetters
+from seamlessflow.kafka.fencing import RoleWriter
 from seamlessflow.kafka.heartbeat import Heartbeat
-from seamlessflow.kafka.io import MessageProducer
+from seamlessflow.kafka.io import DeliveryFailed
 from seamlessflow.kafka.records import resource_status
 from seamlessflow.messages import ControlCommand, ResourceStatus, WeightVersion, now_ms
 from seamlessflow.topics import Topics
@@ -58,8 +66,11 @@ from seamlessflow.trainer.checkpoints import (
     checkpoint_store,
     fetch_newest,
     mark_complete,
+    name_latest,
+    prune_tags,
     upload_part,
 )
+from seamlessflow.trainer.checkpoints import tag as checkpoint_tag
 from seamlessflow.trainer.control import ControlState
 from seamlessflow.trainer.engine import PolicyEngine, StepMetrics
 from seamlessflow.trainer.follower import Follower, Order, OrderKind
@@ -68,7 +79,7 @@ from seamlessflow.trainer.options import TrainerOptions
 from seamlessflow.trainer.samples import sample_from_record
 from seamlessflow.trainer.source import Incoming, TrajectorySource
 from seamlessflow.trainer.state import TrainerState
-from seamlessflow.trainer.versions import newest_announced, version_uri, weights_server
+from seamlessflow.trainer.versions import newest_announced, uri_name, version_uri, weights_server
 from seamlessflow.weights.files import (
     PendingVersion,
     WeightWriter,
@@ -111,7 +122,8 @@ class Trainer:
         self.ranks = self.engine.ranks
         if not self.ranks.leader:
             raise ValueError(f"rank {self.ranks.rank} is a follower: it runs `Follower`, not the trainer loop")
-        self.producer = MessageProducer(settings, self.codec)
+        self.producer = RoleWriter(settings, self.codec, f"trainer.{self.config.resource_id}")  # fences older ones
+        self.incarnation = uuid.uuid4().hex[:6]  # names this process's checkpoint tags and version directories
         self.dead_letters = DeadLetters(settings, self.codec, "trainer", self.producer.send)
         self.transfer = self._engine_transfer()
         self.heartbeat = Heartbeat(self.producer.send, self.topics.status, self.config.heartbeat_s,
@@ -136,9 +148,9 @@ class Trainer:
         self._trained_since_publish: list[dict] = []
         self.source = TrajectorySource(settings, self.codec, self.topics.trajectories,
                                        self.config.group_id(settings), self.dead_letters, state.offsets,
-                                       self.config.fetch_queue_mib)
-        log.info("trainer %s at step %d, version %d, offsets %s, %d rank(s)", self.config.resource_id, self.step,
-                 self.version, state.offsets, self.ranks.world)
+                                       self.config.fetch_queue_mib, writer=self.producer)
+        log.info("trainer %s at step %d, version %d, offsets %s, %d rank(s), incarnation %s", self.config.resource_id,
+                 self.step, self.version, state.offsets, self.ranks.world, self.incarnation)
 
     def _restore(self) -> TrainerState:
         """The newest checkpoint (from the store when this node lacks it, with its step log)."""
@@ -148,12 +160,14 @@ class Trainer:
 
     def _number_versions(self, state: TrainerState) -> None:
         """Versions number on from the newest checkpointed, on disk or announced: never backwards, even on a
-        node without the old work dir. When the newest announced had files that are not here, the restored
-        weights are exported as the next version at start (`run`)."""
+        node without the old work dir. The newest is announced again at start (`run`) when a committed record
+        names it and its files (if any) are here; otherwise (its files are on another node, or only a fenced
+        trainer's directory holds it) the restored weights are exported as the next version at start."""
         announced = newest_announced(self.settings, self.codec, self.topics.weights, self.config.resource_id)
         self.version = max(state.version, latest_version(self.weights_root), announced.version if announced else 0)
-        self._files_lost = (announced is not None and announced.version == self.version and bool(announced.uri)
-                            and not version_dir(self.weights_root, self.version).exists())
+        whole = announced is not None and announced.version == self.version and (
+            not announced.uri or (self.weights_root / uri_name(announced.uri)).is_dir())
+        self._announced = announced if whole else None
 
     def _engine_transfer(self) -> EngineTransfer | None:
         if self.config.weight_transfer == "none":
@@ -185,11 +199,11 @@ class Trainer:
         if self.weights_server is not None:
             self.weights_server.start()
             log.info("serving versions at %s", self.weights_server.url)
-        if self._files_lost:
-            self._export_version()  # the newest version's files are on the node this trainer ran on before
-            self._announce_written(self.writer.drain())
+        if self._announced is not None:  # idempotent: the same record again
+            self.producer.deliver(self.topics.weights, self.settings.run, self._announced)
         elif self.version > 0:
-            self._publish_version()  # idempotent: a crash may have come between checkpoint and publish
+            self._export_version()  # no committed record names files of the newest version here
+            self._announce_written(self.writer.drain())
         try:
             while not self.stopping:
                 for command in listener.commands():
@@ -200,6 +214,7 @@ class Trainer:
                 self._announce_written(self.writer.written())
                 if self.transfer is not None:
                     self.transfer.catch_up()  # engines that started, restarted or came back from train
+                self._commit_turn()
                 started = time.perf_counter()
                 if self.control.role == Tag.TRAIN and self._train_if_ready():
                     self.busy_s += time.perf_counter() - started
@@ -223,6 +238,15 @@ class Trainer:
             listener.close()
             self.source.close()
         return 0
+
+    def _commit_turn(self) -> None:
+        """What the turn wrote (acks, heartbeat, dead letters) becomes visible before a step: left open, it would
+        hold back every read_committed reader of its partitions. Lost to a broker away for long, it is logged
+        and the loop goes on (the next heartbeat tells the same); fenced, the trainer stops (`Fenced`)."""
+        try:
+            self.producer.commit(10.0)
+        except DeliveryFailed as exc:
+            log.warning("this turn's records were not committed: %s", exc)
 
     def _stop_followers(self) -> None:
         """Lets the followers exit cleanly; if a rank died the group is already broken and the launcher
@@ -320,7 +344,7 @@ class Trainer:
             self._deliver(version, state)
         if self.transfer is None or version % self.config.files_every == 0:
             self.publish_wait_s = self.writer.submit(
-                version, self.step, lambda: save_weights(module, root, version, base, state))
+                version, self.step, lambda: save_weights(module, root, version, base, state, self.incarnation))
         else:  # transfer only: announced now, after the versions before it (in order)
             self.publish_wait_s = 0.0
             self._announce_written(self.writer.drain())
@@ -348,42 +372,65 @@ class Trainer:
         """Publishes each version whose directory is complete, in order, then prunes old directories."""
         for pending in written:
             self._publish_version(pending.version, pending.step)
-            prune_versions(self.weights_root, self.config.keep_weight_versions, protect=pending.version)
+            prune_versions(self.weights_root, self.config.keep_weight_versions, pending.version, self.incarnation)
             self.announced_version = pending.version
             log.info("published version %d", pending.version)
 
     def _checkpoint_and_commit(self) -> None:
-        """A full checkpoint (every rank saves its part), then the offsets it carries are committed; the
-        versions being written finish first, so the version the checkpoint names is on disk."""
+        """A full checkpoint under a tag of this process (every rank saves its part), then the offsets it
+        carries are committed in this trainer's transaction, and only then is it named `latest`: a trainer
+        fenced by a newer one raises `Fenced` at the commit, so its checkpoint is never named, nor written over
+        the newer one's. The versions being written finish first, so the version the checkpoint names is on
+        disk."""
         start = time.perf_counter()
         self._announce_written(self.writer.drain())
-        self.ranks.broadcast(Order(OrderKind.CHECKPOINT, self._checkpoint_tag()))
-        self._checkpoint()
-        self.source.commit()
+        tag = checkpoint_tag(self.step, self.incarnation)
+        self.ranks.broadcast(Order(OrderKind.CHECKPOINT, tag))
+        self._checkpoint(tag)
+        if self._committed():
+            self._name_checkpoint(tag)
+        else:
+            log.warning("checkpoint %s not named: its offsets did not commit (a restart takes the one before)", tag)
         self._checkpointed = (self.step, time.monotonic())
         self._checkpointed_version = self.version
         self.checkpoint_time_s = time.perf_counter() - start
         log.info("checkpoint at step %d (version %d) in %.2f s", self.step, self.version, self.checkpoint_time_s)
 
-    def _checkpoint(self) -> None:
+    def _checkpoint(self, tag: str) -> None:
+        """Every rank's part of `tag`, on this node and in the store (not named yet)."""
         state = TrainerState(self.step, self.version, self.source.commit_points(),
                              self.source.finished_above_commit(), list(self.builder.too_easy_tasks))
-        self._log_steps()
-        tag = self._checkpoint_tag()
         self.engine.save_checkpoint(self.checkpoints, tag, state.to_dict())
         upload_part(self.store, self.checkpoints, tag, self.ranks)
+
+    def _committed(self) -> bool:
+        """Whether the checkpoint's transaction committed: its offsets, and a heartbeat so that it reaches the
+        broker (and is refused there if this trainer was fenced) even with no offsets to move. Refused for now
+        (a rebalance, the broker away), the checkpoint is not named and the last named one stays: a restart
+        replays more and loses nothing. Fenced: `Fenced` raises."""
+        self.heartbeat.beat(force=True)
+        try:
+            if not self.source.commit() and self.source.commit_points():
+                return False  # the group refused the offsets for now (logged by the subscriber)
+            self.producer.commit()  # the heartbeat alone, when there were no offsets
+        except DeliveryFailed as exc:
+            log.warning("checkpoint transaction not committed: %s", exc)
+            return False
+        return True
+
+    def _name_checkpoint(self, tag: str) -> None:
+        """After the commit: the steps it holds logged, `latest` naming it here and in the store, the other
+        tags pruned."""
+        self._log_steps()
+        name_latest(self.checkpoints, tag)
         mark_complete(self.store, tag, self.steps_log, self.config.keep_checkpoints)
         (self.work / "too_easy_tasks.json").write_text(json.dumps(list(self.builder.too_easy_tasks)))
-        tags = sorted(p for p in self.checkpoints.glob("step*") if p.is_dir())
-        for old in tags[:-self.config.keep_checkpoints]:
-            shutil.rmtree(old, ignore_errors=True)
-
-    def _checkpoint_tag(self) -> str:
-        return f"step{self.step:08d}"
+        prune_tags(self.checkpoints, tag, self.config.keep_checkpoints)
 
     def _log_steps(self) -> None:
-        """Appends which ids each step trained to `steps.jsonl`, just before the checkpoint that makes
-        those steps durable; lines past the restored step are cut at start (`_truncate_step_log`)."""
+        """Appends which ids each step trained to `steps.jsonl`, once the commit made those steps durable and
+        before `latest` names their checkpoint (a crash between the two leaves lines past the restored step,
+        which the restart cuts: `_truncate_step_log`); a fenced trainer logs none."""
         with open(self.steps_log, "a") as out:
             for entry in self._trained_since_publish:
                 out.write(json.dumps({"version": self.version, **entry}) + "\n")
@@ -400,12 +447,11 @@ class Trainer:
 
     # -- records ----------------------------------------------------------------------------------------
 
-    def _publish_version(self, version: int | None = None, step: int | None = None) -> None:
-        version = self.version if version is None else version
-        files = version_dir(self.weights_root, version)  # none for a version that went by transfer only
+    def _publish_version(self, version: int, step: int) -> None:
+        files = version_dir(self.weights_root, version, self.incarnation)  # none for a version sent by transfer only
         record = WeightVersion(
             event_id=f"{self.settings.run}/{self.config.resource_id}/v{version}", version=version,
-            uri=version_uri(files, self.weights_server), step=self.step if step is None else step,
+            uri=version_uri(files, self.weights_server), step=step,
             format="hf-safetensors",
             trainer_id=self.config.resource_id, team=self.settings.team, run=self.settings.run,
             created_at_ms=now_ms(),

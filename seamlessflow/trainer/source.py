@@ -10,12 +10,16 @@ loop reads to rebuild its buffers after partitions moved.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.group import GroupMember
 from seamlessflow.messages import Trajectory
+
+if TYPE_CHECKING:
+    from seamlessflow.kafka.fencing import RoleWriter
 
 
 @dataclass
@@ -29,8 +33,10 @@ class Incoming:
 
 class TrajectorySource:
     def __init__(self, settings: Settings, codec: Codec, topic: str, group_id: str, dead_letters: DeadLetters,
-                 start_offsets: dict[int, int] | None = None, fetch_queue_mib: float | None = None):
-        """`fetch_queue_mib`: librdkafka's prefetch bound (`trainer.fetch_queue_mib`); None keeps its default."""
+                 start_offsets: dict[int, int] | None = None, fetch_queue_mib: float | None = None,
+                 writer: RoleWriter | None = None):
+        """`fetch_queue_mib`: librdkafka's prefetch bound (`trainer.fetch_queue_mib`); None keeps its default.
+        `writer`: the trainer's role writer, whose transactions carry the commits (a fenced trainer moves none)."""
         self.topic = topic
         self.codec = codec
         self.dead_letters = dead_letters  # poison is filed there and finished at once: never trained, never blocking
@@ -38,7 +44,8 @@ class TrajectorySource:
         self._member = GroupMember(settings, topic, group_id, dead_letters, on_revoke=self._on_revoke,
                                    with_checkpoint=True, start_offsets=start_offsets, errors="raise",
                                    consumer={} if fetch_queue_mib is None else
-                                   {"queued.max.messages.kbytes": max(1, int(fetch_queue_mib * 1024))})
+                                   {"queued.max.messages.kbytes": max(1, int(fetch_queue_mib * 1024))},
+                                   writer=writer)
 
     def _on_revoke(self, _partitions: set[int]) -> None:
         self.revoked = True

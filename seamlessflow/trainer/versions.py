@@ -9,7 +9,8 @@ go backwards).
 
 from __future__ import annotations
 
-from pathlib import Path
+from pathlib import Path, PurePosixPath
+from urllib.parse import unquote, urlparse
 
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
@@ -33,6 +34,11 @@ def version_uri(files: Path, server: WeightsServer | None) -> str:
     if not files.exists():
         return ""
     return server.uri_for(files) if server is not None else files.as_uri()
+
+
+def uri_name(uri: str) -> str:
+    """The name of the version directory a URI names (`file:///w/v000002-ab12cd`, `http://h:1/v000002-ab12cd/`)."""
+    return PurePosixPath(unquote(urlparse(uri).path).rstrip("/")).name
 
 
 def newest_announced(settings: Settings, codec: Codec, topic: str, trainer_id: str) -> WeightVersion | None:

@@ -13,6 +13,10 @@ never as a queue.
 
 A version is announced (WeightVersion) only after its directory is complete, by the loop's thread, in
 version order; a checkpoint drains the writer first, so the version a checkpoint names is always on disk.
+
+A trainer process writes its versions under names of its own (`v000012-<incarnation>`): one fenced by a
+newer trainer (seamlessflow.kafka.fencing) may still finish a write it had begun, but beside the newer
+one's directory, never over it; engines load what the committed WeightVersion record names.
 """
 
 from __future__ import annotations
@@ -32,8 +36,16 @@ COMPANION_FILES = (
 )
 
 
-def version_dir(root: Path, version: int) -> Path:
-    return Path(root) / f"v{version:06d}"
+def version_dir(root: Path, version: int, incarnation: str = "") -> Path:
+    """`v000012`, or `v000012-<incarnation>` for a trainer process's own (see the module)."""
+    return Path(root) / (f"v{version:06d}-{incarnation}" if incarnation else f"v{version:06d}")
+
+
+def version_of(name: str) -> int | None:
+    """The version a directory name holds (`v000012`, `v000012-ab12cd`), None for anything else (a `.tmp`)."""
+    digits, rest = name[1:7], name[7:]
+    ours = name[:1] == "v" and len(digits) == 6 and digits.isdigit() and rest[:1] in ("", "-") and "." not in rest
+    return int(digits) if ours else None
 
 
 def save_weights(
@@ -42,9 +54,10 @@ def save_weights(
     version: int,
     base_model_path: str | Path,
     state_dict: dict[str, torch.Tensor] | None = None,
+    incarnation: str = "",
 ) -> Path:
     """Writes version ``version`` of ``module`` (or of ``state_dict``) and returns its directory."""
-    final = version_dir(root, version)
+    final = version_dir(root, version, incarnation)
     staging = final.with_name(final.name + ".tmp")
     shutil.rmtree(staging, ignore_errors=True)
     save_pretrained = module.save_pretrained  # a PreTrainedModel's
@@ -61,15 +74,15 @@ def save_weights(
 
 def latest_version(root: Path) -> int:
     """The newest complete version directory under ``root`` (0 if none)."""
-    names = [p.name for p in Path(root).glob("v[0-9]*") if not p.name.endswith(".tmp")]
-    return max((int(name[1:]) for name in names if name[1:].isdigit()), default=0)
+    versions = [version_of(p.name) for p in Path(root).glob("v[0-9]*")]
+    return max((v for v in versions if v is not None), default=0)
 
 
-def prune_versions(root: Path, keep: int, protect: int) -> None:
-    """Deletes all but the newest ``keep`` version directories (never ``protect``)."""
-    versions = sorted(p for p in Path(root).glob("v[0-9]*") if not p.name.endswith(".tmp"))
+def prune_versions(root: Path, keep: int, protect: int, incarnation: str = "") -> None:
+    """Deletes all but the newest ``keep`` version directories (never ``protect``, written by ``incarnation``)."""
+    versions = sorted(p for p in Path(root).glob("v[0-9]*") if version_of(p.name) is not None)
     for old in versions[:-keep] if keep > 0 else []:
-        if old != version_dir(root, protect):
+        if old != version_dir(root, protect, incarnation):
             shutil.rmtree(old, ignore_errors=True)
 
 

@@ -163,7 +163,8 @@ def resolve_version(uri: str, cache: Path, timeout_s: float = 600.0) -> Path:
 def prune_copies(cache: Path, keep: int, protect: Path) -> None:
     """Deletes fetched copies beyond the newest `keep` (never `protect`, the one the engine holds): a worker's
     disk holds a few versions, not the run's history (a 7B version in bf16 is ~15 GB)."""
-    copies = sorted(p for p in Path(cache).glob("v[0-9]*") if p.is_dir() and p.name[1:].isdigit())
+    copies = sorted(p for p in Path(cache).glob("v[0-9]*") if p.is_dir() and p.name[1:7].isdigit()  # v000002[-x]
+                    and "." not in p.name)
     for old in copies[:-keep] if keep > 0 else []:
         if old != protect:
             shutil.rmtree(old, ignore_errors=True)

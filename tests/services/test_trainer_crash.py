@@ -85,7 +85,7 @@ def test_versions_between_checkpoints_are_weights_only_and_a_crash_replays_since
         first.send_signal(signal.SIGKILL)
         first.wait(timeout=30)
     work = config.work_dir(settings)
-    assert (work / "checkpoints" / "latest").read_text().strip() == "step00000002"  # none at version 3
+    assert (work / "checkpoints" / "latest").read_text().startswith("step00000002-")  # none at version 3
     assert committed_offset(settings, config.group_id(settings), topics.trajectories) == 8  # with the checkpoint
 
     run_to_version_then_stop(settings, codec, producer, config_path, tmp_path / "run2.log", 4)

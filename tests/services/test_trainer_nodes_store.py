@@ -78,11 +78,12 @@ def test_each_node_uploads_its_part_and_the_group_resumes_from_the_store_on_empt
         finally:
             for node in running:
                 kill_9(node)
-        local = [TrainerOptions.from_settings(node).checkpoint_dir(node) / "step00000002" for node in nodes]
+        tag = store.latest()
+        assert tag is not None and tag.startswith("step00000002-")  # -<the leader process's incarnation>
+        local = [TrainerOptions.from_settings(node).checkpoint_dir(node) / tag for node in nodes]
         assert (local[1] / SHARD.format(1)).exists() and not (local[0] / SHARD.format(1)).exists()
-        assert store.latest() == "step00000002"
         assert {SHARD.format(0), SHARD.format(1)} <= {p.rsplit("/", 1)[-1] for p in store.fs.find(
-            store._path("step00000002"))}
+            store._path(tag))}
         for n in (0, 1):
             shutil.rmtree(tmp_path / f"node{n}")  # both disks gone
 
@@ -101,7 +102,7 @@ def test_each_node_uploads_its_part_and_the_group_resumes_from_the_store_on_empt
                     kill_9(node)
 
     assert "at step 2, version 2" in (tmp_path / "node0-run2.log").read_text()
-    restored = TrainerOptions.from_settings(nodes[1]).checkpoint_dir(nodes[1]) / "step00000002"
+    restored = TrainerOptions.from_settings(nodes[1]).checkpoint_dir(nodes[1]) / tag
     assert (restored / "mp_rank_00_model_states.pt").exists()  # node 0's part: node 1 restored from the store
     work = TrainerOptions.from_settings(nodes[0]).work_dir(nodes[0])
     steps = [json.loads(line) for line in (work / "steps.jsonl").read_text().splitlines()]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from seamlessflow.weights.files import WeightWriter, latest_version, prune_versions, version_dir
+from seamlessflow.weights.files import WeightWriter, latest_version, prune_versions, version_dir, version_of
 
 
 def test_a_new_version_waits_for_the_previous_write_and_versions_come_back_in_order(tmp_path):
@@ -51,3 +51,16 @@ def test_latest_version_is_the_newest_complete_directory(tmp_path):
         version_dir(tmp_path, v).mkdir()
     (tmp_path / "v000012.tmp").mkdir()  # a save cut short: not a version
     assert latest_version(tmp_path) == 11
+
+
+def test_a_trainer_process_writes_its_versions_beside_anothers_never_over_them(tmp_path):
+    """A fenced trainer finishing a write names it after itself; the newest version and pruning see both."""
+    assert version_dir(tmp_path, 3, "ab12cd").name == "v000003-ab12cd"
+    for v, incarnation in ((2, ""), (3, "ab12cd"), (3, "zz99zz"), (4, "ab12cd")):
+        version_dir(tmp_path, v, incarnation).mkdir()
+    (tmp_path / "v000005-ab12cd.tmp").mkdir()  # a write cut short
+    assert latest_version(tmp_path) == 4
+    names = ("v000004-ab12cd", "v000005-ab12cd.tmp", "v00004", "w000004")
+    assert [version_of(n) for n in names] == [4, None, None, None]
+    prune_versions(tmp_path, keep=1, protect=3, incarnation="ab12cd")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["v000003-ab12cd", "v000004-ab12cd", "v000005-ab12cd.tmp"]

@@ -1,0 +1,184 @@
+"""One writer per role, enforced by the broker: a transactional producer whose `transactional.id` names the role.
+
+Why: the trainer (versions, offsets, checkpoints) and the scheduler (commands, tasks) must each be single
+(docs/concepts.md, "One writer per role"). A supervisor that restarts one while the old process is only
+frozen (SIGSTOP, a long pause, a node cut off for a while) would otherwise get two: the old one wakes up and
+publishes a version, commits offsets or issues a command from a stale view. Kafka settles it: a producer
+with the same `transactional.id` calling `init_transactions` bumps the id's epoch and aborts the old one's
+open transaction, and from then on the broker refuses every write and offset commit of the old producer
+(PRODUCER_FENCED). Readers read `read_committed` (`clients.consumer_config`), so what the old one wrote and
+did not commit is delivered to no one.
+
+Transactions here are short: `commit` ends one after each batch of writes (a loop turn, a scheduler tick),
+never across work. An open transaction holds back every `read_committed` reader of its partitions (their last
+stable offset stops there), other writers' records included, until it ends, a replacement's
+`init_transactions` aborts it, or the broker does after `TRANSACTION_TIMEOUT_MS`. That abort bumps the
+id's epoch too: a process frozen for longer with a transaction open (milliseconds of every second) finds
+itself fenced when it wakes, with no replacement, and exits; its supervisor starts it again.
+
+A fatal error of the producer (fencing is the one expected) raises `Fenced`, and keeps raising it: the
+service logs it and exits with `FENCED_EXIT_CODE` (`service_main`), since nothing it writes can be committed
+any more. An abortable error (a record not delivered in time, offsets of a group generation that moved on)
+aborts the transaction and raises `TransactionAborted`: nothing of it became visible, and the caller sends
+it again or lets a later commit cover it.
+
+Every record a role writes names the writing process in a header (`WRITER_HEADER`, `host:pid`), so an audit
+(or a test) sees on the topic which process wrote what.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
+
+from seamlessflow.avro import Codec
+from seamlessflow.config import Settings
+from seamlessflow.kafka.io import DeliveryFailed, Headers, Key, MessageProducer, OnDelivery
+
+__all__ = ["FENCED_EXIT_CODE", "WRITER_HEADER", "Fenced", "RoleWriter", "TransactionAborted", "transactional_id"]
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+WRITER_HEADER = "sf-writer"
+FENCED_EXIT_CODE = 3  # a service that lost its role to a newer process (distinct from a crash's 1)
+# Short, since a process frozen with a transaction open holds back the readers of its partitions until the
+# broker aborts it: with the embedded broker's 1 s abort check, below the scheduler's 10 s heartbeat timeout
+# plus a beat; long enough that a broker restart of a few seconds does not abort a tick's transaction.
+TRANSACTION_TIMEOUT_MS = 8000
+
+
+class Fenced(RuntimeError):
+    """This process may no longer write as its role: a newer process took it (or its transactional producer
+    hit another fatal error). Nothing it writes can be committed: stop."""
+
+
+class TransactionAborted(DeliveryFailed):
+    """The open transaction was aborted (none of it is visible); the writer goes on with a new one."""
+
+
+def transactional_id(settings: Settings, role: str) -> str:
+    """`<topic_prefix>.<team>.<run>.<role>`: one per role of one stack's run, as the trainer's group id."""
+    return f"{settings.topic_prefix}.{settings.team}.{settings.run}.{role}"
+
+
+def writer_name() -> str:
+    """This process, as the writer header names it."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+class RoleWriter(MessageProducer):
+    """A `MessageProducer` for a role that must be single: every `send` goes into a transaction that `commit`
+    (or `flush`, `send_and_wait`, `deliver`) ends. Constructing one fences every older writer of the role.
+    Not thread-safe across transactions: one thread (the role's loop) sends and commits."""
+
+    def __init__(self, settings: Settings, codec: Codec, role: str, timeout_s: float = 60.0, **extra: Any) -> None:
+        self.transactional_id = transactional_id(settings, role)
+        self.writer = writer_name()
+        self._open = False
+        self._fenced: Fenced | None = None
+        super().__init__(settings, codec, **{"transactional.id": self.transactional_id, "enable.idempotence": True,
+                                             "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS, **extra})
+        self._call(self._producer.init_transactions, timeout_s)  # fences the older writers, aborts what they left
+        log.info("%s holds role %s", self.writer, self.transactional_id)
+
+    def send_bytes(self, topic: str, key: Key, value: bytes | None, on_delivery: OnDelivery | None = None,
+                   headers: Headers = None, block: bool = True, timestamp_ms: int = 0) -> None:
+        """Into the open transaction (begun here when none is), with the writer header."""
+        self._begin()
+        super().send_bytes(topic, key, value, on_delivery, [*(headers or []), (WRITER_HEADER, self.writer)], block,
+                           timestamp_ms)
+
+    def commit(self, timeout_s: float = 30.0, offsets: list[TopicPartition] | None = None,
+               group_metadata: object = None) -> None:
+        """Ends the open transaction: its records, and `offsets` for the consumer group `group_metadata` names
+        (`Consumer.consumer_group_metadata()`), become visible together. Nothing to do when none is open."""
+        if self._fenced is not None:
+            raise self._fenced
+        if offsets:
+            self._begin()
+            self._call(lambda s: self._producer.send_offsets_to_transaction(offsets, group_metadata, s), timeout_s)
+        if self._open:
+            try:
+                self._call(self._producer.commit_transaction, timeout_s)
+            except TransactionAborted:
+                raise
+            except DeliveryFailed as exc:  # still not committed at the deadline (the broker away): start afresh
+                self._abort()
+                raise TransactionAborted(f"{self.transactional_id}: commit gave up: {exc}") from exc
+            self._open = False
+
+    def flush(self, timeout_s: float = 30.0) -> None:
+        """A role's records are durable, and visible, once their transaction commits."""
+        self.commit(timeout_s)
+
+    def deliver(self, topic: str, key: Key, message: Any, patience_s: float = 300.0, wait_s: float = 30.0) -> None:
+        """Sends and commits one record that must outlast a broker restart (a weight version): an aborted or
+        timed-out transaction is sent again until `patience_s` has passed; `Fenced` at once. A copy that did
+        land is the same record (encoded from the same dataclass)."""
+        deadline = time.monotonic() + patience_s
+        while True:
+            try:
+                self.send(topic, key, message)
+                self.commit(wait_s)
+                return
+            except DeliveryFailed as exc:
+                if time.monotonic() >= deadline:
+                    raise
+                log.warning("%s: record not committed (%s); sending it again", topic, exc)
+                time.sleep(1.0)
+
+    def close(self, timeout_s: float = 10.0) -> int:
+        """Commits what is open and lets librdkafka's threads go; 0 (a transaction has no stragglers)."""
+        self.commit(timeout_s)
+        del self._producer
+        return 0
+
+    def _begin(self) -> None:
+        if self._fenced is not None:
+            raise self._fenced
+        if not self._open:
+            self._call(lambda _s: self._producer.begin_transaction(), 0.0)
+            self._open = True
+
+    def _call(self, call: Callable[[float], T], timeout_s: float) -> T:
+        """`call(seconds left)`, again after a retriable error until `timeout_s`; a refusal as this module's
+        exceptions."""
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                return call(max(deadline - time.monotonic(), 1.0))
+            except KafkaException as exc:
+                error = exc.args[0] if exc.args else None
+                if (isinstance(error, KafkaError) and error.retriable() and not error.fatal()
+                        and not error.txn_requires_abort() and time.monotonic() < deadline):
+                    time.sleep(0.2)
+                    continue
+                raise self._failed(exc) from exc
+
+    def _failed(self, exc: KafkaException) -> Exception:
+        """Fatal (librdkafka's judgement: PRODUCER_FENCED is, a transaction the broker timed out is only
+        abortable): `Fenced`, for good; abortable: the transaction aborted; else a plain `DeliveryFailed`."""
+        error = exc.args[0] if exc.args else None
+        if isinstance(error, KafkaError) and error.fatal():
+            self._fenced = Fenced(f"{self.writer} lost role {self.transactional_id}: {error.str()}")
+            log.error("%s", self._fenced)
+            return self._fenced
+        if isinstance(error, KafkaError) and error.txn_requires_abort():
+            self._abort()
+            return TransactionAborted(f"{self.transactional_id}: transaction aborted: {error.str()}")
+        return DeliveryFailed(f"{self.transactional_id}: {exc}")
+
+    def _abort(self) -> None:
+        try:
+            self._producer.abort_transaction(30.0)
+        except KafkaException as exc:  # a fatal error here shows again at the next begin
+            log.warning("%s: abort failed: %s", self.transactional_id, exc)
+        self._open = False
