@@ -44,7 +44,7 @@ import torch
 from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from seamlessflow.core.batching import KeptGroup, TrajectorySample
-from seamlessflow.core.losses import PolicyLossConfig, group_relative_advantages
+from seamlessflow.core.losses import group_relative_advantages
 from seamlessflow.trainer.engine import PolicyEngine, micro_batch_loss
 from seamlessflow.trainer.launch import under_launcher
 from seamlessflow.trainer.model import TokenLogprobModel, training_dtype
@@ -98,7 +98,7 @@ def plain_step(model, optimizer, groups: list[KeptGroup], plan: list[list[int]],
     total = sum(max(s.trained_tokens - s.loss_mask[0], 0) for s in samples)
     for chosen in plan:
         batch = collate([samples[i] for i in chosen]).to(device)
-        out, _ = micro_batch_loss(model, batch, adv[chosen], weights[chosen], total, PolicyLossConfig())
+        out, _ = micro_batch_loss(model, batch, adv[chosen], weights[chosen], total, TrainerOptions().loss_config())
         out.loss.backward()
     torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
     optimizer.step()

@@ -48,7 +48,6 @@ import bench_trainer  # noqa: E402  (beside this script)
 import tree_vs_flat  # noqa: E402
 
 from seamlessflow.core.batching import KeptGroup, TrajectorySample  # noqa: E402
-from seamlessflow.core.losses import PolicyLossConfig  # noqa: E402
 from seamlessflow.core.token_tree import build_tree  # noqa: E402
 from seamlessflow.trainer.engine import PolicyEngine, micro_batch_loss  # noqa: E402
 from seamlessflow.trainer.model import TokenLogprobModel  # noqa: E402
@@ -109,7 +108,7 @@ def backward(model: TokenLogprobModel, samples: list[TrajectorySample], as_tree:
     advantages, weights = torch.linspace(-1, 1, len(samples)), torch.ones(len(samples))
     total = sum(max(s.trained_tokens - s.loss_mask[0], 0) for s in samples)
     batch = tree_batch(samples) if as_tree else collate(samples)
-    out, _ = micro_batch_loss(model, batch.to(device), advantages, weights, total, PolicyLossConfig())
+    out, _ = micro_batch_loss(model, batch.to(device), advantages, weights, total, TrainerOptions().loss_config())
     out.loss.backward()
     return float(out.loss.detach())
 

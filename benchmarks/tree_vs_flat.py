@@ -23,10 +23,10 @@ import torch
 from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from seamlessflow.core.batching import TrajectorySample
-from seamlessflow.core.losses import PolicyLossConfig
 from seamlessflow.core.token_tree import build_tree, tree_pays
 from seamlessflow.trainer.engine import micro_batch_loss
 from seamlessflow.trainer.model import TokenLogprobModel
+from seamlessflow.trainer.options import TrainerOptions
 from seamlessflow.trainer.samples import collate
 from seamlessflow.trainer.tree import tree_batch
 
@@ -60,10 +60,8 @@ def rewritten_sessions(gen: torch.Generator, vocab: int, sessions: int, turns: i
 def step(model, optimizer, samples: list[TrajectorySample], tree: bool) -> None:
     advantages, weights = torch.linspace(-1, 1, len(samples)), torch.ones(len(samples))
     total = sum(max(s.trained_tokens - s.loss_mask[0], 0) for s in samples)
-    if tree:
-        out, _ = micro_batch_loss(model, tree_batch(samples), advantages, weights, total, PolicyLossConfig())
-    else:
-        out, _ = micro_batch_loss(model, collate(samples), advantages, weights, total, PolicyLossConfig())
+    batch = tree_batch(samples) if tree else collate(samples)
+    out, _ = micro_batch_loss(model, batch, advantages, weights, total, TrainerOptions().loss_config())
     out.loss.backward()
     optimizer.step()
     optimizer.zero_grad()

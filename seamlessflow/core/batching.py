@@ -65,9 +65,9 @@ class StalenessPolicy:
     ``decay ** (versions beyond the bound)``. ``max_staleness=None`` accepts everything.
     """
 
-    max_staleness: int | None = None
-    mode: Literal["drop", "downweight"] = "drop"
-    decay: float = 0.5
+    max_staleness: int | None
+    mode: Literal["drop", "downweight"]
+    decay: float
 
     def weight(self, sample: TrajectorySample, current_version: int) -> float:
         """1.0 for fresh enough, 0.0 for dropped, in between for down-weighted."""
@@ -107,18 +107,20 @@ class BatchConfig:
     ``success_reward``: a group whose rewards all reach it marks its task "too easy" (SRPO).
     ``dedup_window``: how many of the newest trajectory ids (and group ids) are remembered to skip a
     duplicate or a late sample (`core.recent_ids` says why a window is enough), and of the newest too-easy
-    task ids (a record for the checkpoint; an environment may name a new task for every group)."""
+    task ids (a record for the checkpoint; an environment may name a new task for every group).
+
+    The frozen view of the trainer's options (`TrainerOptions.batch_config`), which hold the one set of defaults."""
 
     group_size: int
-    threshold: int = 1
-    threshold_kind: Literal["groups", "tokens"] = "groups"
-    group_timeout_s: float | None = None
-    staleness: StalenessPolicy = StalenessPolicy()
-    success_reward: float = 1.0
-    trainable_statuses: frozenset[TrajectoryStatus] = frozenset(TRAINABLE_STATUSES)
-    dedup_window: int = 100_000
-    advantage: AdvantageRule = AdvantageRule.SESSION  # how rewards become advantages (`core.turn_advantages`)
-    discount: float = 1.0  # return_to_go's discount per turn
+    threshold: int
+    threshold_kind: Literal["groups", "tokens"]
+    group_timeout_s: float | None
+    staleness: StalenessPolicy
+    success_reward: float
+    trainable_statuses: frozenset[TrajectoryStatus]
+    dedup_window: int
+    advantage: AdvantageRule  # how rewards become advantages (`core.turn_advantages`)
+    discount: float  # return_to_go's discount per turn
 
 
 @dataclass

@@ -126,7 +126,8 @@ def k3_kl(logprobs: torch.Tensor, ref_logprobs: torch.Tensor) -> torch.Tensor:
 
 @dataclass(frozen=True)
 class PolicyLossConfig:
-    """Knobs of the clipped objective.
+    """Knobs of the clipped objective: the frozen view of the trainer's options (`TrainerOptions.loss_config`),
+    which hold the one set of defaults.
 
     ``clip_high`` may exceed ``clip_low`` (DAPO's clip-higher). ``kl_coef`` 0 or no reference logprobs
     means KL-free.
@@ -145,11 +146,11 @@ class PolicyLossConfig:
     as ``normaliser``). GSPO clips far tighter than PPO (the paper: 3e-4 / 4e-4).
     """
 
-    clip_low: float = 0.2
-    clip_high: float = 0.2
-    kl_coef: float = 0.0
-    tis_cap: float | None = None
-    ratio: Literal["token", "sequence"] = "token"
+    clip_low: float
+    clip_high: float
+    kl_coef: float
+    tis_cap: float | None
+    ratio: Literal["token", "sequence"]
 
 
 @dataclass
@@ -169,7 +170,7 @@ def ppo_clip_loss(
     behaviour_logprobs: torch.Tensor,
     advantages: torch.Tensor,
     loss_mask: torch.Tensor,
-    config: PolicyLossConfig = PolicyLossConfig(),
+    config: PolicyLossConfig,
     ref_logprobs: torch.Tensor | None = None,
     sample_weights: torch.Tensor | None = None,
     normaliser: float | None = None,

@@ -181,8 +181,6 @@ def reference_config(ds_config: dict[str, Any], offload: bool) -> dict[str, Any]
             "steps_per_print": 1_000_000, "wall_clock_breakdown": False}
 
 
-DEFAULT_LOSS = PolicyLossConfig()  # shared default: the engine never mutates its loss configuration
-
 class PolicyEngine:
     """Loads the model from an HF directory and wraps it with `deepspeed.initialize`."""
 
@@ -190,13 +188,13 @@ class PolicyEngine:
         self,
         model_path: str | Path,
         ds_config: dict[str, Any],
-        loss_config: PolicyLossConfig = DEFAULT_LOSS,
+        loss_config: PolicyLossConfig | None = None,
         scale_by_std: bool = True,
         memory: MemoryConfig | None = None,
         advantages: AdvantageRule = AdvantageRule.SESSION,
         discount: float = 1.0,
     ):
-        self.loss_config = loss_config
+        self.loss_config = loss_config or TrainerOptions().loss_config()  # None: the `trainer:` section's
         self.scale_by_std = scale_by_std
         self.advantages = AdvantageRule(advantages)
         self.discount = discount
@@ -210,7 +208,7 @@ class PolicyEngine:
         wrapped = TokenLogprobModel(model, memory.logprob_chunk_tokens)
         self.engine, _, _, _ = deepspeed.initialize(model=wrapped, model_parameters=wrapped.parameters(),
                                                     config=ds_config)
-        self.reference = self._load_reference(model_path, ds_config) if loss_config.kl_coef > 0 else None
+        self.reference = self._load_reference(model_path, ds_config) if self.loss_config.kl_coef > 0 else None
         varlen = model.config._attn_implementation in VARLEN_ATTENTION
         wanted = varlen if memory.packing is None else memory.packing
         self.packing = wanted and self._packing_confines_attention()

@@ -5,11 +5,18 @@ import pytest
 from seamlessflow.core.batching import (
     BatchBuilder,
     BatchConfig,
-    StalenessPolicy,
     TrajectorySample,
     rewards_all_equal,
     solved_by_all,
 )
+from seamlessflow.testing import core_configs
+from seamlessflow.testing.core_configs import staleness
+
+
+def batch_config(**changes: object) -> BatchConfig:
+    """The trainer's batching, but a batch of one group and no group timeout unless a case names them: the
+    rules under test, not the stack's defaults."""
+    return core_configs.batch_config(**{"threshold": 1, "group_timeout_s": None, **changes})
 
 
 def sample(tid, group="g1", reward=1.0, versions=(-1, 0, 0), task="t1", status="done"):
@@ -34,12 +41,12 @@ def test_oldest_version_ignores_non_generated_tokens():
 
 def test_staleness_drop_and_downweight():
     old = sample("a", versions=(-1, 2, 5))  # oldest 2
-    drop = StalenessPolicy(max_staleness=1, mode="drop")
+    drop = staleness(max_staleness=1, mode="drop")
     assert drop.weight(old, current_version=3) == 1.0
     assert drop.weight(old, current_version=4) == 0.0
-    down = StalenessPolicy(max_staleness=1, mode="downweight", decay=0.5)
+    down = staleness(max_staleness=1, mode="downweight", decay=0.5)
     assert down.weight(old, current_version=5) == 0.25
-    assert StalenessPolicy().weight(old, current_version=100) == 1.0
+    assert staleness().weight(old, current_version=100) == 1.0
 
 
 def test_rewards_all_equal():
@@ -53,7 +60,7 @@ def test_solved_by_all_needs_two_sessions_at_the_success_reward():
 
 
 def test_group_closes_at_size_and_batch_forms_at_group_threshold():
-    builder = BatchBuilder(BatchConfig(group_size=2, threshold=2))
+    builder = BatchBuilder(batch_config(group_size=2, threshold=2))
     builder.add(sample("a", "g1", 1.0), now=0)
     builder.add(sample("b", "g1", 0.0), now=0)
     assert builder.poll(current_version=0, now=0).batch == []  # one group, threshold two
@@ -67,7 +74,7 @@ def test_group_closes_at_size_and_batch_forms_at_group_threshold():
 
 
 def test_batch_takes_just_enough_oldest_groups():
-    builder = BatchBuilder(BatchConfig(group_size=2, threshold=2))
+    builder = BatchBuilder(batch_config(group_size=2, threshold=2))
     for i in range(3):
         builder.add(sample(f"a{i}", f"g{i}", 1.0), 0)
         builder.add(sample(f"b{i}", f"g{i}", 0.0), 0)
@@ -77,7 +84,7 @@ def test_batch_takes_just_enough_oldest_groups():
 
 
 def test_token_threshold():
-    builder = BatchBuilder(BatchConfig(group_size=2, threshold=5, threshold_kind="tokens"))
+    builder = BatchBuilder(batch_config(group_size=2, threshold=5, threshold_kind="tokens"))
     builder.add(sample("a", "g1", 1.0), 0)  # 2 trained tokens each
     builder.add(sample("b", "g1", 0.0), 0)
     assert builder.poll(0, 0).batch == []
@@ -87,7 +94,7 @@ def test_token_threshold():
 
 
 def test_duplicates_are_ignored_and_counted():
-    builder = BatchBuilder(BatchConfig(group_size=2), seen_ids={"old"})
+    builder = BatchBuilder(batch_config(group_size=2), seen_ids={"old"})
     assert builder.add(sample("a", reward=1.0), 0)
     assert not builder.add(sample("a", reward=1.0), 0)
     assert not builder.add(sample("old", reward=0.0), 0)
@@ -96,7 +103,7 @@ def test_duplicates_are_ignored_and_counted():
 
 
 def test_zero_variance_group_is_skipped_and_task_remembered_when_too_easy():
-    builder = BatchBuilder(BatchConfig(group_size=2, success_reward=1.0))
+    builder = BatchBuilder(batch_config(group_size=2, success_reward=1.0))
     for tid, group, task, reward in [("a", "g1", "easy", 1.0), ("b", "g1", "easy", 1.0),
                                       ("c", "g2", "hard", 0.0), ("d", "g2", "hard", 0.0)]:
         builder.add(sample(tid, group, reward, task=task), 0)
@@ -108,8 +115,8 @@ def test_zero_variance_group_is_skipped_and_task_remembered_when_too_easy():
 
 
 def test_stale_samples_dropped_and_group_judged_on_the_rest():
-    policy = StalenessPolicy(max_staleness=2, mode="drop")
-    builder = BatchBuilder(BatchConfig(group_size=3, staleness=policy))
+    policy = staleness(max_staleness=2, mode="drop")
+    builder = BatchBuilder(batch_config(group_size=3, staleness=policy))
     builder.add(sample("old", "g1", 0.0, versions=(-1, 1)), 0)
     builder.add(sample("new1", "g1", 1.0, versions=(-1, 4)), 0)
     builder.add(sample("new2", "g1", 1.0, versions=(-1, 4)), 0)
@@ -122,8 +129,8 @@ def test_stale_samples_dropped_and_group_judged_on_the_rest():
 
 
 def test_downweighted_samples_carry_weights():
-    policy = StalenessPolicy(max_staleness=0, mode="downweight", decay=0.5)
-    builder = BatchBuilder(BatchConfig(group_size=2, staleness=policy))
+    policy = staleness(max_staleness=0, mode="downweight", decay=0.5)
+    builder = BatchBuilder(batch_config(group_size=2, staleness=policy))
     builder.add(sample("a", reward=1.0, versions=(-1, 3)), 0)
     builder.add(sample("b", reward=0.0, versions=(-1, 5)), 0)
     [group] = builder.poll(current_version=5, now=0).batch
@@ -131,7 +138,7 @@ def test_downweighted_samples_carry_weights():
 
 
 def test_timeout_closes_incomplete_group_and_late_members_are_discarded():
-    builder = BatchBuilder(BatchConfig(group_size=4, group_timeout_s=10))
+    builder = BatchBuilder(batch_config(group_size=4, group_timeout_s=10))
     builder.add(sample("a", reward=1.0), now=0)
     builder.add(sample("b", reward=0.0), now=5)
     assert builder.poll(0, now=9).batch == []
@@ -143,7 +150,7 @@ def test_timeout_closes_incomplete_group_and_late_members_are_discarded():
 
 
 def test_failed_sample_counts_towards_group_and_lone_survivor_is_discarded():
-    builder = BatchBuilder(BatchConfig(group_size=2))
+    builder = BatchBuilder(batch_config(group_size=2))
     assert not builder.add(sample("x", reward=1.0, status="failed"), 0)
     builder.add(sample("a", reward=1.0), 0)
     result = builder.poll(0, 0)
@@ -155,7 +162,7 @@ def test_failed_sample_counts_towards_group_and_lone_survivor_is_discarded():
 
 
 def test_forget_pending_lets_held_samples_come_back_but_not_trained_ones():
-    builder = BatchBuilder(BatchConfig(group_size=2))
+    builder = BatchBuilder(batch_config(group_size=2))
     builder.add(sample("a", "g1", 1.0), 0)
     builder.add(sample("b", "g1", 0.0), 0)
     assert len(builder.poll(0, 0).batch) == 1  # a, b trained
@@ -168,7 +175,7 @@ def test_forget_pending_lets_held_samples_come_back_but_not_trained_ones():
 
 
 def test_ids_are_remembered_only_within_the_window():
-    builder = BatchBuilder(BatchConfig(group_size=2, dedup_window=4))
+    builder = BatchBuilder(batch_config(group_size=2, dedup_window=4))
     for i in range(10):
         builder.add(sample(f"a{i}", f"g{i}", 1.0), 0)
         builder.add(sample(f"b{i}", f"g{i}", 0.0), 0)
@@ -179,7 +186,7 @@ def test_ids_are_remembered_only_within_the_window():
 
 
 def test_steps_ready_counts_judged_groups_against_the_threshold():
-    builder = BatchBuilder(BatchConfig(group_size=2, threshold=2))
+    builder = BatchBuilder(batch_config(group_size=2, threshold=2))
     for i in range(5):
         builder.add(sample(f"a{i}", f"g{i}", 1.0), 0)
         builder.add(sample(f"b{i}", f"g{i}", 0.0), 0)
@@ -196,8 +203,8 @@ def test_equal_session_rewards_are_kept_under_a_per_turn_rule_when_the_turns_dif
     a = replace(sample("a", "g1", 1.0), turn_ends=(1, 3), turn_rewards=(1.0, 0.0))
     b = replace(sample("b", "g1", 1.0), turn_ends=(1, 3), turn_rewards=(0.0, 0.0))
     c, d = sample("c", "g2", 1.0), sample("d", "g2", 1.0)  # no turn rewards: still nothing to learn
-    session = BatchBuilder(BatchConfig(group_size=2))
-    per_turn = BatchBuilder(BatchConfig(group_size=2, advantage=AdvantageRule.PER_TURN_GROUP))
+    session = BatchBuilder(batch_config(group_size=2))
+    per_turn = BatchBuilder(batch_config(group_size=2, advantage=AdvantageRule.PER_TURN_GROUP))
     for builder in (session, per_turn):
         for s in (a, b, c, d):
             builder.add(s, 0)
@@ -206,7 +213,7 @@ def test_equal_session_rewards_are_kept_under_a_per_turn_rule_when_the_turns_dif
 
 
 def test_too_easy_tasks_are_the_newest_window_when_every_group_names_a_new_task():
-    builder = BatchBuilder(BatchConfig(group_size=2, success_reward=1.0, dedup_window=3),
+    builder = BatchBuilder(batch_config(group_size=2, success_reward=1.0, dedup_window=3),
                            too_easy_tasks=["from-checkpoint-a", "from-checkpoint-b"])
     for n in range(2):
         for tid in ("a", "b"):

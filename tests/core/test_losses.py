@@ -6,7 +6,6 @@ import pytest
 import torch
 
 from seamlessflow.core.losses import (
-    PolicyLossConfig,
     group_relative_advantages,
     k3_kl,
     logprob_abs_diff,
@@ -14,6 +13,7 @@ from seamlessflow.core.losses import (
     reward_stats,
     token_logprobs,
 )
+from seamlessflow.testing.core_configs import loss_config
 
 
 def test_advantages_with_std_normalisation():
@@ -91,7 +91,7 @@ def test_chunked_token_logprobs_without_grad_and_on_logits():
         assert torch.allclose(token_logprobs(logits, tokens, chunk_tokens=4), token_logprobs(logits, tokens))
 
 
-DEFAULT_CONFIG = PolicyLossConfig()
+DEFAULT_CONFIG = loss_config()
 
 
 def _one_token_loss(ratio: float, advantage: float, config=DEFAULT_CONFIG):
@@ -125,16 +125,16 @@ def test_unclipped_sides_keep_gradient():
 
 
 def test_clip_higher_asymmetric_bounds():
-    out, _ = _one_token_loss(1.25, 1.0, PolicyLossConfig(clip_low=0.2, clip_high=0.28))
+    out, _ = _one_token_loss(1.25, 1.0, loss_config(clip_low=0.2, clip_high=0.28))
     assert out.loss.item() == pytest.approx(-1.25)
-    out, _ = _one_token_loss(1.5, 1.0, PolicyLossConfig(clip_low=0.2, clip_high=0.28))
+    out, _ = _one_token_loss(1.5, 1.0, loss_config(clip_low=0.2, clip_high=0.28))
     assert out.loss.item() == pytest.approx(-1.28)
 
 
 def test_loss_counts_exactly_the_masked_tokens():
     logprobs = torch.zeros(2, 3, requires_grad=True)  # ratio 1 everywhere: per-token loss = -A
     mask = torch.tensor([[0, 1, 1], [0, 0, 1]])
-    out = ppo_clip_loss(logprobs, torch.zeros(2, 3), torch.tensor([1.0, -2.0]), mask)
+    out = ppo_clip_loss(logprobs, torch.zeros(2, 3), torch.tensor([1.0, -2.0]), mask, DEFAULT_CONFIG)
     assert out.tokens == 3
     assert out.loss.item() == pytest.approx((-1 - 1 + 2) / 3)
     out.loss.backward()
@@ -146,7 +146,7 @@ def test_loss_counts_exactly_the_masked_tokens():
 def test_normaliser_and_sample_weights():
     logprobs = torch.zeros(2, 2)
     out = ppo_clip_loss(
-        logprobs, torch.zeros(2, 2), torch.tensor([1.0, 1.0]), torch.tensor([[0, 1], [0, 1]]),
+        logprobs, torch.zeros(2, 2), torch.tensor([1.0, 1.0]), torch.tensor([[0, 1], [0, 1]]), DEFAULT_CONFIG,
         sample_weights=torch.tensor([1.0, 0.5]), normaliser=10,
     )
     assert out.loss.item() == pytest.approx(-(1 + 0.5) / 10)
@@ -157,7 +157,7 @@ def test_truncated_importance_sampling_weights_tokens_and_caps():
     logprobs = torch.zeros(1, 3, requires_grad=True)
     rollout = torch.tensor([[0.0, math.log(0.5), math.log(2.0)]])
     out = ppo_clip_loss(
-        logprobs, rollout, torch.tensor([1.0]), torch.tensor([[0, 1, 1]]), PolicyLossConfig(tis_cap=1.5)
+        logprobs, rollout, torch.tensor([1.0]), torch.tensor([[0, 1, 1]]), loss_config(tis_cap=1.5)
     )
     out.loss.backward()
     assert out.is_weight_mean == pytest.approx((1.5 + 0.5) / 2)
@@ -177,7 +177,7 @@ CURRENT, PROXIMAL, ROLLOUT = (0.6, 0.55), (0.4, 0.5), (0.5, 0.25)
 
 def test_tis_clips_the_ratio_against_the_proximal_policy():
     logprobs = logs(CURRENT).requires_grad_()
-    out = ppo_clip_loss(logprobs, logs(ROLLOUT), torch.tensor([1.0]), torch.ones(1, 2), PolicyLossConfig(tis_cap=1.5),
+    out = ppo_clip_loss(logprobs, logs(ROLLOUT), torch.tensor([1.0]), torch.ones(1, 2), loss_config(tis_cap=1.5),
                         proximal_logprobs=logs(PROXIMAL))
     out.loss.backward()
     assert out.loss.item() == pytest.approx((-1.2 * 0.8 - 1.1 * 1.5) / 2)
@@ -192,7 +192,7 @@ def test_gspo_with_tis_clips_the_sequence_ratio_against_the_proximal_policy():
     # with weight 0.8, sequence 1's 1.1 with weight 1.5 (capped)
     rows = lambda pair: logs(*([p, p] for p in pair))  # noqa: E731
     logprobs = rows(CURRENT).requires_grad_()
-    config = PolicyLossConfig(tis_cap=1.5, ratio="sequence")
+    config = loss_config(tis_cap=1.5, ratio="sequence")
     out = ppo_clip_loss(logprobs, rows(ROLLOUT), torch.tensor([1.0, 1.0]), torch.ones(2, 2), config,
                         proximal_logprobs=rows(PROXIMAL))
     out.loss.backward()
@@ -206,7 +206,7 @@ def test_gspo_with_tis_clips_the_sequence_ratio_against_the_proximal_policy():
 def test_without_proximal_logprobs_the_current_weights_are_the_proximal_policy(ratio):
     """One optimizer step per batch (the trainer's case): the weights that compute the logprobs are the ones the
     step starts from, so the ratio is 1 and the behaviour weight is min(pi / pi_rollout, cap)."""
-    logprobs, config = logs(CURRENT).requires_grad_(), PolicyLossConfig(tis_cap=1.5, ratio=ratio)
+    logprobs, config = logs(CURRENT).requires_grad_(), loss_config(tis_cap=1.5, ratio=ratio)
     implicit = ppo_clip_loss(logprobs, logs(ROLLOUT), torch.tensor([1.0]), torch.ones(1, 2), config)
     explicit = ppo_clip_loss(logprobs, logs(ROLLOUT), torch.tensor([1.0]), torch.ones(1, 2), config,
                              proximal_logprobs=logprobs.detach())
@@ -217,17 +217,18 @@ def test_without_proximal_logprobs_the_current_weights_are_the_proximal_policy(r
 def test_proximal_logprobs_without_tis_are_refused():
     # without tis_cap the rollout policy is PPO's old policy; silently ignoring a proximal policy would hide a bug
     with pytest.raises(ValueError, match="tis_cap"):
-        ppo_clip_loss(logs(CURRENT), logs(ROLLOUT), torch.tensor([1.0]), torch.ones(1, 2),
+        ppo_clip_loss(logs(CURRENT), logs(ROLLOUT), torch.tensor([1.0]), torch.ones(1, 2), DEFAULT_CONFIG,
                       proximal_logprobs=logs(PROXIMAL))
 
 
 def test_kl_term_only_with_reference_and_coefficient():
     logprobs = torch.zeros(1, 2)
     ref = torch.tensor([[0.0, math.log(0.5)]])
-    base = ppo_clip_loss(logprobs, logprobs, torch.tensor([0.0]), torch.tensor([[0, 1]]))
-    free = ppo_clip_loss(logprobs, logprobs, torch.tensor([0.0]), torch.tensor([[0, 1]]), ref_logprobs=ref)
+    base = ppo_clip_loss(logprobs, logprobs, torch.tensor([0.0]), torch.tensor([[0, 1]]), DEFAULT_CONFIG)
+    free = ppo_clip_loss(logprobs, logprobs, torch.tensor([0.0]), torch.tensor([[0, 1]]), DEFAULT_CONFIG,
+                         ref_logprobs=ref)
     with_kl = ppo_clip_loss(
-        logprobs, logprobs, torch.tensor([0.0]), torch.tensor([[0, 1]]), PolicyLossConfig(kl_coef=0.1), ref_logprobs=ref
+        logprobs, logprobs, torch.tensor([0.0]), torch.tensor([[0, 1]]), loss_config(kl_coef=0.1), ref_logprobs=ref
     )
     expected_kl = 0.5 - math.log(0.5) - 1
     assert base.loss.item() == 0.0 and free.loss.item() == 0.0
@@ -263,7 +264,7 @@ def test_gspo_equals_the_papers_formula_on_packed_sequences_value_and_gradient()
     raw = torch.tensor([-1.0, -0.5, -2.0, -0.2, -0.9, -1.3], requires_grad=True)
     old = torch.tensor([-1.1, -0.4, -1.5, -0.3, -1.0, -1.0])
     advantages = torch.tensor([1.0, -0.5, 2.0])
-    config = PolicyLossConfig(clip_low=0.05, clip_high=0.08, ratio="sequence")
+    config = loss_config(clip_low=0.05, clip_high=0.08, ratio="sequence")
     sequence_index = torch.tensor([[0, 0, 1, 1, 1, 2]])
     ours = ppo_clip_loss(raw[None], old[None], advantages[sequence_index.clamp(min=0)], torch.ones(1, 6), config,
                          sequence_index=sequence_index)
@@ -279,7 +280,7 @@ def test_gspo_ignores_padding_and_untrained_positions():
     logprobs = torch.tensor([[-1.0, -0.5, 0.0], [-2.0, -0.2, -0.9]], requires_grad=True)
     old = torch.tensor([[-1.1, -0.4, 0.0], [-1.5, -0.3, -1.0]])
     mask = torch.tensor([[0.0, 1.0, 0.0], [0.0, 1.0, 1.0]])  # first tokens untrained, row 0 padded
-    config = PolicyLossConfig(ratio="sequence")
+    config = loss_config(ratio="sequence")
     out = ppo_clip_loss(logprobs, old, torch.tensor([1.0, 1.0]), mask, config,
                         sequence_index=torch.tensor([[0, 0, -1], [1, 1, 1]]))
     expected = -(torch.exp(torch.tensor(-0.1)) + torch.exp(torch.tensor((0.1 + 0.1) / 2))) / 2
@@ -291,8 +292,8 @@ def test_token_and_sequence_ratios_agree_when_every_sequence_has_one_token():
     old = torch.tensor([[-0.9], [-0.5], [-2.0]])
     advantages, mask = torch.tensor([0.7, -1.2, 0.4]), torch.ones(3, 1)
     for tis_cap in (None, 1.5):
-        token = ppo_clip_loss(logprobs, old, advantages, mask, PolicyLossConfig(tis_cap=tis_cap))
-        sequence = ppo_clip_loss(logprobs, old, advantages, mask, PolicyLossConfig(tis_cap=tis_cap, ratio="sequence"))
+        token = ppo_clip_loss(logprobs, old, advantages, mask, loss_config(tis_cap=tis_cap))
+        sequence = ppo_clip_loss(logprobs, old, advantages, mask, loss_config(tis_cap=tis_cap, ratio="sequence"))
         (g_token,) = torch.autograd.grad(token.loss, logprobs)
         (g_sequence,) = torch.autograd.grad(sequence.loss, logprobs)
         assert torch.allclose(token.loss, sequence.loss) and torch.allclose(g_token, g_sequence)

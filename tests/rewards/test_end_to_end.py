@@ -15,7 +15,7 @@ import json
 
 import pytest
 
-from seamlessflow.core.batching import TRAINABLE_STATUSES, BatchBuilder, BatchConfig
+from seamlessflow.core.batching import TRAINABLE_STATUSES, BatchBuilder
 from seamlessflow.core.prefix_tree import Call
 from seamlessflow.kafka.io import read_messages
 from seamlessflow.messages import DeadLetter
@@ -23,6 +23,7 @@ from seamlessflow.rewards.request import REQUEST_KEY
 from seamlessflow.rewards.sandbox import start_forkserver
 from seamlessflow.rewards.worker import RewardWorker
 from seamlessflow.testing.assembler_harness import AssemblerProcess, episode_end, publish, token_io, wait_for
+from seamlessflow.testing.core_configs import batch_config
 from seamlessflow.testing.reward_worker_harness import REF, Running, options
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.samples import sample_from_record
@@ -64,7 +65,7 @@ def test_sessions_without_rewards_are_scored_once_and_trained_once_or_counted_un
     letters = [m for m in read_messages(settings, Topics(settings).dead_letter, codec) if isinstance(m, DeadLetter)]
     assert sorted(codec.decode(x.value).session_id for x in letters) == ["b2", "c1"]
 
-    builder = BatchBuilder(BatchConfig(group_size=2, threshold=1, trainable_statuses=frozenset(TRAINABLE_STATUSES)))
+    builder = BatchBuilder(batch_config(group_size=2, threshold=1, trainable_statuses=frozenset(TRAINABLE_STATUSES)))
     trained = [t.session_id for t in out + out if builder.add(sample_from_record(t), now=0.0)]  # redelivered too
     assert sorted(trained) == ["a1", "a2", "b1", "c2", "self"]
     assert (builder.counters.duplicates, builder.counters.bad_status) == (7, 2)

@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from seamlessflow.core.batching import KeptGroup
-from seamlessflow.core.losses import PolicyLossConfig
+from seamlessflow.testing.core_configs import loss_config
 from seamlessflow.testing.trainer_samples import random_samples
 from seamlessflow.trainer.engine import PolicyEngine
 from seamlessflow.trainer.model import TokenLogprobModel, load_causal_lm, training_dtype
@@ -49,7 +49,7 @@ def test_bf16_engine_without_kl_has_no_reference(tiny_model_dir):
 
 @pytest.mark.parametrize("offload", [False, True])
 def test_kl_reference_is_frozen_in_the_training_dtype(tiny_model_dir, offload):
-    engine = PolicyEngine(tiny_model_dir, cpu_config(bf16={"enabled": True}), PolicyLossConfig(kl_coef=0.1),
+    engine = PolicyEngine(tiny_model_dir, cpu_config(bf16={"enabled": True}), loss_config(kl_coef=0.1),
                           memory=TrainerOptions(offload_reference=offload).memory_config())
     reference = engine.reference.module if offload else engine.reference
     if offload:  # a ZeRO-3 engine: its parameters live partitioned, in host memory

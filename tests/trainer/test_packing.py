@@ -7,8 +7,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from seamlessflow.core.batching import KeptGroup
-from seamlessflow.core.losses import PolicyLossConfig
 from seamlessflow.core.micro_batches import micro_batch_cost
+from seamlessflow.testing.core_configs import loss_config
 from seamlessflow.testing.trainer_samples import random_samples
 from seamlessflow.trainer.engine import PolicyEngine, forward_logprobs, micro_batch_loss
 from seamlessflow.trainer.model import TokenLogprobModel
@@ -36,7 +36,7 @@ def test_packed_and_padded_micro_batches_give_the_same_loss_and_gradients(tiny_m
     samples = random_samples(7)
     advantages, weights = torch.randn(7), torch.tensor([1.0, 0.5, 1.0, 1.0, 0.25, 1.0, 1.0])
     # the reference (the same model, no grad) goes through packing too
-    config = PolicyLossConfig(kl_coef=0.1, ratio=ratio)
+    config = loss_config(kl_coef=0.1, ratio=ratio)
     # different splits on purpose: one padded row per sequence vs two packed rows
     padded = loss_and_grads(model, samples, [[i] for i in range(7)], False, advantages, weights, config)
     packed = loss_and_grads(model, samples, [[0, 1, 2], [3, 4, 5, 6]], True, advantages, weights, config)
@@ -71,7 +71,7 @@ def test_per_token_advantages_reach_the_loss_in_either_layout(tiny_model_dir):
     ones; varying ones give the same loss padded and packed, and a different one from the constant case."""
     model = TokenLogprobModel(AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32), 7)
     samples = random_samples(4, seed=3)
-    weights, config = torch.ones(4), PolicyLossConfig()
+    weights, config = torch.ones(4), loss_config()
     scalar = torch.tensor([1.0, -1.0, 0.5, -0.5])
     constant = [torch.full((len(s.tokens),), float(a)) for s, a in zip(samples, scalar, strict=True)]
     varying = [torch.linspace(-1.0, 1.0, len(s.tokens)) for s in samples]

@@ -6,8 +6,8 @@ import torch
 from transformers import AutoModelForCausalLM
 
 from seamlessflow.core.batching import TrajectorySample
-from seamlessflow.core.losses import PolicyLossConfig
 from seamlessflow.core.token_tree import build_tree
+from seamlessflow.testing.core_configs import loss_config
 from seamlessflow.trainer.engine import micro_batch_loss
 from seamlessflow.trainer.model import TokenLogprobModel
 from seamlessflow.trainer.samples import collate
@@ -60,7 +60,7 @@ def test_tree_and_flat_give_the_same_loss_and_gradients(tiny_model_dir, checkpoi
     if checkpointing:
         hf.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
     model = TokenLogprobModel(hf.train(), chunk_tokens=5)
-    samples, config = case(), PolicyLossConfig(kl_coef=0.1, tis_cap=2.0, ratio=ratio)
+    samples, config = case(), loss_config(kl_coef=0.1, tis_cap=2.0, ratio=ratio)
     flat, tree = loss_and_grads(model, samples, False, config), loss_and_grads(model, samples, True, config)
     assert tree[0] == pytest.approx(flat[0], abs=1e-6)
     for name, grad in flat[1].items():
