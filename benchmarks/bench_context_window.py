@@ -36,8 +36,8 @@ import httpx
 import psutil
 
 from seamlessflow.model import FULL, build_tiny_model
-from seamlessflow.rollout.engine import EngineProcess
 from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
+from seamlessflow.rollout.vllm_process import EngineProcess
 
 OLD = dataclasses.replace(FULL, vocab_size=384, max_position_embeddings=1024, english_text=False, copy_fraction=0.0)
 PROMPTS = (400, 1024, 8192, 32000)  # token ids; 400 fits the old window too

@@ -31,8 +31,8 @@ from seamlessflow.config import Settings
 from seamlessflow.core.timeline import bubble_ratio
 from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.scheduler.reading import messages_until
-from seamlessflow.scheduler.timeline import clip, intervals_from_records, role_switches
-from seamlessflow.sim.timeline import draw_timeline
+from seamlessflow.scheduler.role_intervals import clip, intervals_from_records, role_switches
+from seamlessflow.sim.timeline_plot import draw_timeline
 from seamlessflow.topics import Topics
 
 HERE = Path(__file__).parent

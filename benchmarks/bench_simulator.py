@@ -16,7 +16,7 @@ import time
 from pathlib import Path
 
 from seamlessflow.sim import SimResult, simulate
-from seamlessflow.sim.timeline import draw_timelines
+from seamlessflow.sim.timeline_plot import draw_timelines
 
 OUT = Path(__file__).parent / "figures"
 POLICIES = ("colocated", "disaggregated", "multiplexed")

@@ -45,10 +45,10 @@ from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from seamlessflow.core.batching import KeptGroup, TrajectorySample
 from seamlessflow.core.losses import group_relative_advantages
-from seamlessflow.trainer.engine import PolicyEngine, micro_batch_loss
 from seamlessflow.trainer.launch import under_launcher
 from seamlessflow.trainer.model import TokenLogprobModel, training_dtype
 from seamlessflow.trainer.options import DEEPSPEED_CONFIGS, TrainerOptions
+from seamlessflow.trainer.policy_engine import PolicyEngine, micro_batch_loss
 from seamlessflow.trainer.samples import collate
 from seamlessflow.weights.files import WeightWriter, save_weights
 from seamlessflow.weights.snapshot import host_snapshot

@@ -40,8 +40,8 @@ import torch
 from transformers import AutoModelForCausalLM, Qwen2Config, Qwen2ForCausalLM
 
 from seamlessflow.messages import ControlCommand, new_id, now_ms
-from seamlessflow.rollout.engine import EngineProcess
 from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
+from seamlessflow.rollout.vllm_process import EngineProcess
 from seamlessflow.rollout.worker import RolloutWorker
 from seamlessflow.testing.models import build_random_tiny_model
 from seamlessflow.testing.plugin import plugin_env

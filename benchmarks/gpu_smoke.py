@@ -49,9 +49,9 @@ import tree_vs_flat  # noqa: E402
 
 from seamlessflow.core.batching import KeptGroup, TrajectorySample  # noqa: E402
 from seamlessflow.core.token_tree import build_tree  # noqa: E402
-from seamlessflow.trainer.engine import PolicyEngine, micro_batch_loss  # noqa: E402
 from seamlessflow.trainer.model import TokenLogprobModel  # noqa: E402
 from seamlessflow.trainer.options import DEEPSPEED_CONFIGS, TrainerOptions  # noqa: E402
+from seamlessflow.trainer.policy_engine import PolicyEngine, micro_batch_loss  # noqa: E402
 from seamlessflow.trainer.samples import collate  # noqa: E402
 from seamlessflow.trainer.tree import tree_batch  # noqa: E402
 

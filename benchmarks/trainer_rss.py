@@ -63,8 +63,8 @@ def run_variant(mode: str, steps: int, warmup: int, every: int) -> dict:
     """One process: the trainer's parts up to `mode`, `steps` times; the RSS samples."""
     from seamlessflow.allocator import fix_mmap_threshold
     from seamlessflow.testing.models import build_random_tiny_model
-    from seamlessflow.trainer.engine import PolicyEngine
     from seamlessflow.trainer.options import DEEPSPEED_CONFIGS
+    from seamlessflow.trainer.policy_engine import PolicyEngine
     from seamlessflow.weights.files import WeightWriter, prune_versions, save_weights
     from seamlessflow.weights.snapshot import host_snapshot
 

@@ -24,9 +24,9 @@ from transformers import Qwen2Config, Qwen2ForCausalLM
 
 from seamlessflow.core.batching import TrajectorySample
 from seamlessflow.core.token_tree import build_tree, tree_pays
-from seamlessflow.trainer.engine import micro_batch_loss
 from seamlessflow.trainer.model import TokenLogprobModel
 from seamlessflow.trainer.options import TrainerOptions
+from seamlessflow.trainer.policy_engine import micro_batch_loss
 from seamlessflow.trainer.samples import collate
 from seamlessflow.trainer.tree import tree_batch
 

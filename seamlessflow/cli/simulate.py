@@ -14,7 +14,7 @@ from seamlessflow.sim import SimResult
 from seamlessflow.sim import simulate as run_simulation
 from seamlessflow.sim.cluster import parse_cluster
 from seamlessflow.sim.hetero import DEFAULT_CLUSTER, mixed_workload
-from seamlessflow.sim.timeline import draw_timelines
+from seamlessflow.sim.timeline_plot import draw_timelines
 
 
 @click.command()

@@ -1,7 +1,7 @@
 """`seamlessflow timeline`: resources x time coloured by role, from the status topic, and the bubble ratio.
 
-Intervals come from seamlessflow.scheduler.timeline; the bubble ratio is the core's (seamlessflow.core.timeline)
-and the drawing the simulator's (seamlessflow.sim.timeline), so real and simulated runs are measured the same way.
+Intervals come from seamlessflow.scheduler.role_intervals; the bubble ratio is the core's (seamlessflow.core.timeline)
+and the drawing the simulator's (seamlessflow.sim.timeline_plot), so real and simulated runs are measured the same way.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ from seamlessflow.config import Settings
 from seamlessflow.core.timeline import bubble_ratio, time_by_kind
 from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.scheduler.reading import messages_until
-from seamlessflow.scheduler.timeline import intervals_from_records, role_switches
-from seamlessflow.sim.timeline import draw_timeline
+from seamlessflow.scheduler.role_intervals import intervals_from_records, role_switches
+from seamlessflow.sim.timeline_plot import draw_timeline
 from seamlessflow.topics import Topics
 
 

@@ -189,7 +189,7 @@ def ppo_clip_loss(
     ``proximal_logprobs`` [B, T], only with ``config.tis_cap``: the proximal policy's logprobs, computed without
     grad by the weights the batch's first optimizer step starts from. None: ``logprobs.detach()``, exact only
     when those weights compute ``logprobs``, i.e. the batch gets one optimizer step (the trainer's case,
-    `trainer.engine.PolicyEngine.train_share`); a caller that steps several times on a batch passes them.
+    `trainer.policy_engine.PolicyEngine.train_share`); a caller that steps several times on a batch passes them.
     """
     mask = loss_mask.to(logprobs.dtype)
     adv = advantages[:, None] if advantages.dim() == 1 else advantages

@@ -6,7 +6,7 @@ ratio is idle resource-time over total resource-time, where everything that is n
 as idle (switch, sync, idle, and gaps nobody recorded); `failed` time is excluded from both sides.
 
 Why in the core: the simulator (`seamlessflow.sim`) and the real runs' timeline (`seamlessflow.scheduler.
-timeline`, from recorded statuses) measure with the same arithmetic; drawing is `seamlessflow.sim.timeline`.
+timeline`, from recorded statuses) measure with the same arithmetic; drawing is `seamlessflow.sim.timeline_plot`.
 """
 
 from __future__ import annotations

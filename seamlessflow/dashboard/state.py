@@ -21,7 +21,7 @@ from seamlessflow.kafka.io import Record
 from seamlessflow.messages import CommandAck, EpisodeEnd, ResourceStatus, TokenIO
 from seamlessflow.replay.select import SessionEvents
 from seamlessflow.replay.turns import session_json
-from seamlessflow.scheduler.timeline import intervals_from_records, role_switches, timeline_sample
+from seamlessflow.scheduler.role_intervals import intervals_from_records, role_switches, timeline_sample
 from seamlessflow.stack.rows import resource_row
 from seamlessflow.tracking.follow import Incoming
 from seamlessflow.tracking.points import EvalFigures, Point, PointMaker

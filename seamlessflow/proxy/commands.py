@@ -1,6 +1,6 @@
 """Applies control commands and engine heartbeats to the proxy's gate and engine table; acks commands.
 
-See `seamlessflow.proxy.control` for the contract with the scheduler, `seamlessflow.core.control` for the
+See `seamlessflow.proxy.control_view` for the contract with the scheduler, `seamlessflow.core.control` for the
 rules every resource shares (epochs, duplicates, restart).
 """
 
@@ -15,7 +15,7 @@ from typing import Any
 from seamlessflow.core.control import Capabilities, CommandKind, ControlProtocol, Outcome, PauseMode, Reply
 from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
 from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus
-from seamlessflow.proxy.control import ALIASES
+from seamlessflow.proxy.control_view import ALIASES
 from seamlessflow.proxy.generation import PauseGate
 from seamlessflow.proxy.routing import EngineTable
 

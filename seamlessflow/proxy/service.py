@@ -18,7 +18,7 @@ from seamlessflow.kafka.heartbeat import Heartbeat
 from seamlessflow.kafka.records import resource_status
 from seamlessflow.messages import CommandAck, DeadLetter, ResourceStatus
 from seamlessflow.proxy.commands import CommandHandler
-from seamlessflow.proxy.control import ControlListener
+from seamlessflow.proxy.control_view import ControlListener
 from seamlessflow.proxy.options import ProxyOptions
 from seamlessflow.proxy.publisher import PublishFailed
 from seamlessflow.proxy.server import ProxyServer

@@ -19,9 +19,9 @@ from seamlessflow.core.control import Capabilities, CommandKind, ControlProtocol
 from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
 from seamlessflow.kafka.records import resource_status
 from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus
-from seamlessflow.rollout.engine import EngineProcess, EngineStartFailed
 from seamlessflow.rollout.loading import reload_unsafe_reason, wait_for_label
 from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
+from seamlessflow.rollout.vllm_process import EngineProcess, EngineStartFailed
 from seamlessflow.weights.engine_client import EngineClient, EngineError
 from seamlessflow.weights.fence import FenceError, NoFence, VersionFence
 from seamlessflow.weights.http_files import local_weights, prune_copies

@@ -2,7 +2,7 @@
 
 The paper's sequence is: pause generation (cutting in-flight calls, keeping their tokens) -> load version
 N+1 on the engines -> resume (cut calls continue with the new weights, their later tokens labelled N+1).
-The proxy implements the cut and the labelling (seamlessflow/proxy/control.py: `pause`, then `resume` with
+The proxy implements the cut and the labelling (seamlessflow/proxy/control_view.py: `pause`, then `resume` with
 `weight_version`); the engines implement the load. This module orders the two:
 
 1. the policy wants an engine to load version v that the proxies are not labelling yet: hold the engine

@@ -5,7 +5,7 @@ from __future__ import annotations
 from seamlessflow.core.timeline import Interval, bubble_ratio
 from seamlessflow.sim.result import SimResult
 from seamlessflow.sim.simulator import SimulationStalled, Simulator
-from seamlessflow.sim.timeline import draw_timeline
+from seamlessflow.sim.timeline_plot import draw_timeline
 from seamlessflow.sim.workload import Workload
 
 

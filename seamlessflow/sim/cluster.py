@@ -11,8 +11,8 @@ import re
 from dataclasses import dataclass
 
 from seamlessflow.core.resources import Tag
-from seamlessflow.sim.engine import SimEngine
 from seamlessflow.sim.hardware import GPUS, ModelShape, Roofline
+from seamlessflow.sim.simulated_engine import SimEngine
 from seamlessflow.sim.workload import Workload
 
 _POOL = re.compile(r"^(\d+)x([a-z0-9]+)((?::[a-z=+0-9_-]+)*)$")

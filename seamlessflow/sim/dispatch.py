@@ -22,7 +22,7 @@ from seamlessflow.core.resources import Tag
 from seamlessflow.core.routing import FitTable, parse_profile, route
 
 if TYPE_CHECKING:
-    from seamlessflow.sim.engine import Rollout, SimEngine
+    from seamlessflow.sim.simulated_engine import Rollout, SimEngine
 
 ROUTINGS = ("least-loaded", "blind", "affinity")
 

@@ -31,9 +31,9 @@ from seamlessflow.scheduler.options import SchedulerOptions
 from seamlessflow.sim.cluster import Pool, build_engines
 from seamlessflow.sim.commanding import admitted, carried_out, engine_protocol
 from seamlessflow.sim.dispatch import make_dispatch
-from seamlessflow.sim.engine import Rollout, SimEngine
 from seamlessflow.sim.hardware import ModelShape
 from seamlessflow.sim.result import SimResult
+from seamlessflow.sim.simulated_engine import Rollout, SimEngine
 from seamlessflow.sim.workload import Workload
 
 RATE_WINDOW_S = 30.0

@@ -8,8 +8,8 @@ from pathlib import Path
 import httpx
 import torch
 
-from seamlessflow.rollout.engine import EngineProcess
 from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
+from seamlessflow.rollout.vllm_process import EngineProcess
 from seamlessflow.testing.plugin import plugin_env
 from seamlessflow.testing.vllm_server import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 

@@ -8,8 +8,8 @@ from typing import Any, cast
 
 from seamlessflow.core.control import CommandKind
 from seamlessflow.messages import ControlCommand, new_id, now_ms
-from seamlessflow.rollout.engine import EngineProcess
 from seamlessflow.rollout.options import RolloutOptions
+from seamlessflow.rollout.vllm_process import EngineProcess
 from seamlessflow.rollout.worker import RolloutWorker
 
 

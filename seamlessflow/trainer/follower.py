@@ -14,7 +14,7 @@ from pathlib import Path
 
 from seamlessflow.storage import CheckpointStore
 from seamlessflow.trainer.checkpoints import fetch_newest, upload_part
-from seamlessflow.trainer.engine import PolicyEngine
+from seamlessflow.trainer.policy_engine import PolicyEngine
 
 
 class OrderKind(StrEnum):

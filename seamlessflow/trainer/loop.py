@@ -71,11 +71,11 @@ from seamlessflow.trainer.checkpoints import (
     upload_part,
 )
 from seamlessflow.trainer.checkpoints import tag as checkpoint_tag
-from seamlessflow.trainer.control import ControlState
-from seamlessflow.trainer.engine import PolicyEngine, StepMetrics
+from seamlessflow.trainer.commands import ControlState
 from seamlessflow.trainer.follower import Follower, Order, OrderKind
 from seamlessflow.trainer.model import zero_stage
 from seamlessflow.trainer.options import TrainerOptions
+from seamlessflow.trainer.policy_engine import PolicyEngine, StepMetrics
 from seamlessflow.trainer.samples import sample_from_record
 from seamlessflow.trainer.source import Incoming, TrajectorySource
 from seamlessflow.trainer.state import TrainerState

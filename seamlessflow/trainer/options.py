@@ -96,7 +96,7 @@ class TrainerOptions(SectionOptions):
     """How rewards become advantages: session | return_to_go | per_turn_group (`core.turn_advantages`)."""
     discount: float = Field(default=1.0, ge=0.0, le=1.0)
     """For return_to_go: a reward k turns later counts discount ** k."""
-    # memory (seamlessflow.trainer.engine.MemoryConfig says what each does)
+    # memory (seamlessflow.trainer.policy_engine.MemoryConfig says what each does)
     max_tokens_per_micro_batch: int | None = None
     """Token positions per forward/backward; None: DeepSpeed's micro-batch size in sequences."""
     packing: bool | None = None

@@ -24,14 +24,14 @@ from seamlessflow.core.control import ControlProtocol, Outcome, Reply
 from seamlessflow.messages import CommandAck, ControlCommand
 from seamlessflow.proxy.commands import CAPABILITIES as PROXY_CAPABILITIES
 from seamlessflow.proxy.commands import CommandHandler
-from seamlessflow.proxy.control import ALIASES as PROXY_ALIASES
+from seamlessflow.proxy.control_view import ALIASES as PROXY_ALIASES
 from seamlessflow.proxy.generation import PauseGate
 from seamlessflow.proxy.routing import EngineTable
 from seamlessflow.rollout.options import RolloutOptions
 from seamlessflow.rollout.worker import RolloutWorker, capabilities
 from seamlessflow.testing.scheduler_fakes import FakeCommands
-from seamlessflow.trainer.control import CAPABILITIES as TRAINER_CAPABILITIES
-from seamlessflow.trainer.control import ControlState
+from seamlessflow.trainer.commands import CAPABILITIES as TRAINER_CAPABILITIES
+from seamlessflow.trainer.commands import ControlState
 
 RID = "r0"
 VERSIONS = 40

@@ -16,8 +16,8 @@ from seamlessflow.kafka.io import read_messages
 from seamlessflow.messages import CommandAck, ResourceStatus, Task, TokenIO, Trajectory, WeightVersion
 from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
 from seamlessflow.scheduler.reading import messages_until
+from seamlessflow.scheduler.role_intervals import intervals_from_records, kind_of
 from seamlessflow.scheduler.service import SchedulerService
-from seamlessflow.scheduler.timeline import intervals_from_records, kind_of
 from seamlessflow.testing.in_process import InProcessStack, discovering_proxy, rollout_process
 from seamlessflow.testing.vllm_server import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 from seamlessflow.testing.waiting import wait_until

@@ -9,8 +9,8 @@ import pytest
 from seamlessflow.kafka.io import read_messages
 from seamlessflow.messages import ControlCommand, ResourceStatus, WeightVersion
 from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
+from seamlessflow.scheduler.role_intervals import intervals_from_records
 from seamlessflow.scheduler.service import SchedulerService
-from seamlessflow.scheduler.timeline import intervals_from_records
 from seamlessflow.testing.in_process import ServiceThread
 from seamlessflow.testing.poison import assert_dead_lettered, letters, produce_poison, produce_raw
 from seamlessflow.testing.samples import SAMPLES

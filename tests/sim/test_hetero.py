@@ -8,9 +8,9 @@ import pytest
 
 from seamlessflow.sim.cluster import build_engines, parse_cluster
 from seamlessflow.sim.dispatch import HashedDispatch
-from seamlessflow.sim.engine import Rollout
 from seamlessflow.sim.hardware import GPUS, Efficiency, ModelShape, Roofline
 from seamlessflow.sim.hetero import compare, mixed_workload, speedup
+from seamlessflow.sim.simulated_engine import Rollout
 from seamlessflow.sim.workload import Workload
 
 M = ModelShape()

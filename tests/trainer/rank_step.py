@@ -16,8 +16,8 @@ import torch
 from seamlessflow.core.batching import KeptGroup
 from seamlessflow.testing.trainer_samples import random_samples
 from seamlessflow.testing.tree_batches import STEPS
-from seamlessflow.trainer.engine import MemoryConfig, PolicyEngine
 from seamlessflow.trainer.options import DEEPSPEED_CONFIGS, TrainerOptions
+from seamlessflow.trainer.policy_engine import MemoryConfig, PolicyEngine
 
 
 def batch() -> list[KeptGroup]:

@@ -8,9 +8,9 @@ import torch
 from seamlessflow.core.batching import KeptGroup
 from seamlessflow.testing.core_configs import loss_config
 from seamlessflow.testing.trainer_samples import random_samples
-from seamlessflow.trainer.engine import PolicyEngine
 from seamlessflow.trainer.model import TokenLogprobModel, load_causal_lm, training_dtype
 from seamlessflow.trainer.options import DEEPSPEED_CONFIGS, TrainerOptions
+from seamlessflow.trainer.policy_engine import PolicyEngine
 
 
 def cpu_config(**extra):

@@ -10,9 +10,9 @@ from seamlessflow.core.batching import KeptGroup
 from seamlessflow.core.micro_batches import micro_batch_cost
 from seamlessflow.testing.core_configs import loss_config
 from seamlessflow.testing.trainer_samples import random_samples
-from seamlessflow.trainer.engine import PolicyEngine, forward_logprobs, micro_batch_loss
 from seamlessflow.trainer.model import TokenLogprobModel
 from seamlessflow.trainer.options import DEEPSPEED_CONFIGS, TrainerOptions
+from seamlessflow.trainer.policy_engine import PolicyEngine, forward_logprobs, micro_batch_loss
 from seamlessflow.trainer.samples import collate
 
 

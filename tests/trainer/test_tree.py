@@ -8,8 +8,8 @@ from transformers import AutoModelForCausalLM
 from seamlessflow.core.batching import TrajectorySample
 from seamlessflow.core.token_tree import build_tree
 from seamlessflow.testing.core_configs import loss_config
-from seamlessflow.trainer.engine import micro_batch_loss
 from seamlessflow.trainer.model import TokenLogprobModel
+from seamlessflow.trainer.policy_engine import micro_batch_loss
 from seamlessflow.trainer.samples import collate
 from seamlessflow.trainer.tree import tree_batch
 
@@ -91,8 +91,8 @@ def test_a_deepspeed_step_on_trees_is_the_flat_step(tiny_model_dir, monkeypatch)
 
     import seamlessflow.trainer.tree as tree_module
     from seamlessflow.core.batching import KeptGroup
-    from seamlessflow.trainer.engine import PolicyEngine
     from seamlessflow.trainer.options import DEEPSPEED_CONFIGS, TrainerOptions
+    from seamlessflow.trainer.policy_engine import PolicyEngine
 
     builds = []
     monkeypatch.setattr(tree_module, "build_tree", lambda seqs: builds.append(seqs) or build_tree(seqs))
@@ -150,8 +150,8 @@ def test_trees_need_sdpa_attention(tiny_model_dir):
     """The tree's attention is SDPA calls per branch: an eager model trains flat, and refuses `tree: true`."""
     import json
 
-    from seamlessflow.trainer.engine import PolicyEngine
     from seamlessflow.trainer.options import DEEPSPEED_CONFIGS, TrainerOptions
+    from seamlessflow.trainer.policy_engine import PolicyEngine
 
     config = json.loads((DEEPSPEED_CONFIGS / "cpu_zero1.json").read_text())
     engine = PolicyEngine(tiny_model_dir, config, memory=TrainerOptions(attn_implementation="eager").memory_config())

@@ -21,8 +21,8 @@ from seamlessflow.core.turn_advantages import AdvantageRule
 from seamlessflow.proxy import ProxyOptions
 from seamlessflow.teams import TeamKeys
 from seamlessflow.testing.assembler_harness import AssemblerProcess, wait_for
-from seamlessflow.trainer.engine import step_advantages
 from seamlessflow.trainer.options import TrainerOptions
+from seamlessflow.trainer.policy_engine import step_advantages
 from seamlessflow.trainer.samples import collate, sample_from_record
 
 pytestmark = pytest.mark.slow

@@ -8,8 +8,8 @@ from transformers import AutoModelForCausalLM
 
 from seamlessflow.core.batching import KeptGroup
 from seamlessflow.testing.trainer_samples import random_samples
-from seamlessflow.trainer.engine import PolicyEngine
 from seamlessflow.trainer.options import DEEPSPEED_CONFIGS, TrainerOptions
+from seamlessflow.trainer.policy_engine import PolicyEngine
 from seamlessflow.weights.files import save_weights
 
 

@@ -7,8 +7,8 @@ import sys
 
 import psutil
 
-from seamlessflow.rollout.engine import EngineProcess, reap_leftover, remember
 from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
+from seamlessflow.rollout.vllm_process import EngineProcess, reap_leftover, remember
 from seamlessflow.testing.waiting import wait_until
 
 

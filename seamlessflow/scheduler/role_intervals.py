@@ -1,4 +1,4 @@
-"""Role intervals from recorded statuses: what `seamlessflow timeline` draws (with seamlessflow.sim.timeline).
+"""Role intervals from recorded statuses: what `seamlessflow timeline` draws (with seamlessflow.sim.timeline_plot).
 
 Every heartbeat is a sample of (active tag, state) at its `created_at_ms`; a resource is taken to stay as
 its last heartbeat said until the next one. Kinds follow the simulator's: `rollout`/`train` (useful work),

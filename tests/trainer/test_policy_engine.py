@@ -9,8 +9,8 @@ from transformers import AutoModelForCausalLM
 
 from seamlessflow.core.batching import KeptGroup, TrajectorySample
 from seamlessflow.core.losses import token_logprobs
-from seamlessflow.trainer.engine import PolicyEngine
 from seamlessflow.trainer.options import DEEPSPEED_CONFIGS
+from seamlessflow.trainer.policy_engine import PolicyEngine
 from seamlessflow.weights.files import save_weights, version_dir
 
 GARBAGE = -9.0  # behaviour logprob on untrained positions: must not matter

@@ -1,5 +1,5 @@
 from seamlessflow.messages import ControlCommand
-from seamlessflow.trainer.control import ControlState
+from seamlessflow.trainer.commands import ControlState
 
 
 def command(epoch, name="set_active", role=None):

@@ -3,7 +3,7 @@ import tracemalloc
 from seamlessflow.avro import Codec
 from seamlessflow.core.timeline import Interval, bubble_ratio
 from seamlessflow.messages import ResourceStatus
-from seamlessflow.scheduler.timeline import clip, intervals_from_records, kind_of, role_switches, timeline_sample
+from seamlessflow.scheduler.role_intervals import clip, intervals_from_records, kind_of, role_switches, timeline_sample
 from seamlessflow.testing.status_records import status, two_resource_run
 
 CODEC = Codec()

@@ -1,5 +1,5 @@
 from seamlessflow.core.timeline import Interval
-from seamlessflow.sim.timeline import draw_timeline
+from seamlessflow.sim.timeline_plot import draw_timeline
 
 
 def test_draw_timeline_writes_a_png(tmp_path):

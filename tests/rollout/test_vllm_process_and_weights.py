@@ -1,7 +1,7 @@
 
-from seamlessflow.rollout.engine import EngineProcess, parse_cpus
 from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
 from seamlessflow.rollout.service import TokenRate
+from seamlessflow.rollout.vllm_process import EngineProcess, parse_cpus
 
 
 def test_parse_cpus():

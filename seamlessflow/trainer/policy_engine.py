@@ -46,7 +46,7 @@ from seamlessflow.trainer.ranks import RankGroup
 from seamlessflow.trainer.samples import MicroBatch, collate
 from seamlessflow.trainer.tree import TreeBatch, TreeChoice, merges_chains, model_shape, plan_by_prefix
 
-log = logging.getLogger("seamlessflow.trainer.engine")
+log = logging.getLogger("seamlessflow.trainer.policy_engine")
 
 
 VARLEN_ATTENTION = ("flash_attention_2", "flash_attention_3")
