@@ -4,7 +4,9 @@ It trusts no service: it reads what is durable (records on the topics, the fsync
 driver's own ledger of calls the proxy acknowledged) and re-derives the trajectories with its own
 longest-prefix matching (`oracle.py`). Re-deliveries that Kafka's at-least-once paths allow (a record
 published again with the same id and contents) are counted, not failed; anything lost, invented, changed,
-or trained twice is a violation. Pure: records in, a report out.
+or trained twice is a violation. A role's process frozen and replaced (a zombie, `Zombie`) must have written
+nothing after its replacement began, let the trainer's committed offsets go back, or outlived its waking.
+Pure: records in, a report out.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 
 from seamlessflow.chaos.oracle import Leaf, OracleCall, derive
+from seamlessflow.kafka.fencing import FENCED_EXIT_CODE, WRITER_HEADER
 from seamlessflow.kafka.io import Record
 from seamlessflow.messages import DeadLetter, EpisodeEnd, TokenIO, Trajectory, WeightVersion
 from seamlessflow.rewards.request import SCORE_KEY, UNSCORABLE, pending_request
@@ -34,11 +37,28 @@ class AckedCall:
 
 
 @dataclass(frozen=True)
+class Zombie:
+    """A single-writer role's process that the chaos run froze, replaced and woke (schedule.REPLACE)."""
+
+    service: str
+    writers: tuple[str, ...]  # `host:pid` of the frozen process and of each process below it (a launcher's ranks)
+    replaced_ms: int  # when its replacement was started
+    resumed_ms: int = 0  # when it was woken (0: never)
+    took_over: bool = True  # the replacement held the role before the old one was woken
+    exited: bool = False  # gone after waking, within the run's wait
+    exit_code: int | None = None  # None: unknown (not our child, or stopped with the stack)
+    offsets_at_resume: dict[int, int] = field(default_factory=dict)  # the role's committed offsets, partition ->
+    offsets_after: dict[int, int] = field(default_factory=dict)  # offset, as it woke and once it was gone
+
+
+@dataclass(frozen=True)
 class Ledger:
-    """What the proxy acknowledged to the driver's agents: calls, and the sessions it ended."""
+    """What the proxy acknowledged to the driver's agents: calls, and the sessions it ended; and the zombies
+    the run made."""
 
     calls: tuple[AckedCall, ...] = ()
     ends: tuple[str, ...] = ()
+    zombies: tuple[Zombie, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -81,7 +101,9 @@ class _Session:
 
 def audit(session_events: Sequence[Record], trajectories: Sequence[Record], dead_letters: Sequence[Record] = (),
           weights: Sequence[Record] = (), steps: Sequence[dict] | None = None, ledger: Ledger | None = None,
-          rules: Rules = Rules()) -> AuditReport:
+          rules: Rules = Rules(), role_records: Sequence[Record] = ()) -> AuditReport:
+    """`role_records`: what the single-writer roles write besides `weights` (commands, tasks, status), with
+    their headers, for the zombie rule."""
     report = AuditReport()
     letters = _dead_letters(dead_letters, report)
     sessions, token_ids = _sessions(session_events, letters, report)
@@ -92,7 +114,38 @@ def audit(session_events: Sequence[Record], trajectories: Sequence[Record], dead
     if steps is not None:
         _check_steps(steps, stored, report)
     _check_versions(weights, report)
+    for zombie in ledger.zombies if ledger is not None else ():
+        check_zombie(zombie, [*weights, *dead_letters, *role_records], report)
     return report
+
+
+def check_zombie(zombie: Zombie, records: Iterable[Record], report: AuditReport) -> None:
+    """One writer per role held through a freeze: the replacement held the role before the old process woke,
+    nothing the old one wrote after the replacement began is committed (every role record names its writer),
+    the committed offsets did not go back, and the old one exited once woken (fenced, mostly: one frozen in its
+    start may fail on a stale connection first; what matters is that it wrote nothing and is gone)."""
+    report.counts["zombies (frozen, replaced, woken)"] += 1
+    what = f"{zombie.service} {'/'.join(zombie.writers[:1])}"
+    if not zombie.took_over:
+        report.fail("zombie not replaced", f"{what}: its replacement never held the role before it was woken")
+    writers = {w.encode() for w in zombie.writers}
+    for record in records:
+        if (record.headers or {}).get(WRITER_HEADER) not in writers:
+            continue
+        if record.timestamp_ms < zombie.replaced_ms:
+            report.counts["records by zombies before their replacement"] += 1
+        else:
+            report.fail("zombie wrote", f"{what}: {type(record.message).__name__} {record.topic}[{record.partition}]"
+                                        f"@{record.offset} at {record.timestamp_ms}, after its replacement began "
+                                        f"at {zombie.replaced_ms}")
+    back = {p: (o, zombie.offsets_after.get(p, 0)) for p, o in zombie.offsets_at_resume.items()
+            if zombie.offsets_after.get(p, 0) < o}
+    if back:
+        report.fail("committed offsets went back", f"{what}: partition -> (as it woke, after): {back}")
+    if not zombie.exited:
+        report.fail("zombie lived on", f"{what}: woken at {zombie.resumed_ms}, still running")
+    elif zombie.exit_code != FENCED_EXIT_CODE:  # gone all the same: woken mid-start, its stale sockets can fail first
+        report.counts[f"zombies exited with {zombie.exit_code} (not fenced)"] += 1
 
 
 def _dead_letters(records: Iterable[Record], report: AuditReport) -> dict[tuple[str, int, int], DeadLetter]:

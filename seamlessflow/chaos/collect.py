@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Sequence
 from pathlib import Path
 
 from seamlessflow.assembler import AssemblerOptions
-from seamlessflow.chaos.audit import AckedCall, AuditReport, Ledger, Rules, audit
+from seamlessflow.chaos.audit import AckedCall, AuditReport, Ledger, Rules, Zombie, audit
 from seamlessflow.config import Settings
 from seamlessflow.core.assembler import Selection
 from seamlessflow.kafka.codecs import codec_for
@@ -34,8 +35,8 @@ def step_log(settings: Settings) -> list[dict] | None:
 
 def read_ledger(path: Path) -> Ledger:
     """The driver's JSON lines: {"session", "prompt", "completions"} per acknowledged call, {"end": session id}
-    per acknowledged end."""
-    calls, ends = [], []
+    per acknowledged end; and the run's own {"zombie": {...}} per process frozen and replaced (`zombie_line`)."""
+    calls, ends, zombies = [], [], []
     for line in path.read_text().splitlines():
         if line.strip():
             entry = json.loads(line)
@@ -45,7 +46,19 @@ def read_ledger(path: Path) -> Ledger:
                 )
             elif "end" in entry:
                 ends.append(entry["end"])
-    return Ledger(tuple(calls), tuple(ends))
+            elif "zombie" in entry:
+                zombies.append(_zombie(entry["zombie"]))
+    return Ledger(tuple(calls), tuple(ends), tuple(zombies))
+
+
+def zombie_line(zombie: Zombie) -> str:
+    return json.dumps({"zombie": dataclasses.asdict(zombie)}) + "\n"
+
+
+def _zombie(fields: dict) -> Zombie:
+    """JSON keys are strings: the offsets' partitions become ints again."""
+    offsets = {name: {int(p): o for p, o in fields[name].items()} for name in ("offsets_at_resume", "offsets_after")}
+    return Zombie(**{**fields, **offsets, "writers": tuple(fields["writers"])})
 
 
 def audit_topics(settings: Settings, ledger: Ledger | None = None, timeout_s: float = 120.0) -> AuditReport:
@@ -58,8 +71,10 @@ def audit_topics(settings: Settings, ledger: Ledger | None = None, timeout_s: fl
     cut_ms = int(time.time() * 1000)  # the session events are read up to their end as of now
     events = read(topics.session_events)
     trajectories = before_the_cut(read(topics.trajectories), events, cut_ms)
+    roles = [r for topic in (topics.control, topics.tasks, topics.status) for r in read(topic)] if (
+        ledger is not None and ledger.zombies) else []  # only the zombie rule reads them
     return audit(events, trajectories, read(topics.dead_letter), read(topics.weights), step_log(settings), ledger,
-                 rules_for(settings))
+                 rules_for(settings), roles)
 
 
 def before_the_cut(trajectories: Sequence[Record], events: Sequence[Record], cut_ms: int) -> list[Record]:

@@ -1,9 +1,10 @@
 """`seamlessflow chaos`: run the loop, deliver a seeded fault schedule while agents work, then audit.
 
 Phases: start the stack under a placement that restarts what dies (or attach to a running one), start
-the driver's agents, wait for the first acknowledged call, deliver the faults, let the loop settle, stop
-the agents (the driver's and the stack's agent pools), wait until every ended session's trajectories are
-on the topic, scored where a session asked a reward worker (or the drain time runs out:
+the driver's agents, wait for the first acknowledged call, deliver the faults, let the loop settle, wait for
+the zombies (a trainer or scheduler frozen, replaced and woken: `schedule.REPLACE`) to be gone and note them in
+the ledger, stop the agents (the driver's and the stack's agent pools), wait until every ended session's
+trajectories are on the topic, scored where a session asked a reward worker (or the drain time runs out:
 the audit then names what is missing) and, with a trainer, until it
 published a version after a fault last hit it, stop the services (SIGTERM: the trainer checkpoints and logs its
 steps), and audit the topics with the broker still up. Recovery times come from the same records.
@@ -17,23 +18,25 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from seamlessflow.chaos.audit import AuditReport
-from seamlessflow.chaos.collect import audit_topics, read_ledger, rules_for
+from seamlessflow.chaos.audit import AuditReport, Zombie
+from seamlessflow.chaos.collect import audit_topics, read_ledger, rules_for, zombie_line
 from seamlessflow.chaos.driver import Driver, DriverConfig, DriverStats
-from seamlessflow.chaos.inject import Injected, Injector
+from seamlessflow.chaos.inject import Injected, Injector, SupervisorReplacer
 from seamlessflow.chaos.recovery import Recovery, recoveries
-from seamlessflow.chaos.schedule import plan
+from seamlessflow.chaos.schedule import REPLACE, SINGLE_WRITERS, plan
 from seamlessflow.config import Settings
 from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.io import read_topic
+from seamlessflow.kafka.positions import CommittedOffsets, OffsetLookup
 from seamlessflow.messages import EpisodeEnd, TokenIO, Trajectory, WeightVersion
 from seamlessflow.proxy import ProxyOptions
 from seamlessflow.stack.placement import Placement
 from seamlessflow.stack.placements import placement_for, recorded
 from seamlessflow.stack.services import enabled, start_stack
-from seamlessflow.stack.supervisor import ServiceSpec
+from seamlessflow.stack.supervisor import ServiceSpec, Supervisor
 from seamlessflow.teams import TeamKeys
 from seamlessflow.topics import Topics
+from seamlessflow.trainer.options import TrainerOptions
 
 
 @dataclass
@@ -44,6 +47,7 @@ class ChaosConfig:
     faults: int = 12
     every_s: float = 10.0
     freeze_share: float = 0.2
+    replace: bool = True  # freeze, replace and wake each single-writer role among the targets once (a zombie)
     targets: tuple[str, ...] = ()  # default: every service of the stack
     concurrency: int = 8
     group_size: int = 2
@@ -116,9 +120,11 @@ def _drive(settings: Settings, options: ChaosConfig, placement: Placement | None
     path.write_text("")
     driver = Driver(DriverConfig(f"http://{proxy.host}:{proxy.port}", key, path, options.concurrency,
                                   options.group_size, seed=options.seed)).start()
-    injector = Injector(pids, options.seed)
+    injector = _injector(settings, options, placement, pids)
     targets = list(options.targets) or injector.targets()
-    schedule = plan(options.seed, targets, options.faults, options.every_s, freeze_share=options.freeze_share)
+    replace = SINGLE_WRITERS if options.replace and injector.replacer is not None else ()
+    schedule = plan(options.seed, targets, options.faults, options.every_s, freeze_share=options.freeze_share,
+                    replace=replace)
     injected: list[Injected] = []
     try:
         _wait(lambda: driver.stats.calls_acknowledged > 0, options.warmup_s, "the first acknowledged call")
@@ -129,6 +135,7 @@ def _drive(settings: Settings, options: ChaosConfig, placement: Placement | None
             injected.append(injector.deliver(fault))
             log(f"  t+{fault.at_s:6.1f}s  {fault.describe()}  pids {injected[-1].pids}")
         time.sleep(options.settle_s)
+        _note_zombies(injector, injected, path, options.drain_s)
     finally:
         driver.stop()
     stopped_ms = int(time.time() * 1000)
@@ -138,6 +145,39 @@ def _drive(settings: Settings, options: ChaosConfig, placement: Placement | None
     log("chaos: agents stopped; waiting for the last trajectories")
     _drain(settings, options.drain_s, _last_hit_ms(injected, "trainer"))
     return ChaosResult(injected, [], AuditReport(), driver.stats, 0.0, stopped_ms)
+
+
+def _injector(settings: Settings, options: ChaosConfig, placement: Placement | None,
+              pids: Callable[[], dict[str, int | None]]) -> Injector:
+    """Zombies need a placement that can start a replacement beside a live process: this machine's supervisor."""
+    replacer = SupervisorReplacer(placement) if isinstance(placement, Supervisor) else None
+    return Injector(pids, options.seed, replacer, lambda name: _committed(settings, name))
+
+
+def _committed(settings: Settings, name: str) -> dict[int, int]:
+    """The trainer's committed offsets on the trajectories topic (what a zombie must not move back); none for
+    the scheduler, which commits none."""
+    if name != "trainer":
+        return {}
+    topic = Topics(settings).trajectories
+    lookup = OffsetLookup(settings, topic)
+    marks = CommittedOffsets(settings, TrainerOptions.from_settings(settings).group_id(settings), topic)
+    try:
+        return marks.read(lookup.partitions())
+    finally:
+        lookup.close()
+        marks.close()
+
+
+def _note_zombies(injector: Injector, injected: list[Injected], ledger: Path, wait_s: float) -> None:
+    """Waits for the zombies' threads and appends what became of each to the ledger, for the audit; a zombie
+    fault whose thread did not finish is written as never replaced (the audit then fails it)."""
+    injector.join(injected, wait_s)
+    with ledger.open("a") as out:
+        for item in injected:
+            if item.fault.action == REPLACE and item.delivered:
+                zombie = item.zombie or Zombie(item.fault.targets[0], (), item.at_ms, took_over=False)
+                out.write(zombie_line(zombie))
 
 
 def _tick(placement: Placement, done: threading.Event) -> None:

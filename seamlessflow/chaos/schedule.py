@@ -1,4 +1,5 @@
-"""A seeded fault schedule: which services die (or freeze) when, each in turn and some in pairs.
+"""A seeded fault schedule: which services die (or freeze) when, each in turn and some in pairs, and which
+single-writer roles are frozen and replaced (`REPLACE`).
 
 Why seeded: a failing run must be repeatable. Why round-robin over a shuffled order: every target is hit
 equally often (the issue asks for each service killed at least three times in a long run), while the
@@ -8,11 +9,14 @@ order and the moments vary with the seed. Pure: the same seed and targets give t
 from __future__ import annotations
 
 import random
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 
 KILL = "kill"  # SIGKILL; the supervisor restarts the service
 FREEZE = "freeze"  # SIGSTOP for `hold_s`, then SIGCONT: a stalled process whose sockets stay open
+# SIGSTOP, a replacement started as for a process believed dead, SIGCONT once it holds the role: a zombie
+REPLACE = "replace"
+SINGLE_WRITERS = ("trainer", "scheduler")  # the roles one process at a time may hold (kafka/fencing.py)
 
 
 @dataclass(frozen=True)
@@ -28,11 +32,22 @@ class Fault:
 
 
 def plan(seed: int, targets: Sequence[str], count: int, every_s: float, pair_every: int = 3,
-         freeze_share: float = 0.2, freeze_s: float = 5.0) -> list[Fault]:
+         freeze_share: float = 0.2, freeze_s: float = 5.0, replace: Collection[str] = ()) -> list[Fault]:
     """`count` faults `every_s` apart (±30% jitter). Every `pair_every`-th fault hits two targets at once;
-    a `freeze_share` of single faults freeze instead of kill. Targets come round-robin in a shuffled order."""
+    a `freeze_share` of single faults freeze instead of kill. Targets come round-robin in a shuffled order.
+    Each target in `replace` also gets one `REPLACE` fault, at a seeded moment within the same span: extra,
+    so the kills and freezes (and their seeded schedule) stay what they were without it."""
     if not targets:
         return []
+    faults = _kills_and_freezes(seed, targets, count, every_s, pair_every, freeze_share, freeze_s)
+    rng = random.Random(f"{seed}/replace")  # its own stream: the schedule above does not move
+    extra = [Fault(round(rng.uniform(0.0, max(count - 1, 0) * every_s), 2), (target,), REPLACE)
+             for target in targets if target in replace]
+    return sorted(faults + extra, key=lambda f: f.at_s)
+
+
+def _kills_and_freezes(seed: int, targets: Sequence[str], count: int, every_s: float, pair_every: int,
+                       freeze_share: float, freeze_s: float) -> list[Fault]:
     rng = random.Random(seed)
     order = list(targets)
     rng.shuffle(order)

@@ -20,6 +20,7 @@ import os
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, fields
@@ -34,6 +35,9 @@ MAX_BACKOFF_S = 30.0
 HEALTHY_AFTER_S = 60.0  # a process that ran this long has its backoff reset
 STACK_ENV = "SEAMLESSFLOW_STACK"  # every process of a stack carries its run directory (see `stack_processes`)
 SAY_WAITING_EVERY_S = 30.0
+# A service's exit code when a newer process took its role (seamlessflow.kafka.fencing.FENCED_EXIT_CODE; not
+# imported: this module stays free of Kafka)
+FENCED_EXIT_CODE = 3
 
 # A readiness check: what the service is still waiting for, in words ("" once it is ready). A real check (a
 # client call), polled after start; the words go to the status and the log, so a wait that cannot end says why.
@@ -237,6 +241,11 @@ class Supervisor:
         self.states: dict[str, ServiceState] = {}
         self._procs: dict[str, subprocess.Popen | Adopted] = {}
         self._next_start: dict[str, float] = {}
+        # processes `replace` left running (frozen, say): no longer the service's, still ours to log and stop
+        self.replaced: dict[str, list[subprocess.Popen | Adopted]] = {}
+        self.replaced_exits: dict[int, int | None] = {}  # pid of a replaced process -> its exit code, once gone
+        self._created: dict[int, float] = {}  # pid of a process we spawned -> its start time, as psutil reads it
+        self._lock = threading.RLock()  # `replace` comes from another thread than `check` (the chaos run's)
         self.info: dict[str, str] = {}
         self.ready = False
         self.stopping = False
@@ -308,6 +317,10 @@ class Supervisor:
         )
         log.close()
         self._procs[name] = proc
+        try:
+            self._created[proc.pid] = psutil.Process(proc.pid).create_time()
+        except psutil.Error:
+            pass
         state.pid, state.state, state.started_at, state.exit_code = proc.pid, "running", time.time(), None
 
     def _wait_ready(self, spec: ServiceSpec) -> None:
@@ -325,10 +338,64 @@ class Supervisor:
 
         await_ready(spec, state, still_awaited, self.say, self.write_state, f"; see {state.log}")
 
+    def replace(self, name: str) -> int:
+        """Starts a fresh process of `name` from its spec and leaves the current one running, as a placement
+        does for a process it believes dead but that is only frozen or cut off (the chaos run's zombie fault).
+        The old one is not the service's any more: its exit is logged, not restarted (`_reap_replaced`), and
+        `stop`/`stop_all` still end it. Returns the new pid."""
+        with self._lock:
+            old = self._procs.pop(name)
+            self.replaced.setdefault(name, []).append(old)
+            self._spawn(name)
+            self.say(f"{name}: pid {old.pid} replaced by pid {self.states[name].pid} (the old one left running)")
+            self.write_state()
+            return self._procs[name].pid
+
+    def _reap_replaced(self) -> None:
+        """Logs the exit of each replaced process; none is restarted: its service has a newer process."""
+        for name, procs in list(self.replaced.items()):
+            for proc in [p for p in procs if not running(p)]:
+                procs.remove(proc)
+                self.replaced_exits[proc.pid] = proc.returncode
+                why = " (fenced: its replacement holds the role)" if proc.returncode == FENCED_EXIT_CODE else ""
+                self.say(f"{name}: replaced pid {proc.pid} exited with {proc.returncode}{why}; not restarted")
+
+    def _newer_holder(self, name: str, proc: subprocess.Popen | Adopted) -> psutil.Process | None:
+        """A process of the stack running the same command as `name`, started after `proc`: the one that
+        fenced it (a placement elsewhere started it, believing `proc` dead). Start times by the kernel's clock
+        (`_created`), as psutil reads them: `started_at`, by ours, can be a second apart."""
+        spec, since = self.specs[name], self._created.get(proc.pid, 0.0)
+        for other in stack_processes(self.run_dir):
+            try:
+                if (other.pid != proc.pid and other.cmdline() == spec.argv and other.create_time() >= since
+                        and other.status() != psutil.STATUS_ZOMBIE):
+                    return other
+            except psutil.Error:
+                continue
+        return None
+
+    def _fenced_by_newer(self, name: str, proc: subprocess.Popen | Adopted) -> bool:
+        """A service that exited fenced while a newer process of it runs is that process's zombie: restarting
+        it would fence the newer one in turn (ping-pong). The newer one is watched in its place instead.
+        Fenced with none newer (the broker timed out its transaction while it was frozen): restarted."""
+        if proc.returncode != FENCED_EXIT_CODE or not (newer := self._newer_holder(name, proc)):
+            return False
+        self.say(f"{name}: pid {proc.pid} exited fenced (code {FENCED_EXIT_CODE}): pid {newer.pid}, newer, holds "
+                 "its role; not restarted, watching that one")
+        self._procs[name] = Adopted(newer)
+        state = self.states[name]
+        state.pid, state.started_at, state.exit_code = newer.pid, newer.create_time(), FENCED_EXIT_CODE
+        return True
+
     def check(self) -> None:
         """Restarts exited services, with exponential backoff; call this periodically. An adopted service that
         no spec claimed is stopped once the stack is ready."""
+        with self._lock:
+            self._check()
+
+    def _check(self) -> None:
         now = time.monotonic()
+        self._reap_replaced()
         for name, proc in list(self._procs.items()):
             if name not in self.specs:
                 if self.ready and not self.stopping:
@@ -339,6 +406,8 @@ class Supervisor:
                 continue
             if isinstance(proc, Adopted) and state.state != "backoff":
                 self._stop_strays()  # what it ran (its engine) was re-parented to init, not to us
+            if state.state == "running" and self._fenced_by_newer(name, proc):
+                continue
             if state.state == "running":
                 ran_s = time.time() - (state.started_at or time.time())
                 state.exit_code, state.state = proc.returncode, "backoff"
@@ -355,6 +424,7 @@ class Supervisor:
         if proc is not None:
             stop_tree(proc.pid, self.grace_s)
             proc.wait()
+        self._stop_replaced(name)
         self.states[name].state, self.states[name].pid = "stopped", None
         self.write_state()
 
@@ -365,8 +435,19 @@ class Supervisor:
             stop_tree(self._procs[name].pid, self.grace_s)
             self._procs[name].wait()
             self.states[name].state, self.states[name].pid = "stopped", None
+        for name in list(self.replaced):
+            self._stop_replaced(name)
         stop_descendants(self.grace_s, self.preexisting)
         self.write_state()
+
+    def _stop_replaced(self, name: str) -> None:
+        """Ends the processes `replace` left running for `name`, woken first: a stopped process would sit out
+        the SIGTERM grace."""
+        for proc in self.replaced.pop(name, []):
+            _signal_all([], proc.pid, signal.SIGCONT)
+            stop_tree(proc.pid, self.grace_s)
+            proc.wait()
+            self.replaced_exits[proc.pid] = proc.returncode
 
     def write_state(self) -> None:
         data = {

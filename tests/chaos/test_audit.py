@@ -10,9 +10,11 @@ import json
 import pytest
 
 from seamlessflow.assembler import AssemblerOptions
-from seamlessflow.chaos.audit import AckedCall, Ledger, audit
+from seamlessflow.chaos.audit import AckedCall, Ledger, Zombie, audit
+from seamlessflow.core.control import CommandKind
+from seamlessflow.kafka.fencing import WRITER_HEADER
 from seamlessflow.kafka.io import Record
-from seamlessflow.messages import DeadLetter, EpisodeEnd, WeightVersion
+from seamlessflow.messages import ControlCommand, DeadLetter, EpisodeEnd, WeightVersion
 from seamlessflow.replay.check import rebuild
 from seamlessflow.replay.select import SessionEvents
 from seamlessflow.rewards.request import REQUEST_KEY, scored, unscorable
@@ -137,3 +139,38 @@ def test_a_session_scored_by_a_reward_worker_takes_the_verifiers_reward_once_ans
     [unanswered] = check(pending).violations
     assert unanswered.kind == "trajectory differs" and "reward request unanswered" in unanswered.detail
     assert kinds(check(dataclasses.replace(first, tokens=[1, 2, 3, 5]))) == {"trajectory differs"}
+
+
+def test_a_zombie_that_wrote_after_its_replacement_began_is_caught(clean, codec):
+    """A trainer frozen at 1000 ms, replaced at 1500, woken at 9000: its version at 900 (before) is fine;
+    one at 9100 (after it woke, so after its replacement began) is a violation, as is a command; the
+    replacement's own records and the committed offsets moving on are not."""
+    zombie = Zombie("trainer", ("h:41", "h:42"), replaced_ms=1500, resumed_ms=9000, exited=True, exit_code=3,
+                    offsets_at_resume={0: 4}, offsets_after={0: 6})
+
+    def by(writer, at_ms, message, topic="t.weights", offset=0):
+        return Record(topic, 0, offset, None, None, at_ms, message, headers={WRITER_HEADER: writer.encode()})
+
+    version = clean["weights"][-1].message  # v2
+    before = [by("h:41", 900, version), by("h:50", 2000, dataclasses.replace(version, version=3), offset=1)]
+    ledger = dataclasses.replace(clean["ledger"], zombies=(zombie,))
+    report = audit(**{**clean, "weights": clean["weights"] + before, "ledger": ledger})
+    assert report.ok, report.violations
+    assert report.counts["records by zombies before their replacement"] == 1
+
+    late = by("h:42", 9100, dataclasses.replace(version, version=4), offset=2)
+    command = by("h:41", 9050, ControlCommand("c1", "r0", 1, CommandKind.LOAD_WEIGHTS, "red", "r", 9050), "t.control")
+    report = audit(**{**clean, "weights": clean["weights"] + before + [late], "ledger": ledger,
+                      "role_records": [command]})
+    assert kinds(report) == {"zombie wrote"} and len(report.violations) == 2
+
+
+def test_a_zombie_not_replaced_not_gone_or_moving_offsets_back_is_caught(clean):
+    base = Zombie("trainer", ("h:41",), replaced_ms=1500, resumed_ms=9000, exited=True, exit_code=3)
+    for change, kind in (({"took_over": False}, "zombie not replaced"), ({"exited": False}, "zombie lived on"),
+                         ({"offsets_at_resume": {0: 6}, "offsets_after": {0: 4}}, "committed offsets went back")):
+        ledger = dataclasses.replace(clean["ledger"], zombies=(dataclasses.replace(base, **change),))
+        assert kinds(audit(**{**clean, "ledger": ledger})) == {kind}
+    ledger = dataclasses.replace(clean["ledger"], zombies=(dataclasses.replace(base, exit_code=1),))
+    report = audit(**{**clean, "ledger": ledger})  # gone, though not by the fencing: counted
+    assert report.ok and report.counts["zombies exited with 1 (not fenced)"] == 1

@@ -1,15 +1,17 @@
 """A short seeded chaos run passes its audit (slow: a DeepSpeed trainer, the assembler, the proxy and a stub
 engine as supervised processes on the session's broker; run under the heavy-jobs lock).
 
-Four faults: kill -9 or freeze of proxy, assembler, trainer and the engine, one pair at once. The audit
-must find every acknowledged call on the topic, every ended session's leaves published bit-exact, no
-trajectory trained twice, versions only increasing; and each fault recovered from (calls, trajectories
-and a new weight version after it).
+Four faults: kill -9 or freeze of proxy, assembler, trainer and the engine, one pair at once; and a fifth:
+the trainer frozen, replaced and woken (a zombie, which the broker has fenced by then). The audit must find
+every acknowledged call on the topic, every ended session's leaves published bit-exact, no trajectory trained
+twice, versions only increasing, nothing the zombie wrote after its replacement began, and the zombie gone;
+and each fault recovered from (calls, trajectories and a new weight version after it).
 """
 
 import pytest
 
 from seamlessflow.chaos.run import ChaosConfig, run_chaos
+from seamlessflow.chaos.schedule import REPLACE
 from seamlessflow.chaos.stack import stub_engine_stack
 from seamlessflow.ports import free_port
 from seamlessflow.stack.services import with_stack_defaults
@@ -27,9 +29,16 @@ def test_short_seeded_chaos_run_passes_the_audit(settings):
     result = run_chaos(stack, options, engines)
 
     assert result.ok, result.audit.violations
-    assert sum(i.delivered for i in result.injected) == 4
+    assert sum(i.delivered for i in result.injected) == 5
+    [zombie] = [i.zombie for i in result.injected if i.fault.action == REPLACE]
+    assert zombie is not None and zombie.took_over and zombie.exited, zombie  # fenced (3), or failed on waking
+    assert counts_zombies(result) == 1
     assert {t for i in result.injected for t in i.fault.targets} == set(TARGETS)
     counts = result.audit.counts
     assert counts["acknowledged calls"] > 20 and counts["trajectories verified bit-exact"] > 10
     assert counts["trajectories trained"] > 0 and counts["weight versions published"] >= 1  # a DeepSpeed start: ~40 s
     assert all(r.seconds is not None for r in result.recoveries[:-1])  # the last may fall in the settle time
+
+
+def counts_zombies(result):
+    return result.audit.counts["zombies (frozen, replaced, woken)"]

@@ -5,7 +5,8 @@ import dataclasses
 import json
 
 from seamlessflow.assembler import AssemblerOptions
-from seamlessflow.chaos.collect import audit_topics, before_the_cut, read_ledger
+from seamlessflow.chaos.audit import Ledger, Zombie
+from seamlessflow.chaos.collect import audit_topics, before_the_cut, read_ledger, zombie_line
 from seamlessflow.kafka.io import MessageProducer, read_topic
 from seamlessflow.kafka.reader import Record
 from seamlessflow.messages import Trajectory
@@ -61,3 +62,10 @@ def test_a_trajectory_written_after_the_cut_of_a_session_ended_after_it_waits_fo
     # s1 ended among the events read: judged; s2 written before the cut: judged (its end is missing: a
     # violation the audit names); s3 written after the cut, its end not read yet: left out
     assert [r.message.session_id for r in kept] == ["s1", "s2"]
+
+
+def test_a_zombie_noted_in_the_ledger_reads_back_as_it_was(tmp_path):
+    zombie = Zombie("trainer", ("h:1", "h:2"), 1500, 9000, True, True, 3, {0: 4}, {0: 6})
+    path = tmp_path / "ledger.jsonl"
+    path.write_text('{"end": "s1"}\n' + zombie_line(zombie))
+    assert read_ledger(path) == Ledger((), ("s1",), (zombie,))

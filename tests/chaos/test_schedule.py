@@ -4,7 +4,7 @@ from collections import Counter
 
 from seamlessflow.chaos.inject import Injected
 from seamlessflow.chaos.recovery import recoveries
-from seamlessflow.chaos.schedule import FREEZE, KILL, Fault, plan
+from seamlessflow.chaos.schedule import FREEZE, KILL, REPLACE, Fault, plan
 
 TARGETS = ["proxy", "assembler", "trainer", "engine-0"]
 
@@ -40,3 +40,15 @@ def test_a_fault_struck_before_the_last_was_recovered_from_carries_its_recovery(
     assert (f.seconds, f.overlapped_by, f.unrecovered_s) == (60.0, kill, 14.0)  # the kill delayed the freeze's
     assert (k.seconds, k.overlapped_by) == (46.0, None)  # judged on its own
     assert (p.seconds, p.overlapped_by) == (None, None)  # no version after it: not overlapped, judged itself
+
+
+def test_each_single_writer_target_is_frozen_replaced_and_woken_once_at_a_seeded_moment():
+    """The zombie faults are extra: with them the kills and freezes are the same as without."""
+    plain = plan(3, TARGETS, 12, 10.0)
+    faults = plan(3, TARGETS, 12, 10.0, replace=("trainer", "scheduler"))
+    assert faults == plan(3, TARGETS, 12, 10.0, replace=("trainer", "scheduler"))
+    assert [f for f in faults if f.action != REPLACE] == plain
+    [zombie] = [f for f in faults if f.action == REPLACE]
+    assert zombie.targets == ("trainer",) and 0.0 <= zombie.at_s <= 110.0
+    assert [f.at_s for f in faults] == sorted(f.at_s for f in faults)
+    assert zombie != next(f for f in plan(4, TARGETS, 12, 10.0, replace=("trainer",)) if f.action == REPLACE)
