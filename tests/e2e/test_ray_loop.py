@@ -11,24 +11,31 @@ an S3-compatible store (moto's server on the head). The base model is the one in
 
 Checks: `status --json` names every service's node, engines announce their nodes' addresses, versions advance and
 reach both engines as http:// URIs of the trainer's node, trajectories are assembled. Then: kill -9 of node_c
-(an engine's): the loop trains on, and rollout-1 is back on node_c when the node returns. kill -9 of node_d
-(the trainer's, its disk lost): the trainer comes back on node_e when it joins, resumes from the object store
-and its versions go on. A node_f joins and `scale rollout=+1` adds an engine there, restarting nothing. The
-chaos audit over everything (the chaos driver's ledger of acknowledged calls beside the agent pool) finds
-nothing lost, duplicated or trained twice, and no version going backwards; `down` leaves no process.
+(an engine's): the loop trains on, and rollout-1 is back on node_c when the node returns. node_d, the trainer's,
+cut off the network with everything on it left running (not killed): Ray counts it dead and restarts the trainer
+on node_e when it joins, which resumes from the object store (node_d's disk is not node_e's) and its versions go
+on; then node_d's link comes back, and the old trainer, alive all along, is a zombie: it must write nothing that
+anyone reads (its transactional producer is fenced by the broker) and be gone. A node_f joins and `scale
+rollout=+1` adds an engine there, restarting nothing. The chaos audit over everything (the chaos driver's ledger
+of acknowledged calls beside the agent pool, and the zombie) finds nothing lost, duplicated or trained twice, no
+version going backwards and nothing the zombie wrote after the cut; `down` leaves no process.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
+import socket
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 import yaml
 
+from seamlessflow.chaos.audit import Zombie
 from seamlessflow.chaos.collect import audit_topics, read_ledger
 from seamlessflow.chaos.driver import Driver, DriverConfig
 from seamlessflow.chaos.run import all_ended_assembled
@@ -48,6 +55,7 @@ from seamlessflow.topics import Topics
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400),
               pytest.mark.skipif(bool(can_make_namespaces()), reason=can_make_namespaces() or "")]
 ENGINES = {"rollout-0": "node_b", "rollout-1": "node_c"}
+SINGLE_WRITERS = ("trainer", "scheduler")  # the roles whose zombies the broker fences (docs/concepts.md)
 TRAINER_SLOT = {"trainer_slot": 1.0}  # what the trainer asks for: node_d offers it, then node_e
 
 
@@ -97,10 +105,10 @@ def test_the_loop_on_ray_across_nodes_survives_lost_nodes_and_grows_onto_a_new_o
         try:
             status = _placed_and_trained(config, tmp_path, ips)
             _an_engine_node_lost_and_back(cluster, config, tmp_path)
-            _the_trainer_node_lost_and_another_joins(cluster, config, tmp_path)
+            zombie = _the_trainer_node_cut_off_and_another_joins(cluster, config, tmp_path)
             _a_node_joins_and_an_engine_is_added(cluster, config, tmp_path)
             driver.stop()
-            _audit_finds_nothing_lost(tmp_path, status["bootstrap_servers"])
+            _audit_finds_nothing_lost(tmp_path, status["bootstrap_servers"], zombie)
         finally:
             driver.stop()
             down = sf(config, "down", timeout=300)
@@ -138,14 +146,18 @@ def _an_engine_node_lost_and_back(cluster, config: Path, tmp_path: Path) -> None
     print(f"node_c killed and back: rollout-1 serving v{newest} again {time.monotonic() - killed_at:.1f} s after")
 
 
-def _the_trainer_node_lost_and_another_joins(cluster, config: Path, tmp_path: Path) -> None:
-    """kill -9 of node_d, the trainer's, and its disk with it: Ray restarts the trainer's actor on node_e when it
-    joins (the only other node offering `trainer_slot`); the trainer resumes from the newest checkpoint in the
-    object store, its versions go on from where they were (the audit checks they never go backwards), and the
-    engines load them from node_e."""
-    killed_at = time.monotonic()
-    cluster.kill_node("node_d")
+def _the_trainer_node_cut_off_and_another_joins(cluster, config: Path, tmp_path: Path) -> Zombie:
+    """node_d, the trainer's, cut off the network, its processes left running: Ray restarts the trainer's actor on
+    node_e when it joins (the only other node offering `trainer_slot`); the trainer resumes from the newest
+    checkpoint in the object store, its versions go on from where they were (the audit checks they never go
+    backwards), and the engines load them from node_e. Then node_d's link comes back: its trainer, never killed,
+    is the zombie the broker fences (what it writes is refused) and it ends; the audit checks nothing of it after
+    the cut is on any topic. Returns it for the audit."""
     settings = Settings(bootstrap_servers=_status(config)["bootstrap_servers"])
+    cut_at_ms = int(time.time() * 1000)
+    pids = cluster.cut_node("node_d")
+    old = [p for p in pids if any(role in " ".join(_cmdline(p)) for role in SINGLE_WRITERS)]
+    assert old, f"no trainer process on node_d among {pids}"
     before = max(w.version for w in _versions(settings))  # the last one node_d's trainer published
     node = cluster.start_node("node_e", resources=TRAINER_SLOT)
     status = _until_engines_load(config, tmp_path, ENGINES, before + 1)
@@ -153,8 +165,30 @@ def _the_trainer_node_lost_and_another_joins(cluster, config: Path, tmp_path: Pa
     assert trainer["node_ip"] == node.ip, trainer
     newer = [w for w in _versions(settings) if w.version > before]
     assert newer and all(w.uri.startswith(f"http://{node.ip}:") for w in newer), newer
-    print(f"node_d (the trainer's) killed: v{before + 1} from the trainer on node_e, served by both engines, "
-          f"{time.monotonic() - killed_at:.1f} s after")
+    print(f"node_d (the trainer's) cut off: v{before + 1} from the trainer on node_e, served by both engines, "
+          f"{time.time() - cut_at_ms / 1000:.1f} s after")
+    cluster.heal_node("node_d")
+    healed_at = time.time()
+    exited = wait_until(lambda: not [p for p in old if pid_alive(p)], 300,
+                        f"node_d's old single writers {old} to end", every_s=1)
+    print(f"node_d back: its old single writers {old} ended {time.time() - healed_at:.1f} s later "
+          f"({_fenced_in_logs(tmp_path)})")
+    return Zombie("trainer", tuple(f"{socket.gethostname()}:{p}" for p in pids), cut_at_ms,
+                  int(healed_at * 1000), took_over=True, exited=exited)
+
+
+def _cmdline(pid: int) -> list[str]:
+    try:
+        return psutil.Process(pid).cmdline()
+    except psutil.Error:
+        return []
+
+
+def _fenced_in_logs(tmp_path: Path) -> str:
+    """Whether node_d's logs say the broker fenced a writer (else Ray's node shutdown ended it first)."""
+    logs = list(private_view(tmp_path / "nodes", "node_d").glob("*/logs/*.log"))
+    fenced = any("fenced" in log.read_text(errors="replace") for log in logs)
+    return "fenced by the broker, a log says" if fenced else "ended by Ray's node shutdown before they wrote"
 
 
 def _a_node_joins_and_an_engine_is_added(cluster, config: Path, tmp_path: Path) -> None:
@@ -173,14 +207,15 @@ def _a_node_joins_and_an_engine_is_added(cluster, config: Path, tmp_path: Path) 
     assert all(services[name]["restarts"] == count for name, count in restarts.items()), services
 
 
-def _audit_finds_nothing_lost(tmp_path: Path, bootstrap: str) -> None:
-    """The chaos audit over the topics, the trainer's step log (on node_a) and the driver's ledger: 0
-    acknowledged calls lost, 0 trajectories duplicated, 0 trained twice, versions never backwards."""
+def _audit_finds_nothing_lost(tmp_path: Path, bootstrap: str, zombie: Zombie) -> None:
+    """The chaos audit over the topics, the trainer's step log (on node_e) and the driver's ledger: 0
+    acknowledged calls lost, 0 trajectories duplicated, 0 trained twice, versions never backwards, and nothing
+    node_d's cut-off trainer wrote after the cut."""
     effective = Settings.load(tmp_path / "driver" / "run" / "config.yaml")
     trainer_node = next(private_view(tmp_path / "nodes", "node_e").glob("*/data/trainer")).parent
     settings = effective.with_overrides(bootstrap_servers=bootstrap, data_dir=str(trainer_node))
     wait_until(lambda: all_ended_assembled(settings), 300, "every ended session assembled", every_s=3)
-    ledger = read_ledger(tmp_path / "ledger.jsonl")
+    ledger = dataclasses.replace(read_ledger(tmp_path / "ledger.jsonl"), zombies=(zombie,))
     report = audit_topics(settings, ledger)
     assert report.ok, report.violations[:10]
     assert ledger.calls and report.counts, report.counts
