@@ -19,7 +19,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from seamlessflow.ports import free_port_block  # noqa: E402
-from seamlessflow.stack.supervisor import stop_tree  # noqa: E402
+from seamlessflow.stack.processes import stop_tree  # noqa: E402
 from seamlessflow.testing.ray_cluster import ray_cluster, small_stack_config  # noqa: E402
 
 

@@ -28,7 +28,8 @@ import psutil
 
 from seamlessflow.chaos.audit import Zombie
 from seamlessflow.chaos.schedule import FREEZE, REPLACE, Fault
-from seamlessflow.stack.supervisor import Supervisor, pid_alive
+from seamlessflow.stack.processes import pid_alive
+from seamlessflow.stack.supervisor import Supervisor
 
 CHILD = "+child"
 HOLDS_ROLE = b"holds role"  # what a role's writer logs once its init_transactions fenced the older ones

@@ -27,10 +27,11 @@ from seamlessflow.stack.adoption import take_over
 from seamlessflow.stack.options import ClusterOptions
 from seamlessflow.stack.placement import Placement
 from seamlessflow.stack.placements import placement_for, recorded
+from seamlessflow.stack.processes import STACK_ENV
 from seamlessflow.stack.scale import parse_change, scale_stack
 from seamlessflow.stack.services import SERVICES, config_path, log_dir, run_dir, start_stack, with_stack_defaults
 from seamlessflow.stack.status import stack_status
-from seamlessflow.stack.supervisor import STACK_ENV, ServiceState, read_state
+from seamlessflow.stack.supervisor import ServiceState, read_state
 from seamlessflow.stack.watch import ResourceWatcher
 
 
@@ -175,7 +176,7 @@ def _print_ready(console: Console, info: dict, settings: Settings) -> None:
 @pass_settings
 def down(settings: Settings) -> None:
     """Stop the stack: SIGTERM, then SIGKILL after the grace period; no process is left behind, whatever
-    state `up` reached (every process of the stack carries its run directory: see `supervisor.stack_processes`)."""
+    state `up` reached (every process of the stack carries its run directory: see `processes.stack_processes`)."""
     click.echo("stopped" if recorded(settings).stop(click.echo) else "nothing is running here")
 
 

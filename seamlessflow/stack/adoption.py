@@ -4,7 +4,7 @@ full set beside the first. Now `up` never starts a second stack: it adopts the f
 
 Why adoption by default: the services are healthy and nothing of the stack needs them restarted; adopting keeps
 the engines warm (a vLLM start is minutes on a loaded machine), the trainer on its step and the proxy's sessions
-open. The new supervisor takes over the recorded processes that still run (`supervisor.Adopted`: found by pid,
+open. The new supervisor takes over the recorded processes that still run (`processes.Adopted`: found by pid,
 checked by the stack's marker and start time), watches them by pid and restarts one that dies from its spec, as
 it does its own; the stack keeps its generation, so a restarted service restores the commands it was sent.
 
@@ -25,8 +25,8 @@ import yaml
 
 from seamlessflow.config import Settings
 from seamlessflow.stack.placement import Recorded
+from seamlessflow.stack.processes import stack_processes
 from seamlessflow.stack.services import config_path, run_dir
-from seamlessflow.stack.supervisor import stack_processes
 
 
 def take_over(stack: Recorded, settings: Settings, say: Callable[[str], object]) -> tuple[Settings, dict[str, dict]]:

@@ -18,11 +18,12 @@ from typing import Any
 from seamlessflow.config import Settings
 from seamlessflow.stack.options import ClusterOptions
 from seamlessflow.stack.placement import Placement, PlacementError, Recorded
+from seamlessflow.stack.processes import Adopted, pid_alive, stack_processes, stop_tree
 from seamlessflow.stack.ray_placement import RayPlacement, actor_states, connect, namespace_for, stop_actors
 from seamlessflow.stack.ray_settings import for_the_cluster
 from seamlessflow.stack.rows import service_row
 from seamlessflow.stack.services import config_path, log_dir, run_dir
-from seamlessflow.stack.supervisor import Adopted, Supervisor, pid_alive, read_state, stack_processes, stop_tree
+from seamlessflow.stack.supervisor import Supervisor, read_state
 
 ONE_MACHINE = ("no stack placed on Ray runs from this data directory (the local stack runs on one machine: "
                "configure rollout.workers and start it again)")
@@ -55,7 +56,7 @@ def recorded(settings: Settings) -> Recorded:
 @dataclass
 class LocalRecord:
     """A stack of this machine's supervisor: its pid, its services' pids, and every process that carries the
-    run directory (`supervisor.stack_processes`), listed or not."""
+    run directory (`processes.stack_processes`), listed or not."""
 
     settings: Settings
     state: dict[str, Any] = field(default_factory=dict)

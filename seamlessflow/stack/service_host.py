@@ -26,7 +26,8 @@ from typing import Any
 import yaml
 
 from seamlessflow.ports import NODE_ADDRESS_ENV, interface_of
-from seamlessflow.stack.supervisor import HEALTHY_AFTER_S, STACK_ENV, stop_tree
+from seamlessflow.stack.processes import STACK_ENV, stop_tree
+from seamlessflow.stack.supervisor import HEALTHY_AFTER_S
 
 PR_SET_PDEATHSIG = 1
 GLOO_INTERFACE_ENV = "GLOO_SOCKET_IFNAME"

@@ -6,8 +6,8 @@ from __future__ import annotations
 from seamlessflow.config import Settings
 from seamlessflow.kafka.admin import brokers
 from seamlessflow.stack.placements import recorded
+from seamlessflow.stack.processes import pid_alive
 from seamlessflow.stack.rows import resource_rows, trainer_version
-from seamlessflow.stack.supervisor import pid_alive
 
 
 def stack_status(settings: Settings, resources: list[dict] | None = None) -> dict:

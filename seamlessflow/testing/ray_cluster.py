@@ -268,7 +268,7 @@ def _exited_logs(nodes: list[RayNode]) -> str:
 def _stop(cluster: RayCluster) -> None:
     """Stops the workers, then the head, by the pids started here and their descendants; then anything still
     running from one of the cluster's temp dirs (a worker Ray re-parented); then the network."""
-    from seamlessflow.stack.supervisor import stop_tree
+    from seamlessflow.stack.processes import stop_tree
 
     for node in reversed(cluster.nodes):
         if node.proc is not None:

@@ -18,7 +18,8 @@ from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.messages import WeightVersion
 from seamlessflow.ports import free_port, free_port_block
 from seamlessflow.scheduler.reading import messages_until
-from seamlessflow.stack.supervisor import pid_alive, read_state, stack_processes
+from seamlessflow.stack.processes import pid_alive, stack_processes
+from seamlessflow.stack.supervisor import read_state
 from seamlessflow.teams import TeamKeys
 from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics

@@ -15,7 +15,7 @@ import urllib.request
 import pytest
 
 from seamlessflow.ports import free_port_block
-from seamlessflow.stack.supervisor import pid_alive, stop_tree
+from seamlessflow.stack.processes import pid_alive, stop_tree
 from seamlessflow.testing.ray_cluster import can_make_namespaces, ray_cluster, small_stack_config
 from seamlessflow.testing.waiting import wait_until
 

@@ -44,7 +44,7 @@ from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.io import read_messages
 from seamlessflow.messages import Trajectory, WeightVersion
 from seamlessflow.ports import free_port, free_port_block
-from seamlessflow.stack.supervisor import pid_alive
+from seamlessflow.stack.processes import pid_alive
 from seamlessflow.testing.models import build_random_tiny_model
 from seamlessflow.testing.object_store import ObjectStore, object_store
 from seamlessflow.testing.ray_cluster import can_make_namespaces, private_view, ray_cluster

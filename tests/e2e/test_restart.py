@@ -27,7 +27,7 @@ from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.messages import ControlCommand, WeightVersion
 from seamlessflow.ports import free_port, free_port_block
 from seamlessflow.scheduler.reading import messages_until
-from seamlessflow.stack.supervisor import stack_processes
+from seamlessflow.stack.processes import stack_processes
 from seamlessflow.testing.vllm_server import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 from seamlessflow.topics import Topics
 

@@ -10,9 +10,10 @@ import time
 from seamlessflow.config import Settings
 from seamlessflow.stack.adoption import take_over
 from seamlessflow.stack.placements import recorded
+from seamlessflow.stack.processes import pid_alive, stack_processes
 from seamlessflow.stack.services import config_path
 from seamlessflow.stack.status import supervisor_words
-from seamlessflow.stack.supervisor import pid_alive, read_state, stack_processes
+from seamlessflow.stack.supervisor import read_state
 from seamlessflow.testing.waiting import wait_until
 
 # A foreground `up` in miniature: one service, held until SIGTERM; "adopt" takes over what a dead one recorded,
@@ -20,7 +21,8 @@ from seamlessflow.testing.waiting import wait_until
 HOLDER = """
 import os, signal, subprocess, sys, time
 from pathlib import Path
-from seamlessflow.stack.supervisor import STACK_ENV, ServiceSpec, Supervisor, read_state
+from seamlessflow.stack.supervisor import ServiceSpec, Supervisor, read_state
+from seamlessflow.stack.processes import STACK_ENV
 run = Path(sys.argv[1]) / "run"
 adopt = (read_state(run) or {}).get("services") if sys.argv[2] == "adopt" else None
 sup = Supervisor(run, Path(sys.argv[1]) / "logs", grace_s=2, adopt=adopt)

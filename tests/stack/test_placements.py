@@ -11,7 +11,8 @@ from seamlessflow.cli.main import cli
 from seamlessflow.config import Settings
 from seamlessflow.stack.placement import PlacementError
 from seamlessflow.stack.placements import ONE_MACHINE, LocalRecord, RayRecord, placement_for, recorded
-from seamlessflow.stack.supervisor import Supervisor, pid_alive, read_state, stack_processes
+from seamlessflow.stack.processes import pid_alive, stack_processes
+from seamlessflow.stack.supervisor import Supervisor, read_state
 from seamlessflow.testing.waiting import wait_until
 
 # A foreground `up` in miniature: a supervisor with one service, holding it until SIGTERM.

@@ -14,10 +14,11 @@ import pytest
 
 from seamlessflow.ports import free_port, free_port_block
 from seamlessflow.stack.placement import expand_replicas
+from seamlessflow.stack.processes import pid_alive
 from seamlessflow.stack.ray_placement import PlacementError, RayPlacement, stop_actors
 from seamlessflow.stack.resources import Resources, RestartPolicy
 from seamlessflow.stack.services import listening
-from seamlessflow.stack.supervisor import ServiceSpec, StartupFailed, pid_alive
+from seamlessflow.stack.supervisor import ServiceSpec, StartupFailed
 from seamlessflow.testing.ray_cluster import can_make_namespaces, ray_cluster
 from seamlessflow.testing.waiting import wait_until
 

@@ -7,14 +7,8 @@ import time
 
 import pytest
 
-from seamlessflow.stack.supervisor import (
-    ServiceSpec,
-    StartupFailed,
-    Supervisor,
-    pid_alive,
-    read_state,
-    stack_processes,
-)
+from seamlessflow.stack.processes import pid_alive, stack_processes
+from seamlessflow.stack.supervisor import ServiceSpec, StartupFailed, Supervisor, read_state
 from seamlessflow.testing.waiting import wait_until
 
 # A service that starts a helper in its own session (as a rollout worker starts vLLM) and records its pid.

@@ -11,8 +11,9 @@ import sys
 from pathlib import Path
 
 from seamlessflow.kafka.fencing import FENCED_EXIT_CODE
+from seamlessflow.stack.processes import STACK_ENV, pid_alive
 from seamlessflow.stack.supervisor import FENCED_EXIT_CODE as SUPERVISOR_FENCED
-from seamlessflow.stack.supervisor import STACK_ENV, ServiceSpec, Supervisor, pid_alive
+from seamlessflow.stack.supervisor import ServiceSpec, Supervisor
 from seamlessflow.testing.waiting import wait_until
 
 # Exits fenced once a file named after its own pid appears: each process of the service is fenced on its own.
