@@ -224,7 +224,7 @@ def ray_cluster(names: tuple[str, ...] = ("node_a", "node_b", "node_c"), node_di
     try:
         port = int(cluster.address.rsplit(":", 1)[1])
         nodes[0].proc = _start_node(nodes[0], None, port, node_dir)
-        wait_until(lambda: alive_nodes(cluster.address) >= 1, 120, "the Ray head", every_s=1, alive=[nodes[0].proc])
+        _await_head(cluster, port)
         for node in nodes[1:]:
             node.proc = _start_node(node, cluster.address, port, node_dir)
         _await_workers(cluster, port)
@@ -233,10 +233,27 @@ def ray_cluster(names: tuple[str, ...] = ("node_a", "node_b", "node_c"), node_di
         _stop(cluster)
 
 
+def _await_head(cluster: RayCluster, port: int, tries: int = 3) -> None:
+    """Waits until the head is alive, starting it again when its `ray start` gave up (as `_await_workers`)."""
+    head = cluster.nodes[0]
+    for attempt in range(1, tries + 1):
+        assert head.proc is not None
+        try:
+            wait_until(lambda: alive_nodes(cluster.address) >= 1, 120, "the Ray head", every_s=1, alive=[head.proc])
+            return
+        except AssertionError as exc:
+            if attempt == tries or head.proc.poll() is None:
+                raise AssertionError(f"{exc}\n{_exited_logs(cluster.nodes)}") from None
+            print(f"the Ray head: ray start gave up; starting it again ({attempt}/{tries})")
+            _stop_marked(str(head.temp_dir))
+            head.proc = _start_node(head, None, port, cluster.node_dir)
+
+
 def _await_workers(cluster: RayCluster, port: int, tries: int = 3) -> None:
     """Waits until every node is alive. A worker whose `ray start` gave up is started again, up to `tries` times:
     on 2 cores under a full suite the head's GCS can answer a joining node's first query after its 30 s deadline
-    ("Failed to get node info: Deadline Exceeded"), which is load, not a fault of the cluster under test."""
+    ("Failed to get node info: Deadline Exceeded"; Ray gives a raylet 30 s to register, not configurable), which
+    is load, not a fault of the cluster under test."""
     head = cluster.nodes[0].proc
     for attempt in range(1, tries + 1):
         procs = [n.proc for n in cluster.nodes if n.proc is not None]
@@ -250,7 +267,21 @@ def _await_workers(cluster: RayCluster, port: int, tries: int = 3) -> None:
                 raise AssertionError(f"{exc}\n{_exited_logs(cluster.nodes)}") from None
             for node in failed:
                 print(f"{node.name}: ray start gave up; starting it again ({attempt}/{tries})")
+                _stop_marked(str(node.temp_dir))
                 node.proc = _start_node(node, cluster.address, port, cluster.node_dir)
+
+
+def _stop_marked(marker: str) -> None:
+    """Stops every process whose command line names `marker` (a node's or the cluster's temp dir): what a
+    `ray start` that gave up, or a worker Ray re-parented, left running."""
+    from seamlessflow.stack.processes import stop_tree
+
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if any(marker in arg for arg in proc.info["cmdline"] or []):
+                stop_tree(proc.pid, 5)
+        except psutil.NoSuchProcess:
+            pass
 
 
 def _exited_logs(nodes: list[RayNode]) -> str:
@@ -274,13 +305,7 @@ def _stop(cluster: RayCluster) -> None:
         if node.proc is not None:
             stop_tree(node.proc.pid, 15)
             node.proc.wait(10)
-    marker = str(cluster.root)
-    for proc in psutil.process_iter(["cmdline"]):
-        try:
-            if any(marker in arg for arg in proc.info["cmdline"] or []):
-                stop_tree(proc.pid, 5)
-        except psutil.NoSuchProcess:
-            pass
+    _stop_marked(str(cluster.root))
     for ns in cluster._links:
         subprocess.run(["ip", "netns", "delete", ns], capture_output=True)
     subprocess.run(["ip", "link", "delete", cluster.bridge], capture_output=True)
