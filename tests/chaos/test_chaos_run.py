@@ -24,8 +24,10 @@ def test_short_seeded_chaos_run_passes_the_audit(settings):
     stack = with_stack_defaults(settings.with_overrides(
         proxy={"port": free_port()}, trainer={"batch_threshold": 1, "heartbeat_s": 1.0}, stop_grace_s=15))
     stack, engines = stub_engine_stack(stack, 1, group_size=2)
+    # 150 s to recover: the `replace` fault starts a second trainer cold (DeepSpeed, checkpoint), which took 121 s
+    # on 2 cores beside the rest of `make test` under heavy load (90 s otherwise held)
     options = ChaosConfig(seed=7, faults=4, every_s=8.0, targets=TARGETS, concurrency=4, settle_s=30.0,
-                           drain_s=180.0, recover_within_s=90.0)
+                           drain_s=180.0, recover_within_s=150.0)
     result = run_chaos(stack, options, engines)
 
     assert result.ok, result.audit.violations
