@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 import time
 import uuid
 from collections.abc import Iterable
@@ -79,6 +78,7 @@ from seamlessflow.trainer.policy_engine import PolicyEngine, StepMetrics
 from seamlessflow.trainer.samples import sample_from_record
 from seamlessflow.trainer.source import Incoming, TrajectorySource
 from seamlessflow.trainer.state import TrainerState
+from seamlessflow.trainer.step_log import append_steps, cut_after
 from seamlessflow.trainer.versions import newest_announced, uri_name, version_uri, weights_server
 from seamlessflow.weights.files import (
     PendingVersion,
@@ -141,7 +141,7 @@ class Trainer:
         self.announced_version = self.version  # re-published at start (run)
         self._checkpointed = (self.step, time.monotonic())
         self._checkpointed_version = self.version
-        self._truncate_step_log()
+        cut_after(self.steps_log, self.step)
         self.builder = self._batch_builder(state)
         self._counters_at_step = Counters()
         self._offsets_by_id: dict[str, tuple[int, int]] = {}  # held samples -> where to finish them
@@ -421,29 +421,12 @@ class Trainer:
     def _name_checkpoint(self, tag: str) -> None:
         """After the commit: the steps it holds logged, `latest` naming it here and in the store, the other
         tags pruned."""
-        self._log_steps()
+        append_steps(self.steps_log, self.version, self._trained_since_publish)  # durable now (`step_log`)
+        self._trained_since_publish = []
         name_latest(self.checkpoints, tag)
         mark_complete(self.store, tag, self.steps_log, self.config.keep_checkpoints)
         (self.work / "too_easy_tasks.json").write_text(json.dumps(list(self.builder.too_easy_tasks)))
         prune_tags(self.checkpoints, tag, self.config.keep_checkpoints)
-
-    def _log_steps(self) -> None:
-        """Appends which ids each step trained to `steps.jsonl`, once the commit made those steps durable and
-        before `latest` names their checkpoint (a crash between the two leaves lines past the restored step,
-        which the restart cuts: `_truncate_step_log`); a fenced trainer logs none."""
-        with open(self.steps_log, "a") as out:
-            for entry in self._trained_since_publish:
-                out.write(json.dumps({"version": self.version, **entry}) + "\n")
-            out.flush()
-            os.fsync(out.fileno())
-        self._trained_since_publish = []
-
-    def _truncate_step_log(self) -> None:
-        if not self.steps_log.exists():
-            return
-        lines = self.steps_log.read_text().splitlines()
-        kept = [line for line in lines if line.strip() and json.loads(line)["step"] <= self.step]
-        self.steps_log.write_text("".join(line + "\n" for line in kept))
 
     # -- records ----------------------------------------------------------------------------------------
 
