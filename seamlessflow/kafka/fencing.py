@@ -39,6 +39,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
+from seamlessflow.exit_codes import FENCED_EXIT_CODE
 from seamlessflow.kafka.io import DeliveryFailed, Headers, Key, MessageProducer, OnDelivery
 
 __all__ = ["FENCED_EXIT_CODE", "WRITER_HEADER", "Fenced", "RoleWriter", "TransactionAborted", "transactional_id"]
@@ -48,7 +49,6 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 WRITER_HEADER = "sf-writer"
-FENCED_EXIT_CODE = 3  # a service that lost its role to a newer process (distinct from a crash's 1)
 # Short, since a process frozen with a transaction open holds back the readers of its partitions until the
 # broker aborts it: with the embedded broker's 1 s abort check, below the scheduler's 10 s heartbeat timeout
 # plus a beat; long enough that a broker restart of a few seconds does not abort a tick's transaction.

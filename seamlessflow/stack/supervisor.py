@@ -27,6 +27,7 @@ from pathlib import Path
 
 import psutil
 
+from seamlessflow.exit_codes import FENCED_EXIT_CODE
 from seamlessflow.stack.processes import (
     STACK_ENV,
     Adopted,
@@ -43,9 +44,6 @@ from seamlessflow.stack.resources import Resources, RestartPolicy
 MAX_BACKOFF_S = 30.0
 HEALTHY_AFTER_S = 60.0  # a process that ran this long has its backoff reset
 SAY_WAITING_EVERY_S = 30.0
-# A service's exit code when a newer process took its role (seamlessflow.kafka.fencing.FENCED_EXIT_CODE; not
-# imported: this module stays free of Kafka)
-FENCED_EXIT_CODE = 3
 
 # A readiness check: what the service is still waiting for, in words ("" once it is ready). A real check (a
 # client call), polled after start; the words go to the status and the log, so a wait that cannot end says why.
