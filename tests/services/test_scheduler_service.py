@@ -129,8 +129,10 @@ def test_manager_keeps_in_flight_groups_within_bound(settings, codec):
     running = ServiceThread(SchedulerService(settings, options("disaggregated", batch_threshold=100), manager, codec))
     try:
         wait_until(lambda: running.service.manager.published == 3, [])
-        tasks = read_messages(settings, Topics(settings).tasks, codec)
-        assert len(tasks) == 3 and all(t.group_size == 2 for t in tasks)
+        committed = lambda: read_messages(settings, Topics(settings).tasks, codec)  # noqa: E731
+        wait_until(lambda: len(committed()) == 3, [])  # counted when produced, readable once the tick commits
+        tasks = committed()
+        assert all(t.group_size == 2 for t in tasks)
         publish_trajectories(settings, codec, tasks[0].group_id, ["s1"])  # half a group: no new work
         wait_until(lambda: running.service.manager.trajectories == 1, [])
         assert running.service.manager.published == 3

@@ -46,8 +46,8 @@ def written_by(settings: Settings, codec: Codec, proc: subprocess.Popen) -> dict
     """Per topic a role writes, where the records of process `proc` lie (committed ones only: read_committed)."""
     writer = f"{socket.gethostname()}:{proc.pid}".encode()
     topics = Topics(settings)
-    return {topic: [(r.partition, r.offset) for r in read_topic(settings, topic, codec)
-                    if (r.headers or {}).get(WRITER_HEADER) == writer]
+    return {topic: sorted((r.partition, r.offset) for r in read_topic(settings, topic, codec)
+                          if (r.headers or {}).get(WRITER_HEADER) == writer)  # partitions are read in any order
             for topic in (topics.control, topics.tasks, topics.status, topics.weights, topics.dead_letter)}
 
 
