@@ -301,6 +301,32 @@ class EvalResult:
     published_at: Int64
 
 
+@dataclass
+class StoredResponse:
+    """A Responses API response kept for `previous_response_id` and `GET /v1/responses/{id}` (`store: true`),
+    on the compacted responses topic keyed by `response_id`; a delete is a tombstone under that key.
+
+    Self-contained, so continuing or reading one response reads one record, whichever proxy worker wrote it:
+    `messages_json` is the whole conversation as chat messages, this response's output last (the request's
+    `instructions` left out: the API does not carry them over to a continuation). `prompt_ids`,
+    `completion_ids` and `versions` are the engine's tokens of the call behind it (choice 0) and the policy
+    version of each generated token, as recorded on the session-events topic."""
+
+    event_id: str
+    response_id: str
+    session_id: str
+    team: str
+    run: str
+    previous_response_id: str | None
+    input_items_json: str  # this response's own input items (ids filled in): `GET .../input_items`
+    response_json: str  # the Response object as the client got it: `GET /v1/responses/{id}`
+    messages_json: str  # the conversation as chat messages, its output included: a continuation's history
+    prompt_ids: PackedInt32
+    completion_ids: PackedInt32
+    versions: PackedInt32
+    created_at_ms: Int64
+
+
 MESSAGE_TYPES: tuple[type, ...] = (
     TokenIO,
     EpisodeEnd,
@@ -312,6 +338,7 @@ MESSAGE_TYPES: tuple[type, ...] = (
     WeightVersion,
     DeadLetter,
     EvalResult,
+    StoredResponse,
 )
 
 __all__ = [cls.__name__ for cls in MESSAGE_TYPES] + [

@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import Any
 
 from seamlessflow.core.episodes import EpisodeStatus
+from seamlessflow.proxy.openapi_stored import stored_paths
 from seamlessflow.proxy.options import ProxyOptions
 
 SESSION_PATTERN = r"^[A-Za-z0-9._:\-]{1,128}$"
@@ -204,7 +205,10 @@ RESPONSES_BODY = {
         },
         "max_output_tokens": _int(1, INT32_MAX),
         "stream": _bool(),
-        "previous_response_id": {"type": "null", "description": "no response state is kept: send the whole input"},
+        "previous_response_id": {"type": ["string", "null"], "minLength": 1,
+                                 "description": "continue a stored response of this team: its conversation, then "
+                                                "this input"},
+        "store": {**_bool(), "description": "keep the response (default true) for previous_response_id and GET"},
     },
     "additionalProperties": True,
     "description": "OpenAI Responses; recorded as the chat call the engine runs. Built-in tools, images and files "
@@ -294,6 +298,7 @@ def openapi_document(config: ProxyOptions) -> dict:
         paths[prefix + "/v1/responses"] = _door_operation("responses", in_path)
         paths[prefix + "/v1/messages"] = _door_operation("messages", in_path)
         paths[prefix + "/v1/models"] = _models_operation(in_path)
+        paths.update(stored_paths(prefix, SESSION_PARAM if in_path else None))
     paths["/sessions/{session_id}/end"] = {
         "post": {
             "operationId": "end_session",

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from seamlessflow.avro import Codec
@@ -34,7 +35,17 @@ class EventPublisher:
         self._thread.start()
 
     def publish(self, topic: str, key: str | None, message: Any) -> asyncio.Future:
-        """Encode and enqueue; the future gets None on delivery or a PublishFailed."""
+        """Encode and enqueue; the future gets None on delivery or a PublishFailed. A message the codec
+        refuses (e.g. `RecordTooLarge`) raises here, before anything is sent."""
+        return self._send(lambda on_delivery: self._producer.send(topic, key, message, on_delivery=on_delivery,
+                                                                  block=False))
+
+    def publish_tombstone(self, topic: str, key: str) -> asyncio.Future:
+        """A record without a value: on a compacted topic it deletes `key` (a stored response's delete)."""
+        return self._send(lambda on_delivery: self._producer.send_bytes(topic, key, None, on_delivery=on_delivery,
+                                                                        block=False))
+
+    def _send(self, send: Callable[[Callable[[object, object], None]], None]) -> asyncio.Future:
         loop = self._loop or asyncio.get_running_loop()
         future = loop.create_future()
 
@@ -42,7 +53,7 @@ class EventPublisher:
             loop.call_soon_threadsafe(_settle, future, err)
 
         try:  # never waits: a full queue fails this call (a fatal producer is replaced for the next one)
-            self._producer.send(topic, key, message, on_delivery=on_delivery, block=False)
+            send(on_delivery)
         except DeliveryFailed as exc:
             raise PublishFailed(str(exc)) from exc
         return future

@@ -8,7 +8,7 @@ policy version that produced it and cut a generation at a pause without losing w
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal, overload
 
 from seamlessflow.proxy.errors import ProxyError
@@ -28,6 +28,9 @@ class CallRequest:
     max_tokens: int | None
     model: str
     num_prompts: int = 1
+    # the client's body as its front door took it, where the door turned it into another form (a Responses
+    # request into a chat call): what the reply echoes, and what a stored response keeps
+    source: dict[str, Any] = field(default_factory=dict)
 
     def upstream_body(self, served_model: str | None = None) -> dict[str, Any]:
         body = dict(self.body)

@@ -2,12 +2,12 @@
 
 Instructions, message items, `function_call` and `function_call_output` items and function tools map one to
 one onto chat messages and tools; the engine renders them with the model's chat template and reports the
-prompt ids it used, which is what gets recorded. The proxy keeps no response state (`store` is never honoured):
-`previous_response_id` gets a 400 that says so, and so does anything with no chat form (images, files, item
-references) rather than being dropped. Built-in tools (`web_search`, ...) are not offered to the model: no one
-behind the proxy runs them, and Codex sends one with every call; the tools of a `namespace` tool are offered
-as plain function tools. Reasoning items carry nothing the engine can take
-back and are skipped. Errors keep OpenAI's shape.
+prompt ids it used, which is what gets recorded. Response state (`store`, `previous_response_id`, the
+`/v1/responses/{id}` routes) is kept on Kafka by `stored_responses.py`; here a request only names it.
+Anything with no chat form (images, files, item references) gets a 400 that says so rather than being
+dropped. Built-in tools (`web_search`, ...) are not offered to the model: no one behind the proxy runs them,
+and Codex sends one with every call; the tools of a `namespace` tool are offered as plain function tools.
+Reasoning items carry nothing the engine can take back and are skipped. Errors keep OpenAI's shape.
 """
 
 from __future__ import annotations
@@ -25,8 +25,6 @@ SAMPLING = {"temperature": "temperature", "top_p": "top_p", "max_output_tokens":
 # built-in tools OpenAI's servers run: no chat form and no one to run them here, so not offered to the model
 HOSTED_TOOLS = ("web_search", "web_search_preview", "file_search", "code_interpreter", "computer_use_preview",
                 "image_generation", "local_shell", "mcp")
-NO_STATE = ("response state is not kept by the trajectory proxy: send the whole conversation in 'input' "
-            "(store: false) instead of 'previous_response_id'")
 
 
 class ResponsesDoor(OpenAIDoor):
@@ -37,7 +35,9 @@ class ResponsesDoor(OpenAIDoor):
         self.name = "responses"
 
     def parse(self, body: Any, max_n: int) -> CallRequest:
-        return parse_call("chat", chat_body(body), 1)
+        call = parse_call("chat", chat_body(body), 1)
+        call.source = body
+        return call
 
     def reply(self, shaper: Shaper, call_id: str) -> dict:
         choice = shaper.response()["choices"][0]
@@ -54,18 +54,19 @@ class ResponsesDoor(OpenAIDoor):
 
 
 def response_object(shaper: Shaper, call_id: str, items: list[dict], finish_reason: str | None) -> dict:
-    body = shaper.request.body
+    body, source = shaper.request.body, shaper.request.source
     cut = finish_reason == "length"
     prompt, completion = shaper.capture.prompt_tokens, shaper.capture.completion_tokens
     return {
         "id": f"resp_{call_id}", "object": "response", "created_at": shaper.created, "model": shaper.model,
         "status": "incomplete" if cut else "completed",
         "incomplete_details": {"reason": "max_output_tokens"} if cut else None,
-        "output": items, "error": None, "instructions": None, "metadata": {},
+        "output": items, "error": None, "instructions": source.get("instructions"), "metadata": {},
         "tools": body.get("tools") or [], "tool_choice": body.get("tool_choice", "auto"),
         "parallel_tool_calls": body.get("parallel_tool_calls", True),
         "temperature": body.get("temperature"), "top_p": body.get("top_p"),
-        "max_output_tokens": body.get("max_tokens"), "previous_response_id": None, "store": False,
+        "max_output_tokens": body.get("max_tokens"),
+        "previous_response_id": source.get("previous_response_id"), "store": stores(source),
         "text": {"format": {"type": "text"}}, "truncation": "disabled",
         "usage": {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": completion,
                   "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": prompt + completion},
@@ -87,8 +88,11 @@ def function_call_item(item_id: str, call: dict, status: str = "completed") -> d
 def chat_body(body: Any) -> dict:
     if not isinstance(body, dict):
         raise ProxyError(400, "the request body must be a JSON object")
-    if body.get("previous_response_id") is not None:
-        raise ProxyError(400, NO_STATE, "previous_response_id")
+    previous = body.get("previous_response_id")
+    if previous is not None and (not isinstance(previous, str) or not previous):
+        raise ProxyError(400, "'previous_response_id' must be a response id (a string)", "previous_response_id")
+    if body.get("store") is not None and not isinstance(body["store"], bool):
+        raise ProxyError(400, "'store' must be a boolean", "store")
     for key in ("conversation", "background", "prompt"):
         if body.get(key):
             raise ProxyError(400, f"'{key}' is not supported through the trajectory proxy", key)
@@ -117,6 +121,11 @@ def chat_body(body: Any) -> dict:
     elif isinstance(fmt, dict) and fmt.get("type") == "json_object":
         chat["response_format"] = {"type": "json_object"}
     return chat
+
+
+def stores(body: dict) -> bool:
+    """Whether the response is kept (`store`, true unless the client says false, as the API's default)."""
+    return body.get("store") is not False
 
 
 def bad(field: str) -> Any:
@@ -215,6 +224,7 @@ class ResponseEvents:
         self.open: dict | None = None
         self.finish_reason: str | None = None
         self.started = False
+        self.response: dict | None = None  # the final Response object, once `finish` made it
 
     def chunk(self, chunk: dict) -> bytes:
         out = self._start()
@@ -243,7 +253,7 @@ class ResponseEvents:
 
     def finish(self) -> bytes:
         out = self._start() + self._close()
-        response = response_object(self.shaper, self.call_id, self.items, self.finish_reason)
+        response = self.response = response_object(self.shaper, self.call_id, self.items, self.finish_reason)
         kind = "response.incomplete" if response["status"] == "incomplete" else "response.completed"
         return out + self._event(kind, None, response=response)
 

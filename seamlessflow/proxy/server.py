@@ -47,9 +47,11 @@ from seamlessflow.proxy.options import ProxyOptions
 from seamlessflow.proxy.publisher import EventPublisher
 from seamlessflow.proxy.recording import CallIdentity, CallResult, Recorder
 from seamlessflow.proxy.requests import CallRequest
+from seamlessflow.proxy.response_store import ResponseStore
 from seamlessflow.proxy.responses_api import ResponsesDoor
 from seamlessflow.proxy.routing import EngineTable
 from seamlessflow.proxy.sessions import SessionOwnedByOtherTeam, SessionState, SessionTable
+from seamlessflow.proxy.stored_responses import StoredResponses
 from seamlessflow.teams import TeamKeys
 from seamlessflow.topics import Topics
 
@@ -64,10 +66,11 @@ RETRY_COUNT_HEADER = "X-Stainless-Retry-Count"
 DOOR = web.RequestKey("door", FrontDoor)  # the request's front door: errors answer in its API's shape
 CHAT_DOOR = OpenAIDoor("chat")
 MESSAGES_DOOR = MessagesDoor()
+RESPONSES_DOOR = ResponsesDoor()
 DOORS: dict[str, FrontDoor] = {
     "/v1/chat/completions": CHAT_DOOR,
     "/v1/completions": OpenAIDoor("completions"),
-    "/v1/responses": ResponsesDoor(),
+    "/v1/responses": RESPONSES_DOOR,
     "/v1/messages": MESSAGES_DOOR,
 }
 
@@ -139,6 +142,9 @@ class ProxyServer:
             c.retry_after_s,
             c.prompt_deltas,
         )
+        store = ResponseStore(settings, self.codec, self.publisher, Topics(settings).responses,
+                              c.stored_cache_mb << 20, c.stored_wait_s, c.delivery_timeout_s)
+        self.stored = StoredResponses(store, c, settings.run, settings.max_record_bytes, self._team)
         self.admission = Admission(c.max_inflight, c.max_queued, c.pause_timeout_s, c.retry_after_s)
         self.http: aiohttp.ClientSession | None = None
         self._runner: web.AppRunner | None = None
@@ -154,6 +160,7 @@ class ProxyServer:
             for path, door in DOORS.items():
                 app.router.add_post(prefix + path, functools.partial(self._call, door=door))
             app.router.add_get(prefix + "/v1/models", self._models)
+            self.stored.add_routes(app, prefix)
         app.router.add_post("/sessions/{session_id}/end", self._end)
         app.router.add_post("/sessions/{session_id}/calls/{call}/reward", self._call_reward)
         app.router.add_get("/healthz", self._healthz)
@@ -285,6 +292,8 @@ class ProxyServer:
         session_id, generated = self._session_id(request)
         body = await self._body(request)
         call = door.parse(await self._json(request, body), self.config.max_n)
+        if door is RESPONSES_DOOR:  # a continuation belongs to its stored response's session
+            session_id = await self.stored.continue_from(call, team, session_id, generated)
         session = self._claim(session_id, team)
         declared = request.headers.get(PROFILE_HEADER)
         if declared is not None:
@@ -339,8 +348,10 @@ class ProxyServer:
         self.metrics.tokens.labels("prompt").inc(capture.prompt_tokens)
         self.metrics.tokens.labels("completion").inc(capture.completion_tokens)
         if stream is None or events is None:
-            return json_reply(door.reply(run.shaper, reply_id), headers)
-        await stream.close(events.finish())
+            reply = door.reply(run.shaper, reply_id)
+            await self.stored.keep(call, who, capture, reply)  # a Responses call's state, unless store: false
+            return json_reply(reply, headers)
+        await stream.close(await self.stored.keep_streamed(call, who, capture, events, events.finish()))
         return stream.response
 
     async def _models(self, request: web.Request) -> web.Response:

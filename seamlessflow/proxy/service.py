@@ -1,4 +1,5 @@
-"""The whole proxy process: HTTP server, Kafka publisher, control listener, engine health checks, heartbeat.
+"""The whole proxy process: HTTP server, Kafka publisher, control listener, stored-responses follower, engine
+health checks, heartbeat.
 
 `ProxyService(settings).start()` from a running event loop; `stop()` drains the producer. Used by
 `services/proxy` (the process) and by tests (in-process, port 0).
@@ -65,6 +66,7 @@ class ProxyService:
         self.server.publisher.start()
         if self.listener is not None:
             self.listener.start()
+        self.server.stored.store.start()  # follows the responses topic: stored responses any worker wrote
         await self.server.start_http()
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._health_loop()), loop.create_task(self.heartbeat.run_async())]
@@ -83,6 +85,7 @@ class ProxyService:
             for task in stuck:
                 log.error("proxy task %s did not stop when cancelled", task.get_coro())
         await self.server.stop_http()
+        self.server.stored.store.stop()
         if self.listener is not None:
             self.listener.stop()
         left = self.server.publisher.close()

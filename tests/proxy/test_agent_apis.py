@@ -113,7 +113,11 @@ async def test_responses_function_tool_round_trip(proxy, stub):
 @pytest.mark.parametrize(
     ("body", "status", "words"),
     [
-        ({"model": "m", "input": "x", "previous_response_id": "resp_1"}, 400, "response state is not kept"),
+        (
+            {"model": "m", "input": "x", "previous_response_id": "resp_1"},
+            400,
+            "Previous response with id 'resp_1' not found",
+        ),
         (
             {"model": "m", "input": [{"role": "user", "content": [{"type": "input_image", "image_url": "u"}]}]},
             400,

@@ -1,0 +1,234 @@
+"""Stored responses (`store: true`) on the compacted responses topic, readable by any proxy worker.
+
+Why on Kafka: a client chains `previous_response_id` through whichever worker the kernel hands its connection
+to, and expects its responses to outlive a proxy restart; the data plane is already Kafka, so the state is a
+compacted topic keyed by response id, with no database beside it and no client pinned to a worker.
+
+- A write waits for Kafka's acknowledgement (as a call's token events do) before the client is answered, then
+  enters this worker's cache. A record the codec refuses (over `max_record_bytes`) raises before anything is
+  sent: nothing is half-written.
+- Every worker follows the topic from its beginning in a thread (`TableFeed`) into a cache bounded in bytes
+  (least recently used out first).
+- Every read first waits (up to `wait_s`) until the follower has read all that was on the topic when the
+  read came (a watermark query, milliseconds when it is up to date; the reads waiting at once share one):
+  a response another worker stored or deleted a moment ago is then seen as such, and an id still missing
+  was not on the topic (None). If the follower cannot catch up in time, a read of a response this worker
+  holds gets it as last known, and any other raises `NotCaughtUp` (a retryable answer, never a false "not
+  found"). Once the cache has evicted anything, a miss also reads the topic itself (a scan: the rare path,
+  the price of the bound).
+- A delete is a tombstone; the follower drops the id from every worker's cache.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+
+from seamlessflow.avro import Codec
+from seamlessflow.config import Settings
+from seamlessflow.kafka.reader import Record, read_topic
+from seamlessflow.kafka.table_feed import TableFeed, TableUnavailable
+from seamlessflow.messages import StoredResponse
+from seamlessflow.proxy.publisher import EventPublisher
+
+log = logging.getLogger(__name__)
+RECORD_OVERHEAD = 256  # bytes a cached record costs besides its strings and ids
+
+
+class NotCaughtUp(Exception):
+    """The follower did not read the topic up to the read's marks in time: the answer is not known yet."""
+
+
+def size_of(stored: StoredResponse) -> int:
+    strings = stored.input_items_json, stored.response_json, stored.messages_json
+    ids = len(stored.prompt_ids) + len(stored.completion_ids) + len(stored.versions)
+    return RECORD_OVERHEAD + sum(len(s) for s in strings) + 8 * ids  # a Python int in a list: ~8 bytes a slot
+
+
+class StoredCache:
+    """Stored responses by id, least recently used out first past `budget_bytes`; `evicted` says whether
+    any was ever dropped for room (then a miss may be a record the topic still holds)."""
+
+    def __init__(self, budget_bytes: int):
+        self.budget_bytes, self.bytes, self.evicted = budget_bytes, 0, False
+        self._items: OrderedDict[str, tuple[StoredResponse, int]] = OrderedDict()
+
+    def get(self, response_id: str) -> StoredResponse | None:
+        found = self._items.get(response_id)
+        if found is None:
+            return None
+        self._items.move_to_end(response_id)
+        return found[0]
+
+    def put(self, stored: StoredResponse) -> None:
+        self.drop(stored.response_id)
+        size = size_of(stored)
+        self._items[stored.response_id] = (stored, size)
+        self.bytes += size
+        while self.bytes > self.budget_bytes and len(self._items) > 1:
+            _, (_, dropped) = self._items.popitem(last=False)
+            self.bytes -= dropped
+            self.evicted = True
+
+    def drop(self, response_id: str) -> None:
+        found = self._items.pop(response_id, None)
+        if found is not None:
+            self.bytes -= found[1]
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+
+@dataclass
+class _Sync:
+    """A read waiting for the follower: its marks are taken on the follower's thread, then compared."""
+
+    future: asyncio.Future
+    marks: dict[int, int] | None = None
+
+
+class ResponseStore:
+    def __init__(self, settings: Settings, codec: Codec, publisher: EventPublisher, topic: str, cache_bytes: int,
+                 wait_s: float, delivery_timeout_s: float):
+        self.settings, self.codec, self.publisher, self.topic = settings, codec, publisher, topic
+        self.cache = StoredCache(cache_bytes)
+        self.wait_s, self.delivery_timeout_s = wait_s, delivery_timeout_s
+        self._syncs: list[_Sync] = []
+        self._deleting: set[str] = set()  # deleted here, tombstone not read back yet: an older record stays out
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    # -- life ----------------------------------------------------------------------------------------
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._thread = threading.Thread(target=self._follow, name="proxy-responses", daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None and self._thread.is_alive():
+            self._thread.join(timeout=5)
+
+    # -- the request path ------------------------------------------------------------------------------
+    async def get(self, response_id: str) -> StoredResponse | None:
+        """The stored response, or None when it is not on the topic (never stored, deleted, compacted away)."""
+        if self._thread is None:  # not following (a server that was never started): this worker's own only
+            return self.cache.get(response_id)
+        try:
+            await self._caught_up()
+        except NotCaughtUp:
+            if (known := self.cache.get(response_id)) is not None:
+                return known
+            raise
+        found = self.cache.get(response_id)
+        if found is None and self.cache.evicted:
+            found = await asyncio.to_thread(self._scan, response_id)
+            if found is not None:
+                self.cache.put(found)
+        return found
+
+    async def put(self, stored: StoredResponse) -> None:
+        """Stored once Kafka acknowledged it; RecordTooLarge (nothing sent), PublishFailed or TimeoutError."""
+        future = self.publisher.publish(self.topic, stored.response_id, stored)
+        async with asyncio.timeout(self.delivery_timeout_s):
+            await future
+        self.cache.put(stored)
+
+    async def delete(self, response_id: str) -> None:
+        future = self.publisher.publish_tombstone(self.topic, response_id)
+        async with asyncio.timeout(self.delivery_timeout_s):
+            await future
+        self.cache.drop(response_id)
+        if self._thread is not None:
+            self._deleting.add(response_id)
+
+    async def _caught_up(self) -> None:
+        assert self._loop is not None  # start() ran: the thread exists
+        sync = _Sync(self._loop.create_future())
+        with self._lock:
+            self._syncs.append(sync)
+        try:
+            async with asyncio.timeout(self.wait_s):
+                await sync.future
+        except TimeoutError:
+            raise NotCaughtUp(f"the {self.topic} topic was not read up to date within {self.wait_s} s") from None
+        finally:
+            with self._lock:
+                if sync in self._syncs:
+                    self._syncs.remove(sync)
+
+    def _scan(self, response_id: str) -> StoredResponse | None:
+        """The topic's newest record for one id (a tombstone: None), read through."""
+        key, found = response_id.encode(), None
+        for record in read_topic(self.settings, self.topic, self.codec, timeout_s=self.wait_s * 10):
+            if record.key == key:
+                found = record.message if isinstance(record.message, StoredResponse) else None
+        return found
+
+    # -- the follower's thread -------------------------------------------------------------------------
+    def _follow(self) -> None:
+        feed: TableFeed | None = None
+        try:
+            feed = self._open()
+            while feed is not None and not self._stop.is_set():
+                self._take_marks(feed)
+                records = feed.poll(0.05)
+                done = self._reached(feed)
+                if records or done:
+                    self._hand_over(records, done)
+        except Exception:  # noqa: BLE001 - a dead follower must be visible: reads then wait and answer 503
+            log.exception("stored-responses follower stopped")
+        finally:
+            if feed is not None:
+                feed.close()
+
+    def _open(self) -> TableFeed | None:
+        """The feed, once Kafka answers (tried again every few seconds, so a stop is never kept waiting)."""
+        while not self._stop.is_set():
+            try:
+                return TableFeed(self.settings, self.topic, self.codec, name="proxy-responses", timeout_s=3.0)
+            except TableUnavailable as exc:
+                log.warning("stored responses: %s not readable yet: %s", self.topic, exc)
+        return None
+
+    def _take_marks(self, feed: TableFeed) -> None:
+        with self._lock:
+            fresh = [sync for sync in self._syncs if sync.marks is None]
+        if fresh:
+            marks = feed.marks()
+            for sync in fresh:
+                sync.marks = marks
+
+    def _reached(self, feed: TableFeed) -> list[_Sync]:
+        with self._lock:
+            done = [s for s in self._syncs if s.marks is not None and feed.reached(s.marks)]
+            for sync in done:
+                self._syncs.remove(sync)
+        return done
+
+    def _hand_over(self, records: list[Record], done: list[_Sync]) -> None:
+        """Applies the records, then wakes the reads they satisfy, in that order, on the event loop."""
+        assert self._loop is not None
+        self._loop.call_soon_threadsafe(self._apply, records, done)
+
+    def _apply(self, records: list[Record], done: list[_Sync]) -> None:
+        for record in records:
+            if record.key is None:
+                continue
+            response_id = record.key.decode()
+            if record.value is None:
+                self.cache.drop(response_id)
+                self._deleting.discard(response_id)
+            elif isinstance(record.message, StoredResponse):
+                if response_id not in self._deleting:
+                    self.cache.put(record.message)
+            else:
+                log.warning("%s[%d]@%d skipped: %s", record.topic, record.partition, record.offset, record.error)
+        for sync in done:
+            if not sync.future.done():
+                sync.future.set_result(None)

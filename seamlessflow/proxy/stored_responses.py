@@ -1,0 +1,219 @@
+"""Response state for the Responses door: `store`, `previous_response_id`, and `GET`/`DELETE /v1/responses/{id}`
+and `GET /v1/responses/{id}/input_items`, kept on Kafka (`response_store.py`), so any proxy worker serves any of
+them and a proxy restart loses none.
+
+A team reads only its own stored responses: another team's id is a 404, the same answer as an unknown, deleted
+or expired one (`proxy.stored_retention_s`), so an id tells nothing about other teams. A continuation belongs to
+the stored response's session (a request that names another session gets a 400).
+
+What is exact, and what is not. Every call's recorded tokens are exactly the engine's own prompt and completion
+ids, as for every front door. A continuation's prompt is the stored conversation (as chat messages, its output
+last) plus the new input, rendered by the engine's chat template in the same session, so the session's prefix
+tree extends exactly as a Chat Completions agent's does when it re-sends its history: where the template renders
+the stored output to the ids the model generated (the tiny models' template for text and pythonic tool calls),
+the continuation's prompt starts with the previous call's prompt and completion, a clean extension; where it does
+not (the text re-tokenises differently, a tool call the model wrote in another format than the template renders,
+`instructions` changed between calls), the assembler sees a fork there, never a wrong merge. The proxy does not
+splice stored token ids into the prompt itself: the engine's chat endpoint (its tool-call parser and template)
+takes messages, not ids. Each token keeps the policy version that generated it (on the session-events topic and
+in the stored record).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import re
+import time
+from collections.abc import Callable
+from typing import Any
+
+import orjson
+from aiohttp import web
+
+from seamlessflow.avro import RecordTooLarge
+from seamlessflow.messages import StoredResponse, now_ms
+from seamlessflow.proxy.capture import CallCapture
+from seamlessflow.proxy.doors import EventShape
+from seamlessflow.proxy.errors import ProxyError
+from seamlessflow.proxy.openapi import SESSION_PATTERN
+from seamlessflow.proxy.options import ProxyOptions
+from seamlessflow.proxy.publisher import PublishFailed
+from seamlessflow.proxy.recording import CallIdentity
+from seamlessflow.proxy.requests import CallRequest
+from seamlessflow.proxy.response_store import NotCaughtUp, ResponseStore
+from seamlessflow.proxy.responses_api import ResponseEvents, input_messages, stores
+
+ITEM_PREFIX = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "reasoning": "rs"}
+
+
+class StoredResponses:
+    def __init__(self, store: ResponseStore, options: ProxyOptions, run: str, max_record_bytes: int,
+                 team_of: Callable[[web.Request], str]):
+        self.store, self.options, self.run = store, options, run
+        self.max_record_bytes, self.team_of = max_record_bytes, team_of
+
+    def add_routes(self, app: web.Application, prefix: str) -> None:
+        path = prefix + "/v1/responses/{response_id}"
+        app.router.add_get(path, self._get)
+        app.router.add_delete(path, self._delete)
+        app.router.add_get(path + "/input_items", self._input_items)
+
+    # -- the call path ---------------------------------------------------------------------------------
+    async def continue_from(self, call: CallRequest, team: str, session_id: str, generated: bool) -> str:
+        """Puts the stored conversation before a continuation's new input (after its instructions); returns the
+        session the call belongs to. Refuses, before anything is generated, a request whose stored response
+        could not fit in a record."""
+        previous_id = call.source.get("previous_response_id")
+        previous = None
+        if previous_id is not None:
+            previous = await self.find(previous_id, team)
+            if previous is None:
+                raise ProxyError(400, f"Previous response with id '{previous_id}' not found.", "previous_response_id")
+            if not generated and session_id != previous.session_id:
+                raise ProxyError(400, f"previous response '{previous_id}' belongs to another session than "
+                                      f"'{session_id}'", "previous_response_id")
+            start = 1 if call.source.get("instructions") else 0
+            messages = call.body["messages"]
+            call.body["messages"] = [*messages[:start], *json.loads(previous.messages_json), *messages[start:]]
+            session_id = previous.session_id
+        if stores(call.source):
+            self._check_size(call, previous)
+        return session_id
+
+    async def keep(self, call: CallRequest, who: CallIdentity, capture: CallCapture, response: dict) -> None:
+        """Stores a finished Responses call (unless `store: false`) before the client gets its answer."""
+        if not call.source or not stores(call.source):
+            return
+        start = 1 if call.source.get("instructions") else 0
+        said = input_messages(response["output"]) if response["output"] else []
+        choice = capture.choices[0]
+        stored = StoredResponse(
+            event_id=response["id"], response_id=response["id"], session_id=who.session_id, team=who.team,
+            run=self.run, previous_response_id=call.source.get("previous_response_id"),
+            input_items_json=json.dumps(await self._items_so_far(call, response["id"])),
+            response_json=orjson.dumps(response).decode(),
+            messages_json=json.dumps([*call.body["messages"][start:], *said]),
+            prompt_ids=choice.prompt_ids, completion_ids=choice.completion_ids, versions=choice.versions,
+            created_at_ms=now_ms(),
+        )
+        try:
+            await self.store.put(stored)
+        except RecordTooLarge as exc:
+            raise ProxyError(400, f"the response is too large to store ({exc}): nothing was stored; send "
+                                  "store: false, or a shorter conversation", "store") from None
+        except (TimeoutError, PublishFailed):
+            raise ProxyError(503, "the response could not be stored; retry", retry_after=1) from None
+
+    async def _items_so_far(self, call: CallRequest, response_id: str) -> list[dict]:
+        """The conversation's items as `input_items` lists them (as the API does for a continuation): the
+        previous response's input items and output, then this request's input."""
+        items = input_items(call.source.get("input"), response_id)
+        previous_id = call.source.get("previous_response_id")
+        if not previous_id:
+            return items
+        previous = self.store.cache.get(previous_id)  # just read by continue_from, so cached but for a tiny cache
+        if previous is None:
+            with contextlib.suppress(NotCaughtUp):
+                previous = await self.store.get(previous_id)
+        if previous is None:
+            return items
+        return [*json.loads(previous.input_items_json), *json.loads(previous.response_json)["output"], *items]
+
+    async def keep_streamed(self, call: CallRequest, who: CallIdentity, capture: CallCapture, events: EventShape,
+                            tail: bytes) -> bytes:
+        """The stream's last events: `tail` once the response is stored, else an error event in its place."""
+        if not isinstance(events, ResponseEvents) or events.response is None:
+            return tail
+        try:
+            await self.keep(call, who, capture, events.response)
+        except ProxyError as exc:
+            return events.fail(exc.status, exc.body())
+        return tail
+
+    async def find(self, response_id: str, team: str) -> StoredResponse | None:
+        """The team's stored response, if it is there and not past the team's retention."""
+        try:
+            stored = await self.store.get(response_id)
+        except NotCaughtUp:
+            raise ProxyError(503, "stored responses are still being read from Kafka; retry", retry_after=1) from None
+        if stored is None or stored.team != team:
+            return None
+        keep_s = self.options.stored_retention_by_team.get(team, self.options.stored_retention_s)
+        return stored if time.time() * 1000 - stored.created_at_ms <= keep_s * 1000 else None
+
+    def _check_size(self, call: CallRequest, previous: StoredResponse | None) -> None:
+        """A lower bound of the record's size (its conversation and its input items, each holding the input,
+        and the ids it carries over): past the limit the record could never be written, so the call is refused
+        before it runs."""
+        ids = 4 * (len(previous.prompt_ids) + len(previous.completion_ids)) if previous else 0
+        start = 1 if call.source.get("instructions") else 0
+        size = len(json.dumps(call.body["messages"][start:])) + len(json.dumps(call.source.get("input"))) + ids
+        if size > self.max_record_bytes:
+            raise ProxyError(400, f"the response would be over {size} bytes stored, past the "
+                                  f"{self.max_record_bytes}-byte record limit (max_record_bytes): send store: false, "
+                                  "or a shorter conversation", "store")
+
+    # -- the routes ------------------------------------------------------------------------------------
+    async def _stored(self, request: web.Request) -> StoredResponse:
+        team = self.team_of(request)
+        session_id = request.match_info.get("session_id")
+        if session_id is not None and not re.fullmatch(SESSION_PATTERN, session_id):
+            raise ProxyError(400, "session id must be 1-128 characters from [A-Za-z0-9._:-]", "session_id")
+        response_id = request.match_info["response_id"]
+        stored = await self.find(response_id, team)
+        if stored is None:
+            raise ProxyError(404, f"Response with id '{response_id}' not found.", "response_id")
+        return stored
+
+    async def _get(self, request: web.Request) -> web.Response:
+        stored = await self._stored(request)
+        if request.query.get("stream") in ("true", "1"):
+            raise ProxyError(400, "streaming a stored response again is not supported by the proxy", "stream")
+        return web.Response(text=stored.response_json, content_type="application/json")
+
+    async def _input_items(self, request: web.Request) -> web.Response:
+        stored = await self._stored(request)
+        return web.json_response(page(json.loads(stored.input_items_json), request.query))
+
+    async def _delete(self, request: web.Request) -> web.Response:
+        stored = await self._stored(request)
+        try:
+            await self.store.delete(stored.response_id)
+        except (TimeoutError, PublishFailed):
+            raise ProxyError(503, "the response could not be deleted; retry", retry_after=1) from None
+        return web.json_response({"id": stored.response_id, "object": "response", "deleted": True})
+
+
+def input_items(value: Any, response_id: str) -> list[dict]:
+    """A request's input as the API lists it back: items with ids, message text as content parts."""
+    items = [{"role": "user", "content": value}] if isinstance(value, str) else list(value or ())
+    tag = response_id.removeprefix("resp_")
+    out = []
+    for index, given in enumerate(items):
+        item = {"type": "message", **given}
+        if item["type"] == "message":
+            if isinstance(item.get("content"), str):
+                part = "output_text" if item.get("role") == "assistant" else "input_text"
+                item["content"] = [{"type": part, "text": item["content"]}]
+            item.setdefault("status", "completed")
+        item.setdefault("id", f"{ITEM_PREFIX.get(item['type'], 'item')}_{tag}_{index}")
+        out.append(item)
+    return out
+
+
+def page(items: list[dict], query: Any) -> dict:
+    """One page of a list as the API pages it: `limit` (1-100, 20), `order` (asc | desc, the default), `after`."""
+    limit_text, order = query.get("limit", "20"), query.get("order", "desc")
+    if not limit_text.isdigit() or not 1 <= int(limit_text) <= 100:
+        raise ProxyError(400, "'limit' must be an integer between 1 and 100", "limit")
+    if order not in ("asc", "desc"):
+        raise ProxyError(400, "'order' must be asc or desc", "order")
+    ordered = items if order == "asc" else items[::-1]
+    start, after = 0, query.get("after")
+    if after is not None:
+        ids = [item.get("id") for item in ordered]
+        start = ids.index(after) + 1 if after in ids else len(ordered)
+    data = ordered[start:start + int(limit_text)]
+    return {"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
+            "last_id": data[-1]["id"] if data else None, "has_more": start + len(data) < len(ordered)}
