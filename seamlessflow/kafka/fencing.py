@@ -12,7 +12,7 @@ did not commit is delivered to no one.
 Transactions here are short: `commit` ends one after each batch of writes (a loop turn, a scheduler tick),
 never across work. An open transaction holds back every `read_committed` reader of its partitions (their last
 stable offset stops there), other writers' records included, until it ends, a replacement's
-`init_transactions` aborts it, or the broker does after `TRANSACTION_TIMEOUT_MS`. That abort bumps the
+`init_transactions` aborts it, or the broker does after `TRANSACTION_TIMEOUT_MS` (30 s). That abort bumps the
 id's epoch too: a process frozen for longer with a transaction open (milliseconds of every second) finds
 itself fenced when it wakes, with no replacement, and exits; its supervisor starts it again.
 
@@ -49,10 +49,14 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 WRITER_HEADER = "sf-writer"
-# Short, since a process frozen with a transaction open holds back the readers of its partitions until the
-# broker aborts it: with the embedded broker's 1 s abort check, below the scheduler's 10 s heartbeat timeout
-# plus a beat; long enough that a broker restart of a few seconds does not abort a tick's transaction.
-TRANSACTION_TIMEOUT_MS = 8000
+# How long the broker lets a transaction stay open before it aborts it and fences the writer. The roles keep
+# their transactions open for milliseconds (their records are sent right before each commit), so this bounds
+# only the rare case of a process frozen exactly then, whose open transaction holds back the read_committed
+# readers of its partitions (the status topic's heartbeats among them) until the abort. It was 8 s (below the
+# scheduler's 10 s heartbeat timeout), and a trainer on a 2-core machine at load 15-20, or waiting on a
+# transaction coordinator that moved with a killed broker, took longer and was fenced with no replacement;
+# Kafka's default is 60 s.
+TRANSACTION_TIMEOUT_MS = 30000
 
 
 class Fenced(RuntimeError):

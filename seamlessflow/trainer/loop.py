@@ -208,12 +208,12 @@ class Trainer:
             while not self.stopping:
                 for command in listener.commands():
                     self._apply(command)
-                self.heartbeat.beat()
                 self._take(self.source.poll(0.2))
                 self._hold_back_when_ahead()
                 self._announce_written(self.writer.written())
                 if self.transfer is not None:
                     self.transfer.catch_up()  # engines that started, restarted or came back from train
+                self.heartbeat.beat()  # last, so the turn's transaction is open from here to the commit only
                 self._commit_turn()
                 started = time.perf_counter()
                 if self.control.role == Tag.TRAIN and self._train_if_ready():

@@ -26,6 +26,7 @@ from seamlessflow.testing.trainer_records import trajectory, wait_for
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.loop import Trainer
 from seamlessflow.trainer.options import TrainerOptions
+from seamlessflow.weights.files import version_dir
 from seamlessflow.weights.http_files import local_weights
 
 pytestmark = pytest.mark.slow
@@ -63,8 +64,8 @@ def test_a_worker_without_the_trainers_directory_loads_its_versions_over_http(se
     try:
         train_one_group("g1")
         v1 = announced(settings, codec, 1)
-        assert v1.uri.startswith(f"http://{second_host.here_ip}:") and v1.uri.endswith("/v000001/")
-        trainer_dir = trainer.weights_root / "v000001"
+        trainer_dir = version_dir(trainer.weights_root, 1, trainer.incarnation)  # this process's own name
+        assert v1.uri.startswith(f"http://{second_host.here_ip}:") and v1.uri.endswith(f"/{trainer_dir.name}/")
         assert local_weights(v1.uri, tmp_path / "here-cache") == trainer_dir.resolve()  # this host: in place
         assert not (tmp_path / "here-cache").exists()
 
@@ -85,8 +86,9 @@ def test_a_worker_without_the_trainers_directory_loads_its_versions_over_http(se
         at_v2 = engine_logprobs(hello["url"])
         torch.testing.assert_close(at_v2, model_logprobs(trainer.engine.module.float()), atol=2e-3, rtol=0)
         assert (at_v2 - at_v1).abs().max() > 0.05
-        copy = host_b / "logs" / "weights-remote-0" / "v000002" / "model.safetensors"
-        assert copy.read_bytes() == (trainer.weights_root / "v000002" / "model.safetensors").read_bytes()
+        served = version_dir(trainer.weights_root, 2, trainer.incarnation)
+        copy = host_b / "logs" / "weights-remote-0" / served.name / "model.safetensors"
+        assert copy.read_bytes() == (served / "model.safetensors").read_bytes()
     finally:
         trainer.stopping = True
         looping.join(timeout=60)
