@@ -123,16 +123,31 @@ def stop_descendants(grace_s: float, spare: frozenset[tuple[int, float]] = froze
 
 def stack_processes(run_dir: Path) -> list[psutil.Process]:
     """Every process started for the stack of `run_dir` (by its supervisor or below it), wherever it was
-    re-parented: they all inherit `SEAMLESSFLOW_STACK`."""
+    re-parented: they inherit `SEAMLESSFLOW_STACK`, and each service leads a session of its own. A process
+    that renamed itself (vLLM's `VLLM::EngineCore`, through setproctitle) has its environment cleared, so it
+    is found by its session: one that a marked process leads (the supervisor starts each service as a session
+    leader; a shell's session, which a foreground supervisor shares, is not). A kill -9 of the stack by this
+    list left such an engine running alone, unfound, for the rest of a test run."""
     marker = str(run_dir.resolve())
-    found = []
+    marked, sessions = [], {}
     for proc in psutil.process_iter():
         try:
-            if proc.pid != os.getpid() and proc.environ().get(STACK_ENV) == marker:
-                found.append(proc)
+            if proc.pid == os.getpid():
+                continue
+            sessions[proc.pid] = os.getsid(proc.pid)
+            if proc.environ().get(STACK_ENV) == marker:
+                marked.append(proc)
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess, OSError):
             pass
-    return found
+    ours = {p.pid for p in marked if sessions.get(p.pid) == p.pid}  # sessions a stack's process leads
+    found = {p.pid: p for p in marked}
+    for pid, sid in sessions.items():
+        if sid in ours and pid not in found:
+            try:
+                found[pid] = psutil.Process(pid)
+            except psutil.NoSuchProcess:
+                pass
+    return list(found.values())
 
 
 def current_children() -> frozenset[tuple[int, float]]:
