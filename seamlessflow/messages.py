@@ -327,6 +327,27 @@ class StoredResponse:
     created_at_ms: Int64
 
 
+@dataclass
+class StoredConversation:
+    """A Conversations API conversation (`POST /v1/conversations`, the `conversation` parameter of a Responses
+    call), on the compacted conversations topic keyed by `conversation_id`; a delete is a tombstone there.
+
+    The whole conversation in one record, rewritten at each append, so any proxy worker reads it with one
+    record: `items_json` is its items as the API lists them (ids filled in), oldest first; a response made in
+    it appends its input and output items. `session_id` is the session its responses join (None until the
+    first one, unless it was created under a session's path). Token ids stay on the session-events topic and
+    in each response's `StoredResponse`."""
+
+    event_id: str
+    conversation_id: str
+    team: str
+    run: str
+    session_id: str | None
+    metadata_json: str
+    items_json: str
+    created_at_ms: Int64
+
+
 MESSAGE_TYPES: tuple[type, ...] = (
     TokenIO,
     EpisodeEnd,
@@ -339,6 +360,7 @@ MESSAGE_TYPES: tuple[type, ...] = (
     DeadLetter,
     EvalResult,
     StoredResponse,
+    StoredConversation,
 )
 
 __all__ = [cls.__name__ for cls in MESSAGE_TYPES] + [

@@ -12,7 +12,12 @@ from __future__ import annotations
 from typing import Any
 
 from seamlessflow.core.episodes import EpisodeStatus
-from seamlessflow.proxy.openapi_stored import stored_paths
+from seamlessflow.proxy.openapi_stored import (
+    CONVERSATION_PARAM,
+    compact_operation,
+    conversation_paths,
+    stored_paths,
+)
 from seamlessflow.proxy.options import ProxyOptions
 
 SESSION_PATTERN = r"^[A-Za-z0-9._:\-]{1,128}$"
@@ -209,6 +214,7 @@ RESPONSES_BODY = {
                                  "description": "continue a stored response of this team: its conversation, then "
                                                 "this input"},
         "store": {**_bool(), "description": "keep the response (default true) for previous_response_id and GET"},
+        "conversation": CONVERSATION_PARAM,
     },
     "additionalProperties": True,
     "description": "OpenAI Responses; recorded as the chat call the engine runs. Built-in tools, images and files "
@@ -296,9 +302,11 @@ def openapi_document(config: ProxyOptions) -> dict:
         paths[prefix + "/v1/chat/completions"] = _call_operation("chat", config, in_path)
         paths[prefix + "/v1/completions"] = _call_operation("completions", config, in_path)
         paths[prefix + "/v1/responses"] = _door_operation("responses", in_path)
+        paths[prefix + "/v1/responses/compact"] = compact_operation(_door_operation("responses", in_path), in_path)
         paths[prefix + "/v1/messages"] = _door_operation("messages", in_path)
         paths[prefix + "/v1/models"] = _models_operation(in_path)
         paths.update(stored_paths(prefix, SESSION_PARAM if in_path else None))
+        paths.update(conversation_paths(prefix, SESSION_PARAM if in_path else None))
     paths["/sessions/{session_id}/end"] = {
         "post": {
             "operationId": "end_session",

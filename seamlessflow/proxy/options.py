@@ -118,10 +118,10 @@ class ProxyOptions(SectionOptions):
     """All sessions' kept sequences together; the least recent go first."""
     stored_cache_mb: int = Field(64, ge=1)
     """Stored responses (`store: true`) each worker keeps in memory, the least recently used out first; the
-    others are read from the responses topic when asked for."""
+    others are read from the responses topic when asked for. Conversations get a cache of this size too."""
     stored_wait_s: float = Field(2.0, gt=0)
-    """How long a read of a stored response this worker has not seen waits for the responses topic to catch
-    up (another worker stored it a moment ago) before a retryable 503."""
+    """How long a read of a stored response (or conversation) this worker has not seen waits for its topic to
+    catch up (another worker stored it a moment ago) before a retryable 503."""
     stored_retention_s: float = Field(30 * 86400, gt=0)
     """Age past which a stored response is no longer served (404, as deleted). The responses topic's own
     retention (infra/topics.yaml, 30 days) removes it for good: serve no longer than that."""

@@ -17,15 +17,20 @@ compacted topic keyed by response id, with no database beside it and no client p
   found"). Once the cache has evicted anything, a miss also reads the topic itself (a scan: the rare path,
   the price of the bound).
 - A delete is a tombstone; the follower drops the id from every worker's cache.
+
+The same store keeps Conversations API conversations (`StoredConversation`) on their own topic: a store is
+one topic, one record type and the field that keys it (`kind`, `key`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import threading
 from collections import OrderedDict
 from dataclasses import dataclass
+from typing import Any
 
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
@@ -42,31 +47,33 @@ class NotCaughtUp(Exception):
     """The follower did not read the topic up to the read's marks in time: the answer is not known yet."""
 
 
-def size_of(stored: StoredResponse) -> int:
-    strings = stored.input_items_json, stored.response_json, stored.messages_json
-    ids = len(stored.prompt_ids) + len(stored.completion_ids) + len(stored.versions)
-    return RECORD_OVERHEAD + sum(len(s) for s in strings) + 8 * ids  # a Python int in a list: ~8 bytes a slot
+def size_of(stored: Any) -> int:
+    """About what a record costs in memory: its strings, and ~8 bytes a slot of its id lists."""
+    values = [getattr(stored, f.name) for f in dataclasses.fields(stored)]
+    strings = sum(len(v) for v in values if isinstance(v, str))
+    return RECORD_OVERHEAD + strings + 8 * sum(len(v) for v in values if isinstance(v, list | tuple))
 
 
 class StoredCache:
     """Stored responses by id, least recently used out first past `budget_bytes`; `evicted` says whether
     any was ever dropped for room (then a miss may be a record the topic still holds)."""
 
-    def __init__(self, budget_bytes: int):
-        self.budget_bytes, self.bytes, self.evicted = budget_bytes, 0, False
-        self._items: OrderedDict[str, tuple[StoredResponse, int]] = OrderedDict()
+    def __init__(self, budget_bytes: int, key: str = "response_id"):
+        self.budget_bytes, self.bytes, self.evicted, self.key = budget_bytes, 0, False, key
+        self._items: OrderedDict[str, tuple[Any, int]] = OrderedDict()
 
-    def get(self, response_id: str) -> StoredResponse | None:
+    def get(self, response_id: str) -> Any:
         found = self._items.get(response_id)
         if found is None:
             return None
         self._items.move_to_end(response_id)
         return found[0]
 
-    def put(self, stored: StoredResponse) -> None:
-        self.drop(stored.response_id)
+    def put(self, stored: Any) -> None:
+        key = getattr(stored, self.key)
+        self.drop(key)
         size = size_of(stored)
-        self._items[stored.response_id] = (stored, size)
+        self._items[key] = (stored, size)
         self.bytes += size
         while self.bytes > self.budget_bytes and len(self._items) > 1:
             _, (_, dropped) = self._items.popitem(last=False)
@@ -92,9 +99,10 @@ class _Sync:
 
 class ResponseStore:
     def __init__(self, settings: Settings, codec: Codec, publisher: EventPublisher, topic: str, cache_bytes: int,
-                 wait_s: float, delivery_timeout_s: float):
+                 wait_s: float, delivery_timeout_s: float, kind: type = StoredResponse, key: str = "response_id"):
         self.settings, self.codec, self.publisher, self.topic = settings, codec, publisher, topic
-        self.cache = StoredCache(cache_bytes)
+        self.kind, self.key = kind, key
+        self.cache = StoredCache(cache_bytes, key)
         self.wait_s, self.delivery_timeout_s = wait_s, delivery_timeout_s
         self._syncs: list[_Sync] = []
         self._deleting: set[str] = set()  # deleted here, tombstone not read back yet: an older record stays out
@@ -106,7 +114,7 @@ class ResponseStore:
     # -- life ----------------------------------------------------------------------------------------
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._thread = threading.Thread(target=self._follow, name="proxy-responses", daemon=True)
+        self._thread = threading.Thread(target=self._follow, name=f"proxy-{self.key}", daemon=True)
         self._thread.start()
 
     def stop(self) -> None:
@@ -115,7 +123,7 @@ class ResponseStore:
             self._thread.join(timeout=5)
 
     # -- the request path ------------------------------------------------------------------------------
-    async def get(self, response_id: str) -> StoredResponse | None:
+    async def get(self, response_id: str) -> Any:
         """The stored response, or None when it is not on the topic (never stored, deleted, compacted away)."""
         if self._thread is None:  # not following (a server that was never started): this worker's own only
             return self.cache.get(response_id)
@@ -132,9 +140,9 @@ class ResponseStore:
                 self.cache.put(found)
         return found
 
-    async def put(self, stored: StoredResponse) -> None:
+    async def put(self, stored: Any) -> None:
         """Stored once Kafka acknowledged it; RecordTooLarge (nothing sent), PublishFailed or TimeoutError."""
-        future = self.publisher.publish(self.topic, stored.response_id, stored)
+        future = self.publisher.publish(self.topic, getattr(stored, self.key), stored)
         async with asyncio.timeout(self.delivery_timeout_s):
             await future
         self.cache.put(stored)
@@ -162,12 +170,12 @@ class ResponseStore:
                 if sync in self._syncs:
                     self._syncs.remove(sync)
 
-    def _scan(self, response_id: str) -> StoredResponse | None:
+    def _scan(self, response_id: str) -> Any:
         """The topic's newest record for one id (a tombstone: None), read through."""
         key, found = response_id.encode(), None
         for record in read_topic(self.settings, self.topic, self.codec, timeout_s=self.wait_s * 10):
             if record.key == key:
-                found = record.message if isinstance(record.message, StoredResponse) else None
+                found = record.message if isinstance(record.message, self.kind) else None
         return found
 
     # -- the follower's thread -------------------------------------------------------------------------
@@ -191,7 +199,7 @@ class ResponseStore:
         """The feed, once Kafka answers (tried again every few seconds, so a stop is never kept waiting)."""
         while not self._stop.is_set():
             try:
-                return TableFeed(self.settings, self.topic, self.codec, name="proxy-responses", timeout_s=3.0)
+                return TableFeed(self.settings, self.topic, self.codec, name=f"proxy-{self.topic}", timeout_s=3.0)
             except TableUnavailable as exc:
                 log.warning("stored responses: %s not readable yet: %s", self.topic, exc)
         return None
@@ -224,7 +232,7 @@ class ResponseStore:
             if record.value is None:
                 self.cache.drop(response_id)
                 self._deleting.discard(response_id)
-            elif isinstance(record.message, StoredResponse):
+            elif isinstance(record.message, self.kind):
                 if response_id not in self._deleting:
                     self.cache.put(record.message)
             else:

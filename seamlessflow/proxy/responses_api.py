@@ -12,6 +12,7 @@ Reasoning items carry nothing the engine can take back and are skipped. Errors k
 
 from __future__ import annotations
 
+import base64
 from typing import Any
 
 from seamlessflow.proxy.doors import EventShape, OpenAIDoor, sse_event
@@ -67,6 +68,7 @@ def response_object(shaper: Shaper, call_id: str, items: list[dict], finish_reas
         "temperature": body.get("temperature"), "top_p": body.get("top_p"),
         "max_output_tokens": body.get("max_tokens"),
         "previous_response_id": source.get("previous_response_id"), "store": stores(source),
+        "conversation": {"id": conversation_of(source)} if conversation_of(source) else None,
         "text": {"format": {"type": "text"}}, "truncation": "disabled",
         "usage": {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": 0}, "output_tokens": completion,
                   "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": prompt + completion},
@@ -93,7 +95,13 @@ def chat_body(body: Any) -> dict:
         raise ProxyError(400, "'previous_response_id' must be a response id (a string)", "previous_response_id")
     if body.get("store") is not None and not isinstance(body["store"], bool):
         raise ProxyError(400, "'store' must be a boolean", "store")
-    for key in ("conversation", "background", "prompt"):
+    conversation = body.get("conversation")
+    if conversation is not None and conversation_of(body) is None:
+        raise ProxyError(400, "'conversation' must be a conversation id, or an object with its 'id'", "conversation")
+    if conversation is not None and previous is not None:
+        raise ProxyError(400, "Mutually exclusive parameters: Ensure you are only providing one of: "
+                              "'previous_response_id' or 'conversation'.", "conversation")
+    for key in ("background", "prompt"):
         if body.get(key):
             raise ProxyError(400, f"'{key}' is not supported through the trajectory proxy", key)
     model = body.get("model")
@@ -121,6 +129,13 @@ def chat_body(body: Any) -> dict:
     elif isinstance(fmt, dict) and fmt.get("type") == "json_object":
         chat["response_format"] = {"type": "json_object"}
     return chat
+
+
+def conversation_of(body: dict) -> str | None:
+    """The conversation a request names (`"conv_..."` or `{"id": "conv_..."}`), if it names one well."""
+    value = body.get("conversation")
+    value = value.get("id") if isinstance(value, dict) else value
+    return value if isinstance(value, str) and value else None
 
 
 def stores(body: dict) -> bool:
@@ -160,11 +175,34 @@ def input_messages(value: Any) -> list[dict]:
             messages.append(
                 {"role": "tool", "tool_call_id": item.get("call_id"), "content": text_of(item.get("output"))}
             )
+        elif kind == "compaction":
+            messages.append({"role": "user", "content": compacted_summary(item)})
         elif kind != "reasoning":
             raise ProxyError(
                 400, f"input items of type {kind!r} are not supported through the trajectory proxy", "input"
             )
     return messages
+
+
+# `POST /v1/responses/compact` (compaction.py) answers with a `compaction` item; sent back as input, the model sees
+# its summary as a user message after this prefix. The item's `encrypted_content` is not encrypted (nothing the
+# proxy keeps is secret from the team): the summary, base64 after a mark that says the proxy made it.
+SUMMARY_PREFIX = "A summary of the conversation so far (its earlier turns were compacted):\n"
+COMPACTION_MARK = "seamlessflow.summary.v1:"
+
+
+def compaction_content(summary: str) -> str:
+    return COMPACTION_MARK + base64.b64encode(summary.encode()).decode()
+
+
+def compacted_summary(item: dict) -> str:
+    content = item.get("encrypted_content")
+    if not isinstance(content, str) or not content.startswith(COMPACTION_MARK):
+        raise ProxyError(400, "a compaction item must be one this proxy's /v1/responses/compact made", "input")
+    try:
+        return SUMMARY_PREFIX + base64.b64decode(content.removeprefix(COMPACTION_MARK), validate=True).decode()
+    except (ValueError, UnicodeDecodeError):
+        raise ProxyError(400, "a compaction item's content is damaged", "input") from None
 
 
 def text_of(content: Any) -> str:

@@ -35,6 +35,7 @@ from seamlessflow.messages import EpisodeEnd, now_ms
 from seamlessflow.ports import reachable_host
 from seamlessflow.proxy.admission import Admission
 from seamlessflow.proxy.call_rewards import CallRewardRequest, call_id_of_key, finite_rewards, on_the_wire, wire_key
+from seamlessflow.proxy.compaction import CompactDoor
 from seamlessflow.proxy.deltas import PromptBases
 from seamlessflow.proxy.doors import ClientStream, FrontDoor, OpenAIDoor, json_reply
 from seamlessflow.proxy.engine_fence import EngineFence
@@ -71,6 +72,7 @@ DOORS: dict[str, FrontDoor] = {
     "/v1/chat/completions": CHAT_DOOR,
     "/v1/completions": OpenAIDoor("completions"),
     "/v1/responses": RESPONSES_DOOR,
+    "/v1/responses/compact": CompactDoor(),  # a summary by the policy, recorded; what follows it forks
     "/v1/messages": MESSAGES_DOOR,
 }
 
@@ -292,7 +294,7 @@ class ProxyServer:
         session_id, generated = self._session_id(request)
         body = await self._body(request)
         call = door.parse(await self._json(request, body), self.config.max_n)
-        if door is RESPONSES_DOOR:  # a continuation belongs to its stored response's session
+        if isinstance(door, ResponsesDoor):  # a continuation belongs to its stored response's session
             session_id = await self.stored.continue_from(call, team, session_id, generated)
         session = self._claim(session_id, team)
         declared = request.headers.get(PROFILE_HEADER)

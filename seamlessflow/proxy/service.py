@@ -66,7 +66,7 @@ class ProxyService:
         self.server.publisher.start()
         if self.listener is not None:
             self.listener.start()
-        self.server.stored.store.start()  # follows the responses topic: stored responses any worker wrote
+        self.server.stored.start()  # follows the responses and conversations topics: what any worker stored
         await self.server.start_http()
         loop = asyncio.get_running_loop()
         self._tasks = [loop.create_task(self._health_loop()), loop.create_task(self.heartbeat.run_async())]
@@ -85,7 +85,7 @@ class ProxyService:
             for task in stuck:
                 log.error("proxy task %s did not stop when cancelled", task.get_coro())
         await self.server.stop_http()
-        self.server.stored.store.stop()
+        self.server.stored.stop()
         if self.listener is not None:
             self.listener.stop()
         left = self.server.publisher.close()

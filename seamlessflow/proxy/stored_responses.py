@@ -17,6 +17,9 @@ not (the text re-tokenises differently, a tool call the model wrote in another f
 splice stored token ids into the prompt itself: the engine's chat endpoint (its tool-call parser and template)
 takes messages, not ids. Each token keeps the policy version that generated it (on the session-events topic and
 in the stored record).
+
+The `conversation` parameter and the Conversations API are `conversations.py`, on a topic of their own; a call
+names either a previous response or a conversation, never both (the API's rule).
 """
 
 from __future__ import annotations
@@ -26,25 +29,25 @@ import json
 import re
 import time
 from collections.abc import Callable
-from typing import Any
 
 import orjson
 from aiohttp import web
 
 from seamlessflow.avro import RecordTooLarge
-from seamlessflow.messages import StoredResponse, now_ms
+from seamlessflow.messages import StoredConversation, StoredResponse, now_ms
 from seamlessflow.proxy.capture import CallCapture
+from seamlessflow.proxy.conversations import Conversations
 from seamlessflow.proxy.doors import EventShape
 from seamlessflow.proxy.errors import ProxyError
+from seamlessflow.proxy.items import input_items, page
 from seamlessflow.proxy.openapi import SESSION_PATTERN
 from seamlessflow.proxy.options import ProxyOptions
 from seamlessflow.proxy.publisher import PublishFailed
 from seamlessflow.proxy.recording import CallIdentity
 from seamlessflow.proxy.requests import CallRequest
 from seamlessflow.proxy.response_store import NotCaughtUp, ResponseStore
-from seamlessflow.proxy.responses_api import ResponseEvents, input_messages, stores
-
-ITEM_PREFIX = {"message": "msg", "function_call": "fc", "function_call_output": "fco", "reasoning": "rs"}
+from seamlessflow.proxy.responses_api import ResponseEvents, conversation_of, input_messages, stores
+from seamlessflow.topics import Topics
 
 
 class StoredResponses:
@@ -52,8 +55,22 @@ class StoredResponses:
                  team_of: Callable[[web.Request], str]):
         self.store, self.options, self.run = store, options, run
         self.max_record_bytes, self.team_of = max_record_bytes, team_of
+        kept = ResponseStore(store.settings, store.codec, store.publisher, Topics(store.settings).conversations,
+                             store.cache.budget_bytes, store.wait_s, store.delivery_timeout_s,
+                             kind=StoredConversation, key="conversation_id")
+        self.conversations = Conversations(kept, run, max_record_bytes, team_of)
+
+    def start(self) -> None:
+        """Follows the responses and conversations topics (what any worker stored)."""
+        self.store.start()
+        self.conversations.store.start()
+
+    def stop(self) -> None:
+        self.store.stop()
+        self.conversations.store.stop()
 
     def add_routes(self, app: web.Application, prefix: str) -> None:
+        self.conversations.add_routes(app, prefix)
         path = prefix + "/v1/responses/{response_id}"
         app.router.add_get(path, self._get)
         app.router.add_delete(path, self._delete)
@@ -64,6 +81,8 @@ class StoredResponses:
         """Puts the stored conversation before a continuation's new input (after its instructions); returns the
         session the call belongs to. Refuses, before anything is generated, a request whose stored response
         could not fit in a record."""
+        if conversation_of(call.source) is not None:
+            return await self.conversations.continue_in(call, team, session_id, generated)
         previous_id = call.source.get("previous_response_id")
         previous = None
         if previous_id is not None:
@@ -82,8 +101,13 @@ class StoredResponses:
         return session_id
 
     async def keep(self, call: CallRequest, who: CallIdentity, capture: CallCapture, response: dict) -> None:
-        """Stores a finished Responses call (unless `store: false`) before the client gets its answer."""
-        if not call.source or not stores(call.source):
+        """Stores a finished Responses call (unless `store: false`), and adds it to its conversation, before the
+        client gets its answer."""
+        if not call.source:
+            return
+        if conversation_of(call.source) is not None:
+            await self.conversations.append_response(call, who.team, who.session_id, response)
+        if not stores(call.source):
             return
         start = 1 if call.source.get("instructions") else 0
         said = input_messages(response["output"]) if response["output"] else []
@@ -183,37 +207,3 @@ class StoredResponses:
         except (TimeoutError, PublishFailed):
             raise ProxyError(503, "the response could not be deleted; retry", retry_after=1) from None
         return web.json_response({"id": stored.response_id, "object": "response", "deleted": True})
-
-
-def input_items(value: Any, response_id: str) -> list[dict]:
-    """A request's input as the API lists it back: items with ids, message text as content parts."""
-    items = [{"role": "user", "content": value}] if isinstance(value, str) else list(value or ())
-    tag = response_id.removeprefix("resp_")
-    out = []
-    for index, given in enumerate(items):
-        item = {"type": "message", **given}
-        if item["type"] == "message":
-            if isinstance(item.get("content"), str):
-                part = "output_text" if item.get("role") == "assistant" else "input_text"
-                item["content"] = [{"type": part, "text": item["content"]}]
-            item.setdefault("status", "completed")
-        item.setdefault("id", f"{ITEM_PREFIX.get(item['type'], 'item')}_{tag}_{index}")
-        out.append(item)
-    return out
-
-
-def page(items: list[dict], query: Any) -> dict:
-    """One page of a list as the API pages it: `limit` (1-100, 20), `order` (asc | desc, the default), `after`."""
-    limit_text, order = query.get("limit", "20"), query.get("order", "desc")
-    if not limit_text.isdigit() or not 1 <= int(limit_text) <= 100:
-        raise ProxyError(400, "'limit' must be an integer between 1 and 100", "limit")
-    if order not in ("asc", "desc"):
-        raise ProxyError(400, "'order' must be asc or desc", "order")
-    ordered = items if order == "asc" else items[::-1]
-    start, after = 0, query.get("after")
-    if after is not None:
-        ids = [item.get("id") for item in ordered]
-        start = ids.index(after) + 1 if after in ids else len(ordered)
-    data = ordered[start:start + int(limit_text)]
-    return {"object": "list", "data": data, "first_id": data[0]["id"] if data else None,
-            "last_id": data[-1]["id"] if data else None, "has_more": start + len(data) < len(ordered)}

@@ -14,13 +14,13 @@ import asyncio
 import json
 
 import anthropic
-import httpx
 import openai
 import pytest
 
 from seamlessflow.assembler.convert import call_from_token_io
 from seamlessflow.assembler.options import AssemblerOptions
 from seamlessflow.core.assembler import SessionAssembler
+from seamlessflow.testing.engine_direct import CALL_TOKENS, PINNED, assert_recorded_as_the_engine, direct
 from seamlessflow.testing.proxy_harness import client, session_events
 
 pytestmark = pytest.mark.slow
@@ -35,38 +35,7 @@ ADD = {
 }
 CHAT_TOOLS = [{"type": "function", "function": ADD}]
 PYTHONIC_ADD = r"\[add\(a=1, b=2\)\]"
-# a named tool choice constrains the reply to the tool's parameters: pinned values keep a random model's JSON short
-PINNED = {
-    "name": "add",
-    "description": "add 1 and 2",
-    "parameters": {
-        "type": "object",
-        "properties": {"a": {"enum": [1]}, "b": {"enum": [2]}},
-        "required": ["a", "b"],
-        "additionalProperties": False,
-    },
-}
-CALL_TOKENS = 200
 GREEDY = {"temperature": 0}  # the anthropic SDK (2.x) has no temperature argument: sent as an extra body field
-
-
-async def direct(engine, messages, max_tokens, **extra) -> dict:
-    """The engine's own greedy answer with token ids, bypassing the proxy."""
-    body = {
-        "model": "tiny",
-        "messages": messages,
-        "max_tokens": max_tokens,
-        "temperature": 0,
-        "return_token_ids": True,
-        **extra,
-    }
-    async with httpx.AsyncClient(timeout=120) as http:
-        return (await http.post(engine.url + "/v1/chat/completions", json=body)).json()
-
-
-def assert_recorded_as_the_engine(event, reply: dict) -> None:
-    assert event.prompt_ids == reply["prompt_token_ids"] and event.completion_ids == reply["choices"][0]["token_ids"]
-    assert len(event.logprobs) == len(event.completion_ids) and all(lp <= 0 for lp in event.logprobs)
 
 
 def anthropic_client(proxy, session_id) -> anthropic.AsyncAnthropic:

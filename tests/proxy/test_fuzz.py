@@ -96,6 +96,8 @@ class Ledger:
             return
         if path.endswith("/reward"):  # a call's reward is kept until its session's end: nothing published
             return
+        if "/v1/conversations" in path:  # a conversation's items: on the conversations topic, not a call
+            return
         if headers.get("content-type", "").startswith("text/event-stream"):
             assert stream_ended_well(path, response.text), response.text[-300:]
         self.calls[headers["x-session-id"]] += 1

@@ -13,22 +13,9 @@ import pytest
 
 from seamlessflow.kafka.io import read_messages
 from seamlessflow.messages import StoredResponse, TokenIO
-from seamlessflow.proxy import ProxyOptions, ProxyService
-from seamlessflow.teams import TeamKeys
-from seamlessflow.testing.proxy_harness import KEYS, session_events
+from seamlessflow.testing.proxy_harness import session_events
+from seamlessflow.testing.stored_responses import agent, own_proxy
 from seamlessflow.topics import Topics
-
-
-def agent(proxy, session_id: str | None = None, key: str = "key-alpha") -> openai.AsyncOpenAI:
-    base = proxy.session_url(session_id) if session_id else proxy.base_url
-    return openai.AsyncOpenAI(base_url=base, api_key=key, max_retries=0)
-
-
-async def own_proxy(settings, stub, tmp_path) -> ProxyService:
-    """A proxy this test stops itself (the factory's are stopped at teardown, and a service stops once)."""
-    config = ProxyOptions(port=0, engines=[{"id": "e0", "url": stub.url}], listen_control=False,
-                          discover_engines=False)
-    return await ProxyService(settings, config=config, team_keys=TeamKeys(tmp_path / "t.json", KEYS)).start()
 
 
 def stored_on_topic(settings, codec) -> list:

@@ -15,15 +15,13 @@ import signal
 import openai
 import pytest
 
-from seamlessflow.assembler.convert import call_from_token_io
-from seamlessflow.assembler.options import AssemblerOptions
-from seamlessflow.core.assembler import SessionAssembler
 from seamlessflow.kafka.io import read_messages
 from seamlessflow.messages import StoredResponse, TokenIO
+from seamlessflow.testing.engine_direct import CALL_TOKENS, PINNED, assert_recorded_as_the_engine, direct
 from seamlessflow.testing.proxy_harness import session_events
+from seamlessflow.testing.proxy_workers import start_workers, wait_ready
+from seamlessflow.testing.stored_responses import assembled
 from seamlessflow.topics import Topics
-from tests.proxy.test_agent_apis_vllm import CALL_TOKENS, PINNED, assert_recorded_as_the_engine, direct
-from tests.proxy.test_worker_kill import start_workers, wait_ready
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 TOOLS = [{"type": "function", **PINNED}]
@@ -102,11 +100,5 @@ def assert_stored_as_recorded(settings, codec, ids: list[str], recorded: list[To
 
 
 def assert_assembles(recorded: list[TokenIO]) -> None:
-    session = SessionAssembler(AssemblerOptions().assembler_config())
-    for event in recorded:
-        session.add(call_from_token_io(event))
-    sequences = session.finish()
-    assert sequences
-    for sequence in sequences:
-        assert list(sequence.tokens) == list(sequence.last_call.prompt_ids) + list(sequence.last_call.completion_ids)
+    assembled(recorded)
 

@@ -11,8 +11,6 @@ from __future__ import annotations
 import asyncio
 import os
 import signal
-import subprocess
-import sys
 from pathlib import Path
 
 import aiohttp
@@ -22,8 +20,8 @@ from seamlessflow.kafka.admin import ensure_topics
 from seamlessflow.kafka.io import read_messages
 from seamlessflow.loadtest.stub_engine import StubBehaviour, StubEngine
 from seamlessflow.messages import TokenIO
-from seamlessflow.ports import free_port
 from seamlessflow.testing.assembler_harness import AssemblerProcess, read_trajectories, wait_for
+from seamlessflow.testing.proxy_workers import start_workers, wait_ready
 from seamlessflow.topics import Topics
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -31,35 +29,6 @@ AUTH = {"Authorization": "Bearer key-alpha"}
 SESSIONS, TURNS = 16, 6
 
 pytestmark = pytest.mark.timeout(300)
-
-
-def start_workers(settings, engine_url: str, tmp_path: Path, count: int = 2) -> tuple[list[subprocess.Popen], str]:
-    port = free_port()
-    config = settings.with_overrides(
-        team_keys={"alpha": "key-alpha"},
-        proxy={"port": port, "workers": count, "heartbeat_s": 1, "engines": [{"id": "stub", "url": engine_url}]},
-    ).dump_yaml(tmp_path / "proxy.yaml")
-    procs = []
-    for i in range(count):
-        with open(tmp_path / f"proxy-{i}.log", "ab") as log:
-            procs.append(subprocess.Popen([sys.executable, "-m", "services.proxy", "--config", str(config),
-                                           "--worker", str(i)], cwd=ROOT, stdout=log, stderr=log))
-    return procs, f"http://127.0.0.1:{port}"
-
-
-async def wait_ready(url: str, procs: list[subprocess.Popen]) -> None:
-    async with aiohttp.ClientSession() as http:
-        for _ in range(600):
-            assert all(p.poll() is None for p in procs), "a proxy worker exited at start"
-            try:
-                async with http.get(f"{url}/healthz") as response:
-                    if response.status == 200:
-                        await asyncio.sleep(1.0)  # every worker bound, or the kernel sends all to the first
-                        return
-            except aiohttp.ClientError:
-                pass
-            await asyncio.sleep(0.1)
-    raise AssertionError("the proxy workers never answered")
 
 
 class Agents:
