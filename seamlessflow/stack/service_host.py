@@ -8,6 +8,13 @@ directory of this node's own, before it starts the process. A process that exits
 backoff, up to the restart policy; a dead actor (its node lost, its worker killed) is Ray's to restart
 (`max_restarts`), and a restarted actor starts its process afresh. The process is started with a parent-death
 signal, so it does not outlive its actor.
+
+A process that exits fenced (`FENCED_EXIT_CODE`: the broker gave its role to a newer writer) is started again
+only while Ray still counts this node alive (`node_counted_alive`). A node that Ray lost (cut off from the head)
+while its processes ran on is one whose actors Ray restarted elsewhere: the replacement fenced ours, and starting
+ours again would fence the replacement in turn. On a node Ray still counts, no one replaced the actor, so the
+fencing was the broker aborting a transaction left open too long (a long pause): start again, as the local
+supervisor does when no newer holder runs.
 """
 
 from __future__ import annotations
@@ -25,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from seamlessflow.exit_codes import FENCED_EXIT_CODE
 from seamlessflow.ports import NODE_ADDRESS_ENV, interface_of
 from seamlessflow.stack.processes import STACK_ENV, stop_tree
 from seamlessflow.stack.supervisor import HEALTHY_AFTER_S
@@ -118,6 +126,9 @@ class ServiceHost:
                 break
             if time.time() - self.started_at > HEALTHY_AFTER_S:
                 self.restarts = 0
+            if self.exit_code == FENCED_EXIT_CODE and not self.restart_fenced():
+                self.state = "fenced"
+                return
             if 0 <= self.max_restarts <= self.restarts:
                 self.state = "failed"
                 return
@@ -127,6 +138,14 @@ class ServiceHost:
             self.restarts += 1
             self._spawn()
         self.state = "stopped"
+
+    def restart_fenced(self) -> bool:
+        """Whether to start a fenced process again: only on a node Ray still counts alive (the module's docstring).
+        While the node is cut off from the head, asking blocks until it is back (then Ray ends this actor)."""
+        with open(self.log, "a") as log:
+            log.write(f"{self.name}: exited fenced (code {FENCED_EXIT_CODE}); asking Ray whether this node "
+                      f"still counts before starting it again\n")
+        return node_counted_alive(self.node_id)
 
     def info(self) -> dict:
         """Where and how the service runs now (what `status` shows)."""
@@ -144,3 +163,10 @@ class ServiceHost:
         if self.proc is not None and self.proc.poll() is None:
             stop_tree(self.proc.pid, grace_s)
         self.state = "stopped"
+
+
+def node_counted_alive(node_id: str) -> bool:
+    """Whether Ray's GCS counts node `node_id` alive (a restarted actor's old node does not)."""
+    import ray
+
+    return any(node["NodeID"] == node_id and node["Alive"] for node in ray.nodes())

@@ -66,8 +66,7 @@ class RayCluster:
         node = self.node(name)
         assert node.netns, "the head runs in this machine's namespace: kill a worker node"
         alive = alive_nodes(self.address)
-        pids = [int(p) for p in subprocess.run(["ip", "netns", "pids", node.netns], capture_output=True,
-                                               text=True).stdout.split()]
+        pids = _pids_in(node.netns)
         for pid in pids:
             try:
                 os.kill(pid, signal.SIGKILL)
@@ -86,20 +85,47 @@ class RayCluster:
         alive = alive_nodes(self.address)
         _ip("netns", "exec", node.netns, "ip", "link", "set", self._inner_link(node), "down")
         wait_until(lambda: alive_nodes(self.address) == alive - 1, 300, f"Ray to see {name} dead", every_s=1)
-        return [int(p) for p in subprocess.run(["ip", "netns", "pids", node.netns], capture_output=True,
-                                               text=True).stdout.split()]
+        return _pids_in(node.netns)
+
+    def cut_node_from_head(self, name: str, keep_ports: tuple[int, ...]) -> list[int]:
+        """Cuts the node off the head (Ray's GCS) and nothing else: the head's `keep_ports` (the broker's, the
+        object store's) and every other node stay reachable, as when a partition or an overloaded head loses a
+        node's heartbeats while its data plane works on. Ray counts it dead and restarts its actors elsewhere;
+        what runs there goes on writing to the broker (a raylet ends its workers only after
+        `RAY_gcs_rpc_server_reconnect_timeout_s`, raised in `_start_node`). Needs iptables; `heal_node` undoes it.
+        Waits until Ray counts it dead; returns the pids it runs."""
+        node = self.node(name)
+        assert node.netns, "the head runs in this machine's namespace: cut a worker node"
+        alive = alive_nodes(self.address)
+        head, ports = self.nodes[0].ip, ",".join(map(str, keep_ports))
+        for chain, peer, port in (("OUTPUT", "-d", "--dports"), ("INPUT", "-s", "--sports")):
+            if ports:
+                _iptables(node.netns, "-A", chain, peer, head, "-p", "tcp", "-m", "multiport", port, ports,
+                          "-j", "ACCEPT")
+            _iptables(node.netns, "-A", chain, peer, head, "-j", "DROP")
+        wait_until(lambda: alive_nodes(self.address) == alive - 1, 300, f"Ray to see {name} dead", every_s=1)
+        return _pids_in(node.netns)
+
+    def pids_on(self, name: str) -> list[int]:
+        """Every process a worker node runs (in its network namespace)."""
+        node = self.node(name)
+        assert node.netns, "the head runs in this machine's namespace"
+        return _pids_in(node.netns)
 
     def heal_node(self, name: str) -> None:
-        """The node's link up again (after `cut_node`): what still runs there reaches the others again."""
+        """The node reaches everything again (after `cut_node` or `cut_node_from_head`)."""
         node = self.node(name)
         assert node.netns
         _ip("netns", "exec", node.netns, "ip", "link", "set", self._inner_link(node), "up")
+        if shutil.which("iptables"):
+            _iptables(node.netns, "-F")
 
     def _inner_link(self, node: RayNode) -> str:
         """The namespace's end of the node's veth pair (`_add_namespace` names it by the node's index)."""
         return f"sfp{self.tag}{self.nodes.index(node) - 1}"
 
-    def start_node(self, name: str, cpus: int = 1, resources: dict[str, float] | None = None) -> RayNode:
+    def start_node(self, name: str, cpus: int = 1, resources: dict[str, float] | None = None,
+                   tries: int = 3) -> RayNode:
         """Starts the named node again (after `kill_node`), or a new worker node in a namespace of its own
         with the custom resource `name` (and `resources`); waits until Ray counts it alive."""
         alive = alive_nodes(self.address)
@@ -114,16 +140,37 @@ class RayCluster:
             self._links.append(netns)
             node = RayNode(name, ip, self.root / chr(ord("b") + index), netns, cpus=cpus, resources=resources or {})
             self.nodes.append(node)
-        node.proc = _start_node(node, self.address, 0, self.node_dir)
-        log = node.temp_dir.parent / f"{node.name}.log"
-        wait_until(lambda: alive_nodes(self.address) == alive + 1, 180,
-                   lambda: f"{name} to join the Ray cluster (its log: {log.read_text(errors='replace')[-3000:]})",
-                   every_s=1, alive=[node.proc])
-        return node
+        for attempt in range(1, tries + 1):  # a raylet can miss its 30 s to register under load (_await_workers)
+            node.proc = _start_node(node, self.address, 0, self.node_dir)
+            try:
+                wait_until(lambda: alive_nodes(self.address) == alive + 1, 180,
+                           lambda: f"{name} to join the Ray cluster (its log: {_tail(node)})",
+                           every_s=1, alive=[node.proc])
+                return node
+            except AssertionError:
+                if attempt == tries or node.proc.poll() is None:
+                    raise
+                print(f"{name}: ray start gave up; starting it again ({attempt}/{tries})")
+                _stop_marked(str(node.temp_dir))
+        raise AssertionError("unreachable")
 
 
 def _ip(*args: str) -> None:
     subprocess.run(["ip", *args], check=True, capture_output=True)
+
+
+def _iptables(netns: str, *args: str) -> None:
+    subprocess.run(["ip", "netns", "exec", netns, "iptables", *args], check=True, capture_output=True)
+
+
+def _tail(node: RayNode) -> str:
+    log = node.temp_dir.parent / f"{node.name}.log"
+    return log.read_text(errors="replace")[-3000:] if log.exists() else "(no log)"
+
+
+def _pids_in(netns: str) -> list[int]:
+    return [int(p) for p in subprocess.run(["ip", "netns", "pids", netns], capture_output=True,
+                                           text=True).stdout.split()]
 
 
 def _free_subnet() -> ipaddress.IPv4Network:
@@ -181,7 +228,10 @@ def _start_node(node: RayNode, head: str | None, port: int, node_dir: Path | Non
     node.temp_dir.mkdir(parents=True, exist_ok=True)
     log = open(node.temp_dir.parent / f"{node.name}.log", "ab")
     # the workers import this checkout's code (the venv may hold another one), and Ray's own stays local
-    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0"}
+    # a raylet that loses the GCS ends its workers after this long (default 60 s): raised, so a node cut off
+    # keeps what it runs until it is healed, as a machine behind a partition would (`cut_node_from_head`)
+    env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0",
+           "RAY_gcs_rpc_server_reconnect_timeout_s": "1800"}
     return subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                             start_new_session=True)
 

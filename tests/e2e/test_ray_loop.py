@@ -12,19 +12,21 @@ an S3-compatible store (moto's server on the head). The base model is the one in
 Checks: `status --json` names every service's node, engines announce their nodes' addresses, versions advance and
 reach both engines as http:// URIs of the trainer's node, trajectories are assembled. Then: kill -9 of node_c
 (an engine's): the loop trains on, and rollout-1 is back on node_c when the node returns. node_d, the trainer's,
-cut off the network with everything on it left running (not killed): Ray counts it dead and restarts the trainer
-on node_e when it joins, which resumes from the object store (node_d's disk is not node_e's) and its versions go
-on; then node_d's link comes back, and the old trainer, alive all along, is a zombie: it must write nothing that
-anyone reads (its transactional producer is fenced by the broker) and be gone. A node_f joins and `scale
-rollout=+1` adds an engine there, restarting nothing. The chaos audit over everything (the chaos driver's ledger
-of acknowledged calls beside the agent pool, and the zombie) finds nothing lost, duplicated or trained twice, no
-version going backwards and nothing the zombie wrote after the cut; `down` leaves no process.
+cut off from Ray's head only (the broker, the object store and the other nodes still reach it; nothing killed):
+Ray counts it dead and restarts the trainer on node_e when it joins, which resumes from the object store
+(node_d's disk is not node_e's) and its versions go on; the old trainer, alive and writing all along, is a
+zombie that the broker fences (the replacement's transactional producer): it exits on its own before node_d is
+healed, and its actor does not start it again. A node_f joins and `scale rollout=+1` adds an engine there,
+restarting nothing. The chaos audit over everything (the chaos driver's ledger of acknowledged calls beside the
+agent pool, and the zombie) finds nothing lost, duplicated or trained twice, no version going backwards and
+nothing of the zombie committed after its replacement's first write; `down` leaves no process.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import shutil
 import socket
 import subprocess
 import sys
@@ -42,6 +44,7 @@ from seamlessflow.chaos.run import all_ended_assembled
 from seamlessflow.config import Settings
 from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.io import read_messages
+from seamlessflow.kafka.reader import read_topic
 from seamlessflow.messages import Trajectory, WeightVersion
 from seamlessflow.ports import free_port, free_port_block
 from seamlessflow.stack.processes import pid_alive
@@ -53,9 +56,11 @@ from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(2400),
-              pytest.mark.skipif(bool(can_make_namespaces()), reason=can_make_namespaces() or "")]
+              pytest.mark.skipif(bool(can_make_namespaces()), reason=can_make_namespaces() or ""),
+              pytest.mark.skipif(shutil.which("iptables") is None, reason="no iptables (`make test-deps`)")]
 ENGINES = {"rollout-0": "node_b", "rollout-1": "node_c"}
-SINGLE_WRITERS = ("trainer", "scheduler")  # the roles whose zombies the broker fences (docs/concepts.md)
+# the roles whose zombies the broker fences (docs/concepts.md), as their processes' command lines name them
+SINGLE_WRITERS = ("services.trainer", "services.scheduler")
 TRAINER_SLOT = {"trainer_slot": 1.0}  # what the trainer asks for: node_d offers it, then node_e
 
 
@@ -105,7 +110,7 @@ def test_the_loop_on_ray_across_nodes_survives_lost_nodes_and_grows_onto_a_new_o
         try:
             status = _placed_and_trained(config, tmp_path, ips)
             _an_engine_node_lost_and_back(cluster, config, tmp_path)
-            zombie = _the_trainer_node_cut_off_and_another_joins(cluster, config, tmp_path)
+            zombie = _the_trainer_node_cut_off_and_another_joins(cluster, config, tmp_path, store)
             _a_node_joins_and_an_engine_is_added(cluster, config, tmp_path)
             driver.stop()
             _audit_finds_nothing_lost(tmp_path, status["bootstrap_servers"], zombie)
@@ -146,35 +151,63 @@ def _an_engine_node_lost_and_back(cluster, config: Path, tmp_path: Path) -> None
     print(f"node_c killed and back: rollout-1 serving v{newest} again {time.monotonic() - killed_at:.1f} s after")
 
 
-def _the_trainer_node_cut_off_and_another_joins(cluster, config: Path, tmp_path: Path) -> Zombie:
-    """node_d, the trainer's, cut off the network, its processes left running: Ray restarts the trainer's actor on
-    node_e when it joins (the only other node offering `trainer_slot`); the trainer resumes from the newest
-    checkpoint in the object store, its versions go on from where they were (the audit checks they never go
-    backwards), and the engines load them from node_e. Then node_d's link comes back: its trainer, never killed,
-    is the zombie the broker fences (what it writes is refused) and it ends; the audit checks nothing of it after
-    the cut is on any topic. Returns it for the audit."""
+def _the_trainer_node_cut_off_and_another_joins(cluster, config: Path, tmp_path: Path, store: ObjectStore) -> Zombie:
+    """node_d, the trainer's, cut off from Ray's head while the broker, the object store and the other nodes still
+    reach it (a partition of the control plane: what runs there goes on working and writing). Ray counts the
+    node dead and restarts the trainer's actor on node_e when it joins (the only other node offering
+    `trainer_slot`); the replacement's transactional producer fences node_d's trainer at the broker, which
+    exits on its own while still cut off from Ray, so the broker ended it, not Ray's node shutdown, and its
+    actor does not start it again (a fenced exit on a node Ray lost). The replacement resumes from the newest
+    committed checkpoint in the object store, its versions go on (the audit checks they never go backwards)
+    and the engines load them from node_e. Then node_d is healed. Returns the zombie for the audit, which
+    checks that nothing the old trainer wrote after the replacement's first record is committed anywhere."""
     settings = Settings(bootstrap_servers=_status(config)["bootstrap_servers"])
-    cut_at_ms = int(time.time() * 1000)
-    pids = cluster.cut_node("node_d")
-    old = [p for p in pids if any(role in " ".join(_cmdline(p)) for role in SINGLE_WRITERS)]
+    keep = tuple(int(a.rsplit(":", 1)[1]) for a in settings.bootstrap_servers.split(","))
+    keep += (int(store.endpoint_url.rsplit(":", 1)[1].split("/")[0]),)
+    cut_at = time.time()
+    pids = cluster.cut_node_from_head("node_d", keep)
+    old = _single_writers(pids)
     assert old, f"no trainer process on node_d among {pids}"
-    before = max(w.version for w in _versions(settings))  # the last one node_d's trainer published
     node = cluster.start_node("node_e", resources=TRAINER_SLOT)
-    status = _until_engines_load(config, tmp_path, ENGINES, before + 1)
+    wait_until(lambda: not [p for p in old if pid_alive(p)], 600,
+               lambda: f"node_d's old single writers {old}, fenced, to end" + _logs(tmp_path), every_s=1)
+    assert _fenced_in_logs(tmp_path), "node_d's trainer ended, no log of node_d says fenced" + _logs(tmp_path)
+    print(f"node_d (the trainer's) cut off from Ray's head: its trainer fenced by the replacement on node_e and "
+          f"gone {time.time() - cut_at:.1f} s after the cut")
+    replaced_ms = _first_version_from(settings, node.ip)
+    newest = max(w.version for w in _versions(settings))
+    status = _until_engines_load(config, tmp_path, ENGINES, newest + 1)
     trainer = next(s for s in status["services"] if s["name"] == "trainer")
     assert trainer["node_ip"] == node.ip, trainer
-    newer = [w for w in _versions(settings) if w.version > before]
-    assert newer and all(w.uri.startswith(f"http://{node.ip}:") for w in newer), newer
-    print(f"node_d (the trainer's) cut off: v{before + 1} from the trainer on node_e, served by both engines, "
-          f"{time.time() - cut_at_ms / 1000:.1f} s after")
+    _versions_from_node_e_on(settings, node.ip)
     cluster.heal_node("node_d")
-    healed_at = time.time()
-    exited = wait_until(lambda: not [p for p in old if pid_alive(p)], 300,
-                        f"node_d's old single writers {old} to end", every_s=1)
-    print(f"node_d back: its old single writers {old} ended {time.time() - healed_at:.1f} s later "
-          f"({_fenced_in_logs(tmp_path)})")
-    return Zombie("trainer", tuple(f"{socket.gethostname()}:{p}" for p in pids), cut_at_ms,
-                  int(healed_at * 1000), took_over=True, exited=exited)
+    healed_ms = int(time.time() * 1000)
+    time.sleep(10)  # node_d's raylet hears it is dead and stops its actors: nothing of node_d starts again
+    assert not _single_writers(cluster.pids_on("node_d")), "a single writer runs on node_d again"
+    return Zombie("trainer", tuple(f"{socket.gethostname()}:{p}" for p in pids), replaced_ms, healed_ms,
+                  took_over=True, exited=True)
+
+
+def _first_version_from(settings: Settings, ip: str) -> int:
+    """When the replacement first wrote (its first version's record time): its `init_transactions` came before,
+    so a committed record of the old trainer timed after it is one the broker should have refused."""
+    times = [r.timestamp_ms for r in read_topic(settings, Topics(settings).weights, codec_for(settings))
+             if isinstance(r.message, WeightVersion) and r.message.uri.startswith(f"http://{ip}:")]
+    assert times, f"no version from {ip}"
+    return min(times)
+
+
+def _versions_from_node_e_on(settings: Settings, ip: str) -> None:
+    """Versions rise, and from the replacement's first on every one is its own (the old trainer's were refused)."""
+    versions = [w for w in _versions(settings) if w.version >= 1]
+    numbers = [w.version for w in versions]
+    assert numbers == sorted(numbers), numbers
+    first = next(i for i, w in enumerate(versions) if w.uri.startswith(f"http://{ip}:"))
+    assert all(w.uri.startswith(f"http://{ip}:") for w in versions[first:]), versions[first:]
+
+
+def _single_writers(pids: list[int]) -> list[int]:
+    return [p for p in pids if any(role in _cmdline(p) for role in SINGLE_WRITERS)]
 
 
 def _cmdline(pid: int) -> list[str]:
@@ -184,11 +217,10 @@ def _cmdline(pid: int) -> list[str]:
         return []
 
 
-def _fenced_in_logs(tmp_path: Path) -> str:
-    """Whether node_d's logs say the broker fenced a writer (else Ray's node shutdown ended it first)."""
+def _fenced_in_logs(tmp_path: Path) -> bool:
+    """Whether node_d's logs say the broker fenced a writer."""
     logs = list(private_view(tmp_path / "nodes", "node_d").glob("*/logs/*.log"))
-    fenced = any("fenced" in log.read_text(errors="replace") for log in logs)
-    return "fenced by the broker, a log says" if fenced else "ended by Ray's node shutdown before they wrote"
+    return any("fenced" in log.read_text(errors="replace") for log in logs)
 
 
 def _a_node_joins_and_an_engine_is_added(cluster, config: Path, tmp_path: Path) -> None:

@@ -12,6 +12,7 @@ import urllib.request
 
 import pytest
 
+from seamlessflow.exit_codes import FENCED_EXIT_CODE
 from seamlessflow.ports import free_port, free_port_block
 from seamlessflow.stack.placement import expand_replicas
 from seamlessflow.stack.processes import pid_alive
@@ -104,6 +105,20 @@ def test_a_killed_service_process_is_restarted_by_its_actor(cluster, placement):
     placement.stop_all()
     assert wait_until(lambda: not pid_alive(placement.states["probe-restart"].pid or 0) and not _answers(ip, port),
                       30, "the stopped service to be gone")
+
+
+def test_a_fenced_exit_on_a_node_ray_counts_is_started_again(cluster, placement, tmp_path):
+    """Exit code 3 (fenced) with no replacement by Ray (its node alive): the broker aborted a transaction left
+    open too long, so the actor starts the process again. (On a node Ray lost, it does not: tests/e2e/test_ray_loop.)"""
+    port, marker = free_port_block(1), tmp_path / "fenced-once"
+    spec = http_service("probe-fenced", port, "node_b")
+    once = f"import os, sys\nif not os.path.exists({str(marker)!r}):\n    open({str(marker)!r}, 'w').close()\n" \
+           f"    sys.exit({FENCED_EXIT_CODE})\n"
+    spec.argv[2] = once + SERVICE
+    placement.start(spec)  # ready only once started again: the first start exits fenced
+    assert marker.exists() and _answers(cluster.node("node_b").ip, port)
+    placement.check()
+    assert placement.states["probe-fenced"].restarts == 1
 
 
 def _answers(ip: str, port: int) -> bool:
