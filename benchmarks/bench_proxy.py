@@ -9,23 +9,30 @@ the comparison with that many proxy processes on one port (`proxy.workers`); `--
 another source tree's proxy (say `git archive <commit>` unpacked) at every level, right after this one's.
 Targets: added p50 <= 1 ms, p99 <= 5 ms, throughput >= 0.95x (>= 0.9x with N proxies). `--routes
 chat,responses,messages` runs the same load through each front door (the proxy turns a Responses or Messages
-call into the engine's chat call, so the direct column is the engine's chat route for all three).
+call into the engine's chat call, so the direct column is the engine's chat route for all three). `--peers` puts the
+same load through SeamlessFlow's proxy and the peer gateways (LiteLLM's proxy, Agent Lightning's server) in one
+table, with time to the first token and what each records of a call (`benchmarks/proxy_peers.py`).
 
     .venv/bin/python benchmarks/bench_proxy.py [--levels 1,50,200] [--seconds 8] [--tokens 16]
         [--token-delay-ms 20] [--proxies 1,2] [--baseline TREE] [--routes chat,responses,messages]
+    .venv/bin/python benchmarks/bench_proxy.py --peers [--gateways seamlessflow,litellm,agentlightning] [--no-install]
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import functools
 import os
+import re
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import aiohttp
 import psutil
@@ -34,7 +41,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from benchmarks import proxy_peers  # noqa: E402
 from seamlessflow.broker.local import LocalBroker  # noqa: E402
+from seamlessflow.config import Settings  # noqa: E402
 from seamlessflow.kafka.admin import ensure_topics  # noqa: E402
 from seamlessflow.ports import free_port  # noqa: E402
 
@@ -67,20 +76,49 @@ def wait_http(url: str, timeout_s: float = 60) -> None:
     raise TimeoutError(url)
 
 
-def start(argv, log: Path, env=None, cwd: Path = ROOT) -> subprocess.Popen:
+def start(argv: list[str], log: Path, env: dict[str, str] | None = None, cwd: Path = ROOT) -> subprocess.Popen:
     out = open(log, "ab")
     environ = {k: v for k, v in os.environ.items() if cwd == ROOT or k != "PYTHONPATH"}
     return subprocess.Popen(argv, stdout=out, stderr=out, env={**environ, **(env or {})}, cwd=cwd)
 
 
-async def session_loop(http, url, headers, body, until: float, latencies: list[float]) -> None:
+async def session_loop(
+    http: aiohttp.ClientSession, url: str, headers: dict[str, str], body: dict, until: float,
+    latencies: list[float], first: list[float] | None = None, failures: list[int] | None = None,
+) -> None:
+    """Calls in a loop until `until`; `first` collects each stream's time to its first token, `failures` the
+    status of each refused call, 0 for one that got no answer (without it a refusal ends the run)."""
     while time.monotonic() < until:
         started = time.perf_counter()
-        async with http.post(url, json=body, headers=headers) as response:
-            await response.read()
-            if response.status != 200:
-                raise RuntimeError(f"{url}: {response.status} {await response.text()}")
+        try:
+            async with http.post(url, json=body, headers=headers) as response:
+                if first is not None and response.status == 200:
+                    await first_token(response, started, first)
+                await response.read()
+                if response.status != 200:
+                    if failures is None:
+                        raise RuntimeError(f"{url}: {response.status} {await response.text()}")
+                    failures.append(response.status)
+                    continue
+        except (aiohttp.ClientError, TimeoutError):
+            if failures is None:
+                raise
+            failures.append(0)  # no answer: a dropped connection or the client's timeout
+            continue
         latencies.append(time.perf_counter() - started)
+
+
+FIRST_TOKEN = re.compile(rb'"(?:content|delta|text)":\s*"t\d')  # the StubEngine's tokens read "t<id> "
+
+
+async def first_token(response: aiohttp.ClientResponse, started: float, first: list[float]) -> None:
+    """Reads the stream up to its first token's text (chat, completions or Responses events alike)."""
+    seen = b""
+    while chunk := await response.content.readany():
+        seen = seen[-64:] + chunk
+        if FIRST_TOKEN.search(seen):
+            first.append(time.perf_counter() - started)
+            return
 
 
 def cpu_seconds(procs: list[subprocess.Popen]) -> float:
@@ -90,25 +128,26 @@ def cpu_seconds(procs: list[subprocess.Popen]) -> float:
 
 
 async def run_level(
-    url_for, sessions: int, seconds: float, tokens: int, stream: bool, cpu=lambda: 0.0, route: str = "chat"
+    url_for: Callable[..., str], sessions: int, seconds: float, tokens: int, stream: bool,
+    cpu: Callable[[], float] = lambda: 0.0, route: str = "chat", first: list[float] | None = None,
+    failures: list[int] | None = None, key: str = KEY,
 ) -> tuple[list[float], float, float]:
-    """Latencies and calls/s of the measured window, and the CPU seconds `cpu` counted during it."""
+    """Latencies and calls/s of the measured window, and the CPU seconds `cpu` counted during it (`first` and
+    `failures` as in `session_loop`, for the measured window)."""
     connector = aiohttp.TCPConnector(limit=0)
+    headers = {"Authorization": f"Bearer {key}"}
     async with aiohttp.ClientSession(connector=connector) as http:
         body = ROUTES[route][1](tokens, stream)
         warm_until = time.monotonic() + 1.0
         await asyncio.gather(
-            *(
-                session_loop(http, url_for(i), {"Authorization": f"Bearer {KEY}"}, body, warm_until, [])
-                for i in range(sessions)
-            )
+            *(session_loop(http, url_for(i), headers, body, warm_until, [], None, []) for i in range(sessions))
         )
         latencies: list[float] = []
         cpu_before, started = cpu(), time.monotonic()
         until = started + seconds
         await asyncio.gather(
             *(
-                session_loop(http, url_for(i), {"Authorization": f"Bearer {KEY}"}, body, until, latencies)
+                session_loop(http, url_for(i), headers, body, until, latencies, first, failures)
                 for i in range(sessions)
             )
         )
@@ -132,7 +171,7 @@ def stop(procs: list[subprocess.Popen]) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--levels", default="1,50,200")
+    parser.add_argument("--levels", help="concurrent sessions per level (default 1,50,200; with --peers 20,200,1000)")
     parser.add_argument("--seconds", type=float, default=8)
     parser.add_argument("--tokens", type=int, default=16)
     parser.add_argument("--token-delay-ms", type=float, default=20)
@@ -146,14 +185,17 @@ def main() -> None:
         "--baseline", type=Path, help="another source tree whose proxy runs the same levels, after this one's"
     )
     parser.add_argument(
-        "--routes", default="chat", help="front doors to measure through the proxy: chat,responses,messages"
+        "--routes", help="front doors to measure: chat,responses,messages (default chat; with --peers chat,responses)"
     )
     parser.add_argument(
         "--proxies",
         default="1",
         help="proxy process counts to compare, e.g. 1,2 (proxy.workers: SO_REUSEPORT on one port)",
     )
+    proxy_peers.add_arguments(parser)
     args = parser.parse_args()
+    args.levels = args.levels or ("20,200,1000" if args.peers else "1,50,200")
+    args.routes = args.routes or ("chat,responses" if args.peers else "chat")
 
     work = Path(tempfile.mkdtemp(prefix="bench-proxy-"))
     broker = LocalBroker(work / "broker").start()
@@ -171,9 +213,12 @@ def main() -> None:
         engine = f"http://127.0.0.1:{engine_port}"
         wait_http(engine + "/health")
         print(
-            f"StubEngine (fake): {args.tokens} tokens x {args.token_delay_ms} ms per call; {args.seconds:.0f} s per "
+            f"StubEngine (fake): {args.tokens} tokens x {args.token_delay_ms} ms per call; {args.seconds:g} s per "
             f"run; chat; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
         )
+        if args.peers:
+            proxy_peers.run(args, client, engine, work, list(broker.procs.values()))
+            return
         for count in (int(x) for x in args.proxies.split(",")):
             trees = {"this": ROOT, **({"baseline": args.baseline} if args.baseline else {})}
             started = {name: start_proxies(client, engine, count, work, tree) for name, tree in trees.items()}
@@ -196,7 +241,7 @@ def main() -> None:
 
 
 def start_proxies(
-    client, engine: str, count: int, work: Path, tree: Path = ROOT, **options
+    client: Settings, engine: str, count: int, work: Path, tree: Path = ROOT, **options: Any
 ) -> tuple[list[subprocess.Popen], str]:
     """`count` proxy processes on one port, as `up` starts them for `proxy.workers: count` (from `tree`), with
     further `proxy` config `options`."""
@@ -221,7 +266,9 @@ def start_proxies(
     return procs, f"http://127.0.0.1:{port}"
 
 
-def compare(args, engine: str, started: dict[str, tuple[list[subprocess.Popen], str]], count: int) -> None:
+def compare(
+    args: argparse.Namespace, engine: str, started: dict[str, tuple[list[subprocess.Popen], str]], count: int
+) -> None:
     """Per mode and level: direct, then each tree's proxies (this one first), one after the other."""
     print(
         f"{'mode':>6} {'sessions':>8} {'tree':>8} {'route':>9} {'direct p50':>11} {'proxy p50':>10} {'added p50':>10} "
@@ -249,7 +296,7 @@ def compare(args, engine: str, started: dict[str, tuple[list[subprocess.Popen], 
                         args.seconds,
                         args.tokens,
                         stream,
-                        lambda proxies=proxies: cpu_seconds(proxies),
+                        functools.partial(cpu_seconds, proxies),
                         route,
                     )
                 )

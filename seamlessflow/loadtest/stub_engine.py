@@ -38,6 +38,7 @@ class StubBehaviour:
     healthy: bool = True
     tool_call: bool = True  # answer with a tool call when the request offers tools
     max_tokens_cap: int = 4096
+    end_delay_s: float = 0.0  # between a stream's `[DONE]` and the end of its body (they may arrive apart)
 
 
 class StubEngine:
@@ -46,6 +47,7 @@ class StubEngine:
         self.model = model
         # the newest request bodies, for tests to inspect; bounded so a long soak measures the proxy, not this
         self.requests: deque[tuple[str, dict]] = deque(maxlen=10_000)
+        self.peers: deque[Any] = deque(maxlen=10_000)  # each request's client address: one per connection it came on
         self.tokens_sent = 0
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
@@ -85,6 +87,7 @@ class StubEngine:
     async def _chat(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(("chat", body))
+        self.peers.append(request.transport.get_extra_info("peername") if request.transport else None)
         return await self._generate(
             request,
             body,
@@ -95,6 +98,7 @@ class StubEngine:
     async def _completions(self, request: web.Request) -> web.StreamResponse:
         body = await request.json()
         self.requests.append(("completions", body))
+        self.peers.append(request.transport.get_extra_info("peername") if request.transport else None)
         return await self._generate(request, body, "completions", lambda: _prompts(body["prompt"]))
 
     async def _generate(self, request: web.Request, body: dict[str, Any], kind: str,
@@ -215,6 +219,8 @@ class _Stream:
             self.engine.tokens_sent += len(choices)
             await response.write(_sse({**self._head(obj), "choices": choices}))
         await response.write(b"data: [DONE]\n\n")
+        if b.end_delay_s:
+            await asyncio.sleep(b.end_delay_s)
         return response
 
     async def whole(self) -> web.Response:

@@ -28,16 +28,19 @@ class Admission:
         """Held while a call generates: 429 when slots and line are full, 503 when no slot frees in time."""
         if self.waiting + self.running >= self.max_running + self.max_waiting:
             raise ProxyError(429, "the proxy is at capacity; retry shortly", retry_after=self.retry_after_s)
-        self.waiting += 1
-        try:
-            async with asyncio.timeout(self.wait_timeout_s):
-                await self._slots.acquire()
-        except TimeoutError:
-            raise ProxyError(
-                503, "no generation slot became free in time; retry", retry_after=self.retry_after_s
-            ) from None
-        finally:
-            self.waiting -= 1
+        if self._slots.locked():  # wait in line; a free slot is taken at once, without arming a timer
+            self.waiting += 1
+            try:
+                async with asyncio.timeout(self.wait_timeout_s):
+                    await self._slots.acquire()
+            except TimeoutError:
+                raise ProxyError(
+                    503, "no generation slot became free in time; retry", retry_after=self.retry_after_s
+                ) from None
+            finally:
+                self.waiting -= 1
+        else:
+            await self._slots.acquire()  # never suspends: a slot is free and no one waits for it
         self.running += 1
         try:
             yield

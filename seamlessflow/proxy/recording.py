@@ -104,7 +104,7 @@ class Recorder:
         try:
             futures = [self.publisher.publish(self.topic, key, event) for event in events]
             async with asyncio.timeout(self.delivery_timeout_s):
-                await asyncio.gather(*futures)
+                await (futures[0] if len(futures) == 1 else asyncio.gather(*futures))  # most calls: one choice
         except (TimeoutError, PublishFailed, CodecError) as exc:
             self.metrics.events.labels("failed").inc(len(events))
             log.error("events for session %s not recorded: %s", key, exc)

@@ -332,7 +332,7 @@ class ProxyServer:
         )
         events = door.events(run.shaper, reply_id) if stream else None
         if stream is not None and events is not None:
-            run.emit = lambda chunk: stream.write(events.chunk(chunk))
+            run.emit = lambda chunks: stream.write(b"".join(map(events.chunk, chunks)))
         try:
             capture = await run.run()
             await self.recorder.record(CallResult(who, capture, tuple(run.engine_ids), run.timings_ms()))

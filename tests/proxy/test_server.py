@@ -60,6 +60,20 @@ async def test_streaming_chat_with_usage_ends_with_done(proxy, settings, codec):
     assert event.completion_ids == [token_at(3 + k) for k in range(4)]
 
 
+async def test_calls_reuse_one_engine_connection(proxy, stub):
+    """The proxy reads each engine stream to its end: aiohttp closes a connection released mid-body, and a new
+    connection per call took 12% of the proxy's CPU in one profile (benchmarks/README.md)."""
+    stub.behaviour.end_delay_s = 0.05  # the body's end arrives after `[DONE]`, in a read of its own
+    for stream in (False, True) * 3:
+        reply = await client(proxy, "reuse").chat.completions.create(
+            model="stub-model", messages=[{"role": "user", "content": "hi"}], max_tokens=3, stream=stream
+        )
+        if stream:
+            [chunk async for chunk in reply]
+    # one connection, or two when the proxy's health check held the first as a call began (six when none is kept)
+    assert len(stub.peers) == 6 and len(set(stub.peers)) <= 2
+
+
 async def test_client_asking_for_token_ids_and_logprobs_gets_them(proxy):
     reply = await client(proxy, "s3").chat.completions.create(
         model="stub-model", messages=[{"role": "user", "content": "a"}], max_tokens=2, logprobs=True,
