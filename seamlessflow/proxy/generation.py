@@ -262,18 +262,20 @@ class CallRun:
         a read holds several events, and one write (one send) per event was a visible share of a call's CPU."""
         splitter = SSESplitter()
         async for piece in response.content.iter_any():
-            shown: list[dict] = []
-            ended = self._absorb_all(engine, kind, splitter.feed(piece), choice_index, shown)
-            if shown and self.emit is not None:
-                await self.emit(shown)
-            if ended:
+            if await self._take_read(engine, kind, splitter.feed(piece), choice_index):
                 if not self._cut and not response.content.at_eof():
                     await _read_to_end(response)
                 return
-        shown = []
-        self._absorb_all(engine, kind, splitter.close(), choice_index, shown)
+        await self._take_read(engine, kind, splitter.close(), choice_index)
+
+    async def _take_read(self, engine: Engine, kind: str, events: list[bytes], choice_index: int | None) -> bool:
+        """One network read's events absorbed and shown to the agent in one write; True at the stream's end or a
+        cut."""
+        shown: list[dict] = []
+        ended = self._absorb_all(engine, kind, events, choice_index, shown)
         if shown and self.emit is not None:
             await self.emit(shown)
+        return ended
 
     def _absorb_all(
         self, engine: Engine, kind: str, events: list[bytes], choice_index: int | None, shown: list[dict]

@@ -72,22 +72,24 @@ def check_versions_by_logprob(model, states: dict[int, dict], event: TokenIO) ->
 
 
 def stall_reading_until_held(monkeypatch: pytest.MonkeyPatch, at_tokens: int, limit_s: float = 120.0) -> None:
-    """Once a call's first stream has read `at_tokens` tokens, the proxy reads no more of it until its engine is
-    held. The engine generates on meanwhile, maybe to the call's end: those tokens wait in the socket, of the
-    old weights, and the hold drops them unread, so the call is cut there and continues on the new weights.
+    """Once a call's first stream has read `at_tokens` tokens (after the network read that brought them), the
+    proxy reads no more of it until its engine is held. The engine generates on meanwhile, maybe to the call's
+    end: those tokens wait in the socket, of the old weights, and the hold drops them unread, so the call is cut
+    there and continues on the new weights.
     Continuations (`choice_index` set) are never stalled; after `limit_s` without a hold the reading goes on
     (and the straddle check fails, saying so)."""
-    read_event = CallRun._on_event
+    take_read = CallRun._take_read
 
-    async def on_event(run: CallRun, engine: Engine, kind: str, data: bytes, choice_index: int | None) -> None:
-        await read_event(run, engine, kind, data, choice_index)
-        if choice_index is not None or tokens_read(run) < at_tokens:
-            return
+    async def on_read(run: CallRun, engine: Engine, kind: str, events: list[bytes], choice_index: int | None) -> bool:
+        ended = await take_read(run, engine, kind, events, choice_index)
+        if ended or choice_index is not None or tokens_read(run) < at_tokens:
+            return ended
         deadline = asyncio.get_running_loop().time() + limit_s
         while not engine.held and asyncio.get_running_loop().time() < deadline:
             await asyncio.sleep(0.005)
+        return False
 
-    monkeypatch.setattr(CallRun, "_on_event", on_event)
+    monkeypatch.setattr(CallRun, "_take_read", on_read)
 
 
 def tokens_read(run: CallRun) -> int:
