@@ -125,7 +125,7 @@ class RayCluster:
         return f"sfp{self.tag}{self.nodes.index(node) - 1}"
 
     def start_node(self, name: str, cpus: int = 1, resources: dict[str, float] | None = None,
-                   tries: int = 3) -> RayNode:
+                   tries: int = 5) -> RayNode:
         """Starts the named node again (after `kill_node`), or a new worker node in a namespace of its own
         with the custom resource `name` (and `resources`); waits until Ray counts it alive."""
         alive = alive_nodes(self.address)
@@ -283,7 +283,7 @@ def ray_cluster(names: tuple[str, ...] = ("node_a", "node_b", "node_c"), node_di
         _stop(cluster)
 
 
-def _await_head(cluster: RayCluster, port: int, tries: int = 3) -> None:
+def _await_head(cluster: RayCluster, port: int, tries: int = 5) -> None:
     """Waits until the head is alive, starting it again when its `ray start` gave up (as `_await_workers`)."""
     head = cluster.nodes[0]
     for attempt in range(1, tries + 1):
@@ -299,7 +299,7 @@ def _await_head(cluster: RayCluster, port: int, tries: int = 3) -> None:
             head.proc = _start_node(head, None, port, cluster.node_dir)
 
 
-def _await_workers(cluster: RayCluster, port: int, tries: int = 3) -> None:
+def _await_workers(cluster: RayCluster, port: int, tries: int = 5) -> None:
     """Waits until every node is alive. A worker whose `ray start` gave up is started again, up to `tries` times:
     on 2 cores under a full suite the head's GCS can answer a joining node's first query after its 30 s deadline
     ("Failed to get node info: Deadline Exceeded"; Ray gives a raylet 30 s to register, not configurable), which
