@@ -10,6 +10,7 @@ import pytest
 
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import TokenIO
+from seamlessflow.testing.engine_direct import direct as engine_answer
 from seamlessflow.testing.proxy_harness import client, send_command, session_events, until
 from seamlessflow.testing.vllm_server import perturbed_copy
 
@@ -28,17 +29,8 @@ TOOLS = [
 
 
 async def direct(engine, messages, max_tokens, **extra):
-    """The engine's own greedy answer with token ids, bypassing the proxy (`extra`: tools, as the agent sent them)."""
-    body = {
-        "model": "tiny",
-        "messages": messages,
-        "max_tokens": max_tokens,
-        "temperature": 0,
-        "return_token_ids": True,
-        **extra,
-    }
-    async with httpx.AsyncClient(timeout=60) as http:
-        reply = (await http.post(engine.url + "/v1/chat/completions", json=body)).json()
+    """The engine's own greedy answer (`extra`: tools, as the agent sent them): prompt ids, ids, text."""
+    reply = await engine_answer(engine, messages, max_tokens, **extra)
     return reply["prompt_token_ids"], reply["choices"][0]["token_ids"], reply["choices"][0]["message"]["content"]
 
 
