@@ -11,11 +11,13 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.core.control import CommandKind
+from seamlessflow.exit_codes import FENCED_EXIT_CODE
 from seamlessflow.kafka.io import MessageProducer, read_messages
 from seamlessflow.messages import ControlCommand, Trajectory, WeightVersion
 from seamlessflow.testing.trainer_records import group, wait_for
@@ -27,6 +29,27 @@ def start(config_path: str | Path, log_path: str | Path) -> subprocess.Popen:
     log = open(log_path, "ab")
     return subprocess.Popen([sys.executable, "-m", "services.trainer", "--config", str(config_path)],
                             stdout=log, stderr=log, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+
+
+def wait_for_version_restarting_fenced(settings: Settings, codec: Codec, proc: subprocess.Popen,
+                                      config_path: str | Path, log_path: Path, version: int,
+                                      timeout_s: float = 300.0) -> subprocess.Popen:
+    """Waits for `version` on the weights topic while doing what the supervisor does: a trainer that exits
+    fenced (its transaction outlived the broker's timeout while a killed broker's partitions moved, on a
+    loaded machine) is started again; returns the process now running. Any other exit, or no `version`
+    within `timeout_s`, fails with the log's tail."""
+    topics = Topics(settings)
+    deadline = time.monotonic() + timeout_s
+    while not any(isinstance(m, WeightVersion) and m.version == version
+                  for m in read_messages(settings, topics.weights, codec)):
+        code = proc.poll()
+        if code == FENCED_EXIT_CODE:
+            proc = start(config_path, log_path)
+        elif code is not None or time.monotonic() > deadline:
+            raise AssertionError(f"no version {version}; trainer exit {code}; its log's tail:\n"
+                                 + Path(log_path).read_text(errors="replace")[-6000:])
+        time.sleep(0.5)
+    return proc
 
 
 def run_to_version_then_stop(settings: Settings, codec: Codec, producer: MessageProducer, config_path: str | Path,

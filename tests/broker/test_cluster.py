@@ -90,7 +90,8 @@ def test_killing_the_session_events_leader_loses_and_duplicates_nothing(cluster,
 def test_the_trainer_trains_every_trajectory_once_through_a_broker_kill(cluster, codec, tiny_model_dir, tmp_path):
     """kill -9 of the broker leading the trajectories partition while the trainer works: the step log (the
     trainer's own view) holds every acknowledged trajectory exactly once, versions only rise, and the
-    trainer's committed offset ends at the topic's end."""
+    trainer's committed offset ends at the topic's end. A trainer fenced meanwhile (its transaction outlived
+    the broker's timeout while the partitions moved, on a loaded machine) is started again, as `up` would."""
     import json
 
     from confluent_kafka import Consumer, TopicPartition
@@ -99,7 +100,7 @@ def test_the_trainer_trains_every_trajectory_once_through_a_broker_kill(cluster,
     from seamlessflow.messages import ControlCommand, WeightVersion
     from seamlessflow.testing.trainer_records import group
     from seamlessflow.testing.trainer_records import wait_for as wait_on_topic
-    from seamlessflow.testing.trainer_runs import start
+    from seamlessflow.testing.trainer_runs import start, wait_for_version_restarting_fenced
     from seamlessflow.trainer.options import TrainerOptions
 
     settings = cluster.client_settings.with_overrides(
@@ -121,8 +122,8 @@ def test_the_trainer_trains_every_trajectory_once_through_a_broker_kill(cluster,
         for record in [r for g in groups[4:] for r in g]:
             producer.send(topics.trajectories, record.group_id, record)
         producer.flush()
-        wait_on_topic(settings, codec, topics.weights,
-                      lambda m: isinstance(m, WeightVersion) and m.version == 4, timeout_s=300)
+        trainer = wait_for_version_restarting_fenced(settings, codec, trainer, tmp_path / "config.yaml",
+                                                     tmp_path / "trainer.log", version=4)
         producer.send_and_wait(topics.control, "trainer-0",
                                ControlCommand("stop", "trainer-0", 1, "shutdown", "default", "default", 0))
         assert trainer.wait(timeout=180) == 0, (tmp_path / "trainer.log").read_text()[-3000:]
