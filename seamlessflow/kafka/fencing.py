@@ -22,6 +22,13 @@ any more. An abortable error (a record not delivered in time, offsets of a group
 aborts the transaction and raises `TransactionAborted`: nothing of it became visible, and the caller sends
 it again or lets a later commit cover it.
 
+A commit that times out is not an error to abort on: librdkafka goes on with it and lets only the same call
+resume it (any other, an abort included, is refused with _CONFLICT, and the producer stays stuck: a trainer
+did so for minutes after a broker kill at load 15). So the commit is made again until it ends, for up to
+`COMMIT_PATIENCE_S`; by then its records were delivered or timed out (`message.timeout.ms` follows the
+transaction's timeout), so it ended one way or the other. One that still has not leaves the producer unusable:
+`Fenced`, and the process is replaced, whose `init_transactions` settles the transaction.
+
 Every record a role writes names the writing process in a header (`WRITER_HEADER`, `host:pid`), so an audit
 (or a test) sees on the topic which process wrote what.
 """
@@ -57,6 +64,7 @@ WRITER_HEADER = "sf-writer"
 # transaction coordinator that moved with a killed broker, took longer and was fenced with no replacement;
 # Kafka's default is 60 s.
 TRANSACTION_TIMEOUT_MS = 30000
+COMMIT_PATIENCE_S = 2 * TRANSACTION_TIMEOUT_MS / 1000  # how long a commit that timed out is resumed
 
 
 class Fenced(RuntimeError):
@@ -66,6 +74,10 @@ class Fenced(RuntimeError):
 
 class TransactionAborted(DeliveryFailed):
     """The open transaction was aborted (none of it is visible); the writer goes on with a new one."""
+
+
+class StillInProgress(DeliveryFailed):
+    """A transactional call timed out and goes on in librdkafka: only the same call may resume it."""
 
 
 def transactional_id(settings: Settings, role: str) -> str:
@@ -106,17 +118,19 @@ class RoleWriter(MessageProducer):
         (`Consumer.consumer_group_metadata()`), become visible together. Nothing to do when none is open."""
         if self._fenced is not None:
             raise self._fenced
+        patience_s = max(timeout_s, COMMIT_PATIENCE_S)
         if offsets:
             self._begin()
-            self._call(lambda s: self._producer.send_offsets_to_transaction(offsets, group_metadata, s), timeout_s)
+            self._resumed(lambda s: self._producer.send_offsets_to_transaction(offsets, group_metadata, s),
+                          patience_s)
         if self._open:
             try:
-                self._call(self._producer.commit_transaction, timeout_s)
-            except TransactionAborted:
+                self._resumed(self._producer.commit_transaction, patience_s)
+            except (TransactionAborted, Fenced):
                 raise
-            except DeliveryFailed as exc:  # still not committed at the deadline (the broker away): start afresh
+            except DeliveryFailed as exc:  # refused outright (not a timeout): start afresh
                 self._abort()
-                raise TransactionAborted(f"{self.transactional_id}: commit gave up: {exc}") from exc
+                raise TransactionAborted(f"{self.transactional_id}: commit refused: {exc}") from exc
             self._open = False
 
     def flush(self, timeout_s: float = 30.0) -> None:
@@ -152,9 +166,19 @@ class RoleWriter(MessageProducer):
             self._call(lambda _s: self._producer.begin_transaction(), 0.0)
             self._open = True
 
+    def _resumed(self, call: Callable[[float], T], patience_s: float) -> T:
+        """A transactional call made again until it ends (the module's docstring); `Fenced` if it never does."""
+        try:
+            return self._call(call, patience_s)
+        except StillInProgress as exc:
+            self._fenced = Fenced(f"{self.writer}: a transaction of {self.transactional_id} neither committed nor "
+                                  f"failed in {patience_s:.0f} s ({exc}); a new process settles it")
+            log.error("%s", self._fenced)
+            raise self._fenced from exc
+
     def _call(self, call: Callable[[float], T], timeout_s: float) -> T:
-        """`call(seconds left)`, again after a retriable error until `timeout_s`; a refusal as this module's
-        exceptions."""
+        """`call(seconds left)`, again after a retriable error until `timeout_s` (then `StillInProgress`); a
+        refusal as this module's exceptions."""
         deadline = time.monotonic() + timeout_s
         while True:
             try:
@@ -162,9 +186,11 @@ class RoleWriter(MessageProducer):
             except KafkaException as exc:
                 error = exc.args[0] if exc.args else None
                 if (isinstance(error, KafkaError) and error.retriable() and not error.fatal()
-                        and not error.txn_requires_abort() and time.monotonic() < deadline):
-                    time.sleep(0.2)
-                    continue
+                        and not error.txn_requires_abort()):
+                    if time.monotonic() < deadline:
+                        time.sleep(0.2)
+                        continue
+                    raise StillInProgress(f"{self.transactional_id}: {error.str()}") from exc
                 raise self._failed(exc) from exc
 
     def _failed(self, exc: KafkaException) -> Exception:

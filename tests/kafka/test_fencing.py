@@ -10,7 +10,9 @@ import time
 import uuid
 
 import pytest
+from confluent_kafka import KafkaError, KafkaException
 
+from seamlessflow.kafka import fencing
 from seamlessflow.kafka.admin import ensure_topics
 from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.dead_letters import DeadLetters
@@ -109,3 +111,41 @@ def test_roles_of_other_runs_are_not_fenced(settings, codec):
     RoleWriter(settings.with_overrides(run="other"), codec, "scheduler.scheduler")
     first.deliver(weights, "default", version(1))
     assert versions_on(settings, codec) == [1]
+
+
+class CommitTimingOut:
+    """librdkafka's producer where a commit times out `times` times (the broker away) and goes on in the
+    background; like librdkafka, it refuses an abort while that commit is unresolved (_CONFLICT)."""
+
+    def __init__(self, times: int):
+        self.times, self.commits, self.aborts = times, 0, 0
+
+    def commit_transaction(self, timeout_s):
+        self.commits += 1
+        if self.commits <= self.times:
+            raise KafkaException(KafkaError(KafkaError._TIMED_OUT, "1 message(s) remaining", retriable=True))
+
+    def abort_transaction(self, timeout_s):
+        self.aborts += 1
+        raise KafkaException(KafkaError(KafkaError._CONFLICT, "Conflicting commit_transaction API call"))
+
+
+@pytest.mark.parametrize("times", [3, 10**9])
+def test_a_commit_that_times_out_is_resumed_never_aborted_and_one_that_never_ends_fences(settings, codec,
+                                                                                        monkeypatch, times):
+    """The trainer stuck after a broker kill: its commit timed out, the abort it tried was refused, and every
+    later call too. Now the same commit is made again until it ends; one that never does is `Fenced` (the
+    process is replaced), never a producer left stuck."""
+    monkeypatch.setattr(fencing, "COMMIT_PATIENCE_S", 5.0 if times == 3 else 1.0)
+    writer = RoleWriter(settings, codec, "trainer")
+    producer = CommitTimingOut(times)
+    writer._producer, writer._open = producer, True  # a transaction with records in it
+    if times == 3:
+        writer.commit(timeout_s=0.1)
+        assert (producer.commits, producer.aborts, writer._open) == (4, 0, False)
+        return
+    for _ in range(2):
+        with pytest.raises(Fenced, match="neither committed nor failed"):
+            writer.commit(timeout_s=0.1)
+    assert producer.aborts == 0
+
