@@ -35,6 +35,20 @@ class ProxyMetrics:
         )
         self.engines_routable = Gauge("seamlessflow_proxy_engines_routable", "Engines taking sessions now", registry=r)
         self.rejected = Counter("seamlessflow_proxy_rejected", "Requests refused, by reason", ["reason"], registry=r)
+        # per team (`quotas.py`): every team's calls are counted, whether or not it has a quota
+        self.team_admitted = Counter(
+            "seamlessflow_proxy_team_admitted", "Calls let through by their team's quota", ["team"], registry=r
+        )
+        self.team_refused = Counter(
+            "seamlessflow_proxy_team_refused", "Calls refused by their team's quota, by quota (sessions|tokens)",
+            ["team", "quota"], registry=r,
+        )
+        self.team_tokens = Counter(
+            "seamlessflow_proxy_team_tokens", "Tokens generated for the team's calls", ["team"], registry=r
+        )
+        self.team_sessions = Gauge(
+            "seamlessflow_proxy_team_sessions", "The team's sessions with a call in flight", ["team"], registry=r
+        )
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

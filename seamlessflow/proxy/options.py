@@ -59,6 +59,23 @@ class RoutingOptions(BaseModel):
         return ProfileLearner(ratio=self.ratio, min_tokens=self.min_tokens, hysteresis=self.hysteresis)
 
 
+class TeamQuota(BaseModel):
+    """A team's share of the proxy (`seamlessflow/proxy/quotas.py`): past it, its new calls get 429 with `Retry-After`.
+    Each proxy worker enforces it on its own calls (`workers: 2` lets a team twice as much in all)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    max_sessions: int | None = Field(None, ge=1)
+    """Sessions of the team generating at once (with a call in flight); a further call of a session already
+    generating is let in. Unset: no limit."""
+    tokens_per_s: float | None = Field(None, gt=0)
+    """Tokens the team's calls may generate a second, on average: a bucket refilled at this rate is charged
+    each call's generated tokens when it ends, and the team's new calls are refused while it is in debt.
+    Unset: no limit."""
+    burst_tokens: float | None = Field(None, gt=0)
+    """The most the bucket holds (what an idle team may spend at once); unset: one second of `tokens_per_s`."""
+
+
 class ProxyOptions(SectionOptions):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
@@ -127,6 +144,9 @@ class ProxyOptions(SectionOptions):
     retention (infra/topics.yaml, 30 days) removes it for good: serve no longer than that."""
     stored_retention_by_team: dict[str, float] = Field(default_factory=dict)
     """Per-team `stored_retention_s` (team -> seconds), e.g. a shorter one for a team whose data must go sooner."""
+    teams: dict[str, TeamQuota] = Field(default_factory=dict)
+    """Per-team quotas (team -> its share), e.g. `{red: {max_sessions: 8, tokens_per_s: 2000}}`. A team not
+    named here is limited only by the proxy's own capacity (`max_inflight`, `max_queued`)."""
     end_wait_s: float = 30.0
     """How long /end waits for the session's in-flight calls."""
     producer: dict = Field(default_factory=lambda: {"linger.ms": 0})

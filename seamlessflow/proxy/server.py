@@ -46,6 +46,7 @@ from seamlessflow.proxy.metrics import ProxyMetrics
 from seamlessflow.proxy.openapi import openapi_document
 from seamlessflow.proxy.options import ProxyOptions
 from seamlessflow.proxy.publisher import EventPublisher
+from seamlessflow.proxy.quotas import QuotaExceeded, Quotas
 from seamlessflow.proxy.recording import CallIdentity, CallResult, Recorder
 from seamlessflow.proxy.requests import CallRequest
 from seamlessflow.proxy.response_store import ResponseStore
@@ -148,6 +149,7 @@ class ProxyServer:
                               c.stored_cache_mb << 20, c.stored_wait_s, c.delivery_timeout_s)
         self.stored = StoredResponses(store, c, settings.run, settings.max_record_bytes, self._team)
         self.admission = Admission(c.max_inflight, c.max_queued, c.pause_timeout_s, c.retry_after_s)
+        self.quotas = Quotas(c.teams, self.metrics, c.retry_after_s)  # each team's share, before a slot
         self.http: aiohttp.ClientSession | None = None
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
@@ -225,7 +227,7 @@ class ProxyServer:
             response = await handler(request)
         except ProxyError as exc:
             if exc.status == 429:
-                self.metrics.rejected.labels("backpressure").inc()
+                self.metrics.rejected.labels("quota" if isinstance(exc, QuotaExceeded) else "backpressure").inc()
             response = request.get(DOOR, door).error(exc, headers)
         except UpstreamRejected as exc:
             response = request.get(DOOR, door).rejected(exc.status, exc.body, headers)
@@ -307,7 +309,7 @@ class ProxyServer:
         who = CallIdentity(session_id, team, self._call_id(request, team, session_id, body), attempt_of(request))
         session.call_started()
         try:
-            async with self.admission.slot():
+            async with self.quotas.hold(team, session_id), self.admission.slot():
                 return await self._serve(request, door, call, who, headers)
         finally:
             session.call_finished()
@@ -347,6 +349,8 @@ class ProxyServer:
                 return door.rejected(status, body, headers)
             await stream.close(events.fail(status, body) if events else b"")
             return stream.response
+        finally:  # the tokens generated, also by a call that failed or whose agent left
+            self.quotas.charge(who.team, run.capture.completion_tokens)
         self.metrics.tokens.labels("prompt").inc(capture.prompt_tokens)
         self.metrics.tokens.labels("completion").inc(capture.completion_tokens)
         if stream is None or events is None:
