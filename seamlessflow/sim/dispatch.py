@@ -61,7 +61,8 @@ class HashedDispatch:
         return sum(len(line) for line in self.lines.values())
 
     def __call__(self, queue: deque[Rollout], engines: list[SimEngine], now: float) -> set[SimEngine]:
-        serving = [e for e in engines if e.alive and e.role == Tag.ROLLOUT and e.pending_role in (None, Tag.ROLLOUT)]
+        serving = [e for e in engines if e.alive and e.role == Tag.ROLLOUT and e.pending_role in (None, Tag.ROLLOUT)
+                   and not e.draining]
         ids = tuple(e.id for e in serving)
         if ids != self._serving:  # re-route everything that waits, as the proxy would
             for line in self.lines.values():

@@ -74,6 +74,7 @@ class SimEngine:
         self.pending_version: int | None = None
         self.paused = False
         self.training = False
+        self.draining = False  # removed by the autoscaler (`sim.elastic`): finishes what it runs, takes nothing new
         self.token = 0  # bumped on every change; events carry it so stale ones are skipped
 
     # views
@@ -94,7 +95,7 @@ class SimEngine:
 
     @property
     def free_slots(self) -> int:
-        return self.cost.max_running - len(self.running) if self.generating else 0
+        return self.cost.max_running - len(self.running) if self.generating and not self.draining else 0
 
     def fits(self, rollout: Rollout) -> bool:
         """Its whole context fits in the KV cache left (an empty engine takes anything)."""

@@ -104,3 +104,34 @@ class Workload:
 
     def batch_size(self, gpus: int) -> int:
         return self.batch_per_gpu * gpus
+
+
+@dataclass(frozen=True)
+class Arrivals:
+    """Tasks arriving at a rate that changes by phase, as (seconds, tasks per second); after the last phase its
+    rate goes on. Why: a cluster that trains for days sees a new task set arrive as a burst and then its long
+    tail, and an elastic cluster is only worth its cost on such a load (`sim.elastic`)."""
+
+    phases: tuple[tuple[float, float], ...]
+
+    def __post_init__(self) -> None:
+        if not self.phases or any(seconds <= 0 or rate < 0 for seconds, rate in self.phases):
+            raise ValueError(f"phases must be (seconds > 0, rate >= 0) pairs, got {self.phases}")
+
+    def arrived(self, t: float) -> int:
+        """Tasks that have arrived by time `t` (a fluid count, rounded down)."""
+        total, start = 0.0, 0.0
+        for seconds, rate in self.phases:
+            total += rate * min(seconds, max(0.0, t - start))
+            start += seconds
+        total += self.phases[-1][1] * max(0.0, t - start)
+        return math.floor(total + 1e-9)
+
+    @property
+    def seconds(self) -> float:
+        return sum(seconds for seconds, _ in self.phases)
+
+
+def burst_then_lull(peak: float, burst_s: float = 900.0, lull_share: float = 0.1, lull_s: float = 2700.0) -> Arrivals:
+    """A new task set at `peak` tasks/s for `burst_s`, then its long tail at `lull_share` of it."""
+    return Arrivals(((burst_s, peak), (lull_s, peak * lull_share)))
