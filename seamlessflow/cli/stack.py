@@ -193,20 +193,25 @@ def status(settings: Settings, as_json: bool) -> None:
 
 
 @click.command()
-@click.argument("change", metavar="ROLE=+N")
+@click.argument("change", metavar="ROLE=+N|ROLE=-N")
 @pass_settings
 def scale(settings: Settings, change: str) -> None:
-    """Add services to a running stack placed on Ray, e.g. `scale rollout=+1`: N more engines, placed by Ray
-    where there is room (a node that just joined), serving as soon as they are up; nothing restarts."""
+    """Add or remove engines of a running stack placed on Ray. `scale rollout=+1`: one more engine, placed by
+    Ray where there is room (a node that just joined), serving as soon as it is up. `scale rollout=-1`: the
+    newest engine leaves routing (its calls in flight continue on the others), stops, and frees its node's
+    resources. Nothing else restarts."""
     try:
         role, count = parse_change(change)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="ROLE=+N") from None
     if role != "rollout":
-        raise click.BadParameter(f"{role!r}: only rollout engines can be added yet (agent pools and assemblers: "
+        raise click.BadParameter(f"{role!r}: only rollout engines can be scaled yet (agent pools and assemblers: "
                                  "cluster.resources.<name>.replicas, on the next start)", param_hint="ROLE=+N")
     console = Console(width=160)
     with placement_errors():
-        added = scale_stack(settings, count, console.print)
-    for name, service in added.items():
-        console.print(_where(name, service))
+        try:
+            changed = scale_stack(settings, count, console.print)
+        except ValueError as exc:
+            raise click.BadParameter(str(exc), param_hint="ROLE=-N") from None
+    for name, service in changed.items():
+        console.print(_where(name, service) if count > 0 else f"{name}: drained and stopped")

@@ -97,6 +97,8 @@ class CommandHandler:
         engine = self.engines.announce(
             status.resource_id, status.engine_url, serving, status.weight_version, frozenset(status.hardware_tags)
         )
+        if status.state == ResourceState.STOPPED:  # retired before it stopped (`RolloutWorker.retire`): gone now
+            engine.held_at = None
         if status.active_tag != Tag.ROLLOUT:  # preempted (e.g. to train): its calls move to other engines
             moved = self.gate.cut_on(engine.url)
             if moved:

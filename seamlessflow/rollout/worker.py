@@ -94,9 +94,25 @@ class RolloutWorker:
             self.state = ResourceState.ACTIVE
 
     def close(self) -> None:
+        """Stops the engine for good, out of routing first (`retire`)."""
         with self._lock:
+            self.retire()
             self.engine.stop()
             self.client.close()
+
+    def retire(self) -> None:
+        """Takes a serving engine out of routing at every proxy before it stops (a scale-down, `down`, a shutdown
+        command): each proxy cuts the calls it generates, and they continue on the other engines as token-in
+        continuations, exact in tokens and versions as across a weight update; so stopping an engine fails no
+        agent call. A proxy that does not confirm is only logged: its calls move when the stream breaks, as
+        after an engine crash. The proxies end the hold when this worker's last heartbeat says stopped."""
+        if self.active_tag != Tag.ROLLOUT or not self.engine.running():
+            return
+        try:
+            self.fence.hold(self.engine.url)
+        except FenceError as exc:
+            log.warning("%s: not every proxy took the engine out of routing before it stops: %s",
+                        self.resource_id, exc)
 
     @property
     def engine_wanted(self) -> bool:
@@ -317,6 +333,7 @@ class RolloutWorker:
 
     def _do_shutdown(self, command: ControlCommand) -> str:
         self.stopped = True
+        self.retire()
         self.engine.stop()
         self.state = ResourceState.STOPPED
         return "engine stopped; worker exiting"

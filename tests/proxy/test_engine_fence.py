@@ -9,7 +9,8 @@ import asyncio
 import httpx
 import pytest
 
-from seamlessflow.loadtest.stub_engine import token_at
+from seamlessflow.loadtest.stub_engine import StubEngine, token_at
+from seamlessflow.messages import ResourceStatus, new_id, now_ms
 from seamlessflow.ports import free_port
 from seamlessflow.testing.proxy_harness import client, session_events, until
 from seamlessflow.weights.fence import FenceError, ProxyFence
@@ -67,3 +68,33 @@ async def test_the_heartbeat_names_the_fence_and_several_workers_each_serve_it_o
     await asyncio.to_thread(fence.hold, stub.url)
     assert shared.server.engines.pick("s") is None and alone.server.engines.pick("s") is not None
     fence.close()
+
+
+async def test_a_retired_engine_moves_its_calls_to_another_at_once_and_its_last_heartbeat_ends_the_hold(
+        proxy_factory, settings, codec):
+    """What a scale-down's rollout worker does before it stops its engine (`RolloutWorker.retire`): the hold
+    cuts the call streaming from it, which continues on the other engine at once, token for token; the
+    worker's last heartbeat (stopped) ends the hold, and the engine is never routed to again."""
+    leaving, staying = await StubEngine().start(), await StubEngine().start()
+    fence = ProxyFence(lambda: [proxy.server.fence_url])
+    try:
+        proxy = await proxy_factory([leaving, staying])
+        session = next(s for s in (f"r{i}" for i in range(64)) if proxy.server.engines.pick(s).url == leaving.url)
+        leaving.behaviour.hold_after_tokens = 2
+        call = asyncio.create_task(client(proxy, session).completions.create(model="m", prompt=[5, 6], max_tokens=5))
+        await until(lambda: leaving.tokens_sent == 2, what="two tokens from the engine that leaves")
+        await asyncio.to_thread(fence.hold, leaving.url)
+        await asyncio.wait_for(call, 10)  # no release: it finished on the other engine
+        [event] = await session_events(settings, codec, session)
+        assert event.completion_ids == [token_at(2 + k) for k in range(5)]
+        stopped = ResourceStatus(new_id(), "rollout-9", "rollout", ["rollout"], "rollout", "stopped", 0, {},
+                                 "default", settings.run, now_ms(), leaving.url, 0, [])
+        proxy.commands.on_message(stopped)
+        assert not proxy.server.engines.any_held
+        assert {proxy.server.engines.pick(f"r{i}").url for i in range(64)} == {staying.url}
+    finally:
+        leaving.behaviour.release.set()
+        fence.close()
+        await leaving.stop()
+        await staying.stop()
+

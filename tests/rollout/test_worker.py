@@ -338,3 +338,14 @@ def test_a_proxy_that_refuses_the_hold_fails_the_load_before_the_engine_is_touch
     ack = worker.handle(command(1, "load_weights", weight_version=2, weight_uri=(tmp_path / "v2").as_uri()))
     assert ack.outcome == "failed" and "did not confirm" in ack.reason, ack
     assert journal.calls == [] and worker.status({}).weight_version == 0
+
+
+@pytest.mark.parametrize("how", ["close", "shutdown"])
+def test_an_engine_leaves_routing_at_every_proxy_before_it_stops(tmp_path, how):
+    """A scale-down or `down` (close) and a shutdown command: the proxies hold the engine, so its calls move
+    to the other engines, before it stops; a proxy that refuses does not keep it running."""
+    for journal, expected in ((Journal(), [("hold",), ("stop",)]), (Journal(refuse=True), [("stop",)])):
+        worker = fenced_worker(tmp_path, journal, ["reload"])
+        worker.close() if how == "close" else worker.handle(command(1, "shutdown"))
+        assert journal.calls[:len(expected)] == expected
+

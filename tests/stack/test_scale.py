@@ -3,7 +3,7 @@
 import pytest
 import yaml
 
-from seamlessflow.stack.scale import added_engines, parse_change, scale_engines
+from seamlessflow.stack.scale import added_engines, drain_engines, parse_change, removed_engines, scale_engines
 
 
 def test_new_engines_follow_the_highest_id_and_copy_the_last_spec_but_its_own_port_cores_and_gpus():
@@ -19,14 +19,27 @@ def test_new_engines_follow_the_highest_id_and_copy_the_last_spec_but_its_own_po
         added_engines(workers, 0)
 
 
-@pytest.mark.parametrize("change", ["rollout", "rollout=2", "rollout=-1", "rollout=+x", "=+1"])
-def test_a_change_is_role_equals_plus_n(change):
+@pytest.mark.parametrize("change", ["rollout", "rollout=2", "rollout=+0", "rollout=-x", "rollout=+x", "=+1"])
+def test_a_change_is_role_equals_plus_or_minus_n(change):
     if change == "=+1":
         assert parse_change(change) == ("", 1)  # the role is checked by the command
         return
-    with pytest.raises(ValueError, match="ROLE=\\+N"):
+    with pytest.raises(ValueError, match="ROLE=\\+N or ROLE=-N"):
         parse_change(change)
-    assert parse_change("rollout=+3") == ("rollout", 3)
+    assert parse_change("rollout=+3") == ("rollout", 3) and parse_change("rollout=-2") == ("rollout", -2)
+
+
+def test_a_scale_down_drains_the_newest_engines_and_drops_them_from_the_effective_config(tmp_path):
+    effective = tmp_path / "config.yaml"
+    workers = {"rollout-0": {}, "rollout-10": {"port": 8210}, "rollout-2": {}}
+    effective.write_text(yaml.safe_dump({"data_dir": str(tmp_path), "rollout": {"workers": workers}}))
+    stopped: list[str] = []
+    assert drain_engines(effective, 2, stopped.append) == ["rollout-2", "rollout-10"] == stopped
+    assert yaml.safe_load(effective.read_text())["rollout"]["workers"] == {"rollout-0": {}}
+    with pytest.raises(ValueError, match="one stays"):
+        removed_engines({"rollout-0": {}}, 1)
+    with pytest.raises(ValueError, match="named rollout-<n>"):
+        removed_engines({"rollout-0": {}, "fast": {}, "slow": {}}, 2)
 
 
 def test_scale_writes_the_new_engines_into_the_effective_config_and_starts_each_with_its_request(tmp_path):
