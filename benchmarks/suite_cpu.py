@@ -1,0 +1,98 @@
+"""Where a command's CPU time goes, by kind of process: `python benchmarks/suite_cpu.py -- make test`.
+
+Why: on 2 cores the suite is CPU-bound (load 15-25 through a CI run), so its wall time falls only when its CPU
+work does; running more of it at once only moves the queue. This runs the command and samples every process
+on the machine every `--every` seconds (psutil), keeping each process's last CPU time (user + system), and at
+the end prints CPU-seconds by kind: vLLM engines, trainers, Kafka brokers, Ray, each stack service, the
+pytest processes themselves, the browser, lint and the rest. A process that lived less than one interval is
+missed, and one that ended loses at most an interval: the table prints what it saw beside the machine's own
+total (/proc/stat), so the gap is visible. Processes already running when it starts count only what they
+spend from then on.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import time
+from collections import defaultdict
+
+import psutil
+
+KINDS: list[tuple[str, re.Pattern[str]]] = [
+    ("vLLM engine", re.compile(r"vllm|VLLM::", re.I)),
+    ("trainer (DeepSpeed)", re.compile(r"services\.trainer|deepspeed|torch\.distributed")),
+    ("Kafka broker (JVM)", re.compile(r"java .*kafka", re.I)),
+    ("Ray", re.compile(r"\bray\b|raylet|gcs_server|ray::|default_worker|dashboard_agent|runtime_env", re.I)),
+    ("chaos/agents", re.compile(r"services\.agents|seamlessflow\.agents|codex|claude", re.I)),
+    ("lint (ruff, mypy)", re.compile(r"\bruff\b|\bmypy\b")),
+    ("browser", re.compile(r"chrom", re.I)),
+    ("slurm", re.compile(r"slurm|munged")),
+]
+SERVICE = re.compile(r"services\.(\w+)")
+
+
+def kind_of(cmdline: list[str], name: str) -> str:
+    text = " ".join(cmdline) or name
+    for kind, pattern in KINDS:
+        if pattern.search(text):
+            return kind
+    if (service := SERVICE.search(text)) is not None:
+        return f"service: {service.group(1)}"
+    if "pytest" in text:
+        return "pytest (the tests' own processes)"
+    return f"other: {os.path.basename(cmdline[0]) if cmdline else name}"
+
+
+def machine_cpu_s() -> float:
+    """All CPU time the machine spent (user, nice, system, irq), in seconds."""
+    fields = open("/proc/stat").readline().split()[1:8]
+    busy = [int(v) for i, v in enumerate(fields) if i != 3 and i != 4]  # not idle, not iowait
+    return sum(busy) / os.sysconf("SC_CLK_TCK")
+
+
+def sample(seen: dict[tuple[int, float], tuple[str, float]]) -> None:
+    """Each process's kind and CPU time so far, keyed by (pid, start time) so a reused pid is another process."""
+    for proc in psutil.process_iter(["pid", "name", "cmdline", "create_time", "cpu_times"]):
+        info = proc.info
+        if info["cpu_times"] is None:
+            continue
+        key = (info["pid"], info["create_time"])
+        cpu = info["cpu_times"].user + info["cpu_times"].system
+        kind = seen[key][0] if key in seen else kind_of(info["cmdline"] or [], info["name"] or "?")
+        seen[key] = (kind, cpu)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--every", type=float, default=2.0, help="seconds between samples")
+    parser.add_argument("--top", type=int, default=20, help="kinds to print")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --")
+    args = parser.parse_args()
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    seen: dict[tuple[int, float], tuple[str, float]] = {}
+    sample(seen)
+    start = {key: cpu for key, (_, cpu) in seen.items()}  # what ran before counts from now on
+    machine_before, wall_before = machine_cpu_s(), time.monotonic()
+    proc = subprocess.Popen(command)
+    while proc.poll() is None:
+        time.sleep(args.every)
+        sample(seen)
+    wall, machine = time.monotonic() - wall_before, machine_cpu_s() - machine_before
+    by_kind: dict[str, float] = defaultdict(float)
+    for key, (kind, cpu) in seen.items():
+        by_kind[kind] += cpu - start.get(key, 0.0)
+    total = sum(by_kind.values())
+    print(f"\n{' '.join(command)}: exit {proc.returncode}, {wall:.0f} s wall; the machine spent {machine:.0f} CPU-s "
+          f"({machine / wall:.2f} cores busy on average); the samples saw {total:.0f} CPU-s of it")
+    print(f"{'CPU-s':>9} {'share':>6}  kind")
+    for kind, cpu in sorted(by_kind.items(), key=lambda kv: -kv[1])[:args.top]:
+        print(f"{cpu:9.0f} {cpu / max(total, 1e-9):6.1%}  {kind}")
+    sys.exit(proc.returncode)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,35 @@
+"""`benchmarks/suite_cpu.py`: a command's CPU time by kind of process, beside the machine's own total."""
+
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+from suite_cpu import kind_of  # noqa: E402
+
+
+def test_processes_are_told_apart_by_their_command_lines():
+    assert kind_of(["/v/bin/python", "-m", "vllm.entrypoints.openai.api_server"], "python") == "vLLM engine"
+    assert kind_of(["/usr/bin/java", "-Xmx512m", "kafka.Kafka", "server.properties"], "java") == "Kafka broker (JVM)"
+    assert kind_of(["python", "-m", "services.trainer", "--config", "c.yaml"], "python") == "trainer (DeepSpeed)"
+    assert kind_of(["python", "-m", "services.proxy"], "python") == "service: proxy"
+    assert kind_of(["/usr/lib/ray/raylet", "--node_ip_address=1"], "raylet") == "Ray"
+    assert kind_of(["python", "-m", "pytest", "-n", "2"], "python") == "pytest (the tests' own processes)"
+    assert kind_of([], "kworker/0:1") == "other: kworker/0:1"
+
+
+def test_a_command_is_run_and_its_cpu_counted_by_kind():
+    busy = "import time; t = time.process_time(); exec('while time.process_time() - t < 1.0: pass')"
+    argv = [sys.executable, str(ROOT / "benchmarks" / "suite_cpu.py"), "--every", "0.2", "--",
+            sys.executable, "-c", busy]
+    done = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stdout + done.stderr
+    summary = re.search(r"exit 0, (\d+) s wall; the machine spent (\d+) CPU-s .* the samples saw (\d+) CPU-s",
+                        done.stdout)
+    assert summary is not None, done.stdout
+    python_row = [line for line in done.stdout.splitlines() if line.endswith("other: python")
+                  or line.endswith(f"other: {Path(sys.executable).name}")]
+    assert python_row and float(python_row[0].split()[0]) >= 1, done.stdout
