@@ -65,9 +65,16 @@ def _kind(row: dict) -> str:
 
 
 def _active(row: dict) -> str:
-    """The active tag; the scheduler's with the task mix's stage (`manager.stages`, counted from 1)."""
-    stage = row["figures"].get("stage")
-    return f"{row['active_tag']} · stage {int(stage) + 1}" if stage is not None else row["active_tag"]
+    """The active tag; the scheduler's with the task mix's stage (`manager.stages`, counted from 1) and the
+    autoscaler's advice on rollout engines (`scheduler.autoscale`; its reason is in the scheduler's log)."""
+    figures, active = row["figures"], row["active_tag"]
+    if (stage := figures.get("stage")) is not None:
+        active += f" · stage {int(stage) + 1}"
+    if (target := figures.get("autoscale_target")) is not None:
+        engines = figures.get("autoscale_engines", target)
+        active += f" · engines {engines:.0f}→{target:.0f} (advice)" if target != engines else \
+            f" · engines {engines:.0f} (advice)"
+    return active
 
 
 def _tags(row: dict) -> str:

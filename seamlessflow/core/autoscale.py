@@ -1,8 +1,9 @@
 """When to add or remove rollout engines: the autoscaling policy as arithmetic on signals the stack has (pure).
 
 Why a pure function: the simulator (`seamlessflow.sim.elastic`) and the tests call it with plain values, as
-they do `core.staleness`, and the scheduler service is meant to call the same code (not wired yet). The whole
-state of the policy is its last decision (when the count last changed, since when the load has been low).
+they do `core.staleness`, and the scheduler service calls the same code (`scheduler.autoscaling`, as advice).
+The whole state of the policy is its last decision (when the count last changed, since when the load has been
+low).
 
 Load is counted in engines' worth: the KV cache in use on the serving engines plus the sessions waiting, at
 `sessions_per_engine` each. The rules, in order:

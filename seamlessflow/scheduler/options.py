@@ -3,14 +3,67 @@ holds its task sources (`scheduler.sources`) and the run's stages (`scheduler.st
 
 from __future__ import annotations
 
+from dataclasses import fields
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from seamlessflow.config import SectionOptions, Settings
+from seamlessflow.core.autoscale import ScalingLimits
 from seamlessflow.core.policies import SchedulerConfig
 from seamlessflow.core.resources import ResourceKind
 from seamlessflow.core.stages import StageEnd
+
+_LIMITS = ScalingLimits()  # the policy's defaults, read once: the options below start from them
+
+
+class AutoscaleOptions(BaseModel):
+    """`scheduler.autoscale`: the autoscaling policy (`core.autoscale`) run live in the scheduler, advisory only:
+    it logs and publishes how many rollout engines it would run and why; nothing acts on it yet (run
+    `seamlessflow scale`). Every field but `enabled` and `trainer_idle_window_s` is a `ScalingLimits` field."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    enabled: bool = False
+    """Evaluate the policy every tick and publish its target (advice only: no engine is added or drained)."""
+    min_engines: int = Field(default=_LIMITS.min_engines, ge=0)
+    """Fewest rollout engines the policy asks for."""
+    max_engines: int = Field(default=_LIMITS.max_engines, ge=0)
+    """Most rollout engines the policy asks for."""
+    cooldown_s: float = Field(default=_LIMITS.cooldown_s, ge=0)
+    """No change within this many seconds of the last one (an engine takes about a model load to serve)."""
+    down_after_s: float = Field(default=_LIMITS.down_after_s, ge=0)
+    """The load must have fitted on fewer engines this long before one goes."""
+    up_waiting_per_engine: float = Field(default=_LIMITS.up_waiting_per_engine, ge=0)
+    """Grow when more sessions than this wait per engine (at the proxies and queued in the engines)."""
+    sessions_per_engine: int = Field(default=_LIMITS.sessions_per_engine, ge=1)
+    """Sessions one more engine absorbs (vLLM `max_num_seqs`): turns a backlog into engines."""
+    max_step_up: int = Field(default=_LIMITS.max_step_up, ge=1)
+    """Most engines added by one decision."""
+    max_step_down: int = Field(default=_LIMITS.max_step_down, ge=1)
+    """Most engines drained by one decision."""
+    down_kv_target: float = Field(default=_LIMITS.down_kv_target, gt=0, lt=1)
+    """Shrink only if the running load fits below this share of KV cache on fewer engines."""
+    trainer_behind_batches: float = Field(default=_LIMITS.trainer_behind_batches, ge=0)
+    """With this many batches waiting for the trainer and the trainer busy, more engines would not help: hold."""
+    trainer_busy: float = Field(default=_LIMITS.trainer_busy, ge=0, le=1)
+    """The trainer counts as busy when idle less than this share of `trainer_idle_window_s`."""
+    trainer_starved: float = Field(default=_LIMITS.trainer_starved, ge=0, le=1)
+    """The trainer idle more than this share, and the engines `engine_full`: any backlog asks for an engine."""
+    engine_full: float = Field(default=_LIMITS.engine_full, ge=0, le=1)
+    """Mean KV-cache use (0..1) of the serving engines at which they count as full."""
+    trainer_idle_window_s: float = Field(default=60.0, gt=0)
+    """Window over which the trainer's idle share is measured (from the growth of its `busy_s` figure)."""
+
+    @model_validator(mode="after")
+    def _valid_limits(self) -> AutoscaleOptions:
+        self.limits()  # the policy's own checks (min <= max, ...) as a config error
+        return self
+
+    def limits(self) -> ScalingLimits:
+        """The frozen limits the pure policy takes: every option of the same name."""
+        names = {f.name for f in fields(ScalingLimits)}
+        return ScalingLimits(**{k: v for k, v in self.model_dump().items() if k in names})
 
 
 class SchedulerOptions(SectionOptions):
@@ -48,6 +101,8 @@ class SchedulerOptions(SectionOptions):
     """Window over which the rate of arriving trajectories is measured."""
     coordinate_proxy: bool = True
     """Wrap weight loads in a proxy pause and resume (`scheduler.proxy_sync`)."""
+    autoscale: AutoscaleOptions = Field(default_factory=AutoscaleOptions)
+    """The autoscaling policy, advisory: how many rollout engines it would run, and why (`scheduler.autoscaling`)."""
 
     @classmethod
     def section_data(cls, settings: Settings) -> dict[str, Any]:

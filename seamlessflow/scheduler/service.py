@@ -3,7 +3,8 @@
 Inputs: status (ResourceStatus heartbeats, CommandAcks), weights (WeightVersion), trajectories and tasks
 (pipeline figures). Outputs: ControlCommands on the control topic (key = resource id, epochs only grow),
 Tasks on the tasks topic (rollout manager), a `failed` ResourceStatus for each resource whose heartbeats
-stopped, and the scheduler's own heartbeat (kind `scheduler`: policy, trainer version, pipeline figures).
+stopped, and the scheduler's own heartbeat (kind `scheduler`: policy, trainer version, pipeline figures, and
+with `scheduler.autoscale.enabled` the autoscaling advice: `scheduler.autoscaling`).
 
 One scheduler per run, enforced by the broker: its producer is the run's scheduler `RoleWriter`
 (seamlessflow.kafka.fencing), so a replacement fences this process before it rebuilds, and a tick's
@@ -51,6 +52,7 @@ from seamlessflow.messages import (
     WeightVersion,
     now_ms,
 )
+from seamlessflow.scheduler.autoscaling import LiveAutoscaler
 from seamlessflow.scheduler.commands import describe, to_message
 from seamlessflow.scheduler.manager import RolloutManager, task_set
 from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
@@ -79,6 +81,8 @@ class SchedulerService:
         self.manager = RolloutManager(manager, task_set(manager), settings.team, settings.run,
                                       self.options.batch_threshold, staleness, clock) if manager.enabled else None
         self.proxy_sync = ProxySync(self.options.command_timeout_s)
+        autoscale = self.options.autoscale
+        self.autoscaler = LiveAutoscaler(autoscale, self.options.heartbeat_timeout_s) if autoscale.enabled else None
         # the one scheduler of this run: a newer one fences this one's commands and tasks (before it rebuilds)
         self.producer = RoleWriter(settings, self.codec, f"scheduler.{self.options.resource_id}")
         self.dead_letters = DeadLetters(settings, self.codec, "scheduler", self.producer.send)
@@ -177,6 +181,8 @@ class SchedulerService:
             for task in self.manager.next_tasks(self.view.current_version):
                 self.producer.send(self.topics.tasks, task.group_id, task)
                 self.manager.on_task(task)
+        if self.autoscaler:  # advice only: logged and in the heartbeat's figures, acted on by nothing
+            self.autoscaler.step(self.view, self.pipeline(), now)
         self.heartbeat.beat()
         self.producer.flush()
         self.published += messages
@@ -223,6 +229,8 @@ class SchedulerService:
         }
         if self.manager:
             figures.update({k: float(v) for k, v in self.manager.figures().items()})
+        if self.autoscaler:
+            figures.update(self.autoscaler.figures())
         return resource_status(
             self.options.resource_id,
             ResourceKind.SCHEDULER,

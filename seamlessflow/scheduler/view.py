@@ -53,6 +53,7 @@ class ClusterView:
     last_ack: dict[str, CommandAck] = field(default_factory=dict)
     proxies: dict[str, tuple[int, float]] = field(default_factory=dict)  # live proxy -> (version, heartbeat)
     paused_proxies: dict[str, int] = field(default_factory=dict)  # proxy whose last heartbeat said paused -> its epoch
+    proxy_figures: dict[str, dict[str, float]] = field(default_factory=dict)  # live proxy -> its last figures
 
     def on_status(self, status: ResourceStatus, now: float) -> None:
         if status.kind is ResourceKind.PROXY:
@@ -84,8 +85,10 @@ class ClusterView:
             self.epochs.issued[status.resource_id] = status.epoch
         if state_of(status) is ResourceState.FAILED:
             self.proxies.pop(status.resource_id, None)
+            self.proxy_figures.pop(status.resource_id, None)
         else:
             self.proxies[status.resource_id] = (status.weight_version, now)
+            self.proxy_figures[status.resource_id] = dict(status.figures)
         if state_of(status) is ResourceState.PAUSED:
             self.paused_proxies[status.resource_id] = status.epoch
         else:

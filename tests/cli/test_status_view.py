@@ -31,3 +31,13 @@ def test_the_scheduler_row_shows_the_task_mix_stage():
     text = console.export_text()
     [trainer] = [line for line in text.splitlines() if "trainer-0" in line]
     assert "multiplexed · stage 2" in text and "stage" not in trainer
+
+
+def test_the_scheduler_row_shows_the_autoscaling_advice():
+    figures = {"autoscale_engines": 2.0, "autoscale_target": 3.0, "autoscale_change": 1.0}
+    scheduler = {**row("scheduler", "scheduler", figures), "active_tag": "multiplexed"}
+    data = {"running": True, "bootstrap_servers": "x:9092", "broker_reachable": False, "services": [],
+            "resources": [scheduler]}
+    console = Console(width=200, record=True)
+    console.print(render_status(data))
+    assert "multiplexed · engines 2→3 (advice)" in console.export_text()
