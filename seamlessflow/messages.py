@@ -116,6 +116,9 @@ class TokenIO:
     # the client's retry of the same request (0: its first attempt; from the SDK's retry count): attempts of one
     # request share `call_id`, and the assembler trains only the highest attempt answered (the one the agent got)
     attempt: Int32 = 0
+    # the LoRA adapter the engines served the call with (the team's `proxy.teams.<team>.lora.name`); None: the
+    # base model. `versions` stays the policy version of the shared engines (adapters' own versions: later)
+    adapter: str | None = None
 
 
 @dataclass

@@ -134,8 +134,11 @@ class CallRun:
         emit: Callable[[list[dict]], Awaitable[None]] | None = None,
         on_continuation: Callable[[], None] | None = None,
         profile: Profile | None = None,
+        adapter: str | None = None,
     ) -> None:
         self.request = request
+        self.adapter = adapter  # the team's LoRA adapter (`proxy.teams.<team>.lora`): the upstream model; None: base
+        self.upstream_model = adapter or config.served_model
         self.session_id = session_id
         self.profile = profile  # routing profile of the session when the call started
         self.http = http
@@ -145,7 +148,7 @@ class CallRun:
         self.emit = emit
         self.on_continuation = on_continuation or (lambda: None)
         self.capture = CallCapture(request.n, request.num_prompts)
-        override = request.model if config.served_model else None
+        override = request.model if self.upstream_model else None  # the agent sees the model it asked for
         self.shaper = Shaper(request, self.capture, shaper_id, model=override)
         self.engine_ids: list[str] = []
         self.t_start = time.monotonic()
@@ -200,7 +203,7 @@ class CallRun:
         """Runs what is left of the call on one engine: "done", "cut", or a failure kind."""
         if not self._any_tokens():
             return await self._stream(
-                engine, self.request.kind, self.request.upstream_body(self.config.served_model), None
+                engine, self.request.kind, self.request.upstream_body(self.upstream_model), None
             )
         self._fill_prompt_ids()
         for choice in self.capture.choices:
@@ -358,7 +361,7 @@ class CallRun:
             body["min_tokens"] = max(0, min_tokens - generated)
         top = request.body.get("top_logprobs") if request.kind == "chat" else request.body.get("logprobs")
         body.update(
-            model=self.config.served_model or request.model,
+            model=self.upstream_model or request.model,
             prompt=choice.prompt_ids + choice.completion_ids,
             n=1,
             stream=True,

@@ -76,6 +76,31 @@ class TeamQuota(BaseModel):
     """The most the bucket holds (what an idle team may spend at once); unset: one second of `tokens_per_s`."""
 
 
+class TeamAdapter(BaseModel):
+    """A team's LoRA adapter on the shared base model: the engines serve it beside the base (vLLM's multi-LoRA), and
+    the proxy sends the team's calls to it. Adapters ride a frozen base: a stack trains the base or adapters."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    name: str = Field(min_length=1)
+    """The name the engines serve it under (`--lora-modules <name>=<path>`): the team's calls' upstream `model`."""
+    path: str
+    """Its PEFT directory (adapter_config.json, adapter_model.safetensors), as the engines read it."""
+    rank: int = Field(ge=1, le=512)
+    """Its LoRA rank; the engines' `--max-lora-rank` must be at least the largest team's."""
+
+
+class TeamOptions(TeamQuota):
+    """A team's entry in `proxy.teams`: its share of the proxy and, optionally, its own adapter."""
+
+    lora: TeamAdapter | None = None
+    """The team's LoRA adapter; unset: the team is served the base model (`served_model`), as before."""
+
+
+# vLLM's accepted --max-lora-rank values (vllm.config.lora.MaxLoRARanks)
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+
+
 class ProxyOptions(SectionOptions):
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
@@ -144,11 +169,26 @@ class ProxyOptions(SectionOptions):
     retention (infra/topics.yaml, 30 days) removes it for good: serve no longer than that."""
     stored_retention_by_team: dict[str, float] = Field(default_factory=dict)
     """Per-team `stored_retention_s` (team -> seconds), e.g. a shorter one for a team whose data must go sooner."""
-    teams: dict[str, TeamQuota] = Field(default_factory=dict)
-    """Per-team quotas (team -> its share), e.g. `{red: {max_sessions: 8, tokens_per_s: 2000}}`. A team not
-    named here is limited only by the proxy's own capacity (`max_inflight`, `max_queued`)."""
+    teams: dict[str, TeamOptions] = Field(default_factory=dict)
+    """Per-team quotas and adapters (team -> its entry), e.g. `{red: {max_sessions: 8, tokens_per_s: 2000, lora:
+    {name: red, path: /adapters/red, rank: 8}}}`. A team not named here is limited only by the proxy's own
+    capacity (`max_inflight`, `max_queued`) and served the base model."""
     end_wait_s: float = 30.0
     """How long /end waits for the session's in-flight calls."""
     producer: dict = Field(default_factory=lambda: {"linger.ms": 0})
     """Extra librdkafka producer properties."""
 
+    def adapter_of(self, team: str) -> str | None:
+        """The name of the adapter that serves `team`'s calls; None: the base model."""
+        entry = self.teams.get(team)
+        return entry.lora.name if entry is not None and entry.lora is not None else None
+
+    def lora_engine_args(self) -> list[str]:
+        """The vLLM arguments an engine needs to serve every team's adapter beside the base (for
+        `rollout.extra_args`); [] when no team has one."""
+        adapters = list({e.lora.name: e.lora for e in self.teams.values() if e.lora is not None}.values())
+        if not adapters:
+            return []
+        rank = next(r for r in VLLM_LORA_RANKS if r >= max(a.rank for a in adapters))
+        return ["--enable-lora", "--max-loras", str(len(adapters)), "--max-lora-rank", str(rank),
+                "--lora-modules", *(f"{a.name}={a.path}" for a in adapters)]

@@ -45,6 +45,7 @@ class CallResult:
     capture: CallCapture
     engine_ids: tuple[str, ...]
     timings_ms: tuple[float, float, float]  # queued, first token, total
+    adapter: str | None = None  # the team's LoRA adapter that served it; None: the base model
 
 
 class Recorder:
@@ -96,6 +97,7 @@ class Recorder:
             prompt_base_id=base[0] if base else None,
             prompt_base_tokens=base[1] if base else 0,
             attempt=who.attempt,
+            adapter=result.adapter,
         )
         return event, sequence
 

@@ -331,13 +331,14 @@ class ProxyServer:
             profile=state.profile if state else None,
             shaper_id=f"{'chatcmpl' if call.kind == 'chat' else 'cmpl'}-{reply_id}",
             on_continuation=self.metrics.continuations.inc,
+            adapter=self.config.adapter_of(who.team),
         )
         events = door.events(run.shaper, reply_id) if stream else None
         if stream is not None and events is not None:
             run.emit = lambda chunks: stream.write(b"".join(map(events.chunk, chunks)))
         try:
             capture = await run.run()
-            await self.recorder.record(CallResult(who, capture, tuple(run.engine_ids), run.timings_ms()))
+            await self.recorder.record(CallResult(who, capture, tuple(run.engine_ids), run.timings_ms(), run.adapter))
         except ClientGone:
             assert stream is not None  # only a streaming reply's writes raise it
             return stream.response
