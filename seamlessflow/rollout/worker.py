@@ -110,6 +110,7 @@ class RolloutWorker:
             return
         try:
             self.fence.hold(self.engine.url)
+            log.info("%s: engine out of routing at every proxy; stopping it", self.resource_id)
         except FenceError as exc:
             log.warning("%s: not every proxy took the engine out of routing before it stops: %s",
                         self.resource_id, exc)
@@ -364,6 +365,7 @@ class RolloutWorker:
     def _hold_at_proxies(self) -> None:
         try:
             self.fence.hold(self.engine.url)
+            log.info("%s: engine out of routing at every proxy; stopping it", self.resource_id)
         except FenceError as exc:
             raise EngineError(str(exc)) from exc
 

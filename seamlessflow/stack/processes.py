@@ -11,6 +11,7 @@ import ctypes
 import os
 import signal
 import subprocess
+import time
 from pathlib import Path
 
 import psutil
@@ -94,6 +95,45 @@ def stop_tree(pid: int, grace_s: float) -> None:
     _gone, alive = psutil.wait_procs(procs, timeout=grace_s)
     signal_all(alive, pid, signal.SIGKILL)
     psutil.wait_procs(alive, timeout=5)
+
+
+def stop_service(pid: int, grace_s: float) -> None:
+    """SIGTERM a service's own process first, so that it stops its children in its own order (a rollout worker
+    takes its engine out of routing at the proxies before the engine stops: `RolloutWorker.retire`); once it
+    has exited or `grace_s` has passed, SIGTERM and then SIGKILL every descendant seen meanwhile. Why not
+    `stop_tree`: its SIGTERM reached the engine as soon as the worker, whose weight load then failed and
+    started a new engine that no snapshot had listed, left running after the worker was gone."""
+    try:
+        root = psutil.Process(pid)
+        seen = {p.pid: p for p in [root, *root.children(recursive=True)]}
+        root.send_signal(signal.SIGTERM)
+    except psutil.NoSuchProcess:
+        return
+    deadline = time.monotonic() + grace_s
+    while True:
+        seen.update((p.pid, p) for p in _descendants(root))
+        if not _running(root) or time.monotonic() >= deadline:
+            break
+        time.sleep(0.1)
+    left = [p for p in seen.values() if _running(p)]
+    signal_all(left, pid, signal.SIGTERM)
+    _gone, alive = psutil.wait_procs(left, timeout=5)
+    signal_all(alive, pid, signal.SIGKILL)
+    psutil.wait_procs(alive, timeout=5)
+
+
+def _descendants(proc: psutil.Process) -> list[psutil.Process]:
+    try:
+        return proc.children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _running(proc: psutil.Process) -> bool:
+    try:
+        return proc.is_running() and proc.status() != psutil.STATUS_ZOMBIE
+    except psutil.Error:
+        return False
 
 
 def signal_all(procs: list, group: int, sig: int) -> None:

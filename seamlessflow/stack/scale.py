@@ -66,11 +66,13 @@ def scale_stack(settings: Settings, count: int, say: Callable[[str], None]) -> d
     from seamlessflow.stack.services import config_path
 
     placement = recorded(settings).attach(say)
-    if count < 0:
-        changed = drain_engines(config_path(settings), -count, placement.stop)
-    else:
-        changed = scale_engines(config_path(settings), count, placement.start)
-    return {name: placement.states[name] for name in changed}
+    if count > 0:
+        added = scale_engines(config_path(settings), count, placement.start)
+        return {name: placement.states[name] for name in added}
+    drained = drain_engines(config_path(settings), -count, placement.stop)
+    gone = {name: placement.states.pop(name) for name in drained}  # no longer the stack's: `status` omits them
+    placement.write_state()
+    return gone
 
 
 def drain_engines(effective: Path, count: int, stop: Callable[[str], None]) -> list[str]:

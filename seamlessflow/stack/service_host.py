@@ -34,7 +34,7 @@ import yaml
 
 from seamlessflow.exit_codes import FENCED_EXIT_CODE
 from seamlessflow.ports import NODE_ADDRESS_ENV, interface_of
-from seamlessflow.stack.processes import STACK_ENV, stop_tree
+from seamlessflow.stack.processes import STACK_ENV, stop_service
 from seamlessflow.stack.supervisor import HEALTHY_AFTER_S
 
 PR_SET_PDEATHSIG = 1
@@ -161,7 +161,7 @@ class ServiceHost:
     def stop(self, grace_s: float = 10.0) -> None:
         self.stopping.set()
         if self.proc is not None and self.proc.poll() is None:
-            stop_tree(self.proc.pid, grace_s)
+            stop_service(self.proc.pid, grace_s)
         self.state = "stopped"
 
 

@@ -37,6 +37,7 @@ from seamlessflow.stack.processes import (
     signal_all,
     stack_processes,
     stop_descendants,
+    stop_service,
     stop_tree,
 )
 from seamlessflow.stack.resources import Resources, RestartPolicy
@@ -303,7 +304,7 @@ class Supervisor:
         """Stops one service for good (it is not restarted): e.g. the load generators before a drain."""
         proc = self._procs.pop(name, None)
         if proc is not None:
-            stop_tree(proc.pid, self.grace_s)
+            stop_service(proc.pid, self.grace_s)
             proc.wait()
         self._stop_replaced(name)
         self.states[name].state, self.states[name].pid = "stopped", None
@@ -313,7 +314,7 @@ class Supervisor:
         """Stops services in reverse start order (the broker last)."""
         self.stopping = True
         for name in reversed(list(self._procs)):
-            stop_tree(self._procs[name].pid, self.grace_s)
+            stop_service(self._procs[name].pid, self.grace_s)
             self._procs[name].wait()
             self.states[name].state, self.states[name].pid = "stopped", None
         for name in list(self.replaced):
