@@ -6,6 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from seamlessflow.config import SectionOptions
 from seamlessflow.core.routing import FitTable, ProfileLearner
+from seamlessflow.model.lora import TeamAdapter, engine_args
 
 
 class EngineOptions(BaseModel):
@@ -76,29 +77,11 @@ class TeamQuota(BaseModel):
     """The most the bucket holds (what an idle team may spend at once); unset: one second of `tokens_per_s`."""
 
 
-class TeamAdapter(BaseModel):
-    """A team's LoRA adapter on the shared base model: the engines serve it beside the base (vLLM's multi-LoRA), and
-    the proxy sends the team's calls to it. Adapters ride a frozen base: a stack trains the base or adapters."""
-
-    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
-
-    name: str = Field(min_length=1)
-    """The name the engines serve it under (`--lora-modules <name>=<path>`): the team's calls' upstream `model`."""
-    path: str
-    """Its PEFT directory (adapter_config.json, adapter_model.safetensors), as the engines read it."""
-    rank: int = Field(ge=1, le=512)
-    """Its LoRA rank; the engines' `--max-lora-rank` must be at least the largest team's."""
-
-
 class TeamOptions(TeamQuota):
     """A team's entry in `proxy.teams`: its share of the proxy and, optionally, its own adapter."""
 
     lora: TeamAdapter | None = None
     """The team's LoRA adapter; unset: the team is served the base model (`served_model`), as before."""
-
-
-# vLLM's accepted --max-lora-rank values (vllm.config.lora.MaxLoRARanks)
-VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 
 
 class ProxyOptions(SectionOptions):
@@ -184,11 +167,6 @@ class ProxyOptions(SectionOptions):
         return entry.lora.name if entry is not None and entry.lora is not None else None
 
     def lora_engine_args(self) -> list[str]:
-        """The vLLM arguments an engine needs to serve every team's adapter beside the base (for
-        `rollout.extra_args`); [] when no team has one."""
-        adapters = list({e.lora.name: e.lora for e in self.teams.values() if e.lora is not None}.values())
-        if not adapters:
-            return []
-        rank = next(r for r in VLLM_LORA_RANKS if r >= max(a.rank for a in adapters))
-        return ["--enable-lora", "--max-loras", str(len(adapters)), "--max-lora-rank", str(rank),
-                "--lora-modules", *(f"{a.name}={a.path}" for a in adapters)]
+        """The vLLM arguments an engine needs to serve every team's adapter beside the base (the rollout workers'
+        engines start with them: `rollout.lora_adapters`); [] when no team has one."""
+        return engine_args(e.lora for e in self.teams.values() if e.lora is not None)

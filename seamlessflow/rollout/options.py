@@ -15,13 +15,14 @@ rollout:
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from seamlessflow.config import SectionOptions
+from seamlessflow.config import SectionOptions, Settings
 from seamlessflow.core.control import PauseMode
 from seamlessflow.core.resources import Tag
+from seamlessflow.model.lora import TeamAdapter, adapters_in
 
 SWAP_METHODS: tuple[Literal["reload", "restart"], ...] = ("reload", "restart")
 
@@ -95,11 +96,21 @@ class RolloutOptions(SectionOptions):
     """vLLM's tool-call parser for `tool_choice: auto` (`pythonic`, `hermes`, ...); None: no parser (vLLM's 400)."""
     extra_args: list[str] = Field(default_factory=list)
     """Extra command-line arguments for every engine (`vllm serve ...`)."""
+    lora_adapters: list[TeamAdapter] = Field(default_factory=list)
+    """The LoRA adapters every engine serves beside the base (`--enable-lora ... --lora-modules name=path`);
+    unset: those of `proxy.teams`. Not added when `extra_args` has its own `--enable-lora`."""
     env: dict[str, str] = Field(default_factory=dict)
     """Extra environment variables for every engine."""
     workers: dict[str, WorkerSpec] = Field(default_factory=dict)
     """The inference resources by id, one rollout worker and engine each (`rollout-0`, ...)."""
 
+    @classmethod
+    def section_data(cls, settings: Settings) -> dict[str, Any]:
+        """The engines serve the teams' adapters the proxy routes to (`proxy.teams.<team>.lora`)."""
+        section = settings.section(cls.SECTION)
+        if "lora_adapters" not in section:
+            section["lora_adapters"] = adapters_in(settings.section("proxy").get("teams") or {})
+        return section
 
     def worker(self, resource_id: str) -> WorkerSpec:
         return self.workers.get(resource_id, WorkerSpec())

@@ -18,6 +18,7 @@ from pathlib import Path
 import httpx
 import psutil
 
+from seamlessflow.model.lora import engine_args
 from seamlessflow.ports import free_port, reachable_host
 from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
 
@@ -71,6 +72,8 @@ class EngineProcess:
             argv.append("--enable-sleep-mode")
         if o.weight_transfer:
             argv += ["--weight-transfer-config", json.dumps({"backend": o.weight_transfer})]
+        if "--enable-lora" not in o.extra_args:  # the user's own LoRA flags win
+            argv += engine_args(o.lora_adapters)
         return argv + list(o.extra_args)
 
     def environment(self) -> dict[str, str]:

@@ -1,0 +1,124 @@
+"""LoRA adapters on the shared base model: how one is named to the engines, and a fresh one written as PEFT would.
+
+vLLM serves the base and every team's adapter at once when started with `--enable-lora --max-loras N
+--max-lora-rank R --lora-modules name=path ...` (`engine_args`). The proxy names a team's adapter
+(`proxy.teams.<team>.lora`) and the rollout workers start their engines with it, so both meet here.
+
+An adapter is a PEFT directory: `adapter_config.json` (rank, alpha, target modules) and
+`adapter_model.safetensors` with one `lora_A` ([rank, in]) and one `lora_B` ([out, rank]) per adapted module,
+named `base_model.model.<module>.lora_A.weight`. `write_adapter` starts it as PEFT's `LoraConfig` does
+(A kaiming-uniform, B zero: the adapter changes nothing until trained); shapes come from the base's
+safetensors headers, so no weight is loaded.
+
+Cheap to import (no torch): torch and safetensors load when an adapter is written.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from pydantic import BaseModel, ConfigDict, Field
+
+if TYPE_CHECKING:
+    import torch
+
+# vLLM's accepted --max-lora-rank values (vllm.config.lora.MaxLoRARanks)
+VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
+DEFAULT_TARGETS = ("q_proj", "v_proj")  # PEFT's default for Llama/Qwen-style models
+WEIGHTS_FILE, CONFIG_FILE = "adapter_model.safetensors", "adapter_config.json"
+
+
+class TeamAdapter(BaseModel):
+    """A team's LoRA adapter on the shared base model: the engines serve it beside the base (vLLM's multi-LoRA), and
+    the proxy sends the team's calls to it. Adapters ride a frozen base: a stack trains the base or adapters."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    name: str = Field(min_length=1)
+    """The name the engines serve it under (`--lora-modules <name>=<path>`): the team's calls' upstream `model`."""
+    path: str
+    """Its PEFT directory (adapter_config.json, adapter_model.safetensors), as the engines read it."""
+    rank: int = Field(ge=1, le=512)
+    """Its LoRA rank; the engines' `--max-lora-rank` must be at least the largest team's."""
+
+
+def engine_args(adapters: Iterable[TeamAdapter]) -> list[str]:
+    """The vLLM arguments that serve every adapter (one per name) beside the base; [] for none. `--max-lora-rank`
+    is the largest rank rounded up to one vLLM accepts."""
+    unique = list({a.name: a for a in adapters}.values())
+    if not unique:
+        return []
+    rank = next(r for r in VLLM_LORA_RANKS if r >= max(a.rank for a in unique))
+    return ["--enable-lora", "--max-loras", str(len(unique)), "--max-lora-rank", str(rank),
+            "--lora-modules", *(f"{a.name}={a.path}" for a in unique)]
+
+
+def adapters_in(teams: Mapping[str, object]) -> list[dict]:
+    """The `lora` entries of a `proxy.teams` section as written (team -> entry), for a section that follows it."""
+    return [entry["lora"] for entry in teams.values() if isinstance(entry, Mapping) and entry.get("lora")]
+
+
+def module_shapes(model_dir: Path, target_modules: Iterable[str]) -> dict[str, tuple[int, int]]:
+    """Every linear module of the base whose last name is a target -> (out_features, in_features), read from the
+    headers of its safetensors files (one file or shards)."""
+    from safetensors import safe_open
+
+    targets = set(target_modules)
+    files = sorted(Path(model_dir).glob("*.safetensors"))
+    if not files:
+        raise FileNotFoundError(f"no *.safetensors weights in {model_dir}")
+    shapes: dict[str, tuple[int, int]] = {}
+    for file in files:
+        with safe_open(str(file), framework="pt") as weights:
+            for name in weights.keys():  # noqa: SIM118 (safe_open is no mapping)
+                module = name.removesuffix(".weight")
+                if name.endswith(".weight") and module.rsplit(".", 1)[-1] in targets:
+                    shape = weights.get_slice(name).get_shape()
+                    if len(shape) == 2:
+                        shapes[module] = (int(shape[0]), int(shape[1]))
+    missing = targets - {m.rsplit(".", 1)[-1] for m in shapes}
+    if missing:
+        raise ValueError(f"the model in {model_dir} has no linear module named {', '.join(sorted(missing))}")
+    return dict(sorted(shapes.items()))
+
+
+def peft_initial(shapes: Mapping[str, tuple[int, int]], rank: int, seed: int = 0) -> dict[str, torch.Tensor]:
+    """PEFT's starting tensors: lora_A kaiming-uniform (a=sqrt(5): uniform in +-1/sqrt(in_features)), lora_B zero."""
+    import torch
+
+    generator = torch.Generator().manual_seed(seed)
+    tensors = {}
+    for module, (out_features, in_features) in shapes.items():
+        bound = 1 / math.sqrt(in_features)
+        a = torch.rand(rank, in_features, generator=generator) * 2 * bound - bound
+        tensors[f"base_model.model.{module}.lora_A.weight"] = a
+        tensors[f"base_model.model.{module}.lora_B.weight"] = torch.zeros(out_features, rank)
+    return tensors
+
+
+def save_adapter(out: Path, tensors: Mapping[str, torch.Tensor], rank: int, alpha: float,
+                 target_modules: Iterable[str], base: Path | str) -> Path:
+    """Writes the PEFT directory `out` (its config and its tensors); returns it."""
+    from safetensors.torch import save_file
+
+    out.mkdir(parents=True, exist_ok=True)
+    save_file(dict(tensors), str(out / WEIGHTS_FILE), metadata={"format": "pt"})
+    config = {"peft_type": "LORA", "task_type": "CAUSAL_LM", "r": rank, "lora_alpha": alpha,
+              "target_modules": list(target_modules), "lora_dropout": 0.0, "bias": "none",
+              "fan_in_fan_out": False, "use_rslora": False, "use_dora": False, "modules_to_save": None,
+              "init_lora_weights": True, "inference_mode": True, "base_model_name_or_path": str(base)}
+    (out / CONFIG_FILE).write_text(json.dumps(config, indent=2) + "\n")
+    return out
+
+
+def write_adapter(model_dir: Path, out: Path, rank: int, alpha: float | None = None,
+                  target_modules: Iterable[str] = DEFAULT_TARGETS, seed: int = 0) -> Path:
+    """A fresh adapter of `rank` on every layer's `target_modules` of the base in `model_dir`, equal to the base
+    until trained; alpha defaults to 2 * rank."""
+    targets = tuple(target_modules)
+    tensors = peft_initial(module_shapes(model_dir, targets), rank, seed)
+    return save_adapter(out, tensors, rank, 2 * rank if alpha is None else alpha, targets, model_dir)
