@@ -365,7 +365,6 @@ class RolloutWorker:
     def _hold_at_proxies(self) -> None:
         try:
             self.fence.hold(self.engine.url)
-            log.info("%s: engine out of routing at every proxy; stopping it", self.resource_id)
         except FenceError as exc:
             raise EngineError(str(exc)) from exc
 
