@@ -17,8 +17,10 @@ Ray counts it dead and restarts the trainer on node_e when it joins, which resum
 (node_d's disk is not node_e's) and its versions go on; the old trainer, alive and writing all along, is a
 zombie that the broker fences (the replacement's transactional producer): it exits on its own before node_d is
 healed, and its actor does not start it again. A node_f joins and `scale rollout=+1` adds an engine there,
-restarting nothing. The chaos audit over everything (the chaos driver's ledger of acknowledged calls beside the
-agent pool, and the zombie) finds nothing lost, duplicated or trained twice, no version going backwards and
+restarting nothing; `scale rollout=-1` then drains it while the agents are mid-session (their calls on it go on
+on the other engines, none fails) and node_f runs no service any more. The chaos audit over everything (the
+chaos driver's ledger of acknowledged calls beside the agent pool, and the zombie) finds nothing lost,
+duplicated or trained twice, no version going backwards and
 nothing of the zombie committed after its replacement's first write; `down` leaves no process.
 """
 
@@ -112,6 +114,7 @@ def test_the_loop_on_ray_across_nodes_survives_lost_nodes_and_grows_onto_a_new_o
             _an_engine_node_lost_and_back(cluster, config, tmp_path)
             zombie = _the_trainer_node_cut_off_and_another_joins(cluster, config, tmp_path, store)
             _a_node_joins_and_an_engine_is_added(cluster, config, tmp_path)
+            _the_added_engine_drains_and_its_node_empties(cluster, config, tmp_path, driver)
             driver.stop()
             _audit_finds_nothing_lost(tmp_path, status["bootstrap_servers"], zombie)
         finally:
@@ -237,6 +240,25 @@ def _a_node_joins_and_an_engine_is_added(cluster, config: Path, tmp_path: Path) 
     services = {s["name"]: s for s in status["services"]}
     assert services["rollout-2"]["node_ip"] == node.ip, services["rollout-2"]
     assert all(services[name]["restarts"] == count for name, count in restarts.items()), services
+
+
+def _the_added_engine_drains_and_its_node_empties(cluster, config: Path, tmp_path: Path, driver: Driver) -> None:
+    """`scale rollout=-1` while the driver's agents are mid-session: rollout-2 (the newest) leaves routing at the
+    proxy, its calls in flight continue on the other engines, it stops and its actor ends: node_f runs no service
+    process, and none of the driver's calls failed meanwhile (the audit then finds every acknowledged call)."""
+    errors, given_up = sum(driver.stats.errors.values()), driver.stats.sessions_given_up
+    calls = driver.stats.calls_acknowledged
+    drained_at = time.monotonic()
+    scaled = sf(config, "scale", "rollout=-1", timeout=300)
+    assert scaled.returncode == 0 and "rollout-2" in scaled.stdout, scaled.stdout + scaled.stderr + _logs(tmp_path)
+    services = {s["name"]: s for s in _status(config)["services"]}
+    assert "rollout-2" not in services and services["rollout-0"]["state"] == "running", services
+    wait_until(lambda: not [p for p in cluster.pids_on("node_f") if "services.rollout" in " ".join(_cmdline(p))
+                            or "vllm" in " ".join(_cmdline(p)).lower()], 60, "node_f to run no engine")
+    wait_until(lambda: driver.stats.calls_acknowledged >= calls + 4, 300, "calls acknowledged after the drain")
+    assert (sum(driver.stats.errors.values()), driver.stats.sessions_given_up) == (errors, given_up), driver.stats
+    print(f"scale rollout=-1: rollout-2 drained and stopped in {time.monotonic() - drained_at:.1f} s, "
+          f"no call failed ({driver.stats.calls_acknowledged - calls} acknowledged meanwhile)")
 
 
 def _audit_finds_nothing_lost(tmp_path: Path, bootstrap: str, zombie: Zombie) -> None:
