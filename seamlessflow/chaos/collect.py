@@ -68,12 +68,13 @@ def audit_topics(settings: Settings, ledger: Ledger | None = None, timeout_s: fl
     def read(topic: str) -> list:
         return list(read_topic(settings, topic, codec, timeout_s=timeout_s))
 
+    steps = step_log(settings)  # first: whatever it trained was on the topic, written before the cut below
     cut_ms = int(time.time() * 1000)  # the session events are read up to their end as of now
     events = read(topics.session_events)
     trajectories = before_the_cut(read(topics.trajectories), events, cut_ms)
     roles = [r for topic in (topics.control, topics.tasks, topics.status) for r in read(topic)] if (
         ledger is not None and ledger.zombies) else []  # only the zombie rule reads them
-    return audit(events, trajectories, read(topics.dead_letter), read(topics.weights), step_log(settings), ledger,
+    return audit(events, trajectories, read(topics.dead_letter), read(topics.weights), steps, ledger,
                  rules_for(settings), roles)
 
 
