@@ -95,10 +95,9 @@ class CommandHandler:
             and status.figures.get("engine_up", 1.0) >= 1
         )
         engine = self.engines.announce(
-            status.resource_id, status.engine_url, serving, status.weight_version, frozenset(status.hardware_tags)
+            status.resource_id, status.engine_url, serving, status.weight_version, frozenset(status.hardware_tags),
+            stopped=status.state == ResourceState.STOPPED,
         )
-        if status.state == ResourceState.STOPPED:  # retired before it stopped (`RolloutWorker.retire`): gone now
-            engine.held_at = None
         if status.active_tag != Tag.ROLLOUT:  # preempted (e.g. to train): its calls move to other engines
             moved = self.gate.cut_on(engine.url)
             if moved:

@@ -65,11 +65,15 @@ class EngineTable:
         return engine
 
     def announce(self, engine_id: str, url: str, active: bool, version: int,
-                 hardware_tags: frozenset[str] | None = None) -> Engine:
+                 hardware_tags: frozenset[str] | None = None, stopped: bool = False) -> Engine:
         """A rollout worker's heartbeat: routable while it says it is active; its version only goes up; its
-        hardware tags are what it says now (None: a sender that predates them, keep what we know)."""
+        hardware tags are what it says now (None: a sender that predates them, keep what we know). Its last
+        (`stopped`) ends a hold: a worker retires its engine with one before it stops (`RolloutWorker.retire`),
+        and nothing releases it."""
         engine = self.add(engine_id, url, version, source="status")
         engine.announced = active
+        if stopped:
+            engine.held_at = None
         if hardware_tags is not None:
             engine.hardware_tags = frozenset(hardware_tags)
         self.observe_version(engine, version)

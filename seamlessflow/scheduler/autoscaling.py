@@ -31,9 +31,9 @@ from dataclasses import dataclass, field
 
 from seamlessflow.core.autoscale import Autoscaler, CapacitySignals, ScaleDecision
 from seamlessflow.core.policies import PipelineState
-from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
+from seamlessflow.core.resources import ResourceKind, Tag
 from seamlessflow.scheduler.options import AutoscaleOptions
-from seamlessflow.scheduler.view import ClusterView, Tracked
+from seamlessflow.scheduler.view import ClusterView
 
 log = logging.getLogger("seamlessflow.scheduler")
 
@@ -66,7 +66,7 @@ class IdleMeter:
 def capacity(view: ClusterView, pipeline: PipelineState, now: float, timeout_s: float,
              trainer_idle: float) -> tuple[CapacitySignals, int]:
     """The policy's signals and the engines it counts, from the view at `now` (see the module's docstring)."""
-    rollout = [t for t in live(view, now, timeout_s)
+    rollout = [t for t in view.live(now, timeout_s)
                if t.kind is ResourceKind.ROLLOUT and t.reported.active == Tag.ROLLOUT]
     serving = [t.status.figures for t in rollout if t.status.figures.get("engine_up", 1.0) > 0]
     proxies = view.live_proxies(now, timeout_s)
@@ -79,11 +79,6 @@ def capacity(view: ClusterView, pipeline: PipelineState, now: float, timeout_s: 
         trainer_idle=trainer_idle, engines_starting=len(rollout) - len(serving),
     )
     return signals, len(rollout)
-
-
-def live(view: ClusterView, now: float, timeout_s: float) -> list[Tracked]:
-    return [t for t in view.tracked.values()
-            if t.reported.state is not ResourceState.FAILED and now - t.reported.last_heartbeat <= timeout_s]
 
 
 class LiveAutoscaler:
@@ -136,7 +131,7 @@ class LiveAutoscaler:
     def _trainer_idle(self, view: ClusterView, now: float) -> float:
         """The mean idle share of the live trainers that have one yet; 0 (neutral) when none has."""
         shares = []
-        for t in live(view, now, self.timeout_s):
+        for t in view.live(now, self.timeout_s):
             if t.kind is ResourceKind.TRAINER and "busy_s" in t.status.figures:
                 self.idle.observe(t.reported.id, t.reported.last_heartbeat, t.status.figures["busy_s"])
                 share = self.idle.idle(t.reported.id)

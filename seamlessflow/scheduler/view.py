@@ -94,6 +94,11 @@ class ClusterView:
         else:
             self.paused_proxies.pop(status.resource_id, None)
 
+    def live(self, now: float, timeout_s: float) -> list[Tracked]:
+        """Resources heard from within `timeout_s` and not marked failed."""
+        return [t for t in self.tracked.values()
+                if t.reported.state is not ResourceState.FAILED and now - t.reported.last_heartbeat <= timeout_s]
+
     def live_proxies(self, now: float, timeout_s: float) -> dict[str, int]:
         """Proxies heard from within `timeout_s`, with the version each labels now."""
         return {rid: version for rid, (version, seen) in self.proxies.items() if now - seen <= timeout_s}
