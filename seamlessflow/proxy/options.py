@@ -6,7 +6,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from seamlessflow.config import SectionOptions
 from seamlessflow.core.routing import FitTable, ProfileLearner
-from seamlessflow.model.lora import TeamAdapter, engine_args
+from seamlessflow.model.lora import TeamAdapter
 
 
 class EngineOptions(BaseModel):
@@ -165,8 +165,3 @@ class ProxyOptions(SectionOptions):
         """The name of the adapter that serves `team`'s calls; None: the base model."""
         entry = self.teams.get(team)
         return entry.lora.name if entry is not None and entry.lora is not None else None
-
-    def lora_engine_args(self) -> list[str]:
-        """The vLLM arguments an engine needs to serve every team's adapter beside the base (the rollout workers'
-        engines start with them: `rollout.lora_adapters`); [] when no team has one."""
-        return engine_args(e.lora for e in self.teams.values() if e.lora is not None)

@@ -1,4 +1,5 @@
-"""The proxy's `teams:` entries: a team's adapter, and the engine arguments that serve every team's."""
+"""The proxy's `teams:` entries: a team's adapter (the engines' flags for them are tested in
+tests/rollout/test_vllm_process_lora.py)."""
 
 import pytest
 from pydantic import ValidationError
@@ -16,13 +17,6 @@ def test_a_team_is_served_its_adapter_and_a_team_without_one_the_base():
     options = ProxyOptions.model_validate({"teams": TEAMS})
     assert [options.adapter_of(t) for t in ("red", "blue", "green", "unnamed")] == ["red-lora", "blue-lora", None, None]
     assert options.teams["red"].max_sessions == 2  # the quota and the adapter share the team's entry
-
-
-def test_the_engine_arguments_serve_every_adapter_at_a_rank_vllm_accepts():
-    args = ProxyOptions.model_validate({"teams": TEAMS}).lora_engine_args()
-    assert args == ["--enable-lora", "--max-loras", "2", "--max-lora-rank", "16",
-                    "--lora-modules", "red-lora=/a/red", "blue-lora=/a/blue"]
-    assert ProxyOptions.model_validate({"teams": {"green": {}}}).lora_engine_args() == []
 
 
 @pytest.mark.parametrize("lora", [{"name": "x", "path": "/a", "rank": 0}, {"name": "", "path": "/a", "rank": 8},
