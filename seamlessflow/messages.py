@@ -262,6 +262,9 @@ class WeightVersion:
     team: str
     run: str
     created_at_ms: Int64
+    # the LoRA adapter this version is of (a team's `proxy.teams.<team>.lora.name`): the version holds that
+    # adapter's tensors only, loaded into the engines beside the frozen base; None: a version of the base weights
+    adapter: str | None = None
 
 
 @dataclass
