@@ -30,6 +30,8 @@ if TYPE_CHECKING:
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 DEFAULT_TARGETS = ("q_proj", "v_proj")  # PEFT's default for Llama/Qwen-style models
 WEIGHTS_FILE, CONFIG_FILE = "adapter_model.safetensors", "adapter_config.json"
+ADAPTER_FORMAT = "peft-lora"  # a `WeightVersion` of an adapter: its uri names a PEFT directory (adapter tensors only)
+VERSION_FIGURE = "adapter_version:"  # a rollout worker's heartbeat figure: `adapter_version:<name>` -> its version
 
 
 class TeamAdapter(BaseModel):
@@ -60,6 +62,17 @@ def engine_args(adapters: Iterable[TeamAdapter]) -> list[str]:
 def adapters_in(teams: Mapping[str, object]) -> list[dict]:
     """The `lora` entries of a `proxy.teams` section as written (team -> entry), for a section that follows it."""
     return [entry["lora"] for entry in teams.values() if isinstance(entry, Mapping) and entry.get("lora")]
+
+
+def version_figures(versions: Mapping[str, int]) -> dict[str, float]:
+    """The versions of the adapters an engine holds, as figures of its worker's heartbeat (`ResourceStatus`)."""
+    return {f"{VERSION_FIGURE}{name}": float(version) for name, version in versions.items()}
+
+
+def versions_in(figures: Mapping[str, float]) -> dict[str, int]:
+    """The adapter versions a heartbeat's figures carry (`version_figures`); {} for a sender without adapters."""
+    return {key.removeprefix(VERSION_FIGURE): int(value) for key, value in figures.items()
+            if key.startswith(VERSION_FIGURE) and len(key) > len(VERSION_FIGURE)}
 
 
 def module_shapes(model_dir: Path, target_modules: Iterable[str]) -> dict[str, tuple[int, int]]:

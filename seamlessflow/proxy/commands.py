@@ -15,6 +15,7 @@ from typing import Any
 from seamlessflow.core.control import Capabilities, CommandKind, ControlProtocol, Outcome, PauseMode, Reply
 from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
 from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus
+from seamlessflow.model.lora import versions_in
 from seamlessflow.proxy.control_view import ALIASES
 from seamlessflow.proxy.generation import PauseGate
 from seamlessflow.proxy.routing import EngineTable
@@ -96,7 +97,7 @@ class CommandHandler:
         )
         engine = self.engines.announce(
             status.resource_id, status.engine_url, serving, status.weight_version, frozenset(status.hardware_tags),
-            stopped=status.state == ResourceState.STOPPED,
+            stopped=status.state == ResourceState.STOPPED, adapter_versions=versions_in(status.figures),
         )
         if status.active_tag != Tag.ROLLOUT:  # preempted (e.g. to train): its calls move to other engines
             moved = self.gate.cut_on(engine.url)

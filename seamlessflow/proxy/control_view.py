@@ -16,8 +16,9 @@ Contract (tell the scheduler): the proxy acts on `ControlCommand`s on the contro
   `rejected`); commands are carried out one at a time, in arrival order.
 
 `ResourceStatus` records that carry an `engine_url` add that engine (id = resource_id) to routing while
-their `state` is `active`, raise its known `weight_version`, and set its `hardware_tags` (what sessions of
-each profile are routed by: `seamlessflow.core.routing`).
+their `state` is `active`, raise its known `weight_version` (and its LoRA adapters' versions, the figures
+`adapter_version:<name>`), and set its `hardware_tags` (what sessions of each profile are routed by:
+`seamlessflow.core.routing`).
 
 The reader (the Kafka layer's `CommandFeed`) is assigned (no group, no commits) and reads both compacted
 topics from the beginning, so a restarted proxy learns the engines at once; the proxy's commands already on

@@ -2,9 +2,11 @@
 
 Whoever changes an engine's weights (the trainer's transfer group, `seamlessflow.weights.fence`) calls
 `POST /engines/hold` before it pauses the engine and `POST /engines/release` (with the new version) before it
-resumes it. `hold` takes the engine out of routing, cuts the calls streaming from it (each keeps the tokens it
-has read) and answers once none of them reads from it any more; `release` labels the engine with the new
-version and routes to it again, and the cut calls continue there as token-in continuations.
+resumes it (a release with `"adapter": <name>` sets the version of that LoRA adapter on the engine, whose calls it
+labels; the rollout worker loads an adapter's new version inside the same hold, `seamlessflow.rollout.adapters`).
+`hold` takes the engine out of routing, cuts the calls streaming from it (each keeps the tokens it has read)
+and answers once none of them reads from it any more; `release` labels the engine with the new version and
+routes to it again, and the cut calls continue there as token-in continuations.
 
 Why this is exact: every token the proxy reads from an engine is labelled with the version the proxy holds
 for it at that moment. Between `hold` answering and `release`, the proxy reads nothing from that engine, and
@@ -61,13 +63,21 @@ class EngineFence:
 
     async def release(self, request: web.Request) -> web.Response:
         url = await _engine_url(request)
-        version = (await request.json()).get("version")
+        body = await request.json()
+        version, adapter = body.get("version"), body.get("adapter")
         if not isinstance(version, int) or isinstance(version, bool) or version < 0:
             raise ProxyError(400, "'version' must be a non-negative integer", "version")
-        engine = self.engines.release(url, version)
+        if adapter is not None and (not isinstance(adapter, str) or not adapter):
+            raise ProxyError(400, "'adapter' must be the name of a LoRA adapter (a non-empty string), or absent "
+                             "for the base weights", "adapter")
+        engine = self.engines.release(url, version, adapter)
         if engine is not None:
-            log.info("engine %s released at version %d", engine.url, version)
-        return web.json_response({"released": engine.url if engine else None, "version": version})
+            log.info("engine %s released at version %d%s", engine.url, version,
+                     f" of adapter {adapter}" if adapter else "")
+        reply: dict[str, object] = {"released": engine.url if engine else None, "version": version}
+        if adapter is not None:
+            reply["adapter"] = adapter
+        return web.json_response(reply)
 
 
 async def _engine_url(request: web.Request) -> str:

@@ -298,7 +298,7 @@ class CallRun:
         head, pieces = read_chunk(chunk, kind)
         if choice_index is None:
             self.capture.absorb_head(head)
-        version = engine.version
+        version = engine.version_of(self.adapter)  # an adapter's call: that adapter's version on this engine
         for piece in pieces:
             if choice_index is not None:
                 piece.index, piece.prompt_ids = choice_index, None

@@ -11,11 +11,15 @@ version the proxy believes it serves, which labels the tokens it generates.
 That version is exact because whoever changes an engine's weights fences it first (`engine_fence.py`):
 `hold` takes the engine out of routing and cuts its streams before the engine pauses, `release` sets its
 version before it resumes. A heartbeat only ever raises a version (it lags, never leads).
+
+A team's LoRA adapter (`proxy.teams.<team>.lora`) has versions of its own, per engine (`adapter_versions`): a
+release that names an adapter sets that one (the rollout worker loaded it into the engine inside the same hold),
+leaving the base's version alone; a call to the adapter is labelled with it (`version_of`), 0 before any.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 
 from seamlessflow.core.routing import FitTable, Profile, route
@@ -32,6 +36,11 @@ class Engine:
     source: str = "config"  # config | status
     hardware_tags: frozenset[str] = field(default_factory=frozenset)
     held_at: int | None = None  # the version when a weight update fenced it (`hold`); None: not held
+    adapter_versions: dict[str, int] = field(default_factory=dict)  # LoRA adapter name -> its version here
+
+    def version_of(self, adapter: str | None) -> int:
+        """The version that labels a token of this engine: its base's, or (a call to `adapter`) that adapter's."""
+        return self.version if adapter is None else self.adapter_versions.get(adapter, 0)
 
     @property
     def held(self) -> bool:
@@ -65,7 +74,8 @@ class EngineTable:
         return engine
 
     def announce(self, engine_id: str, url: str, active: bool, version: int,
-                 hardware_tags: frozenset[str] | None = None, stopped: bool = False) -> Engine:
+                 hardware_tags: frozenset[str] | None = None, stopped: bool = False,
+                 adapter_versions: Mapping[str, int] | None = None) -> Engine:
         """A rollout worker's heartbeat: routable while it says it is active; its version only goes up; its
         hardware tags are what it says now (None: a sender that predates them, keep what we know). Its last
         (`stopped`) ends a hold: a worker retires its engine with one before it stops (`RolloutWorker.retire`),
@@ -77,6 +87,8 @@ class EngineTable:
         if hardware_tags is not None:
             engine.hardware_tags = frozenset(hardware_tags)
         self.observe_version(engine, version)
+        for adapter, adapter_version in (adapter_versions or {}).items():  # they only go up, as the base's
+            engine.adapter_versions[adapter] = max(engine.adapter_versions.get(adapter, 0), adapter_version)
         return engine
 
     def observe_version(self, engine: Engine, version: int) -> None:
@@ -93,12 +105,18 @@ class EngineTable:
             engine.held_at = engine.version
         return engine
 
-    def release(self, url: str, version: int) -> Engine | None:
-        """The engine holds `version` now (it has not resumed yet): its label is set exactly, even lower (an
-        engine restarted on an older version), and it is routable again."""
+    def release(self, url: str, version: int, adapter: str | None = None) -> Engine | None:
+        """The engine holds `version` now (it has not resumed yet) of its base weights, or with `adapter` of that
+        LoRA adapter (the base's label and the other adapters' stay): the label is set exactly, even lower (an
+        engine restarted on an older version, or on an adapter's files it could not bring up to date), and the
+        engine is routable again."""
         engine = self._by_url.get(url.rstrip("/").removesuffix("/v1"))
         if engine is not None:
-            engine.version, engine.held_at = version, None
+            if adapter is None:
+                engine.version = version
+            else:
+                engine.adapter_versions[adapter] = version
+            engine.held_at = None
         return engine
 
     @property

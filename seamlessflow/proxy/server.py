@@ -461,6 +461,7 @@ class ProxyServer:
                 "healthy": e.healthy,
                 "announced": e.announced,
                 "version": e.version,
+                "adapter_versions": dict(sorted(e.adapter_versions.items())),
                 "hardware_tags": sorted(e.hardware_tags),
             }
             for e in self.engines

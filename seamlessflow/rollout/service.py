@@ -49,6 +49,9 @@ class RolloutService:
         self.fence = ProxyFence(lambda: self.proxies.values())
         self.worker = RolloutWorker(resource_id, self.options, model_dir(settings), log_dir,
                                     settings.team, settings.run, generation=settings.generation, fence=self.fence)
+        self.adapter_owners = {entry["lora"].get("name"): team for team, entry in  # adapter -> its team (trainer)
+                               (settings.section("proxy").get("teams") or {}).items()
+                               if isinstance(entry, dict) and isinstance(entry.get("lora"), dict)}
         self._rate = TokenRate()
         self._unhealthy = 0
         self.heartbeat = Heartbeat(self.producer.send, self.topics.status, self.options.heartbeat_s,
@@ -97,15 +100,23 @@ class RolloutService:
             fence_url = proxy_fence_url(message)
             if fence_url is not None:
                 self.proxies[message.resource_id] = fence_url
-        if isinstance(message, WeightVersion) and (message.team, message.run) == (self.settings.team,
-                                                                                  self.settings.run):
+        if isinstance(message, WeightVersion) and message.adapter is not None:
+            if message.run == self.settings.run and message.team in (self.settings.team,
+                                                                     self.adapter_owners.get(message.adapter)):
+                self.worker.hear_of_adapter(message.adapter, message.version, message.uri)  # never as base weights
+        elif isinstance(message, WeightVersion) and (message.team, message.run) == (self.settings.team,
+                                                                                    self.settings.run):
             self.worker.hear_of(message.version, message.uri)
 
     def _on_messages(self, messages: list[object]) -> None:
         """Live commands for this worker, after the versions announced meanwhile (remembered for the next
-        catch-up)."""
+        catch-up; an adapter's version goes into the serving engine at once, `rollout.adapters`)."""
         for message in messages:
             self._hear_of(message)
+        if any(isinstance(m, WeightVersion) and m.adapter is not None for m in messages):
+            for line in self.worker.bring_adapters():
+                log.info("%s: %s", self.worker.resource_id, line)
+            self.publish_status()
         for message in messages:
             if isinstance(message, ControlCommand):
                 self._handle(message)

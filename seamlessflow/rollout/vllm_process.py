@@ -82,6 +82,8 @@ class EngineProcess:
             env["VLLM_CPU_OMP_THREADS_BIND"] = self.spec.cpus
         if self.spec.gpu is not None:
             env["CUDA_VISIBLE_DEVICES"] = self.spec.gpu
+        if self.options.lora_adapters or "--enable-lora" in self.options.extra_args:
+            env["VLLM_ALLOW_RUNTIME_LORA_UPDATING"] = "1"  # /v1/load_lora_adapter: adapters' versions load live
         return {**env, **self.options.env}
 
     @property

@@ -19,6 +19,7 @@ from seamlessflow.core.control import Capabilities, CommandKind, ControlProtocol
 from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
 from seamlessflow.kafka.records import resource_status
 from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus
+from seamlessflow.rollout.adapters import AdapterLoadFailed, Adapters
 from seamlessflow.rollout.loading import reload_unsafe_reason, wait_for_label
 from seamlessflow.rollout.options import RolloutOptions, WorkerSpec
 from seamlessflow.rollout.vllm_process import EngineProcess, EngineStartFailed
@@ -65,6 +66,7 @@ class RolloutWorker:
         self.weight_version = 0
         self.pushed_version = 0  # streamed into the running engine by the trainer's transfer group (no command)
         self.newest: tuple[int, str] = (0, "")  # newest version heard of (weights topic, commands) and its files
+        self.adapters = Adapters(options.lora_adapters, self.weights_cache / "adapters")  # their own versions
         self.protocol = ControlProtocol(resource_id, capabilities(self.spec), self.spec.active_tag,
                                         generation=generation)
         self.state = ResourceState.STARTING
@@ -215,6 +217,28 @@ class RolloutWorker:
             except (CommandFailed, CommandRejected, EngineError, EngineStartFailed) as exc:
                 log.warning("%s: could not catch up to v%d: %s", self.resource_id, version, exc)
 
+    def hear_of_adapter(self, name: str, version: int, uri: str) -> None:
+        """A version of the LoRA adapter `name` (weights topic): loaded live when the engine serves
+        (`bring_adapters`), else when it starts. Never a base version's path (reload or restart)."""
+        with self._lock:
+            self.adapters.hear_of(name, version, uri)
+
+    def bring_adapters(self) -> list[str]:
+        """Loads every adapter's newest version into the serving engine, each fenced at the proxies
+        (`rollout.adapters`); what was done, one line each. Not serving: they load when the engine starts."""
+        with self._lock:
+            if self.active_tag != Tag.ROLLOUT or not self.engine.running() or self.asleep \
+                    or self.state in (ResourceState.STARTING, ResourceState.SWITCHING):
+                return []
+            done = []
+            for name in self.adapters.behind():
+                try:
+                    done.append(self.adapters.load_live(name, self.client, self.fence, self.engine.url))
+                except AdapterLoadFailed as exc:
+                    log.warning("%s: %s", self.resource_id, exc)
+                    done.append(str(exc))
+            return done
+
     def _held(self) -> int:
         return max(self.weight_version, self.pushed_version)
 
@@ -360,6 +384,8 @@ class RolloutWorker:
         self.engine_ready = True
         if version:
             self.client.set_weight_version(version)
+        for name, adapter_version in self.adapters.on_engine_start(self.client).items():  # still held: exact
+            self._release_at_proxies(adapter_version, adapter=name)
         self._release_at_proxies(version)
 
     def _hold_at_proxies(self) -> None:
@@ -368,9 +394,12 @@ class RolloutWorker:
         except FenceError as exc:
             raise EngineError(str(exc)) from exc
 
-    def _release_at_proxies(self, version: int) -> None:
+    def _release_at_proxies(self, version: int, adapter: str | None = None) -> None:
         try:
-            self.fence.release(self.engine.url, version)
+            if adapter is None:
+                self.fence.release(self.engine.url, version)
+            else:
+                self.fence.release(self.engine.url, version, adapter=adapter)
         except FenceError as exc:
             raise EngineError(str(exc)) from exc
 
@@ -401,4 +430,5 @@ class RolloutWorker:
         }
         if self.last_swap:
             figures["last_swap_ms"] = self.last_swap[1]
+        figures.update(self.adapters.figures())  # `adapter_version:<name>`: the proxies raise their labels to them
         return figures

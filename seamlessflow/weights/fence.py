@@ -14,7 +14,9 @@ in time, fails the update of that engine (`FenceError`: it would otherwise recor
 
 Two paths change an engine's weights and fence it: the trainer's transfer group (`broadcast`) and the rollout
 worker (files: an in-place reload, or a restart on the new directory; and every engine start, whose first
-tokens are of the files' version whatever a proxy last knew).
+tokens are of the files' version whatever a proxy last knew). A team's LoRA adapter has versions of its own: the
+rollout worker loads one into its running engine (`seamlessflow.rollout.adapters`) under the same fence, and its
+release names the adapter (`adapter=`): the proxies label that adapter's calls with it, the base's calls keep theirs.
 """
 
 from __future__ import annotations
@@ -48,7 +50,9 @@ def proxy_fence_url(status: ResourceStatus) -> str | None:
 class VersionFence(Protocol):
     def hold(self, engine_url: str) -> None: ...
 
-    def release(self, engine_url: str, version: int) -> None: ...
+    def release(self, engine_url: str, version: int, adapter: str | None = None) -> None:
+        """The engine holds `version` now: of the base weights, or of the LoRA adapter `adapter`."""
+        ...
 
 
 class NoFence:
@@ -57,7 +61,7 @@ class NoFence:
     def hold(self, engine_url: str) -> None:
         return None
 
-    def release(self, engine_url: str, version: int) -> None:
+    def release(self, engine_url: str, version: int, adapter: str | None = None) -> None:
         return None
 
 
@@ -71,8 +75,11 @@ class ProxyFence:
     def hold(self, engine_url: str) -> None:
         self._tell("/engines/hold", {"url": engine_url})
 
-    def release(self, engine_url: str, version: int) -> None:
-        self._tell("/engines/release", {"url": engine_url, "version": version})
+    def release(self, engine_url: str, version: int, adapter: str | None = None) -> None:
+        body: dict[str, object] = {"url": engine_url, "version": version}
+        if adapter is not None:
+            body["adapter"] = adapter
+        self._tell("/engines/release", body)
 
     def _tell(self, path: str, body: dict) -> None:
         for proxy in sorted(set(self.proxy_urls())):

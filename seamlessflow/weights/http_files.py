@@ -90,11 +90,16 @@ class WeightsServer:
         return f"{self.url}{Path(version_dir).relative_to(self.root).as_posix()}/"
 
 
+def _whole(directory: Path) -> bool:
+    """A version directory is there: a model's (config.json) or a LoRA adapter's (adapter_config.json)."""
+    return (directory / "config.json").exists() or (directory / "adapter_config.json").exists()
+
+
 def fetch_version(uri: str, cache: Path, timeout_s: float = 600.0) -> Path:
     """Download the version directory at `uri` into `cache` (once) and return the local directory."""
     base = _base(uri)
     final = Path(cache) / Path(urlparse(base).path.rstrip("/")).name
-    if (final / "config.json").exists():
+    if _whole(final):
         return final
     with httpx.Client(timeout=timeout_s) as http:
         return _download(http, base, _listing(http, base).json(), final)
@@ -137,7 +142,7 @@ def served_here(listing: httpx.Response) -> Path | None:
         seen = (directory.parent / TOKEN_FILE).read_text().strip()
     except OSError:
         return None
-    return directory if seen == token and (directory / "config.json").exists() else None
+    return directory if seen == token and _whole(directory) else None
 
 
 def resolve_version(uri: str, cache: Path, timeout_s: float = 600.0) -> Path:
@@ -149,13 +154,13 @@ def resolve_version(uri: str, cache: Path, timeout_s: float = 600.0) -> Path:
         try:
             listing = _listing(http, base)
         except httpx.HTTPError:
-            if (final / "config.json").exists():
+            if _whole(final):
                 return final  # fetched before; the server is gone (a trainer restarting) but the copy is whole
             raise
         here = served_here(listing)
         if here is not None:
             return here
-        if (final / "config.json").exists():
+        if _whole(final):
             return final
         return _download(http, base, listing.json(), final)
 
