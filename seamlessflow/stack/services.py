@@ -110,7 +110,7 @@ def app_services(settings: Settings) -> list[ServiceSpec]:
     if enabled(settings, "proxy"):
         specs += proxy_services(ProxyOptions.from_settings(settings), settings)
     if enabled(settings, "trainer"):
-        specs.append(trainer_service(settings))
+        specs += trainer_services(settings)
     if enabled(settings, "scheduler"):
         specs.append(python_service(settings, "scheduler"))
     for pool in (getattr(settings, "agent_pools", None) or []) if enabled(settings, "agents") else []:
@@ -184,16 +184,45 @@ def proxy_services(proxy: ProxyOptions, settings: Settings) -> list[ServiceSpec]
             for i in range(proxy.workers)]
 
 
-def trainer_service(settings: Settings) -> ServiceSpec:
+def trainer_services(settings: Settings) -> list[ServiceSpec]:
+    """The trainer; with `trainer.target: adapters`, one per team with an adapter (`proxy.teams.<team>.lora`),
+    each training only its team's adapter on the frozen base (`TrainerOptions.adapter`)."""
+    from seamlessflow.trainer.options import TrainerOptions
+
+    options = TrainerOptions.from_settings(settings)
+    if options.target == "base":
+        return [trainer_service(settings)]
+    teams = adapter_teams(settings)
+    if not teams:
+        raise ValueError("trainer.target is 'adapters' but no team has one: give a team `proxy.teams.<team>.lora` "
+                         "(`seamlessflow team add NAME --lora RANK`)")
+    return [trainer_service(settings, team) for team in teams]
+
+
+def adapter_teams(settings: Settings) -> list[str]:
+    """The teams that own a LoRA adapter (`proxy.teams.<team>.lora`), in config order."""
+    from seamlessflow.proxy import ProxyOptions
+
+    return [team for team, entry in ProxyOptions.from_settings(settings).teams.items() if entry.lora is not None]
+
+
+def trainer_service(settings: Settings, adapter: str | None = None) -> ServiceSpec:
     """One supervised service whatever the ranks: with `trainer.ranks` > 1 (or several nodes) it is torch's
     launcher, which starts the ranks and takes them all down when one fails, so the supervisor restarts
     the group as a whole (`seamlessflow.trainer.launch`). With `nnodes` > 1 it is a gang: Ray places one
-    member per node (`ray_placement`); the local supervisor runs this node's member."""
+    member per node (`ray_placement`); the local supervisor runs this node's member. `adapter`: the team
+    whose adapter it trains, told through the environment (so every rank reads it): it is then its own
+    resource (`<resource_id>-<team>`) with its own work dir, consumer group, role writer and versions."""
     from seamlessflow.trainer.launch import launcher_argv
     from seamlessflow.trainer.options import TrainerOptions
 
-    spec = python_service(settings, "trainer")
     options = TrainerOptions.from_settings(settings)
+    spec = python_service(settings, "trainer")
+    if adapter is not None:
+        options = options.for_adapter(adapter)
+        spec.name = f"trainer-{adapter}"
+        spec.env["SEAMLESSFLOW_TRAINER__ADAPTER"] = adapter
+        spec.env["SEAMLESSFLOW_TRAINER__RESOURCE_ID"] = options.resource_id
     argv = launcher_argv(options, config_path(settings))
     if argv is not None:
         spec.argv = argv

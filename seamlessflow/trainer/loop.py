@@ -44,6 +44,7 @@ import logging
 import time
 import uuid
 from collections.abc import Iterable
+from functools import partial
 from typing import TYPE_CHECKING
 
 from seamlessflow.config import Settings
@@ -59,7 +60,9 @@ from seamlessflow.kafka.heartbeat import Heartbeat
 from seamlessflow.kafka.io import DeliveryFailed
 from seamlessflow.kafka.records import resource_status
 from seamlessflow.messages import ControlCommand, ResourceStatus, WeightVersion, now_ms
+from seamlessflow.model.lora import ADAPTER_FORMAT
 from seamlessflow.topics import Topics
+from seamlessflow.trainer.adapter import save_adapter_version
 from seamlessflow.trainer.checkpoints import (
     STEP_LOG,
     checkpoint_store,
@@ -78,7 +81,7 @@ from seamlessflow.trainer.policy_engine import PolicyEngine, StepMetrics
 from seamlessflow.trainer.samples import sample_from_record
 from seamlessflow.trainer.source import Incoming, TrajectorySource
 from seamlessflow.trainer.state import TrainerState
-from seamlessflow.trainer.step_log import append_steps, cut_after
+from seamlessflow.trainer.step_log import append_steps, cut_after, fmt_figures
 from seamlessflow.trainer.versions import newest_announced, uri_name, version_uri, weights_server
 from seamlessflow.weights.files import (
     PendingVersion,
@@ -94,12 +97,6 @@ if TYPE_CHECKING:
     from seamlessflow.weights.transfer import EngineTransfer
 
 log = logging.getLogger("seamlessflow.trainer")
-
-
-def policy_engine(config: TrainerOptions) -> PolicyEngine:
-    """This rank's DeepSpeed engine (every rank builds one; its `ranks` tell the leader from a follower)."""
-    return PolicyEngine(config.model_path, config.deepspeed_dict(), config.loss_config(), config.scale_by_std,
-                        config.memory_config(), config.advantages, config.discount)
 
 
 class Trainer:
@@ -118,7 +115,9 @@ class Trainer:
         self.work.mkdir(parents=True, exist_ok=True)
         self.control = ControlState(self.config.resource_id, settings.team, settings.run, self.config.initial_role,
                                     settings.generation)
-        self.engine = engine or policy_engine(self.config)
+        self.team_adapter = self.config.team_adapter(settings)  # None: it trains the base
+        self.engine = engine or PolicyEngine.from_options(self.config, self.team_adapter)
+        self.other_teams_skipped = 0  # an adapter's trainer: trajectories of other teams, finished untrained
         self.ranks = self.engine.ranks
         if not self.ranks.leader:
             raise ValueError(f"rank {self.ranks.rank} is a follower: it runs `Follower`, not the trainer loop")
@@ -264,6 +263,9 @@ class Trainer:
         for item in records:
             if is_eval_group(item.trajectory.group_id):  # an evaluation pass's session: measured, never trained
                 self.source.done(item.partition, item.offset)
+            elif self.team_adapter is not None and item.trajectory.team != self.config.adapter:
+                self.other_teams_skipped += 1  # another team's adapter wrote it: its own trainer trains it
+                self.source.done(item.partition, item.offset)
             elif self.builder.add(sample_from_record(item.trajectory), now):
                 self._offsets_by_id[item.trajectory.event_id] = (item.partition, item.offset)
             else:
@@ -315,8 +317,8 @@ class Trainer:
         self.last_metrics = metrics
         counts = self.builder.counters.minus(self._counters_at_step)
         self._counters_at_step = Counters(**vars(self.builder.counters))
-        log.info("step %d: %s | %s | %s", self.step, _fmt(metrics.figures()), _fmt(vars(counts)),
-                 "; ".join(f"{name}: {_fmt(figures)}" for name, figures in sorted(sources.items())))
+        log.info("step %d: %s | %s | %s", self.step, fmt_figures(metrics.figures()), fmt_figures(vars(counts)),
+                 "; ".join(f"{name}: {fmt_figures(figures)}" for name, figures in sorted(sources.items())))
         if self.step % self.config.publish_every == 0:
             self._publish_step()
         return True
@@ -336,15 +338,17 @@ class Trainer:
         start = time.perf_counter()
         self.version += 1
         self.ranks.broadcast(Order(OrderKind.EXPORT))
-        version, module, root, base = self.version, self.engine.module, self.weights_root, self.config.model_path
+        version, root, base = self.version, self.weights_root, self.config.model_path
+        save = partial(save_weights, self.engine.module) if self.engine.adapter is None else \
+            partial(save_adapter_version, self.engine.adapter)  # an adapter's version: a PEFT directory
         state: dict = {}
         if snapshot_needed(self.config.weight_transfer, version, self.config.files_every):
-            state = host_snapshot(self.engine.state_dict_for_export() or self.engine.module.state_dict())
+            state = host_snapshot(self.engine.export_state())
         if self.transfer is not None:  # returns once every serving engine has it or is routed out
             self._deliver(version, state)
         if self.transfer is None or version % self.config.files_every == 0:
             self.publish_wait_s = self.writer.submit(
-                version, self.step, lambda: save_weights(module, root, version, base, state, self.incarnation))
+                version, self.step, lambda: save(root, version, base, state, self.incarnation))
         else:  # transfer only: announced now, after the versions before it (in order)
             self.publish_wait_s = 0.0
             self._announce_written(self.writer.drain())
@@ -435,7 +439,8 @@ class Trainer:
         record = WeightVersion(
             event_id=f"{self.settings.run}/{self.config.resource_id}/v{version}", version=version,
             uri=version_uri(files, self.weights_server), step=step,
-            format="hf-safetensors",
+            format="hf-safetensors" if self.team_adapter is None else ADAPTER_FORMAT,
+            adapter=self.team_adapter.name if self.team_adapter is not None else None,
             trainer_id=self.config.resource_id, team=self.settings.team, run=self.settings.run,
             created_at_ms=now_ms(),
         )
@@ -458,6 +463,8 @@ class Trainer:
                    "publish_time_s": self.publish_time_s, "publish_wait_s": self.publish_wait_s,
                    "checkpoint_time_s": self.checkpoint_time_s,
                    "busy_s": self.busy_s, "ranks": float(self.ranks.world)}
+        if self.team_adapter is not None:
+            figures["other_teams_skipped"] = float(self.other_teams_skipped)
         if self.transfer is not None:  # measured per version: the scheduler prices switches with it
             figures.update(
                 {"weight_update_s": self.transfer.update_s, "transfer_engines": float(len(self.transfer.pids))}
@@ -478,15 +485,11 @@ class Trainer:
             epoch=max(self.control.epoch, 0),
         )
 
-def _fmt(values: dict) -> str:
-    return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())
-
-
 def start_rank(settings: Settings) -> Trainer | Follower:
     """This rank's part of the trainer group: the leader's loop on rank 0, a follower's on the others (each
     has `run()`; the leader stops when its `stopping` is set, the followers when the leader orders it)."""
     config = TrainerOptions.from_settings(settings).with_model(settings)
-    engine = policy_engine(config)
+    engine = PolicyEngine.from_options(config, config.team_adapter(settings))
     if not engine.ranks.leader:
         return Follower(engine, config.checkpoint_dir(settings), checkpoint_store(config))
     return Trainer(settings, config, engine)

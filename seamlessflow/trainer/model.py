@@ -4,9 +4,9 @@ optionally gradient-checkpointed, and wrapped so that its forward returns token 
 Loading: the dtype is DeepSpeed's (bf16/fp16 section of its config), never an fp32 host copy first.
 Under ZeRO-3 the model is built inside `deepspeed.zero.Init` (each rank allocates only its shard) and the
 safetensors files are streamed one tensor at a time into the gathered parameter (rank 0 reads, the
-others receive their shard); transformers' own route to this (`HfDeepSpeedConfig`) needs `accelerate`,
-which the project does not install. Checkpoint keys must equal the module's parameter names (true for
-Qwen2/Qwen3/Llama/Mistral); anything missing is an error, never a silently random weight.
+others receive their shard); transformers' own route to this (`HfDeepSpeedConfig`) needs `accelerate`
+(installed only as peft's dependency, never relied on). Checkpoint keys must equal the module's parameter
+names (true for Qwen2/Qwen3/Llama/Mistral); anything missing is an error, never a silently random weight.
 
 Why a wrapper: the logprobs are computed from the last hidden states in chunks (`token_logprobs`), so the
 LM head must run inside the forward that DeepSpeed wraps (under ZeRO-3 its hooks gather the head's weight

@@ -16,6 +16,7 @@ from seamlessflow.core.episodes import TrajectoryStatus
 from seamlessflow.core.losses import PolicyLossConfig
 from seamlessflow.core.turn_advantages import AdvantageRule
 from seamlessflow.model.choice import model_name_or_path
+from seamlessflow.model.lora import TeamAdapter
 from seamlessflow.ports import NODE_ADDRESS_ENV
 from seamlessflow.trainer.memory import MemoryConfig
 
@@ -167,10 +168,47 @@ class TrainerOptions(SectionOptions):
     """Period of the trainer's status heartbeat in seconds."""
     max_steps: int | None = None
     """Stop after this many optimizer steps (tests, benchmarks); None: run until stopped."""
+    # teams' adapters (seamlessflow/trainer/adapter.py): a stack trains the base or adapters, never both
+    target: Literal["base", "adapters"] = "base"
+    """What the stack trains: `base` (one trainer, every team's trajectories) or `adapters` (`up` runs one trainer
+    per team with an adapter, `proxy.teams.<team>.lora`, each on its team's trajectories; the base stays frozen)."""
+    teams: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    """Per-team settings over this section for that team's adapter trainer, e.g. `{red: {kl_coef: 0.01}}`."""
+    adapter: str | None = None
+    """The team whose LoRA adapter (`proxy.teams.<team>.lora`) this trainer trains, on the frozen base, on that
+    team's trajectories only; None: it trains the base on all. Set by `up` for each trainer under `target: adapters`."""
 
+    @classmethod
+    def section_data(cls, settings: Settings) -> dict[str, Any]:
+        """An adapter's trainer reads its team's `teams` entry over the section."""
+        data = settings.section(cls.SECTION)
+        return {**data, **(data.get("teams") or {}).get(data.get("adapter"), {})}
+
+    def for_adapter(self, team: str) -> TrainerOptions:
+        """The options of `team`'s adapter trainer: its team's entry over these, its own resource id (and so its
+        work dir, role writer and versions) and consumer group."""
+        data = {**self.model_dump(), **self.teams.get(team, {})}
+        return TrainerOptions.model_validate({**data, "adapter": team, "resource_id": f"{self.resource_id}-{team}"})
 
     def group_id(self, settings: Settings) -> str:
-        return self.consumer_group or f"{settings.topic_prefix}.{settings.team}.{settings.run}.trainer"
+        """An adapter's trainer reads under a group of its own (beside the other teams' trainers)."""
+        suffix = f".{self.adapter}" if self.adapter else ""
+        return (self.consumer_group or f"{settings.topic_prefix}.{settings.team}.{settings.run}.trainer") + suffix
+
+    def team_adapter(self, settings: Settings) -> TeamAdapter | None:
+        """The adapter this trainer trains (None: the base), checked against what adapter training allows."""
+        if self.adapter is None:
+            return None
+        entry = (settings.section("proxy").get("teams") or {}).get(self.adapter) or {}
+        if not entry.get("lora"):
+            raise ValueError(f"trainer.adapter: team {self.adapter!r} has no adapter (proxy.teams.{self.adapter}.lora)")
+        if self.weight_transfer != "none":
+            raise ValueError(f"trainer.adapter: adapter versions are published as files only; set "
+                             f"trainer.weight_transfer: none (not {self.weight_transfer!r})")
+        if int(self.deepspeed_dict().get("zero_optimization", {}).get("stage", 0)) == 3:
+            raise ValueError("trainer.adapter: ZeRO stage 3 is not supported for adapter training (trainer.deepspeed "
+                             "zero_optimization.stage: use 1 or 2)")
+        return TeamAdapter.model_validate(entry["lora"])
 
     def deepspeed_dict(self) -> dict[str, Any]:
         if isinstance(self.deepspeed, dict):

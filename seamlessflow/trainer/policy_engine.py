@@ -37,7 +37,16 @@ from seamlessflow.core.losses import (
 from seamlessflow.core.micro_batches import plan_micro_batches, split_across_ranks
 from seamlessflow.core.tree_shares import split_trees_across_ranks
 from seamlessflow.core.turn_advantages import AdvantageRule, token_advantages
+from seamlessflow.model.lora import TeamAdapter
 from seamlessflow.ports import free_port
+from seamlessflow.trainer.adapter import (
+    AdapterOff,
+    AdapterSpec,
+    adapter_parameters,
+    adapter_tensors,
+    attach_adapter,
+    load_adapter_state,
+)
 from seamlessflow.trainer.memory import MemoryConfig
 from seamlessflow.trainer.model import TokenLogprobModel, load_causal_lm, zero_stage
 from seamlessflow.trainer.ops import preload_ops
@@ -182,7 +191,8 @@ def reference_config(ds_config: dict[str, Any], offload: bool) -> dict[str, Any]
 
 
 class PolicyEngine:
-    """Loads the model from an HF directory and wraps it with `deepspeed.initialize`."""
+    """Loads the model from an HF directory and wraps it with `deepspeed.initialize`. With ``adapter`` it trains
+    only that team's LoRA adapter on the frozen base (`trainer.adapter`)."""
 
     def __init__(
         self,
@@ -193,6 +203,7 @@ class PolicyEngine:
         memory: MemoryConfig | None = None,
         advantages: AdvantageRule = AdvantageRule.SESSION,
         discount: float = 1.0,
+        adapter: TeamAdapter | None = None,
     ):
         self.loss_config = loss_config or TrainerOptions().loss_config()  # None: the `trainer:` section's
         self.scale_by_std = scale_by_std
@@ -203,12 +214,19 @@ class PolicyEngine:
         preload_ops()  # under a lock that survives a killed build (see training/ops.py)
         init_distributed()  # before loading: ZeRO-3 partitions the model as it is built
         self.ranks = RankGroup()
+        if adapter is not None and zero_stage(ds_config) == 3:
+            raise ValueError("trainer.adapter: ZeRO stage 3 is not supported for adapter training (use stage 1 or 2)")
         model = load_causal_lm(model_path, ds_config, memory.activation_checkpointing, memory.attn_implementation)
+        self.adapter = AdapterSpec.of(adapter) if adapter is not None else None
+        if self.adapter is not None:
+            attach_adapter(model, self.adapter)
         self.pad_id = model.config.pad_token_id or 0
         wrapped = TokenLogprobModel(model, memory.logprob_chunk_tokens)
-        self.engine, _, _, _ = deepspeed.initialize(model=wrapped, model_parameters=wrapped.parameters(),
-                                                    config=ds_config)
-        self.reference = self._load_reference(model_path, ds_config) if self.loss_config.kl_coef > 0 else None
+        trained = adapter_parameters(wrapped, self.adapter.name).values() if self.adapter else wrapped.parameters()
+        self.engine, _, _, _ = deepspeed.initialize(model=wrapped, model_parameters=trained, config=ds_config)
+        self.reference: torch.nn.Module | None = None
+        if self.loss_config.kl_coef > 0:  # a LoRA policy's reference is its frozen base: the adapter switched off
+            self.reference = AdapterOff(wrapped) if self.adapter else self._load_reference(model_path, ds_config)
         varlen = model.config._attn_implementation in VARLEN_ATTENTION
         wanted = varlen if memory.packing is None else memory.packing
         self.packing = wanted and self._packing_confines_attention()
@@ -217,6 +235,12 @@ class PolicyEngine:
                              "attention takes no tree (use sdpa, or tree: false)")
         self.trees = TreeChoice(memory.tree if wrapped.takes_trees else False, model_shape(model),
                                 causal_chains=merges_chains(model, self.engine.device))
+
+    @classmethod
+    def from_options(cls, config: TrainerOptions, adapter: TeamAdapter | None = None) -> PolicyEngine:
+        """This rank's DeepSpeed engine (every rank builds one; its `ranks` tell the leader from a follower)."""
+        return cls(config.model_path, config.deepspeed_dict(), config.loss_config(), config.scale_by_std,
+                   config.memory_config(), config.advantages, config.discount, adapter)
 
     def _load_reference(self, model_path: str | Path, ds_config: dict[str, Any]) -> torch.nn.Module:
         """The frozen start model for the KL term, in the training dtype; offloaded or sharded as asked."""
@@ -358,14 +382,22 @@ class PolicyEngine:
     def save_checkpoint(self, directory: Path, tag: str, client_state: dict[str, Any]) -> None:
         """This rank's part of `tag`, without touching `latest`: the leader names a checkpoint there only after
         committing its offsets (`checkpoints.name_latest`), so a fenced trainer's is never the one loaded."""
-        self.engine.save_checkpoint(str(directory), tag=tag, client_state=client_state, save_latest=False)
+        self.engine.save_checkpoint(str(directory), tag=tag, client_state=client_state, save_latest=False,
+                                    exclude_frozen_parameters=self.adapter is not None)  # the base is the model's
 
     def load_checkpoint(self, directory: Path) -> dict[str, Any] | None:
         """Restores model and optimizer from the latest tag; returns its client state (None if none)."""
         if not (Path(directory) / "latest").exists():
             return None
-        path, client_state = self.engine.load_checkpoint(str(directory))
+        path, client_state = self.engine.load_checkpoint(
+            str(directory), custom_load_fn=load_adapter_state if self.adapter is not None else None)
         return client_state if path is not None else None
+
+    def export_state(self) -> dict[str, torch.Tensor]:
+        """What a version holds, not yet copied: the adapter's tensors under PEFT's keys, else the whole model."""
+        if self.adapter is not None:
+            return adapter_tensors(self.engine.module, self.adapter.name)
+        return self.state_dict_for_export() or self.module.state_dict()
 
     def state_dict_for_export(self) -> dict[str, torch.Tensor] | None:
         """Under ZeRO-3 the shards gathered into one consolidated state dict in the training dtype (bf16 on

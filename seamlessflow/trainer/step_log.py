@@ -30,3 +30,8 @@ def cut_after(path: Path, step: int) -> None:
     lines = path.read_text().splitlines()
     kept = [line for line in lines if line.strip() and json.loads(line)["step"] <= step]
     path.write_text("".join(line + "\n" for line in kept))
+
+
+def fmt_figures(values: dict) -> str:
+    """A step's figures as the trainer's log line shows them (`name=value`, floats to 4 digits)."""
+    return " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in values.items())

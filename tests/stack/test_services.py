@@ -72,6 +72,28 @@ def test_a_trainer_with_ranks_is_one_service_under_torchs_launcher(tmp_path):
     assert trainer.argv[1:3] == ["-m", "services.trainer"]  # one rank: the plain process, as before
 
 
+def test_a_stack_that_trains_adapters_runs_one_trainer_per_adapter_team(tmp_path):
+    lora = {"name": "red-lora", "path": "/a/red", "rank": 4}
+    teams = {"red": {"lora": lora}, "green": {"max_sessions": 2}, "blue": {"lora": {**lora, "name": "blue-lora"}}}
+    settings = with_stack_defaults(Settings(data_dir=tmp_path, proxy={"teams": teams},
+                                            trainer={"target": "adapters", "teams": {"blue": {"kl_coef": 0.1}}}))
+    trainers = [spec for spec in app_services(settings) if spec.role == "trainer"]
+    assert [spec.name for spec in trainers] == ["trainer-red", "trainer-blue"]  # green has no adapter: none
+    env = {k: v for k, v in trainers[1].env.items() if k.startswith("SEAMLESSFLOW_TRAINER__")}
+    assert env == {"SEAMLESSFLOW_TRAINER__ADAPTER": "blue", "SEAMLESSFLOW_TRAINER__RESOURCE_ID": "trainer-0-blue"}
+    from seamlessflow.trainer.options import TrainerOptions
+
+    # what the process reads: its team's entry over the section, under a consumer group of its own
+    blue = TrainerOptions.from_settings(Settings.load(env=env, **settings.model_dump()))
+    assert (blue.adapter, blue.resource_id, blue.kl_coef) == ("blue", "trainer-0-blue", 0.1)
+    assert blue.group_id(settings).endswith(".trainer.blue") and blue == TrainerOptions.from_settings(
+        settings).for_adapter("blue")
+
+    without = with_stack_defaults(Settings(data_dir=tmp_path, trainer={"target": "adapters"}))
+    with pytest.raises(ValueError, match="no team has one"):
+        app_services(without)
+
+
 def test_every_service_but_the_proxy_gets_its_own_metrics_port(tmp_path):
     settings = with_stack_defaults(Settings(data_dir=tmp_path, metrics={"port": 9500}))
     specs = app_services(settings)
