@@ -18,6 +18,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, fields
 
+from seamlessflow.chaos.adapters import TeamAdapters, check_adapters
 from seamlessflow.chaos.oracle import Leaf, OracleCall, derive
 from seamlessflow.kafka.fencing import FENCED_EXIT_CODE, WRITER_HEADER
 from seamlessflow.kafka.io import Record
@@ -101,9 +102,11 @@ class _Session:
 
 def audit(session_events: Sequence[Record], trajectories: Sequence[Record], dead_letters: Sequence[Record] = (),
           weights: Sequence[Record] = (), steps: Sequence[dict] | None = None, ledger: Ledger | None = None,
-          rules: Rules = Rules(), role_records: Sequence[Record] = ()) -> AuditReport:
+          rules: Rules = Rules(), role_records: Sequence[Record] = (), adapters: TeamAdapters | None = None
+          ) -> AuditReport:
     """`role_records`: what the single-writer roles write besides `weights` (commands, tasks, status), with
-    their headers, for the zombie rule."""
+    their headers, for the zombie rule. `adapters`: a stack that trains teams' adapters (`TeamAdapters`); its
+    trainers' step logs stand for `steps`."""
     report = AuditReport()
     letters = _dead_letters(dead_letters, report)
     sessions, token_ids = _sessions(session_events, letters, report)
@@ -111,8 +114,11 @@ def audit(session_events: Sequence[Record], trajectories: Sequence[Record], dead
         _check_ledger(ledger, token_ids, sessions, report)
     stored = _stored_trajectories(trajectories, report)
     _check_trajectories(sessions, stored, letters, rules, report)
-    if steps is not None:
-        _check_steps(steps, stored, report)
+    if adapters is not None:
+        _check_steps(list(adapters.steps.values()), stored, report)
+        check_adapters(adapters, token_ids.values(), stored, weights, report)
+    elif steps is not None:
+        _check_steps([steps], stored, report)
     _check_versions(weights, report)
     for zombie in ledger.zombies if ledger is not None else ():
         check_zombie(zombie, [*weights, *dead_letters, *role_records], report)
@@ -341,9 +347,10 @@ def _scoring_blind(t: Trajectory) -> Trajectory:
     return dataclasses.replace(t, info_json=json.dumps(info, sort_keys=True))
 
 
-def _check_steps(steps: Sequence[dict], stored: dict[str, Trajectory], report: AuditReport) -> None:
-    trained: Counter = Counter(tid for step in steps for tid in step.get("trajectory_ids", []))
-    report.counts["training steps"] = len(steps)
+def _check_steps(logs: Sequence[Sequence[dict]], stored: dict[str, Trajectory], report: AuditReport) -> None:
+    """Every trainer's step log (one, or one per adapter): a trajectory in two steps of any was trained twice."""
+    trained: Counter = Counter(tid for steps in logs for step in steps for tid in step.get("trajectory_ids", []))
+    report.counts["training steps"] = sum(len(steps) for steps in logs)
     report.counts["trajectories trained"] = len(trained)
     report.counts["trajectories not trained (pending or discarded)"] = len(set(stored) - set(trained))
     for tid, n in sorted(trained.items()):
@@ -351,12 +358,13 @@ def _check_steps(steps: Sequence[dict], stored: dict[str, Trajectory], report: A
             report.fail("trained twice", f"{tid} is in {n} durable steps")
         if tid not in stored:
             report.fail("trained unknown", f"{tid} was trained but is not on the trajectories topic")
-    numbers = [step.get("step", 0) for step in steps]
-    if any(b <= a for a, b in zip(numbers, numbers[1:], strict=False)):
-        report.fail("step log order", f"step numbers do not increase: {numbers}")
-    versions = [step.get("version", 0) for step in steps]
-    if any(b < a for a, b in zip(versions, versions[1:], strict=False)):
-        report.fail("version went back", f"step log versions: {versions}")
+    for steps in logs:
+        numbers = [step.get("step", 0) for step in steps]
+        if any(b <= a for a, b in zip(numbers, numbers[1:], strict=False)):
+            report.fail("step log order", f"step numbers do not increase: {numbers}")
+        versions = [step.get("version", 0) for step in steps]
+        if any(b < a for a, b in zip(versions, versions[1:], strict=False)):
+            report.fail("version went back", f"step log versions: {versions}")
 
 
 def _check_versions(weights: Iterable[Record], report: AuditReport) -> None:

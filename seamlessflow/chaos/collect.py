@@ -9,6 +9,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from seamlessflow.assembler import AssemblerOptions
+from seamlessflow.chaos.adapters import TeamAdapters
 from seamlessflow.chaos.audit import AckedCall, AuditReport, Ledger, Rules, Zombie, audit
 from seamlessflow.config import Settings
 from seamlessflow.core.assembler import Selection
@@ -16,6 +17,7 @@ from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.io import read_topic
 from seamlessflow.kafka.reader import Record
 from seamlessflow.messages import EpisodeEnd, Trajectory
+from seamlessflow.proxy import ProxyOptions
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.options import TrainerOptions
 
@@ -25,12 +27,25 @@ def rules_for(settings: Settings) -> Rules:
     return Rules(config.max_tokens_per_session, config.selection is Selection.LONGEST, config.keep_aborted)
 
 
-def step_log(settings: Settings) -> list[dict] | None:
+def step_log(settings: Settings, trainer: TrainerOptions | None = None) -> list[dict] | None:
     """The trainer's durable step log (`steps.jsonl`), or None when this data dir has none."""
-    path = TrainerOptions.from_settings(settings).work_dir(settings) / "steps.jsonl"
+    path = (trainer or TrainerOptions.from_settings(settings)).work_dir(settings) / "steps.jsonl"
     if not path.exists():
         return None
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def adapter_logs(settings: Settings) -> TeamAdapters | None:
+    """In a stack that trains teams' adapters: each team's adapter, and its trainer's step log ([] before its
+    first durable step); None in a stack that trains the base."""
+    options = TrainerOptions.from_settings(settings)
+    if options.target != "adapters":
+        return None
+    teams = ProxyOptions.from_settings(settings).teams
+    names = {team: entry.lora.name for team, entry in teams.items() if entry.lora is not None}
+    trainers = {team: options.for_adapter(team) for team in names}
+    return TeamAdapters(names, {team: step_log(settings, t) or [] for team, t in trainers.items()},
+                        {team: t.resource_id for team, t in trainers.items()})
 
 
 def read_ledger(path: Path) -> Ledger:
@@ -68,14 +83,15 @@ def audit_topics(settings: Settings, ledger: Ledger | None = None, timeout_s: fl
     def read(topic: str) -> list:
         return list(read_topic(settings, topic, codec, timeout_s=timeout_s))
 
-    steps = step_log(settings)  # first: whatever it trained was on the topic, written before the cut below
+    # first: whatever they trained was on the topic, written before the cut below
+    steps, adapters = step_log(settings), adapter_logs(settings)
     cut_ms = int(time.time() * 1000)  # the session events are read up to their end as of now
     events = read(topics.session_events)
     trajectories = before_the_cut(read(topics.trajectories), events, cut_ms)
     roles = [r for topic in (topics.control, topics.tasks, topics.status) for r in read(topic)] if (
         ledger is not None and ledger.zombies) else []  # only the zombie rule reads them
     return audit(events, trajectories, read(topics.dead_letter), read(topics.weights), steps, ledger,
-                 rules_for(settings), roles)
+                 rules_for(settings), roles, adapters)
 
 
 def before_the_cut(trajectories: Sequence[Record], events: Sequence[Record], cut_ms: int) -> list[Record]:
