@@ -223,6 +223,8 @@ class ResourceStatus(Enumerated):
     engine_url: str | None = None  # a rollout worker's engine; a proxy's: its engine fence (`weights.fence`)
     epoch: Int64 = 0  # last command epoch applied
     hardware_tags: list[str] = field(default_factory=list)  # what it is good at: compute | bandwidth | a GPU model
+    # a line for people (`status`, the dashboard) that numbers cannot say: the scheduler's autoscaling advice and why
+    note: str | None = None
 
 
 @dataclass

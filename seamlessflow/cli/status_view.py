@@ -53,6 +53,7 @@ def render_status(data: dict, rewards: dict[int, float] | None = None) -> Group:
             f"{queue:.0f}" if queue is not None else "-", f"{row['heartbeat_age_s']:.0f}s",
         )
     parts: list[RenderableType] = [services, resources]
+    parts += [f"{row['id']}: {row['note']}" for row in data.get("resources", []) if row.get("note")]
     if rewards is not None:
         parts.append(reward_curve(rewards))
     return Group(*parts)
@@ -66,7 +67,7 @@ def _kind(row: dict) -> str:
 
 def _active(row: dict) -> str:
     """The active tag; the scheduler's with the task mix's stage (`manager.stages`, counted from 1) and the
-    autoscaler's advice on rollout engines (`scheduler.autoscale`; its reason is in the scheduler's log)."""
+    autoscaler's advice on rollout engines (`scheduler.autoscale`; its reason is the row's note, below the table)."""
     figures, active = row["figures"], row["active_tag"]
     if (stage := figures.get("stage")) is not None:
         active += f" · stage {int(stage) + 1}"

@@ -16,11 +16,11 @@ from seamlessflow.messages import DeadLetter, ResourceStatus, new_id, now_ms
 def resource_status(resource_id: str, kind: ResourceKind, state: ResourceState, active_tag: str, team: str, run: str, *,
                     capability_tags: Iterable[str] = (), weight_version: int = -1,
                     figures: Mapping[str, float] | None = None, engine_url: str | None = None, epoch: int = 0,
-                    hardware_tags: Iterable[str] = ()) -> ResourceStatus:
+                    hardware_tags: Iterable[str] = (), note: str | None = None) -> ResourceStatus:
     """A heartbeat (or a verdict on one resource's key), stamped now with a fresh id."""
     return ResourceStatus(new_id(), resource_id, kind, list(capability_tags), active_tag, state, weight_version,
                           {k: float(v) for k, v in (figures or {}).items()}, team, run, now_ms(), engine_url, epoch,
-                          list(hardware_tags))
+                          list(hardware_tags), note)
 
 
 def letter_for(service: str, topic: str, partition: int, offset: int, key: bytes | None, value: bytes | None,

@@ -115,9 +115,16 @@ class LiveAutoscaler:
                      self.target, decision.reason)
         return decision
 
+    def note(self) -> str | None:
+        """The standing advice and its reason in words, for the heartbeat's note (`status`, the dashboard); None
+        while warming up."""
+        if self.advice is None:
+            return None
+        return f"autoscale advice: {self.engines} -> {self.advice.target} engines ({self.advice.reason})"
+
     def figures(self) -> dict[str, float]:
         """Engines counted, the signals behind the decision and, once decided, the target and the change to it
-        (the reason is in the log: a heartbeat carries numbers only)."""
+        (the reason goes in the heartbeat's note: `note`)."""
         out = {
             "autoscale_engines": float(self.engines),
             "autoscale_backlog": float(self.signals.backlog),

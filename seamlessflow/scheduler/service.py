@@ -240,6 +240,7 @@ class SchedulerService:
             self.settings.run,
             weight_version=self.view.current_version,
             figures=figures,
+            note=self.autoscaler.note() if self.autoscaler else None,
         )
 
     # -- the loop -----------------------------------------------------------------------------------------

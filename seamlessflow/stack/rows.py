@@ -41,7 +41,7 @@ def resource_row(status: ResourceStatus, now_s: float) -> dict:
         "hardware_tags": list(status.hardware_tags),
         "active_tag": status.active_tag, "state": status.state, "weight_version": status.weight_version,
         "epoch": status.epoch, "engine_url": status.engine_url, "figures": dict(status.figures),
-        "heartbeat_age_s": round(max(0.0, now_s - status.created_at_ms / 1000.0), 3),
+        "heartbeat_age_s": round(max(0.0, now_s - status.created_at_ms / 1000.0), 3), "note": status.note,
     }
 
 

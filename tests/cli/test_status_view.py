@@ -35,9 +35,12 @@ def test_the_scheduler_row_shows_the_task_mix_stage():
 
 def test_the_scheduler_row_shows_the_autoscaling_advice():
     figures = {"autoscale_engines": 2.0, "autoscale_target": 3.0, "autoscale_change": 1.0}
-    scheduler = {**row("scheduler", "scheduler", figures), "active_tag": "multiplexed"}
+    note = "autoscale advice: 2 -> 3 engines (3.0 sessions waiting per engine > 2: +1)"
+    scheduler = {**row("scheduler", "scheduler", figures), "active_tag": "multiplexed", "note": note}
     data = {"running": True, "bootstrap_servers": "x:9092", "broker_reachable": False, "services": [],
             "resources": [scheduler]}
     console = Console(width=200, record=True)
     console.print(render_status(data))
-    assert "multiplexed · engines 2→3 (advice)" in console.export_text()
+    text = console.export_text()
+    assert "multiplexed · engines 2→3 (advice)" in text
+    assert f"scheduler: {note}" in text  # the reason, in words, below the table

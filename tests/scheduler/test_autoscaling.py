@@ -132,9 +132,12 @@ def test_the_service_publishes_the_advice_only_when_enabled(settings, codec, cap
                                status("proxy-0", t, "proxy", kind="proxy", queued=100.0)):
                     scheduler.fold(record)
                 scheduler.tick()
-    figures = service._status().figures
+    heartbeat = service._status()
+    figures = heartbeat.figures
     assert (figures["autoscale_engines"], figures["autoscale_target"], figures["autoscale_change"]) == (2, 4, 2)
+    assert heartbeat.note == ("autoscale advice: 2 -> 4 engines (50.0 sessions waiting per engine > 2: +2)")
     assert not any(name.startswith("autoscale") for name in disabled._status().figures)
+    assert disabled._status().note is None
     lines = [r.getMessage() for r in caplog.records if "autoscale" in r.getMessage()]
     assert lines == ["autoscale (advice only, nothing acts on it): 2 -> 4 engines: "
                      "50.0 sessions waiting per engine > 2: +2"]

@@ -55,7 +55,7 @@ async function refreshOverview() {
     const figures = Object.entries(r.figures).filter(([, v]) => v !== null)
       .sort(([a], [b]) => (b === "stage") - (a === "stage")).slice(0, 8)  // the task mix's stage (SRPO) first
       .map(([k, v]) => `${k}=${Math.abs(v) >= 100 ? v.toFixed(0) : v.toFixed(3)}`).join(" ");
-    cell(row, figures, "figures");
+    cell(row, r.note ? `${r.note} · ${figures}` : figures, "figures");  // a note: the autoscaler's advice and why
   }
   const services = document.querySelector("#services tbody");
   services.innerHTML = "";
