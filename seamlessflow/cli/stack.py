@@ -11,8 +11,10 @@ from __future__ import annotations
 import json
 import os
 import secrets
+import signal
 import subprocess
 import sys
+import threading
 import time
 
 import click
@@ -23,15 +25,16 @@ from seamlessflow.cli.context import pass_settings, placement_errors
 from seamlessflow.cli.foreground import held_until_stopped
 from seamlessflow.cli.status_view import render_status
 from seamlessflow.config import Settings
+from seamlessflow.scheduler.options import SchedulerOptions
 from seamlessflow.stack.adoption import take_over
 from seamlessflow.stack.options import ClusterOptions
 from seamlessflow.stack.placement import Placement
 from seamlessflow.stack.placements import placement_for, recorded
 from seamlessflow.stack.processes import STACK_ENV
-from seamlessflow.stack.scale import parse_change, scale_stack
+from seamlessflow.stack.scale import AdviceActor, parse_change, reconcile_engines, scale_stack
 from seamlessflow.stack.services import SERVICES, config_path, log_dir, run_dir, start_stack, with_stack_defaults
 from seamlessflow.stack.status import stack_status
-from seamlessflow.stack.supervisor import ServiceState, read_state
+from seamlessflow.stack.supervisor import ServiceState, Supervisor, read_state
 from seamlessflow.stack.watch import ResourceWatcher
 
 
@@ -83,15 +86,25 @@ def new_generation() -> str:
 def _up_foreground(settings: Settings, adopt: dict[str, dict]) -> None:
     console = Console() if sys.stdout.isatty() else Console(width=160)  # logs: no wrapping at 80 columns
     placement, settings = placement_for(settings, console.print, adopt)
+    assert isinstance(placement, Supervisor)  # this machine's: Ray's stack is `up_on_ray`'s
+    reload = threading.Event()  # `scale` changed the effective config: SIGUSR1 (before any start: never fatal)
+    signal.signal(signal.SIGUSR1, lambda *_: reload.set())
     with held_until_stopped(console, placement.stop_all):
         start_stack(settings, placement, log=console.print)
         _print_ready(console, placement.info, settings)
         watcher = ResourceWatcher(settings)
         view = lambda: render_status(stack_status(settings, watcher.rows()), watcher.rewards)  # noqa: E731
+        acting = SchedulerOptions.from_settings(settings).autoscale.act
+        actor = AdviceActor(config_path(settings), placement, console.print) if acting else None
         with Live(view(), console=console, auto_refresh=False, redirect_stdout=False) as live:
             last_print = 0.0
             while True:
                 placement.check()
+                if reload.is_set():
+                    reload.clear()
+                    reconcile_engines(config_path(settings), placement, console.print)
+                if actor is not None:
+                    actor.step(watcher.rows(), time.time())
                 if console.is_terminal:
                     live.update(view(), refresh=True)
                 elif time.monotonic() - last_print > 30:  # logs: a table every 30 s, not a redraw
@@ -196,10 +209,10 @@ def status(settings: Settings, as_json: bool) -> None:
 @click.argument("change", metavar="ROLE=+N|ROLE=-N")
 @pass_settings
 def scale(settings: Settings, change: str) -> None:
-    """Add or remove engines of a running stack placed on Ray. `scale rollout=+1`: one more engine, placed by
-    Ray where there is room (a node that just joined), serving as soon as it is up. `scale rollout=-1`: the
-    newest engine leaves routing (its calls in flight continue on the others), stops, and frees its node's
-    resources. Nothing else restarts."""
+    """Add or remove engines of a running stack. `scale rollout=+1`: one more engine, placed by Ray where there
+    is room (a node that just joined), or started by this machine's supervisor, serving as soon as it is up.
+    `scale rollout=-1`: the newest engine leaves routing (its calls in flight continue on the others), stops,
+    and frees its resources. Nothing else restarts."""
     try:
         role, count = parse_change(change)
     except ValueError as exc:

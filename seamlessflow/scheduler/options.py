@@ -18,14 +18,18 @@ _LIMITS = ScalingLimits()  # the policy's defaults, read once: the options below
 
 
 class AutoscaleOptions(BaseModel):
-    """`scheduler.autoscale`: the autoscaling policy (`core.autoscale`) run live in the scheduler, advisory only:
-    it logs and publishes how many rollout engines it would run and why; nothing acts on it yet (run
-    `seamlessflow scale`). Every field but `enabled` and `trainer_idle_window_s` is a `ScalingLimits` field."""
+    """`scheduler.autoscale`: the autoscaling policy (`core.autoscale`) run live in the scheduler: it logs and
+    publishes how many rollout engines it would run and why; with `act`, the supervisor of a stack on one machine
+    carries that out (`stack.scale.AdviceActor`), else an operator does (`seamlessflow scale`). Every field but
+    `enabled`, `act` and `trainer_idle_window_s` is a `ScalingLimits` field."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
     enabled: bool = False
-    """Evaluate the policy every tick and publish its target (advice only: no engine is added or drained)."""
+    """Evaluate the policy every tick and publish its target and reason."""
+    act: bool = False
+    """The supervisor of a stack on one machine starts and drains engines as advised (`up` in the foreground or
+    detached); false: advice only. Not on Ray yet (run `seamlessflow scale` there)."""
     min_engines: int = Field(default=_LIMITS.min_engines, ge=0)
     """Fewest rollout engines the policy asks for."""
     max_engines: int = Field(default=_LIMITS.max_engines, ge=0)

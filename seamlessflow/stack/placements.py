@@ -23,10 +23,10 @@ from seamlessflow.stack.ray_placement import RayPlacement, actor_states, connect
 from seamlessflow.stack.ray_settings import for_the_cluster
 from seamlessflow.stack.rows import service_row
 from seamlessflow.stack.services import config_path, log_dir, run_dir
-from seamlessflow.stack.supervisor import Supervisor, read_state
+from seamlessflow.stack.supervisor import ServiceState, Supervisor, read_state
 
-ONE_MACHINE = ("no stack placed on Ray runs from this data directory (the local stack runs on one machine: "
-               "configure rollout.workers and start it again)")
+ONE_MACHINE = ("no stack placed on Ray runs from this data directory (the local stack runs on one machine, "
+               "under its supervisor)")
 NO_PIDS_ON_RAY = ("a stack placed on Ray runs its processes on the cluster's nodes, where no pid of this machine "
                   "reaches them: faults by pid need the local stack (cluster.engine: local)")
 
@@ -102,6 +102,35 @@ class LocalRecord:
 
     def attach(self, say: Callable[[str], None]) -> Placement:
         raise PlacementError(ONE_MACHINE)
+
+    def holder(self) -> int:
+        """The pid of the supervisor that holds this stack; PlacementError when none runs."""
+        holder = self.state.get("supervisor_pid")
+        if holder is None or not pid_alive(holder):
+            raise PlacementError("no supervisor holds a stack from this data directory: `seamlessflow up` first")
+        return int(holder)
+
+    def scale(self, holder: int, changed: list[str], added: bool,
+              say: Callable[[str], None]) -> dict[str, ServiceState]:
+        """The effective config names `changed` engines more (or fewer): the supervisor `holder` reconciles its
+        services with it on SIGUSR1 (`scale.reconcile_engines`). Waits until it started them and they serve (or
+        drained them); returns their states as it records them."""
+        from seamlessflow.rollout.options import RolloutOptions
+        from seamlessflow.stack.services import rollout_service_name
+
+        names = [rollout_service_name(rid) for rid in changed]
+        os.kill(holder, signal.SIGUSR1)
+        say(f"supervisor pid {holder}: {'starting' if added else 'draining'} {', '.join(names)}")
+        deadline = time.monotonic() + RolloutOptions.from_settings(self.settings).health_timeout_s * len(names) + 60
+        while time.monotonic() < deadline and pid_alive(holder):
+            services = (read_state(run_dir(self.settings)) or {}).get("services", {})
+            done = [n for n in names if (n in services and services[n]["state"] == "running"
+                                         and not services[n].get("waiting_for")) == added]
+            if len(done) == len(names):
+                return {n: ServiceState(**services[n]) if added else ServiceState(n, state="stopped") for n in names}
+            time.sleep(0.5)
+        raise PlacementError(f"supervisor pid {holder} did not {'start' if added else 'drain'} {', '.join(names)} "
+                             f"in time; see `seamlessflow status` and {log_dir(self.settings)}")
 
 
 @dataclass

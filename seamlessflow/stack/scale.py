@@ -4,8 +4,11 @@ Why it needs nothing but a new service: an engine announces itself on the status
 discover it and the scheduler takes it into its tables, and a starting rollout worker catches up to the newest
 weight version by itself. So adding capacity is adding a rollout worker to the stack's effective config (so a
 restarted actor finds its spec) and placing its service; Ray puts it on a node that has what it asks for (a node
-that just joined, say). The local supervisor places services on one machine it has already filled: there,
-scale by configuring `rollout.workers` and starting again.
+that just joined, say). On one machine the supervisor that holds the stack (a foreground `up`, or the one a
+detached `up` started) does it: `scale` edits the effective config the same way and sends it SIGUSR1, and it
+starts the workers the config names and it does not run, and drains those it runs and the config no longer
+names (`reconcile_engines`). With `scheduler.autoscale.act`, that supervisor also carries out the scheduler's
+autoscaling advice by itself (`act_on_advice`).
 
 Fewer engines: the placement stops the newest ones the way `down` stops any: the rollout worker takes its
 engine out of routing at every proxy first (`RolloutWorker.retire`), so the calls it was generating continue
@@ -17,13 +20,14 @@ config, so nothing starts them again.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Callable
 from pathlib import Path
 
 import yaml
 
 from seamlessflow.config import Settings
-from seamlessflow.stack.supervisor import ServiceSpec, ServiceState
+from seamlessflow.stack.supervisor import ServiceSpec, ServiceState, Supervisor
 
 ENGINE_ID = re.compile(r"rollout-(\d+)$")
 # what is one engine's own and must not be copied into another's spec: its port, its cores, its GPUs
@@ -61,11 +65,15 @@ def parse_change(change: str) -> tuple[str, int]:
 
 def scale_stack(settings: Settings, count: int, say: Callable[[str], None]) -> dict[str, ServiceState]:
     """Adds `count` engines to the stack running from this data directory (or removes `-count`), through the
-    placement that runs it (`PlacementError` where it cannot: the local stack). Returns each engine's state."""
-    from seamlessflow.stack.placements import recorded
+    placement that runs it. Returns each engine's state."""
+    from seamlessflow.stack.placements import LocalRecord, recorded
     from seamlessflow.stack.services import config_path
 
-    placement = recorded(settings).attach(say)
+    record = recorded(settings)
+    if isinstance(record, LocalRecord):
+        holder = record.holder()  # before the edit: no supervisor, nothing to reconcile it
+        return record.scale(holder, edit_engines(config_path(settings), count), count > 0, say)
+    placement = record.attach(say)
     if count > 0:
         added = scale_engines(config_path(settings), count, placement.start)
         return {name: placement.states[name] for name in added}
@@ -92,19 +100,87 @@ def drain_engines(effective: Path, count: int, stop: Callable[[str], None]) -> l
 def scale_engines(effective: Path, count: int, start: Callable[[ServiceSpec], None]) -> list[str]:
     """Adds `count` engines to the stack whose effective config is `effective` (written by `up`) and starts
     each through `start` (a placement's). Returns the new resource ids."""
-    from seamlessflow.rollout.options import RolloutOptions
-    from seamlessflow.stack.services import python_service, with_requests
-    from seamlessflow.stack.watch import engines_up
+    new = edit_engines(effective, count)  # a restarted actor reads its spec from the config
+    settings = Settings.model_validate(yaml.safe_load(effective.read_text()) or {})
+    for resource_id in new:
+        start(rollout_spec(settings, resource_id))
+    return new
 
+
+def edit_engines(effective: Path, count: int) -> list[str]:
+    """Adds `count` rollout workers to the effective config (`-count`: removes the newest); returns their ids."""
     data = yaml.safe_load(effective.read_text()) or {}
     workers = data.setdefault("rollout", {}).setdefault("workers", {}) or {}
-    new = added_engines(workers, count)
-    data["rollout"]["workers"] = {**workers, **new}
-    effective.write_text(yaml.safe_dump(data, sort_keys=False))  # a restarted actor reads its spec from here
-    settings = Settings.model_validate(data)
+    if count > 0:
+        changed = list(new := added_engines(workers, count))
+        data["rollout"]["workers"] = {**workers, **new}
+    else:
+        changed = removed_engines(workers, -count)
+        data["rollout"]["workers"] = {rid: spec for rid, spec in workers.items() if rid not in changed}
+    effective.write_text(yaml.safe_dump(data, sort_keys=False))
+    return changed
+
+
+def rollout_spec(settings: Settings, resource_id: str) -> ServiceSpec:
+    """One rollout worker's service, as `up` starts it: ready once its engine serves."""
+    from seamlessflow.rollout.options import RolloutOptions
+    from seamlessflow.stack.services import python_service, rollout_service_name, with_requests
+    from seamlessflow.stack.watch import engines_up
+
     rollout = RolloutOptions.from_settings(settings)
-    for resource_id in new:
-        spec = python_service(settings, resource_id, "--resource-id", resource_id, module="rollout")
-        spec.ready, spec.ready_timeout_s = engines_up(settings, [resource_id]), rollout.health_timeout_s
-        start(with_requests(settings, [spec], rollout)[0])
-    return list(new)
+    spec = python_service(settings, rollout_service_name(resource_id), "--resource-id", resource_id, module="rollout")
+    spec.ready, spec.ready_timeout_s = engines_up(settings, [resource_id]), rollout.health_timeout_s
+    return with_requests(settings, [spec], rollout)[0]
+
+
+def reconcile_engines(effective: Path, placement: Supervisor, say: Callable[[str], None]
+                      ) -> tuple[list[str], list[str]]:
+    """What the supervisor does on SIGUSR1: drains the rollout workers it runs that the effective config no
+    longer names (each retires its engine from routing first), then starts those it names and it does not run.
+    Returns (started, drained)."""
+    settings = Settings.model_validate(yaml.safe_load(effective.read_text()) or {})
+    from seamlessflow.stack.services import rollout_service_name
+
+    wanted = {rollout_service_name(rid): rid for rid in settings.section("rollout").get("workers") or ["rollout-0"]}
+    running = [name for name, spec in placement.specs.items() if spec.role == "rollout"
+               and placement.states[name].state != "stopped"]
+    drained = [name for name in running if name not in wanted]
+    for name in drained:
+        say(f"{name}: draining (no longer in the config)")
+        placement.stop(name)
+        placement.states.pop(name, None)
+        placement.specs.pop(name, None)
+    started = [name for name in wanted if name not in running]
+    for name in started:
+        say(f"{name}: starting (added to the config)")
+        placement.start(rollout_spec(settings, wanted[name]))
+    placement.write_state()
+    return started, drained
+
+
+class AdviceActor:
+    """`scheduler.autoscale.act` on one machine: the supervisor carries out the scheduler's standing advice
+    (`autoscale_change` on its heartbeat, the reason in its note) by editing the effective config and
+    reconciling, as `scale` would. It acts on a heartbeat the scheduler sent `settle_s` after the last change
+    was done, so a change is never made twice before the scheduler counted the engines it added or drained."""
+
+    def __init__(self, effective: Path, placement: Supervisor, say: Callable[[str], None], settle_s: float = 10.0):
+        self.effective, self.placement, self.say, self.settle_s = effective, placement, say, settle_s
+        self.done_at = 0.0  # wall clock: when the last change was finished
+
+    def step(self, rows: list[dict], now_s: float) -> int:
+        """Acts on the scheduler's row among `rows` (`stack.rows`) if it advises a change; returns the change."""
+        row = next((r for r in rows if r["kind"] == "scheduler"), None)
+        change = int(row["figures"].get("autoscale_change", 0)) if row else 0
+        if not change or row is None or now_s - row["heartbeat_age_s"] < self.done_at + self.settle_s:
+            return 0
+        try:
+            edit_engines(self.effective, change)
+        except ValueError as exc:  # one engine always stays
+            self.say(f"autoscale advice not carried out: {exc}")
+            self.done_at = now_s
+            return 0
+        self.say(f"carrying out {row.get('note') or f'the autoscaler advice {change:+d}'}")
+        reconcile_engines(self.effective, self.placement, self.say)
+        self.done_at = time.time()
+        return change

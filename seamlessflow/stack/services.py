@@ -103,8 +103,8 @@ def app_services(settings: Settings) -> list[ServiceSpec]:
     if enabled(settings, "rollout"):
         ids = list(rollout.workers) or ["rollout-0"]
         for resource_id in ids:
-            name = resource_id if resource_id.startswith("rollout") else f"rollout-{resource_id}"
-            specs.append(python_service(settings, name, "--resource-id", resource_id, module="rollout"))
+            specs.append(python_service(settings, rollout_service_name(resource_id), "--resource-id", resource_id,
+                                        module="rollout"))
         # agents start only once the engines are up (vLLM takes ~40 s, minutes on a loaded machine)
         specs[-1].ready, specs[-1].ready_timeout_s = engines_up(settings, ids), rollout.health_timeout_s
     if enabled(settings, "proxy"):
@@ -118,6 +118,11 @@ def app_services(settings: Settings) -> list[ServiceSpec]:
     if enabled(settings, "eval"):
         specs.append(python_service(settings, "eval"))
     return with_requests(settings, specs, rollout)
+
+
+def rollout_service_name(resource_id: str) -> str:
+    """The supervised service of the rollout worker `resource_id`: `rollout-...` whatever the id."""
+    return resource_id if resource_id.startswith("rollout") else f"rollout-{resource_id}"
 
 
 def with_requests(settings: Settings, specs: list[ServiceSpec], rollout: RolloutOptions) -> list[ServiceSpec]:
@@ -201,9 +206,9 @@ def trainer_services(settings: Settings) -> list[ServiceSpec]:
 
 def adapter_teams(settings: Settings) -> list[str]:
     """The teams that own a LoRA adapter (`proxy.teams.<team>.lora`), in config order."""
-    from seamlessflow.proxy import ProxyOptions
+    from seamlessflow.model.adapters import team_adapters
 
-    return [team for team, entry in ProxyOptions.from_settings(settings).teams.items() if entry.lora is not None]
+    return list(team_adapters(settings))
 
 
 def trainer_service(settings: Settings, adapter: str | None = None) -> ServiceSpec:

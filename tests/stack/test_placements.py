@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from seamlessflow.cli.main import cli
 from seamlessflow.config import Settings
 from seamlessflow.stack.placement import PlacementError
-from seamlessflow.stack.placements import ONE_MACHINE, LocalRecord, RayRecord, placement_for, recorded
+from seamlessflow.stack.placements import LocalRecord, RayRecord, placement_for, recorded
 from seamlessflow.stack.processes import pid_alive, stack_processes
 from seamlessflow.stack.supervisor import Supervisor, read_state
 from seamlessflow.testing.waiting import wait_until
@@ -80,6 +80,6 @@ def test_a_stack_on_ray_says_where_it_ran_even_with_the_cluster_gone(tmp_path):
         stack.pids()
 
 
-def test_scale_on_a_local_stack_is_one_line_saying_why_not(tmp_path):
+def test_scale_without_a_supervisor_is_one_line_saying_why_not(tmp_path):
     result = CliRunner().invoke(cli, ["--data-dir", str(tmp_path), "scale", "rollout=+1"])
-    assert result.exit_code == 1 and ONE_MACHINE in result.output.replace("\n", " ")
+    assert result.exit_code == 1 and "no supervisor holds a stack" in result.output.replace("\n", " ")
