@@ -41,6 +41,9 @@ class FrontDoor(Protocol):
     def events(self, shaper: Shaper, call_id: str) -> EventShape: ...
 
 
+DOOR = web.RequestKey("door", FrontDoor)  # the request's front door: errors answer in its API's shape
+
+
 def bearer_key(request: web.Request) -> str | None:
     auth = request.headers.get("Authorization", "")
     return auth[7:].strip() or None if auth[:7].lower() == "bearer " else None

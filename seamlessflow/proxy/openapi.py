@@ -16,6 +16,7 @@ from seamlessflow.proxy.openapi_stored import (
     CONVERSATION_PARAM,
     compact_operation,
     conversation_paths,
+    socket_operation,
     stored_paths,
 )
 from seamlessflow.proxy.options import ProxyOptions
@@ -301,7 +302,8 @@ def openapi_document(config: ProxyOptions) -> dict:
         in_path = bool(prefix)
         paths[prefix + "/v1/chat/completions"] = _call_operation("chat", config, in_path)
         paths[prefix + "/v1/completions"] = _call_operation("completions", config, in_path)
-        paths[prefix + "/v1/responses"] = _door_operation("responses", in_path)
+        paths[prefix + "/v1/responses"] = {**_door_operation("responses", in_path),
+                                           **socket_operation(SESSION_PARAM if in_path else None)}
         paths[prefix + "/v1/responses/compact"] = compact_operation(_door_operation("responses", in_path), in_path)
         paths[prefix + "/v1/messages"] = _door_operation("messages", in_path)
         paths[prefix + "/v1/models"] = _models_operation(in_path)

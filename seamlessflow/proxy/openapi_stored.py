@@ -155,3 +155,16 @@ def compact_operation(door_operation: dict, in_path: bool) -> dict:
                 summary="the conversation summarised by the policy (a recorded call) into a compaction item",
                 requestBody=_body(COMPACT_BODY, True))
     return {"post": post}
+
+
+def socket_operation(session_param: dict | None) -> dict[str, Any]:
+    """`GET /v1/responses`: the Responses API's WebSocket mode (`responses_socket.py`), as a `get` to merge in."""
+    return {"get": {
+        "operationId": f"responses_websocket{'_in_session' if session_param else ''}",
+        "summary": "a WebSocket: `response.create` events in, each answered with the streamed POST's events",
+        "parameters": [session_param] if session_param else [],
+        "responses": {"101": {"description": "upgraded to a WebSocket"},
+                      **{code: {"description": why} for code, why in (
+                          ("400", "not a WebSocket upgrade, or a bad session id"),
+                          ("401", "missing or unknown team key"))}},
+    }}

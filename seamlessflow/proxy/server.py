@@ -37,7 +37,7 @@ from seamlessflow.proxy.admission import Admission
 from seamlessflow.proxy.call_rewards import CallRewardRequest, call_id_of_key, finite_rewards, on_the_wire, wire_key
 from seamlessflow.proxy.compaction import CompactDoor
 from seamlessflow.proxy.deltas import PromptBases
-from seamlessflow.proxy.doors import ClientStream, FrontDoor, OpenAIDoor, json_reply
+from seamlessflow.proxy.doors import DOOR, ClientStream, FrontDoor, OpenAIDoor, json_reply
 from seamlessflow.proxy.engine_fence import EngineFence
 from seamlessflow.proxy.errors import ProxyError
 from seamlessflow.proxy.generation import CallRun, ClientGone, PauseGate, UpstreamRejected
@@ -51,6 +51,7 @@ from seamlessflow.proxy.recording import CallIdentity, CallResult, Recorder
 from seamlessflow.proxy.requests import CallRequest
 from seamlessflow.proxy.response_store import ResponseStore
 from seamlessflow.proxy.responses_api import ResponsesDoor
+from seamlessflow.proxy.responses_socket import ResponsesSockets, SocketCall
 from seamlessflow.proxy.routing import EngineTable
 from seamlessflow.proxy.sessions import SessionOwnedByOtherTeam, SessionState, SessionTable
 from seamlessflow.proxy.stored_responses import StoredResponses
@@ -65,7 +66,6 @@ SESSION_HEADER = "X-Session-Id"
 PROFILE_HEADER = "X-Session-Profile"  # prefill | decode | auto: declares the session's routing profile
 CALL_KEY_HEADERS = ("Idempotency-Key", "X-Request-Id")
 RETRY_COUNT_HEADER = "X-Stainless-Retry-Count"
-DOOR = web.RequestKey("door", FrontDoor)  # the request's front door: errors answer in its API's shape
 CHAT_DOOR = OpenAIDoor("chat")
 MESSAGES_DOOR = MessagesDoor()
 RESPONSES_DOOR = ResponsesDoor()
@@ -156,6 +156,7 @@ class ProxyServer:
         self.fence = EngineFence(self.engines, self.gate)
         self._fence_runner: web.AppRunner | None = None
         self.fence_port: int | None = None
+        self.sockets = ResponsesSockets(self)
 
     # -- app --------------------------------------------------------------------------------------------
     def app(self) -> web.Application:
@@ -164,6 +165,7 @@ class ProxyServer:
             for path, door in DOORS.items():
                 app.router.add_post(prefix + path, functools.partial(self._call, door=door))
             app.router.add_get(prefix + "/v1/models", self._models)
+            app.router.add_get(prefix + "/v1/responses", self.sockets.open)  # the Responses API's WebSocket mode
             self.stored.add_routes(app, prefix)
         app.router.add_post("/sessions/{session_id}/end", self._end)
         app.router.add_post("/sessions/{session_id}/calls/{call}/reward", self._call_reward)
@@ -262,11 +264,11 @@ class ProxyServer:
             raise ProxyError(400, "session id must be 1-128 characters from [A-Za-z0-9._:-]", "session_id")
         return session_id, False
 
-    def _call_id(self, request: web.Request, team: str, session_id: str, body: bytes) -> str:
+    def _call_id(self, request: web.Request, team: str, session_id: str, body: bytes, keyed: bool = True) -> str:
         """The request's key within its session: the name the client gave it, else a digest of its route and body.
         A client SDK's retry sends the same body again, so its attempts share the call id without any state
         here (a retry may reach another proxy worker); the assembler trains the last attempt (`attempt_of`)."""
-        for header in CALL_KEY_HEADERS:
+        for header in CALL_KEY_HEADERS if keyed else ():
             key = request.headers.get(header)
             if key:
                 return call_id_of_key(team, session_id, key)
@@ -293,33 +295,41 @@ class ProxyServer:
     async def _call(self, request: web.Request, door: FrontDoor) -> web.StreamResponse:
         request[DOOR] = door  # errors answer in the door's API shape
         team = self._team(request)
-        session_id, generated = self._session_id(request)
+        session = self._session_id(request)
         body = await self._body(request)
-        call = door.parse(await self._json(request, body), self.config.max_n)
+        return await self.serve_call(request, door, team, session, body, await self._json(request, body))
+
+    async def serve_call(self, request: web.Request, door: FrontDoor, team: str, session: tuple[str, bool], raw: bytes,
+                         body: Any, socket: SocketCall | None = None) -> web.StreamResponse:
+        """One call from its parsed body on, for the HTTP routes and each `response.create` on a Responses WebSocket
+        (`socket`: its stream and last response; its call id is its frame's digest, not the upgrade's headers)."""
+        call = door.parse(body, self.config.max_n)
+        session_id, generated = session
         if isinstance(door, ResponsesDoor):  # a continuation belongs to its stored response's session
-            session_id = await self.stored.continue_from(call, team, session_id, generated)
-        session = self._claim(session_id, team)
+            recent = socket.recent if socket else None
+            session_id = await self.stored.continue_from(call, team, session_id, generated, recent)
+        state = self._claim(session_id, team)
         declared = request.headers.get(PROFILE_HEADER)
         if declared is not None:
             try:
-                session.declared = parse_profile(declared)
+                state.declared = parse_profile(declared)
             except ValueError as exc:
                 raise ProxyError(400, str(exc), PROFILE_HEADER) from None
         headers = {SESSION_HEADER: session_id}
-        who = CallIdentity(session_id, team, self._call_id(request, team, session_id, body), attempt_of(request))
-        session.call_started()
+        call_id = self._call_id(request, team, session_id, raw, keyed=socket is None)
+        who = CallIdentity(session_id, team, call_id, attempt_of(request))
+        state.call_started()
         try:
             async with self.quotas.hold(team, session_id), self.admission.slot():
-                return await self._serve(request, door, call, who, headers)
+                return await self._serve(request, door, call, who, headers, socket)
         finally:
-            session.call_finished()
+            state.call_finished()
 
-    async def _serve(
-        self, request: web.Request, door: FrontDoor, call: CallRequest, who: CallIdentity, headers: dict[str, str]
-    ) -> web.StreamResponse:
+    async def _serve(self, request: web.Request, door: FrontDoor, call: CallRequest, who: CallIdentity,
+                     headers: dict[str, str], socket: SocketCall | None = None) -> web.StreamResponse:
         state = self.sessions.get(who.session_id)
         assert self.http is not None  # start_http() runs before the app serves
-        stream = ClientStream(request, headers) if call.stream else None
+        stream = (socket.stream if socket else ClientStream(request, headers)) if call.stream else None
         reply_id = uuid.uuid4().hex  # the reply's own ids (response, items, tool calls): two answers never share one
         run = CallRun(
             call,
@@ -358,7 +368,8 @@ class ProxyServer:
             reply = door.reply(run.shaper, reply_id)
             await self.stored.keep(call, who, capture, reply)  # a Responses call's state, unless store: false
             return json_reply(reply, headers)
-        await stream.close(await self.stored.keep_streamed(call, who, capture, events, events.finish()))
+        recent = socket.recent if socket else None
+        await stream.close(await self.stored.keep_streamed(call, who, capture, events, events.finish(), recent))
         return stream.response
 
     async def _models(self, request: web.Request) -> web.Response:

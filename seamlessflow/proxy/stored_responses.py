@@ -35,7 +35,7 @@ from aiohttp import web
 
 from seamlessflow.avro import RecordTooLarge
 from seamlessflow.messages import StoredConversation, StoredResponse, now_ms
-from seamlessflow.proxy.capture import CallCapture
+from seamlessflow.proxy.capture import CallCapture, ChoiceCapture
 from seamlessflow.proxy.conversations import Conversations
 from seamlessflow.proxy.doors import EventShape
 from seamlessflow.proxy.errors import ProxyError
@@ -48,6 +48,20 @@ from seamlessflow.proxy.requests import CallRequest
 from seamlessflow.proxy.response_store import NotCaughtUp, ResponseStore
 from seamlessflow.proxy.responses_api import ResponseEvents, conversation_of, input_messages, stores
 from seamlessflow.topics import Topics
+
+
+class Recent:
+    """A Responses WebSocket's last response, kept in memory for its connection's next `previous_response_id`
+    whether it was stored or not (the API's WebSocket mode continues `store: false` responses so)."""
+
+    def __init__(self) -> None:
+        self.last: StoredResponse | None = None
+
+    def get(self, response_id: str) -> StoredResponse | None:
+        return self.last if self.last is not None and self.last.response_id == response_id else None
+
+    def remember(self, record: StoredResponse) -> None:
+        self.last = record
 
 
 class StoredResponses:
@@ -77,16 +91,18 @@ class StoredResponses:
         app.router.add_get(path + "/input_items", self._input_items)
 
     # -- the call path ---------------------------------------------------------------------------------
-    async def continue_from(self, call: CallRequest, team: str, session_id: str, generated: bool) -> str:
+    async def continue_from(self, call: CallRequest, team: str, session_id: str, generated: bool,
+                            recent: Recent | None = None) -> str:
         """Puts the stored conversation before a continuation's new input (after its instructions); returns the
         session the call belongs to. Refuses, before anything is generated, a request whose stored response
-        could not fit in a record."""
+        could not fit in a record. On a WebSocket, `recent` is its connection's last response, stored or not."""
         if conversation_of(call.source) is not None:
             return await self.conversations.continue_in(call, team, session_id, generated)
         previous_id = call.source.get("previous_response_id")
         previous = None
         if previous_id is not None:
-            previous = await self.find(previous_id, team)
+            previous = recent.get(previous_id) if recent else None
+            previous = previous or await self.find(previous_id, team)
             if previous is None:
                 raise ProxyError(400, f"Previous response with id '{previous_id}' not found.", "previous_response_id")
             if not generated and session_id != previous.session_id:
@@ -100,27 +116,21 @@ class StoredResponses:
             self._check_size(call, previous)
         return session_id
 
-    async def keep(self, call: CallRequest, who: CallIdentity, capture: CallCapture, response: dict) -> None:
+    async def keep(self, call: CallRequest, who: CallIdentity, capture: CallCapture, response: dict,
+                   recent: Recent | None = None) -> None:
         """Stores a finished Responses call (unless `store: false`), and adds it to its conversation, before the
-        client gets its answer."""
+        client gets its answer; on a WebSocket its connection remembers it too, stored or not (`recent`)."""
         if not call.source:
             return
         if conversation_of(call.source) is not None:
             await self.conversations.append_response(call, who.team, who.session_id, response)
+        if not stores(call.source) and recent is None:
+            return
+        stored = await self.record(call, who, capture.choices[0], response, recent)
+        if recent is not None:
+            recent.remember(stored)
         if not stores(call.source):
             return
-        start = 1 if call.source.get("instructions") else 0
-        said = input_messages(response["output"]) if response["output"] else []
-        choice = capture.choices[0]
-        stored = StoredResponse(
-            event_id=response["id"], response_id=response["id"], session_id=who.session_id, team=who.team,
-            run=self.run, previous_response_id=call.source.get("previous_response_id"),
-            input_items_json=json.dumps(await self._items_so_far(call, response["id"])),
-            response_json=orjson.dumps(response).decode(),
-            messages_json=json.dumps([*call.body["messages"][start:], *said]),
-            prompt_ids=choice.prompt_ids, completion_ids=choice.completion_ids, versions=choice.versions,
-            created_at_ms=now_ms(),
-        )
         try:
             await self.store.put(stored)
         except RecordTooLarge as exc:
@@ -129,14 +139,30 @@ class StoredResponses:
         except (TimeoutError, PublishFailed):
             raise ProxyError(503, "the response could not be stored; retry", retry_after=1) from None
 
-    async def _items_so_far(self, call: CallRequest, response_id: str) -> list[dict]:
+    async def record(self, call: CallRequest, who: CallIdentity, choice: ChoiceCapture | None, response: dict,
+                     recent: Recent | None = None) -> StoredResponse:
+        """A Responses call's record: its conversation (output included) and its tokens (none for a warmup)."""
+        start = 1 if call.source.get("instructions") else 0
+        said = input_messages(response["output"]) if response["output"] else []
+        return StoredResponse(
+            event_id=response["id"], response_id=response["id"], session_id=who.session_id, team=who.team,
+            run=self.run, previous_response_id=call.source.get("previous_response_id"),
+            input_items_json=json.dumps(await self._items_so_far(call, response["id"], recent)),
+            response_json=orjson.dumps(response).decode(),
+            messages_json=json.dumps([*call.body["messages"][start:], *said]),
+            prompt_ids=choice.prompt_ids if choice else [], completion_ids=choice.completion_ids if choice else [],
+            versions=choice.versions if choice else [], created_at_ms=now_ms(),
+        )
+
+    async def _items_so_far(self, call: CallRequest, response_id: str, recent: Recent | None = None) -> list[dict]:
         """The conversation's items as `input_items` lists them (as the API does for a continuation): the
         previous response's input items and output, then this request's input."""
         items = input_items(call.source.get("input"), response_id)
         previous_id = call.source.get("previous_response_id")
         if not previous_id:
             return items
-        previous = self.store.cache.get(previous_id)  # just read by continue_from, so cached but for a tiny cache
+        previous = recent.get(previous_id) if recent else None
+        previous = previous or self.store.cache.get(previous_id)  # just read by continue_from: cached
         if previous is None:
             with contextlib.suppress(NotCaughtUp):
                 previous = await self.store.get(previous_id)
@@ -145,12 +171,12 @@ class StoredResponses:
         return [*json.loads(previous.input_items_json), *json.loads(previous.response_json)["output"], *items]
 
     async def keep_streamed(self, call: CallRequest, who: CallIdentity, capture: CallCapture, events: EventShape,
-                            tail: bytes) -> bytes:
+                            tail: bytes, recent: Recent | None = None) -> bytes:
         """The stream's last events: `tail` once the response is stored, else an error event in its place."""
         if not isinstance(events, ResponseEvents) or events.response is None:
             return tail
         try:
-            await self.keep(call, who, capture, events.response)
+            await self.keep(call, who, capture, events.response, recent)
         except ProxyError as exc:
             return events.fail(exc.status, exc.body())
         return tail
