@@ -17,7 +17,7 @@ from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.io import read_topic
 from seamlessflow.kafka.reader import Record
 from seamlessflow.messages import EpisodeEnd, Trajectory
-from seamlessflow.proxy import ProxyOptions
+from seamlessflow.model.lora import team_adapters
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.options import TrainerOptions
 
@@ -41,8 +41,7 @@ def adapter_logs(settings: Settings) -> TeamAdapters | None:
     options = TrainerOptions.from_settings(settings)
     if options.target != "adapters":
         return None
-    teams = ProxyOptions.from_settings(settings).teams
-    names = {team: entry.lora.name for team, entry in teams.items() if entry.lora is not None}
+    names = {team: adapter.name for team, adapter in team_adapters(settings).items()}
     trainers = {team: options.for_adapter(team) for team in names}
     return TeamAdapters(names, {team: step_log(settings, t) or [] for team, t in trainers.items()},
                         {team: t.resource_id for team, t in trainers.items()})

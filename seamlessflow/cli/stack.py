@@ -23,7 +23,7 @@ from rich.live import Live
 
 from seamlessflow.cli.context import pass_settings, placement_errors
 from seamlessflow.cli.foreground import held_until_stopped
-from seamlessflow.cli.status_view import render_status
+from seamlessflow.cli.status_view import adapter_trainer_teams, render_status
 from seamlessflow.config import Settings
 from seamlessflow.scheduler.options import SchedulerOptions
 from seamlessflow.stack.adoption import take_over
@@ -93,7 +93,8 @@ def _up_foreground(settings: Settings, adopt: dict[str, dict]) -> None:
         start_stack(settings, placement, log=console.print)
         _print_ready(console, placement.info, settings)
         watcher = ResourceWatcher(settings)
-        view = lambda: render_status(stack_status(settings, watcher.rows()), watcher.rewards)  # noqa: E731
+        adapters = adapter_trainer_teams(settings)  # which trainer row trains whose adapter
+        view = lambda: render_status(stack_status(settings, watcher.rows()), watcher.rewards, adapters)  # noqa: E731
         acting = SchedulerOptions.from_settings(settings).autoscale.act
         actor = AdviceActor(config_path(settings), placement, console.print) if acting else None
         with Live(view(), console=console, auto_refresh=False, redirect_stdout=False) as live:
@@ -202,7 +203,7 @@ def status(settings: Settings, as_json: bool) -> None:
     if as_json:
         click.echo(json.dumps(data, indent=2))
     else:
-        Console().print(render_status(data))
+        Console().print(render_status(data, adapters=adapter_trainer_teams(settings)))
 
 
 @click.command()

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 from rich.console import Group, RenderableType
 from rich.table import Table
+
+from seamlessflow.config import Settings
 
 SPARK = "▁▂▃▄▅▆▇█"
 
@@ -30,7 +34,23 @@ def _cluster_line(data: dict) -> str:
     return f"{len(nodes)} broker(s), controller {controller}"
 
 
-def render_status(data: dict, rewards: dict[int, float] | None = None) -> Group:
+def adapter_trainer_teams(settings: Settings) -> dict[str, str]:
+    """Trainer resource id -> the team whose adapter it trains, in a stack that trains the teams' adapters (from
+    the settings: `TrainerOptions.for_adapter`); {} otherwise, or when the settings do not say."""
+    from pydantic import ValidationError
+
+    from seamlessflow.trainer.teams import adapter_trainers
+
+    try:
+        return {t.resource_id: t.team for t in adapter_trainers(settings)}
+    except ValidationError:
+        return {}
+
+
+def render_status(data: dict, rewards: dict[int, float] | None = None,
+                  adapters: Mapping[str, str] | None = None) -> Group:
+    """`adapters`: trainer resource id -> the team whose adapter it trains (`adapter_trainer_teams`), shown with
+    its kind; a row's own `adapter_team` says the same."""
     supervisor = f"   supervisor: {data['supervisor']}" if data.get("supervisor") else ""
     head = (f"stack: {'running' if data['running'] else 'stopped'}{supervisor}   Kafka {data['bootstrap_servers']}: "
             f"{_cluster_line(data)}   trainer version: "
@@ -48,7 +68,7 @@ def render_status(data: dict, rewards: dict[int, float] | None = None) -> Group:
         queue = next((figures[k] for k in QUEUE_FIGURES if k in figures), None)
         version = str(row["weight_version"]) if row["weight_version"] >= 0 else "-"  # agents load no weights
         resources.add_row(
-            row["id"], _kind(row), _tags(row), _active(row), row["state"], version,
+            row["id"], _kind(row, (adapters or {}).get(row["id"])), _tags(row), _active(row), row["state"], version,
             f"{figures.get('tokens_per_s', 0):.0f}" if "tokens_per_s" in figures else "-",
             f"{queue:.0f}" if queue is not None else "-", f"{row['heartbeat_age_s']:.0f}s",
         )
@@ -59,10 +79,13 @@ def render_status(data: dict, rewards: dict[int, float] | None = None) -> Group:
     return Group(*parts)
 
 
-def _kind(row: dict) -> str:
-    """A trainer group is one resource; its data-parallel ranks are a figure of its heartbeat."""
+def _kind(row: dict, adapter_team: str | None = None) -> str:
+    """A trainer group is one resource; its data-parallel ranks are a figure of its heartbeat. A team's adapter
+    trainer says whose adapter it trains."""
     ranks = int(row["figures"].get("ranks", 1))
-    return f"{row['kind']} ({ranks} ranks)" if ranks > 1 else row["kind"]
+    kind = f"{row['kind']} ({ranks} ranks)" if ranks > 1 else row["kind"]
+    team = adapter_team or row.get("adapter_team")
+    return f"{kind} · {team}'s adapter" if team else kind
 
 
 def _active(row: dict) -> str:

@@ -27,6 +27,7 @@ from seamlessflow.dashboard.options import DashboardOptions
 from seamlessflow.dashboard.state import DashboardState, Decode
 from seamlessflow.stack.supervisor import read_state
 from seamlessflow.tracking.follow import Follower
+from seamlessflow.tracking.points import PointMaker
 
 STATIC = Path(__file__).parent / "static"
 log = logging.getLogger(__name__)
@@ -35,7 +36,9 @@ log = logging.getLogger(__name__)
 class Dashboard:
     def __init__(self, settings: Settings, decode: Decode | None = None):
         self.settings = settings
-        self.state = DashboardState(settings.team, settings.run, decode=decode)
+        # in an adapters stack each team's trainer has curves of its own (which is whose: from the settings)
+        self.state = DashboardState(settings.team, settings.run, decode=decode,
+                                    maker=PointMaker.for_settings(settings))
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 

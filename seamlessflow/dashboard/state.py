@@ -31,15 +31,18 @@ Decode = Callable[[Sequence[int]], str]
 
 class DashboardState:
     def __init__(self, team: str, run: str, max_sessions: int = 300, max_statuses: int = 50_000,
-                 decode: Decode | None = None, max_points: int = 4096):
+                 decode: Decode | None = None, max_points: int = 4096, maker: PointMaker | None = None):
+        """`maker`: the run's (`PointMaker.for_settings`: in an adapters stack each team's trainer has curves of
+        its own)."""
         self.team, self.run = team, run
         self.decode = decode
         self.latest: dict[str, ResourceStatus] = {}
         self.history: deque[ResourceStatus | CommandAck] = deque(maxlen=max_statuses)
-        self.maker = PointMaker(team, run)
+        self.maker = maker or PointMaker(team, run)
         self.curves: dict[str, Curve] = {}
         self.max_points = max_points
-        self.evals: dict[int, dict[str, float]] = {}
+        self.evals: dict[int, dict[str, float]] = {}  # the base's
+        self.team_evals: dict[str, dict[int, dict[str, float]]] = {}  # each team's adapter's (an adapters stack)
         self.sessions: OrderedDict[str, SessionEvents] = OrderedDict()
         self.max_sessions = max_sessions
         self.records = 0
@@ -50,7 +53,9 @@ class DashboardState:
     def feed(self, incoming: Incoming) -> None:
         message = incoming.message
         team, run = getattr(message, "team", None), getattr(message, "run", None)
-        if (team, run) != (None, None) and (team, run) != (self.team, self.run):
+        # an eval's team says whose policy it evaluated (a team's adapter): the maker sorts it
+        theirs = (team, run) != (None, None) and (team, run) != (self.team, self.run)
+        if theirs and not isinstance(message, EvalFigures):
             return
         with self._lock:
             self.records += 1
@@ -61,6 +66,8 @@ class DashboardState:
                 self.history.append(message)
             elif isinstance(message, (TokenIO, EpisodeEnd)):
                 self._session(message, incoming.timestamp_ms)
+            elif isinstance(message, EvalFigures) and message.team in self.maker.teams:
+                self.team_evals.setdefault(message.team, {})[message.version] = dict(message.figures)
             elif isinstance(message, EvalFigures):
                 self.evals[message.version] = dict(message.figures)
             self._plot(self.maker.feed(message))
@@ -90,12 +97,19 @@ class DashboardState:
         with self._lock:
             now = time.time()
             resources = [resource_row(s, now) for _, s in sorted(self.latest.items())]
+            for row in resources:  # which trainer trains which team's adapter (from the settings)
+                if row["id"] in self.maker.trainers:
+                    row["adapter_team"] = self.maker.trainers[row["id"]]
             return {"team": self.team, "run": self.run, "records": self.records, "resources": resources,
-                    "step": self.maker.step, "evals": {str(v): f for v, f in sorted(self.evals.items())}}
+                    "step": self.maker.step, "steps": self.maker.team_steps(),
+                    "evals": {str(v): f for v, f in sorted(self.evals.items())},
+                    "team_evals": {team: {str(v): f for v, f in sorted(evals.items())}
+                                   for team, evals in sorted(self.team_evals.items())}}
 
     def curves_json(self) -> dict:
+        """`steps`: each team's adapter trainer's newest step ({} in a stack that trains the base)."""
         with self._lock:
-            return {"step": self.maker.step,
+            return {"step": self.maker.step, "steps": self.maker.team_steps(),
                     "curves": {tag: curve.points() for tag, curve in sorted(self.curves.items())}}
 
     def timeline_json(self) -> dict:

@@ -26,6 +26,8 @@ from pydantic import BaseModel, ConfigDict, Field
 if TYPE_CHECKING:
     import torch
 
+    from seamlessflow.config import Settings
+
 # vLLM's accepted --max-lora-rank values (vllm.config.lora.MaxLoRARanks)
 VLLM_LORA_RANKS = (1, 8, 16, 32, 64, 128, 256, 320, 512)
 DEFAULT_TARGETS = ("q_proj", "v_proj")  # PEFT's default for Llama/Qwen-style models
@@ -73,6 +75,14 @@ def versions_in(figures: Mapping[str, float]) -> dict[str, int]:
     """The adapter versions a heartbeat's figures carry (`version_figures`); {} for a sender without adapters."""
     return {key.removeprefix(VERSION_FIGURE): int(value) for key, value in figures.items()
             if key.startswith(VERSION_FIGURE) and len(key) > len(VERSION_FIGURE)}
+
+
+def team_adapters(settings: Settings) -> dict[str, TeamAdapter]:
+    """Team -> its adapter (`proxy.teams.<team>.lora`), in config order; read without the proxy's package (its
+    server), as `ProxyOptions.teams` reads it."""
+    teams = settings.section("proxy").get("teams") or {}
+    return {team: TeamAdapter.model_validate(entry["lora"]) for team, entry in teams.items()
+            if isinstance(entry, Mapping) and entry.get("lora")}
 
 
 def module_shapes(model_dir: Path, target_modules: Iterable[str]) -> dict[str, tuple[int, int]]:

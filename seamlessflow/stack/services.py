@@ -206,7 +206,7 @@ def trainer_services(settings: Settings) -> list[ServiceSpec]:
 
 def adapter_teams(settings: Settings) -> list[str]:
     """The teams that own a LoRA adapter (`proxy.teams.<team>.lora`), in config order."""
-    from seamlessflow.model.adapters import team_adapters
+    from seamlessflow.model.lora import team_adapters
 
     return list(team_adapters(settings))
 

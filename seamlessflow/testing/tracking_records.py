@@ -19,11 +19,12 @@ from seamlessflow.tracking.follow import eval_topic
 
 
 def trainer_status(step: int, reward: float, at_ms: int, version: int = 0, team: str = "default",
-                   run: str = "default") -> ResourceStatus:
+                   run: str = "default", resource_id: str = "trainer-0") -> ResourceStatus:
+    """A trainer's heartbeat; `resource_id` `trainer-0-red`: red's adapter trainer (`TrainerOptions.for_adapter`)."""
     figures = {"step": float(step), "busy_s": float(step)}
     if step:
         figures.update({"reward_mean": reward, "loss": 1.0 / step, "tokens_trained": 100.0, "step_time_s": 0.5})
-    return ResourceStatus(new_id(), "trainer-0", ResourceKind.TRAINER, ["train"], "train", ResourceState.ACTIVE,
+    return ResourceStatus(new_id(), resource_id, ResourceKind.TRAINER, ["train"], "train", ResourceState.ACTIVE,
                           version, figures, team, run, at_ms)
 
 
@@ -32,15 +33,21 @@ def rollout_status(resource_id: str, tokens_per_s: float, at_ms: int, running: f
                           {"tokens_per_s": tokens_per_s, "requests_running": running}, "default", "default", at_ms)
 
 
-def weights(version: int, step: int, at_ms: int) -> WeightVersion:
-    return WeightVersion(new_id(), version, f"file:///w/v{version}", step, "hf-safetensors", "trainer-0",
-                         "default", "default", at_ms)
+def weights(version: int, step: int, at_ms: int, trainer_id: str = "trainer-0",
+            adapter: str | None = None) -> WeightVersion:
+    """A version of the base, or with `adapter` (and its trainer's `trainer_id`) one of a team's adapter."""
+    if adapter is None:
+        return WeightVersion(new_id(), version, f"file:///w/v{version}", step, "hf-safetensors", trainer_id,
+                             "default", "default", at_ms)
+    return WeightVersion(new_id(), version, f"file:///w/{adapter}/v{version}", step, "peft-lora", trainer_id,
+                         "default", "default", at_ms, adapter)
 
 
-def eval_json(version: int, accuracy: float, mean_reward: float, mean_length: float) -> bytes:
-    """An eval record as an external evaluator (or one without the project's codec) publishes it."""
+def eval_json(version: int, accuracy: float, mean_reward: float, mean_length: float, team: str = "default") -> bytes:
+    """An eval record as an external evaluator (or one without the project's codec) publishes it; `team`: whose
+    policy (in an adapters stack, the team whose adapter was evaluated)."""
     return json.dumps({"version": version, "accuracy": accuracy, "mean_reward": mean_reward,
-                       "mean_length": mean_length, "team": "default", "run": "default"}).encode()
+                       "mean_length": mean_length, "team": team, "run": "default"}).encode()
 
 
 def create_eval_topic(settings: Settings) -> None:
@@ -72,3 +79,35 @@ def publish_evals(settings: Settings, evals: list[bytes]) -> None:
     for value in evals:
         evaluator.produce(eval_topic(settings), key=b"default", value=value)
     assert evaluator.flush(30) == 0
+
+
+def adapter_stack(settings: Settings, teams: tuple[str, ...] = ("red", "blue")) -> Settings:
+    """`settings` as a stack that trains each of `teams`' adapter (`trainer.target: adapters`, `proxy.teams`), plus
+    green served the base: the trainers are `trainer-0-<team>`, the adapters `<team>-lora`."""
+    entries: dict[str, dict] = {team: {"lora": {"name": f"{team}-lora", "path": f"/adapters/{team}", "rank": 4}}
+                                for team in teams}
+    entries["green"] = {}
+    data = settings.model_dump()
+    data.update(proxy={**settings.section("proxy"), "teams": entries},
+                trainer={**settings.section("trainer"), "target": "adapters"})
+    return Settings.model_validate(data)
+
+
+def publish_team_run(settings: Settings, codec: Codec, teams: tuple[str, ...] = ("red", "blue"),
+                     steps: int = 4) -> None:
+    """`publish_run` for a stack that trains `teams`' adapters (`adapter_stack`): each team's trainer steps with a
+    reward of its own, a version of its adapter every 2 of its steps, and an eval of each (JSON naming the team)."""
+    topics, producer = Topics(settings), MessageProducer(settings, codec)
+    t0 = int(time.time() * 1000) - 60_000
+    evals = []
+    for step in range(steps + 1):
+        producer.send(topics.status, "rollout-0", rollout_status("rollout-0", 100.0 + step, t0 + 1000 * step))
+        for i, team in enumerate(teams):
+            trainer = f"trainer-0-{team}"
+            at = t0 + 1000 * step + 500 + 10 * i
+            producer.send(topics.status, trainer, trainer_status(step, 0.1 * step + 0.5 * i, at, resource_id=trainer))
+            if step and step % 2 == 0:
+                producer.send(topics.weights, "default", weights(step // 2, step, at + 100, trainer, f"{team}-lora"))
+                evals.append(eval_json(step // 2, 0.2 * step + 0.1 * i, 0.1 * step, 20.0 - step, team=team))
+    producer.flush()
+    publish_evals(settings, evals)

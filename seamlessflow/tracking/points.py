@@ -10,17 +10,34 @@ at that version's training step when the weights topic (or a trainer heartbeat) 
 The eval and weights topics are read by one consumer with no order between them, so an eval of a version
 whose step is not known yet waits for it, `eval_wait_s` at most, and is then plotted at the version: a
 TensorBoard point cannot be moved once written.
+
+Teams' adapters: in a stack that trains them (`trainer.target: adapters`) each team's trainer has its own steps
+and versions, so each gets curves of its own, its tags naming the team after the group: `train/<team>/reward_mean`,
+`train/<team>/version`, `eval/<team>/accuracy`, `throughput/<team>/steps_per_min`, `pipeline/<team>/buffered`
+(TensorBoard shows a team's figures side by side in each group, and a filter such as `reward_mean` shows every
+team's). Which trainer is whose comes from the settings (`trainer.teams.adapter_trainers`): a heartbeat by the
+trainer's resource id, a version by its trainer (else its `adapter`), an eval by its `team`. The base's tags stay
+`train/<figure>`, as in a stack that trains the base. The rollout throughput and the scheduler's backlog are the
+stack's, plotted with each team's steps.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from seamlessflow.messages import ResourceStatus, WeightVersion
+
+if TYPE_CHECKING:
+    from seamlessflow.config import Settings
+    from seamlessflow.trainer.teams import AdapterTrainer
+
+log = logging.getLogger(__name__)
 
 TRAIN_FIGURES = ("reward_mean", "reward_std", "loss", "kl_mean", "clip_fraction", "logprob_abs_diff",
                  "step_time_s", "tokens_trained", "sequences", "groups")
@@ -29,7 +46,7 @@ EVAL_FIELDS = ("accuracy", "mean_reward", "mean_length")
 
 @dataclass(frozen=True)
 class Point:
-    tag: str  # e.g. train/reward_mean, eval/accuracy, throughput/rollout_tokens_per_s
+    tag: str  # e.g. train/reward_mean, eval/accuracy, throughput/rollout_tokens_per_s; train/red/reward_mean
     step: int
     value: float
     wall_time_s: float
@@ -43,6 +60,7 @@ class EvalFigures:
     version: int
     figures: dict[str, float]
     created_at_ms: int = 0
+    team: str | None = None  # whose policy: in an adapters stack, the team whose adapter was evaluated
 
 
 def eval_result(message: object) -> EvalFigures | None:
@@ -59,30 +77,102 @@ def eval_result(message: object) -> EvalFigures | None:
     figures = {k: float(v) for k, v in values.items() if isinstance(v, (int, float))}
     if not isinstance(version, int) or not figures:
         return None
-    created = get("created_at_ms", 0)
-    return EvalFigures(version, figures, int(created) if isinstance(created, (int, float)) else 0)
+    created, team = get("created_at_ms", 0), get("team")
+    return EvalFigures(version, figures, int(created) if isinstance(created, (int, float)) else 0,
+                       team if isinstance(team, str) else None)
 
 
 VERSIONS_KEPT = 10_000
 
 
 @dataclass
+class Lane:
+    """What one trainer's curves need: the base's (`team` None, tags `train/<figure>`) or a team's adapter's
+    (tags `train/<team>/<figure>`), each with its own steps and versions."""
+
+    team: str | None = None
+    version_steps: dict[int, int] = field(default_factory=dict)
+    waiting_evals: dict[int, list[tuple[EvalFigures, float]]] = field(default_factory=dict)
+    rate_samples: list[float] = field(default_factory=list)
+    last_step_time_s: float | None = None
+
+    def tag(self, group: str, name: str) -> str:
+        return f"{group}/{name}" if self.team is None else f"{group}/{self.team}/{name}"
+
+
+@dataclass
 class PointMaker:
     """Keeps what a point needs from earlier records (each trainer's last step, the step of each version,
-    the throughput samples since the last step); `feed` returns the points one record adds."""
+    the throughput samples since the last step); `feed` returns the points one record adds. `trainers`
+    (trainer resource id -> team) and `adapters` (adapter name -> team) name the teams' adapter trainers of an
+    adapters stack (`for_settings` reads them); their points go on each team's own tags."""
 
     team: str | None = None
     run: str | None = None
-    step: int = 0  # the newest trainer step seen
+    step: int = 0  # the newest trainer step seen (any trainer's)
     trainer_steps: dict[str, int] = field(default_factory=dict)
-    version_steps: dict[int, int] = field(default_factory=dict)
+    eval_wait_s: float = 10.0  # how long an eval waits for its version's step before it is plotted at the version
+    trainers: dict[str, str] = field(default_factory=dict)
+    adapters: dict[str, str] = field(default_factory=dict)
+    _lanes: dict[str | None, Lane] = field(default_factory=dict)
     _rollout_rate: dict[str, float] = field(default_factory=dict)
-    _rate_samples: list[float] = field(default_factory=list)
-    _last_step_time_s: float | None = None
     _buffered: float | None = None
     _stage: float | None = None  # the scheduler's task-mix stage (SRPO), plotted with each step
-    eval_wait_s: float = 10.0  # how long an eval waits for its version's step before it is plotted at the version
-    _waiting_evals: dict[int, list[tuple[EvalFigures, float]]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        for team in self.teams:  # from the start: each team's rollout throughput counts before its first step
+            self._lane(team)
+
+    @classmethod
+    def for_settings(cls, settings: Settings) -> PointMaker:
+        """The run's maker; in an adapters stack it knows each team's adapter trainer from the settings."""
+        from pydantic import ValidationError
+
+        from seamlessflow.trainer.teams import adapter_trainers
+
+        try:
+            trainers = adapter_trainers(settings)
+        except ValidationError as exc:  # the trainer reports it too; the curves go on, on the base's tags
+            log.warning("tracking: which trainer trains which team's adapter is not readable (%s); every "
+                        "trainer is plotted on the base's tags", exc)
+            trainers = ()
+        return cls.with_trainers(settings.team, settings.run, trainers)
+
+    @classmethod
+    def with_trainers(cls, team: str | None, run: str | None, trainers: Iterable[AdapterTrainer]) -> PointMaker:
+        """A maker that plots each of `trainers` (the teams' adapter trainers) on its team's own tags."""
+        listed = list(trainers)
+        return cls(team, run, trainers={t.resource_id: t.team for t in listed},
+                   adapters={t.adapter: t.team for t in listed})
+
+    @property
+    def teams(self) -> list[str]:
+        """The teams whose adapters have curves of their own ([] in a stack that trains the base)."""
+        return list(dict.fromkeys([*self.trainers.values(), *self.adapters.values()]))
+
+    @property
+    def version_steps(self) -> dict[int, int]:
+        """The base's versions -> their steps."""
+        return self._lane(None).version_steps
+
+    @property
+    def waiting_evals(self) -> dict[int, list[tuple[EvalFigures, float]]]:
+        """The base's evals still waiting for their version's step (version -> evals)."""
+        return self._lane(None).waiting_evals
+
+    def team_steps(self) -> dict[str, int]:
+        """Each team's adapter trainer's newest step (teams of an adapters stack only)."""
+        steps = {team: 0 for team in self.teams}
+        for resource_id, step in self.trainer_steps.items():
+            if (team := self.trainers.get(resource_id)) is not None:
+                steps[team] = max(steps[team], step)
+        return steps
+
+    def _lane(self, team: str | None) -> Lane:
+        lane = self._lanes.get(team)
+        if lane is None:
+            lane = self._lanes[team] = Lane(team)
+        return lane
 
     def feed(self, message: object, now_s: float | None = None) -> list[Point]:
         """The points `message` adds; `now_s` (monotonic seconds) dates an eval that waits for its step.
@@ -92,52 +182,81 @@ class PointMaker:
         if isinstance(message, ResourceStatus):
             return self._status(message) + self._version_began(message)
         if isinstance(message, WeightVersion):  # says exactly which step a version holds
-            self._note_version(message.version, int(message.step))
-            return [Point("train/version", int(message.step), float(message.version), message.created_at_ms / 1000),
-                    *self._release(message.version)]
+            lane = self._version_lane(message)
+            if lane is None:
+                return []
+            self._note_version(lane, message.version, int(message.step))
+            return [Point(lane.tag("train", "version"), int(message.step), float(message.version),
+                          message.created_at_ms / 1000), *self._release(lane, message.version)]
         result = message if isinstance(message, EvalFigures) else eval_result(message)
         if result is None:
             return []
-        if result.version not in self.version_steps:
+        lane = self._lane(result.team if result.team in self.teams else None)
+        if result.version not in lane.version_steps:
             waited_from = time.monotonic() if now_s is None else now_s
-            self._waiting_evals.setdefault(result.version, []).append((result, waited_from))
+            lane.waiting_evals.setdefault(result.version, []).append((result, waited_from))
             return []
-        return eval_points(result, self.version_steps[result.version])
+        return eval_points(result, lane.version_steps[result.version], lane.team)
 
     def overdue(self, now_s: float) -> list[Point]:
         """Points of the evals that waited `eval_wait_s` for their version's step, plotted at the version."""
-        late = [v for v, waiting in self._waiting_evals.items() if now_s - waiting[0][1] >= self.eval_wait_s]
-        return [p for version in late for p in self._release(version)]
+        points = []
+        for lane in list(self._lanes.values()):
+            late = [v for v, waiting in lane.waiting_evals.items() if now_s - waiting[0][1] >= self.eval_wait_s]
+            points += [p for version in late for p in self._release(lane, version)]
+        return points
+
+    def _trainer_lane(self, resource_id: str) -> Lane:
+        return self._lane(self.trainers.get(resource_id))
+
+    def _version_lane(self, version: WeightVersion) -> Lane | None:
+        """A version's trainer's lane: by the trainer, else by the adapter; None: an adapter no team here owns."""
+        team = self.trainers.get(version.trainer_id)
+        if team is None and version.adapter is not None:
+            team = self.adapters.get(version.adapter)
+            if team is None:
+                return None
+        return self._lane(team)
 
     def _version_began(self, status: ResourceStatus) -> list[Point]:
         """A trainer heartbeat's first step on a version (the weights topic may be compacted): the evals
         waiting for that version's step are released."""
         version = status.weight_version
-        if status.kind != "trainer" or "step" not in status.figures or version <= 0 or version in self.version_steps:
+        if status.kind != "trainer" or "step" not in status.figures or version <= 0:
             return []
-        self._note_version(version, int(status.figures["step"]))
-        return self._release(version)
+        lane = self._trainer_lane(status.resource_id)
+        if version in lane.version_steps:
+            return []
+        self._note_version(lane, version, int(status.figures["step"]))
+        return self._release(lane, version)
 
-    def _note_version(self, version: int, step: int) -> None:
+    @staticmethod
+    def _note_version(lane: Lane, version: int, step: int) -> None:
         """Remembers the newest `VERSIONS_KEPT` versions' steps (an eval comes for a recent version; a run of
         days publishes hundreds of thousands)."""
-        self.version_steps[version] = step
-        while len(self.version_steps) > VERSIONS_KEPT:
-            del self.version_steps[next(iter(self.version_steps))]  # the first noted: versions come in order
+        lane.version_steps[version] = step
+        while len(lane.version_steps) > VERSIONS_KEPT:
+            del lane.version_steps[next(iter(lane.version_steps))]  # the first noted: versions come in order
 
-    def _release(self, version: int) -> list[Point]:
-        step = self.version_steps.get(version, version)
-        return [p for result, _ in self._waiting_evals.pop(version, []) for p in eval_points(result, step)]
+    @staticmethod
+    def _release(lane: Lane, version: int) -> list[Point]:
+        step = lane.version_steps.get(version, version)
+        return [p for result, _ in lane.waiting_evals.pop(version, []) for p in eval_points(result, step, lane.team)]
 
     def _ours(self, message: object) -> bool:
+        if isinstance(message, EvalFigures):  # an eval's team is whose policy it evaluated (its lane), not a filter
+            return True
         team, run = getattr(message, "team", None), getattr(message, "run", None)
-        return (self.team is None or team in (None, self.team)) and (self.run is None or run in (None, self.run))
+        return ((self.team is None or team in (None, self.team) or team in self.teams)
+                and (self.run is None or run in (None, self.run)))
 
     def _status(self, status: ResourceStatus) -> list[Point]:
         wall = status.created_at_ms / 1000
         if status.kind == "rollout" and "tokens_per_s" in status.figures:
             self._rollout_rate[status.resource_id] = status.figures["tokens_per_s"]
-            self._rate_samples.append(sum(self._rollout_rate.values()))
+            total = sum(self._rollout_rate.values())
+            for lane in self._sampling_lanes():
+                lane.rate_samples.append(total)
             return []
         if status.kind == "scheduler" and "buffered" in status.figures:
             self._buffered = status.figures["buffered"]  # plotted once per step, with the trainer's point
@@ -151,26 +270,37 @@ class PointMaker:
             return []
         self.trainer_steps[status.resource_id] = step
         self.step = max(self.step, step)
-        points = [Point(f"train/{name}", step, float(status.figures[name]), wall)
+        lane = self._trainer_lane(status.resource_id)
+        points = [Point(lane.tag("train", name), step, float(status.figures[name]), wall)
                   for name in TRAIN_FIGURES if name in status.figures and math.isfinite(status.figures[name])]
-        points.append(Point("train/weight_version", step, float(status.weight_version), wall))
+        points.append(Point(lane.tag("train", "weight_version"), step, float(status.weight_version), wall))
         if self._buffered is not None:
-            points.append(Point("pipeline/buffered", step, self._buffered, wall))
+            points.append(Point(lane.tag("pipeline", "buffered"), step, self._buffered, wall))
         if self._stage is not None:
-            points.append(Point("pipeline/stage", step, self._stage, wall))
-        if self._rate_samples:
-            mean = sum(self._rate_samples) / len(self._rate_samples)
-            points.append(Point("throughput/rollout_tokens_per_s", step, mean, wall))
-            self._rate_samples = []
-        if self._last_step_time_s is not None and wall > self._last_step_time_s:
-            points.append(Point("throughput/steps_per_min", step, 60.0 / (wall - self._last_step_time_s), wall))
+            points.append(Point(lane.tag("pipeline", "stage"), step, self._stage, wall))
+        if lane.rate_samples:
+            mean = sum(lane.rate_samples) / len(lane.rate_samples)
+            points.append(Point(lane.tag("throughput", "rollout_tokens_per_s"), step, mean, wall))
+            lane.rate_samples = []
+        if lane.last_step_time_s is not None and wall > lane.last_step_time_s:
+            points.append(Point(lane.tag("throughput", "steps_per_min"), step, 60.0 / (wall - lane.last_step_time_s),
+                                wall))
             if "tokens_trained" in status.figures:
-                points.append(Point("throughput/trained_tokens_per_s", step,
-                                    status.figures["tokens_trained"] / (wall - self._last_step_time_s), wall))
-        self._last_step_time_s = wall
+                points.append(Point(lane.tag("throughput", "trained_tokens_per_s"), step,
+                                    status.figures["tokens_trained"] / (wall - lane.last_step_time_s), wall))
+        lane.last_step_time_s = wall
         return points
 
+    def _sampling_lanes(self) -> list[Lane]:
+        """The lanes a rollout throughput sample counts for: every team's in an adapters stack (the engines serve
+        them all), the base's otherwise (and a base trainer's, should one step beside the teams')."""
+        if not self.teams:
+            return [self._lane(None)]
+        return [lane for team, lane in self._lanes.items() if team is not None or lane.last_step_time_s is not None]
 
-def eval_points(result: EvalFigures, step: int) -> list[Point]:
+
+def eval_points(result: EvalFigures, step: int, team: str | None = None) -> list[Point]:
+    """The eval's points at `step`: `eval/<figure>`, or `eval/<team>/<figure>` for a team's adapter."""
     wall = result.created_at_ms / 1000 if result.created_at_ms else 0.0
-    return [Point(f"eval/{name}", step, value, wall) for name, value in sorted(result.figures.items())]
+    lane = Lane(team)
+    return [Point(lane.tag("eval", name), step, value, wall) for name, value in sorted(result.figures.items())]

@@ -47,7 +47,7 @@ class MetricsSink:
                                                   f"{settings.team}/{settings.run}")
         group = f"{settings.topic_prefix}.{self.config.group}.{settings.team}.{settings.run}"
         self.follower = Follower(settings, group)
-        self.maker = PointMaker(settings.team, settings.run)
+        self.maker = PointMaker.for_settings(settings)  # a team's adapter trainer: curves of its own
         self.written = 0
 
     def step(self) -> int:

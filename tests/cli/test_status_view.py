@@ -44,3 +44,21 @@ def test_the_scheduler_row_shows_the_autoscaling_advice():
     text = console.export_text()
     assert "multiplexed · engines 2→3 (advice)" in text
     assert f"scheduler: {note}" in text  # the reason, in words, below the table
+
+
+def test_each_adapter_trainer_row_says_whose_adapter_it_trains(tmp_path):
+    from seamlessflow.cli.status_view import adapter_trainer_teams
+    from seamlessflow.config import Settings
+    from seamlessflow.testing.tracking_records import adapter_stack
+
+    adapters = adapter_trainer_teams(adapter_stack(Settings(data_dir=tmp_path)))
+    assert adapters == {"trainer-0-red": "red", "trainer-0-blue": "blue"}
+    assert adapter_trainer_teams(Settings(data_dir=tmp_path)) == {}
+    data = {"running": True, "bootstrap_servers": "x:9092", "broker_reachable": False, "services": [],
+            "resources": [row("trainer-0-red", "trainer", {}), row("trainer-0-blue", "trainer", {"ranks": 2.0})]}
+    console = Console(width=200, record=True)
+    console.print(render_status(data, adapters=adapters))
+    lines = console.export_text().splitlines()
+    [red] = [line for line in lines if "trainer-0-red" in line]
+    [blue] = [line for line in lines if "trainer-0-blue" in line]
+    assert "trainer · red's adapter" in red and "trainer (2 ranks) · blue's adapter" in blue

@@ -14,7 +14,7 @@ import pytest
 from seamlessflow.dashboard.app import Dashboard, serve
 from seamlessflow.ports import free_port
 from seamlessflow.testing.dashboard_records import publish_sessions_and_switches
-from seamlessflow.testing.tracking_records import create_eval_topic, publish_run
+from seamlessflow.testing.tracking_records import adapter_stack, create_eval_topic, publish_run, publish_team_run
 
 CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
 pytestmark = [pytest.mark.slow,
@@ -66,3 +66,35 @@ def test_page_loads_curves_have_points_and_a_session_opens(dashboard_url, tmp_pa
         page.screenshot(path=str(os.environ.get("DASHBOARD_SCREENSHOT", tmp_path / "dashboard.png")), full_page=True)
         browser.close()
     assert errors == []
+
+
+def test_an_adapters_stack_page_shows_every_teams_reward_and_eval_at_once(settings, codec):
+    from playwright.sync_api import sync_playwright
+
+    settings = adapter_stack(settings)  # red and blue each train their adapter
+    create_eval_topic(settings)
+    publish_team_run(settings, codec, steps=4)
+    dashboard, stop, port = Dashboard(settings), threading.Event(), free_port()
+    thread = threading.Thread(target=lambda: asyncio.run(serve(dashboard, "127.0.0.1", port, stop)), daemon=True)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and sum(len(e) for e in dashboard.state.team_evals.values()) < 4:
+            time.sleep(0.2)
+        with sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=CHROMIUM, headless=True, args=["--no-sandbox"])
+            page = browser.new_page(viewport={"width": 1280, "height": 1400})
+            errors: list[str] = []
+            page.on("pageerror", lambda exc: errors.append(str(exc)))
+            page.goto(f"http://127.0.0.1:{port}/")
+            page.wait_for_function("document.querySelectorAll(\"#chart-eval circle.point\").length >= 4")
+            for team in ("red", "blue"):
+                assert page.locator(f"#chart-reward circle.point[data-series='train/{team}/reward_mean']").count() == 4
+                assert page.locator(f"#chart-eval circle.point[data-series='eval/{team}/accuracy']").count() == 2
+            assert "red step 4" in page.locator("#step").inner_text()
+            assert "trainer-0-blue (blue's adapter)" in page.locator("#resources").inner_text()
+            browser.close()
+        assert errors == []
+    finally:
+        stop.set()
+        thread.join(10)

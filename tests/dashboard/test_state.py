@@ -6,7 +6,7 @@ from seamlessflow.dashboard.state import DashboardState
 from seamlessflow.testing.dashboard_records import sessions, switching_rollout
 from seamlessflow.testing.tracking_records import eval_json, trainer_status, weights
 from seamlessflow.tracking.follow import Incoming
-from seamlessflow.tracking.points import eval_result
+from seamlessflow.tracking.points import PointMaker, eval_result
 
 
 def fed(messages, decode=None) -> DashboardState:
@@ -61,3 +61,33 @@ def test_memory_is_bounded_and_other_runs_are_left_out():
         state.feed(Incoming("t", 0, m))
     assert [s["session_id"] for s in state.sessions_json()] == ["forked"]
     assert state.overview()["resources"] == []
+
+
+def test_an_adapters_stack_shows_each_teams_reward_and_eval_curves(tmp_path):
+    from seamlessflow.config import Settings
+    from seamlessflow.testing.tracking_records import adapter_stack
+
+    maker = PointMaker.for_settings(adapter_stack(Settings(data_dir=tmp_path)))
+    state = DashboardState("default", "default", maker=maker)
+    red, blue = "trainer-0-red", "trainer-0-blue"
+    records = [trainer_status(0, 0.0, 1000, resource_id=red), trainer_status(0, 0.0, 1000, resource_id=blue),
+               trainer_status(1, 0.1, 2000, resource_id=red), trainer_status(1, 0.6, 2000, resource_id=blue),
+               weights(1, 1, 2100, trainer_id=red, adapter="red-lora"),
+               eval_result(eval_json(1, 0.3, 0.3, 10.0, team="red")),
+               eval_result(eval_json(1, 0.9, 0.9, 10.0, team="blue")),  # before blue's v1: waits for its step
+               trainer_status(2, 0.2, 3000, version=1, resource_id=red),
+               trainer_status(3, 0.7, 3000, resource_id=blue),
+               trainer_status(4, 0.8, 4000, version=1, resource_id=blue)]  # blue's v1 began at its step 4
+    for m in records:
+        state.feed(Incoming("t", getattr(m, "created_at_ms", 0), m))
+    curves = state.curves_json()
+    assert curves["curves"]["train/red/reward_mean"] == [(1, 0.1), (2, 0.2)]
+    assert curves["curves"]["train/blue/reward_mean"] == [(1, 0.6), (3, 0.7), (4, 0.8)]
+    assert curves["curves"]["eval/red/accuracy"] == [(1, 0.3)] and curves["curves"]["eval/blue/accuracy"] == [(4, 0.9)]
+    assert "train/reward_mean" not in curves["curves"] and "eval/accuracy" not in curves["curves"]
+    assert curves["steps"] == {"red": 2, "blue": 4}
+    overview = state.overview()
+    assert {r["id"]: r.get("adapter_team") for r in overview["resources"]} == {red: "red", blue: "blue"}
+    assert overview["evals"] == {} and overview["team_evals"] == {
+        "red": {"1": {"accuracy": 0.3, "mean_reward": 0.3, "mean_length": 10.0}},
+        "blue": {"1": {"accuracy": 0.9, "mean_reward": 0.9, "mean_length": 10.0}}}

@@ -94,3 +94,96 @@ def test_only_the_newest_versions_steps_are_remembered(monkeypatch):
         maker.feed(weights(version=version, step=10 * version, at_ms=1000 * version))
     assert maker.version_steps == {4: 40, 5: 50, 6: 60}
     assert tags(maker.feed(eval_result(eval_json(5, 0.5, 0.3, 17.0)), now_s=0.0))[("eval/accuracy", 50)] == 0.5
+
+
+def adapter_maker(**options):
+    """An adapters stack's maker: red and blue each train their adapter (`trainer-0-red`, `red-lora`, ...)."""
+    from seamlessflow.trainer.teams import AdapterTrainer
+
+    trainers = [AdapterTrainer(team, f"{team}-lora", f"trainer-0-{team}") for team in ("red", "blue")]
+    maker = PointMaker.with_trainers("default", "default", trainers)
+    for name, value in options.items():
+        setattr(maker, name, value)
+    return maker
+
+
+def test_each_adapter_trainer_has_curves_of_its_own_at_its_own_steps():
+    from seamlessflow.messages import ResourceStatus
+
+    red, blue = "trainer-0-red", "trainer-0-blue"
+    scheduler = ResourceStatus("x", "scheduler", "scheduler", [], "multiplexed", "active", 0, {"buffered": 3.0},
+                               "default", "default", 50)
+    records = [scheduler, rollout_status("rollout-0", 40.0, 100),
+               trainer_status(0, 0.0, 1000, resource_id=red), trainer_status(0, 0.0, 1000, resource_id=blue),
+               trainer_status(1, 0.1, 2000, resource_id=red), trainer_status(5, 0.7, 2100, resource_id=blue),
+               weights(1, 1, 2200, trainer_id=red, adapter="red-lora"),
+               weights(1, 5, 2300, trainer_id=blue, adapter="blue-lora"),
+               trainer_status(2, 0.2, 5000, version=1, resource_id=red),
+               trainer_status(6, 0.8, 3100, version=1, resource_id=blue)]
+    maker = adapter_maker()
+    out = [p for m in records for p in maker.feed(m, now_s=0.0)]
+    curves: dict[str, list] = {}
+    for p in out:
+        curves.setdefault(p.tag, []).append((p.step, p.value))
+    assert curves["train/red/reward_mean"] == [(1, 0.1), (2, 0.2)]
+    assert curves["train/blue/reward_mean"] == [(5, 0.7), (6, 0.8)]
+    assert curves["train/red/version"] == [(1, 1.0)] and curves["train/blue/version"] == [(5, 1.0)]
+    assert curves["train/red/weight_version"] == [(1, 0.0), (2, 1.0)]
+    assert curves["throughput/red/steps_per_min"] == [(2, 60.0 / 3)]  # red's steps 3 s apart, not blue's
+    assert curves["throughput/blue/steps_per_min"] == [(6, 60.0 / 1)]
+    # the engines serve every team: the throughput since each team's previous step, at that team's step
+    assert curves["throughput/red/rollout_tokens_per_s"] == [(1, 40.0)]
+    assert curves["throughput/blue/rollout_tokens_per_s"] == [(5, 40.0)]
+    assert curves["pipeline/red/buffered"] == [(1, 3.0), (2, 3.0)]
+    assert not [tag for tag in curves if tag.count("/") == 1]  # nothing on the base's tags
+    assert maker.team_steps() == {"red": 2, "blue": 6} and maker.step == 6
+    # evals of each team's adapter, interleaved, each at its team's step of that version
+    assert tags(maker.feed(eval_result(eval_json(1, 0.5, 0.5, 9.0, team="blue")), now_s=0.0)) == {
+        ("eval/blue/accuracy", 5): 0.5, ("eval/blue/mean_reward", 5): 0.5, ("eval/blue/mean_length", 5): 9.0}
+    assert tags(maker.feed(eval_result(eval_json(1, 0.25, 0.3, 9.0, team="red")), now_s=0.0))[
+        ("eval/red/accuracy", 1)] == 0.25
+
+
+def test_a_teams_eval_waits_for_its_own_teams_version_not_anothers():
+    red, blue = "trainer-0-red", "trainer-0-blue"
+    maker = adapter_maker(eval_wait_s=10.0)
+    maker.feed(weights(2, 8, 1000, trainer_id=blue, adapter="blue-lora"), now_s=0.0)  # blue's v2, not red's
+    assert maker.feed(eval_result(eval_json(2, 0.6, 0.6, 9.0, team="red")), now_s=0.0) == []  # waits for red's v2
+    assert tags(maker.feed(eval_result(eval_json(2, 0.9, 0.9, 9.0, team="blue")), now_s=0.0))[
+        ("eval/blue/accuracy", 8)] == 0.9
+    maker.feed(trainer_status(3, 0.1, 1000, version=1, resource_id=red), now_s=1.0)
+    released = tags(maker.feed(trainer_status(4, 0.2, 2000, version=2, resource_id=red), now_s=1.0))
+    assert released[("eval/red/accuracy", 4)] == 0.6 and ("eval/blue/accuracy", 4) not in released
+    assert maker.feed(eval_result(eval_json(3, 0.7, 0.7, 9.0, team="red")), now_s=2.0) == []
+    assert tags(maker.overdue(now_s=12.0)) == {("eval/red/accuracy", 3): 0.7, ("eval/red/mean_reward", 3): 0.7,
+                                               ("eval/red/mean_length", 3): 9.0}  # at the version once it waited
+
+
+def test_a_version_is_known_by_its_adapter_when_its_trainer_is_not_and_an_unknown_adapter_plots_nothing():
+    maker = adapter_maker()
+    assert tags(maker.feed(weights(3, 12, 1000, trainer_id="elsewhere", adapter="red-lora"))) == {
+        ("train/red/version", 12): 3.0}
+    assert maker.feed(weights(4, 13, 1000, trainer_id="elsewhere", adapter="other-lora")) == []
+    assert maker.version_steps == {}  # the base's versions: none of these
+
+
+def test_the_base_stack_plots_as_before_whatever_the_records_teams():
+    maker = PointMaker("default", "default")
+    out = [p for m in (trainer_status(1, 0.1, 1000), weights(1, 1, 1100), trainer_status(2, 0.2, 2000, version=1))
+           for p in maker.feed(m, now_s=0.0)]
+    out += maker.feed(eval_result(eval_json(1, 0.5, 0.5, 9.0, team="red")), now_s=0.0)  # `eval.team: red`
+    assert {p.tag for p in out} == {"train/reward_mean", "train/loss", "train/tokens_trained", "train/step_time_s",
+                                    "train/weight_version", "train/version", "throughput/steps_per_min",
+                                    "throughput/trained_tokens_per_s", "eval/accuracy", "eval/mean_reward",
+                                    "eval/mean_length"}
+    assert maker.teams == [] and maker.team_steps() == {}
+
+
+def test_the_maker_learns_the_adapter_trainers_from_the_settings(tmp_path):
+    from seamlessflow.config import Settings
+    from seamlessflow.testing.tracking_records import adapter_stack
+
+    maker = PointMaker.for_settings(adapter_stack(Settings(data_dir=tmp_path, trainer={"resource_id": "t"})))
+    assert maker.trainers == {"t-red": "red", "t-blue": "blue"}  # TrainerOptions.for_adapter's ids; green: none
+    assert maker.adapters == {"red-lora": "red", "blue-lora": "blue"}
+    assert PointMaker.for_settings(Settings(data_dir=tmp_path)).teams == []

@@ -76,7 +76,7 @@ def test_an_eval_whose_versions_step_never_came_is_written_at_its_version_when_t
     publish_evals(settings, [eval_json(9, 0.9, 0.9, 5.0)])  # version 9: no weights record, no heartbeat
     sink = MetricsSink(settings)
     sink.maker.eval_wait_s = 3600.0  # so it is still waiting when the sink stops
-    run_sink_until(sink, lambda: sink.maker.step >= 2 and 9 in sink.maker._waiting_evals)
+    run_sink_until(sink, lambda: sink.maker.step >= 2 and 9 in sink.maker.waiting_evals)
     sink.run(_stopped())
     assert scalars(default_logdir(settings))["eval/accuracy"] == [(2, 0.4000000059604645), (9, 0.8999999761581421)]
 

@@ -21,6 +21,44 @@ function series(curves, tags) {
   return tags.filter(t => curves[t]).map(t => ({name: t, points: curves[t]}));
 }
 
+// An adapters stack's teams: each team's adapter trainer has tags of its own, `train/<team>/<figure>` and
+// `eval/<team>/<figure>` (the base's are `train/<figure>`); [] in a stack that trains the base.
+function teamsIn(curves) {
+  const teams = new Set();
+  for (const tag of Object.keys(curves)) {
+    const parts = tag.split("/");
+    if (parts.length === 3 && (parts[0] === "train" || parts[0] === "eval")) teams.add(parts[1]);
+  }
+  return [...teams].sort();
+}
+
+// Every team's `<group>/<team>/<figure>` there is, labelled by team.
+function teamSeries(curves, teams, group, figures) {
+  const out = [];
+  for (const team of teams) {
+    for (const f of figures) {
+      const tag = `${group}/${team}/${f}`;
+      if (curves[tag]) out.push({name: tag, label: `${team} ${f}`, points: curves[tag]});
+    }
+  }
+  return out;
+}
+
+// The base's `<group>/<figure>` for each figure, then every team's.
+function withTeams(curves, teams, group, figures) {
+  return series(curves, figures.map(f => `${group}/${f}`)).concat(teamSeries(curves, teams, group, figures));
+}
+
+// The base's reward and its moving mean; in an adapters stack each team's reward and moving mean, all at once.
+function rewardSeries(curves, teams) {
+  const reward = series(curves, ["train/reward_mean"]);
+  if (reward.length) reward.push({name: "mean of the last 10 steps", points: movingMean(reward[0].points, 10), line: true});
+  const perTeam = teamSeries(curves, teams, "train", ["reward_mean"]).map((s, i) =>
+    ({...s, label: s.name.split("/")[1], colour: PALETTE[(reward.length + i) % PALETTE.length]}));
+  return reward.concat(perTeam, perTeam.map(s => ({name: `${s.name} (mean of 10)`, label: `${s.label}, mean of 10`,
+                                                   colour: s.colour, points: movingMean(s.points, 10), line: true})));
+}
+
 function movingMean(points, n) {
   return points.map((p, i) => {
     const window = points.slice(Math.max(0, i - n + 1), i + 1);
@@ -30,15 +68,18 @@ function movingMean(points, n) {
 
 async function refreshCurves() {
   const data = await getJSON("/api/curves");
-  const c = data.curves;
-  const reward = series(c, ["train/reward_mean"]);
-  if (reward.length) reward.push({name: "mean of the last 10 steps", points: movingMean(reward[0].points, 10), line: true});
-  lineChart(document.getElementById("chart-reward"), reward);
-  lineChart(document.getElementById("chart-eval"), series(c, ["eval/accuracy", "eval/mean_reward"]), {yMin: 0});
+  const c = data.curves, teams = teamsIn(c);
+  lineChart(document.getElementById("chart-reward"), rewardSeries(c, teams));
+  // a team's eval: its accuracy only (two figures a team would crowd the chart); the base's both
+  lineChart(document.getElementById("chart-eval"),
+            series(c, ["eval/accuracy", "eval/mean_reward"]).concat(teamSeries(c, teams, "eval", ["accuracy"])),
+            {yMin: 0});
   lineChart(document.getElementById("chart-throughput"),
-            series(c, ["throughput/rollout_tokens_per_s", "throughput/trained_tokens_per_s"]), {yMin: 0});
-  lineChart(document.getElementById("chart-loss"), series(c, ["train/loss", "train/kl_mean"]));
-  document.getElementById("step").textContent = `step ${data.step}`;
+            withTeams(c, teams, "throughput", ["rollout_tokens_per_s", "trained_tokens_per_s"]), {yMin: 0});
+  lineChart(document.getElementById("chart-loss"), withTeams(c, teams, "train", ["loss", "kl_mean"]));
+  const steps = Object.entries(data.steps || {});  // each team's adapter trainer counts its own steps
+  document.getElementById("step").textContent = steps.length ?
+    steps.map(([team, step]) => `${team} step ${step}`).join(" · ") : `step ${data.step}`;
 }
 
 async function refreshOverview() {
@@ -48,7 +89,7 @@ async function refreshOverview() {
   body.innerHTML = "";
   for (const r of data.resources) {
     const row = body.insertRow();
-    cell(row, r.id); cell(row, r.kind);
+    cell(row, r.adapter_team ? `${r.id} (${r.adapter_team}'s adapter)` : r.id); cell(row, r.kind);
     cell(row, r.capability_tags.join(", ")); cell(row, r.hardware_tags.join(", "));
     cell(row, r.active_tag, `tag tag-${r.active_tag}`); cell(row, r.state);
     cell(row, r.weight_version); cell(row, `${r.heartbeat_age_s.toFixed(1)} s ago`);

@@ -28,7 +28,7 @@ function fmt(v) {
   return a >= 1000 ? v.toFixed(0) : a >= 10 ? v.toFixed(1) : v.toFixed(2);
 }
 
-// series: [{name, points: [[x, y], ...]}]; draws axes, a polyline and a circle per point.
+// series: [{name, label?, line?, colour?, points: [[x, y], ...]}]; draws axes, a polyline and a circle per point.
 function lineChart(svg, series, opts) {
   opts = opts || {};
   while (svg.firstChild) svg.removeChild(svg.firstChild);
@@ -57,9 +57,10 @@ function lineChart(svg, series, opts) {
   el("text", {x: (w + m.l) / 2, y: h - 4, "text-anchor": "middle", class: "axis"}, svg).textContent = opts.xLabel || "step";
   let legendX = m.l;
   series.forEach((s, i) => {
-    const colour = PALETTE[i % PALETTE.length];
-    el("text", {x: legendX, y: 14, fill: colour, class: "legend-label"}, svg).textContent = "● " + s.name;
-    legendX += 6.5 * s.name.length + 28;
+    const colour = s.colour || PALETTE[i % PALETTE.length];  // a moving mean: its series' colour
+    const label = s.label || s.name;  // the legend's words; `name` (the tag) marks the points
+    el("text", {x: legendX, y: 14, fill: colour, class: "legend-label"}, svg).textContent = "● " + label;
+    legendX += 6.5 * label.length + 28;
     if (!s.points.length) return;
     el("polyline", {points: s.points.map(p => `${X(p[0])},${Y(p[1])}`).join(" "), fill: "none",
                     stroke: colour, "stroke-width": s.line ? 2.5 : 1.2}, svg);
