@@ -70,8 +70,8 @@ def check_added_field(codec: Any, sample: Any, version: int, field: str, value: 
     changed = dataclasses.replace(sample, **{field: value})
     data = codec.encode(changed, "t")
     assert codec.decode(data) == changed
-    old = fastavro.schemaless_reader(io.BytesIO(data[5:]), fastavro.parse_schema(avro_schema_of(type(sample))),
-                                     fastavro.parse_schema(before))
+    old: Any = fastavro.schemaless_reader(io.BytesIO(data[5:]), fastavro.parse_schema(avro_schema_of(type(sample))),
+                                          fastavro.parse_schema(before))  # a record: a dict
     assert old["event_id"] == sample.event_id and field not in old
 
 
