@@ -18,7 +18,7 @@ import threading
 import time
 
 import click
-from rich.console import Console
+from rich.console import Console, Group
 from rich.live import Live
 
 from seamlessflow.cli.context import pass_settings, placement_errors
@@ -94,22 +94,26 @@ def _up_foreground(settings: Settings, adopt: dict[str, dict]) -> None:
         _print_ready(console, placement.info, settings)
         watcher = ResourceWatcher(settings)
         adapters = adapter_trainer_teams(settings)  # which trainer row trains whose adapter
-        view = lambda: render_status(stack_status(settings, watcher.rows()), watcher.rewards, adapters)  # noqa: E731
+        def view(rows: list[dict]) -> Group:
+            return render_status(stack_status(settings, rows), watcher.rewards, adapters)
+
         acting = SchedulerOptions.from_settings(settings).autoscale.act
         actor = AdviceActor(config_path(settings), placement, console.print) if acting else None
-        with Live(view(), console=console, auto_refresh=False, redirect_stdout=False) as live:
+        with Live(view(watcher.rows()), console=console, auto_refresh=False, redirect_stdout=False) as live:
             last_print = 0.0
             while True:
                 placement.check()
                 if reload.is_set():
                     reload.clear()
                     reconcile_engines(config_path(settings), placement, console.print)
+                printing = console.is_terminal or time.monotonic() - last_print > 30  # logs: every 30 s
+                rows = watcher.rows() if printing or actor is not None else []  # read once a turn
                 if actor is not None:
-                    actor.step(watcher.rows(), time.time())
+                    actor.step(rows, time.time())
                 if console.is_terminal:
-                    live.update(view(), refresh=True)
-                elif time.monotonic() - last_print > 30:  # logs: a table every 30 s, not a redraw
-                    console.print(view())
+                    live.update(view(rows), refresh=True)
+                elif printing:
+                    console.print(view(rows))
                     last_print = time.monotonic()
                 time.sleep(1.0)
 

@@ -24,11 +24,11 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 
 import httpx
 
 from seamlessflow.agents.proxy import ProxyClient
+from seamlessflow.agents.start import NoTeamKey, team_key
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.core.evaluation import is_due, pin, served_version, summarize
@@ -86,27 +86,27 @@ class EvalTarget:
         return f"{self.team}'s adapter {self.adapter}" if self.adapter else f"team {self.team}"
 
 
-def team_key(settings: Settings, team: str) -> str | None:
-    """A key of `team`: the configured one (`team_keys`), else `<data_dir>/<team>.key`; None if neither."""
-    if team in settings.team_keys:
-        return settings.team_keys[team]
-    path = Path(settings.data_dir) / f"{team}.key"
-    return path.read_text().strip() if path.exists() else None
+def known_key(settings: Settings, team: str) -> str | None:
+    """`team`'s key as an agent pool finds it (`agents.start.team_key`: its key file, else `team_keys`); None."""
+    try:
+        return team_key(settings, team, None)
+    except NoTeamKey:
+        return None
 
 
 def eval_targets(settings: Settings, team: str, key: str | None = None,
                  keys: Mapping[str, str] | None = None) -> list[EvalTarget]:
     """What to evaluate: in a stack that trains the base, the base as `team` (its key: `key`, else its key file);
     in an adapters stack, each team's adapter (`proxy.teams.<team>.lora`) with that team's key (`keys`, else
-    `team_key`). The base does not move there: a team's first pass (its v0, the adapter as it started, equal to
+    `known_key`). The base does not move there: a team's first pass (its v0, the adapter as it started, equal to
     the base) is the base's figure. A team without a key is left out (logged); none at all is an error."""
     trainers = adapter_trainers(settings)
     if not trainers:
-        return [EvalTarget(team, None, key or (Path(settings.data_dir) / f"{team}.key").read_text().strip())]
+        return [EvalTarget(team, None, team_key(settings, team, key))]
     keys = keys or {}
     targets, keyless = [], []
     for trainer in trainers:
-        found = keys.get(trainer.team) or team_key(settings, trainer.team)
+        found = keys.get(trainer.team) or known_key(settings, trainer.team)
         if found is None:
             keyless.append(trainer.team)
         else:

@@ -61,9 +61,9 @@ def engine_args(adapters: Iterable[TeamAdapter]) -> list[str]:
             "--lora-modules", *(f"{a.name}={a.path}" for a in unique)]
 
 
-def adapters_in(teams: Mapping[str, object]) -> list[dict]:
-    """The `lora` entries of a `proxy.teams` section as written (team -> entry), for a section that follows it."""
-    return [entry["lora"] for entry in teams.values() if isinstance(entry, Mapping) and entry.get("lora")]
+def adapters_in(teams: Mapping[str, object]) -> dict[str, dict]:
+    """Team -> its `lora` entry as written, of a `proxy.teams` section (team -> entry); teams without one left out."""
+    return {team: entry["lora"] for team, entry in teams.items() if isinstance(entry, Mapping) and entry.get("lora")}
 
 
 def version_figures(versions: Mapping[str, int]) -> dict[str, float]:
@@ -80,9 +80,8 @@ def versions_in(figures: Mapping[str, float]) -> dict[str, int]:
 def team_adapters(settings: Settings) -> dict[str, TeamAdapter]:
     """Team -> its adapter (`proxy.teams.<team>.lora`), in config order; read without the proxy's package (its
     server), as `ProxyOptions.teams` reads it."""
-    teams = settings.section("proxy").get("teams") or {}
-    return {team: TeamAdapter.model_validate(entry["lora"]) for team, entry in teams.items()
-            if isinstance(entry, Mapping) and entry.get("lora")}
+    entries = adapters_in(settings.section("proxy").get("teams") or {})
+    return {team: TeamAdapter.model_validate(lora) for team, lora in entries.items()}
 
 
 def module_shapes(model_dir: Path, target_modules: Iterable[str]) -> dict[str, tuple[int, int]]:

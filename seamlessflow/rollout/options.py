@@ -109,7 +109,7 @@ class RolloutOptions(SectionOptions):
         """The engines serve the teams' adapters the proxy routes to (`proxy.teams.<team>.lora`)."""
         section = settings.section(cls.SECTION)
         if "lora_adapters" not in section:
-            section["lora_adapters"] = adapters_in(settings.section("proxy").get("teams") or {})
+            section["lora_adapters"] = list(adapters_in(settings.section("proxy").get("teams") or {}).values())
         return section
 
     def worker(self, resource_id: str) -> WorkerSpec:

@@ -24,6 +24,7 @@ from seamlessflow.kafka.heartbeat import Heartbeat
 from seamlessflow.kafka.io import MessageProducer
 from seamlessflow.messages import CommandAck, ControlCommand, ResourceStatus, WeightVersion
 from seamlessflow.model.choice import ensure_model, model_dir
+from seamlessflow.model.lora import team_adapters
 from seamlessflow.rollout.options import RolloutOptions
 from seamlessflow.rollout.worker import RolloutWorker
 from seamlessflow.topics import Topics
@@ -49,9 +50,7 @@ class RolloutService:
         self.fence = ProxyFence(lambda: self.proxies.values())
         self.worker = RolloutWorker(resource_id, self.options, model_dir(settings), log_dir,
                                     settings.team, settings.run, generation=settings.generation, fence=self.fence)
-        self.adapter_owners = {entry["lora"].get("name"): team for team, entry in  # adapter -> its team (trainer)
-                               (settings.section("proxy").get("teams") or {}).items()
-                               if isinstance(entry, dict) and isinstance(entry.get("lora"), dict)}
+        self.adapter_owners = {a.name: team for team, a in team_adapters(settings).items()}  # its trainer's team
         self._rate = TokenRate()
         self._unhealthy = 0
         self.heartbeat = Heartbeat(self.producer.send, self.topics.status, self.options.heartbeat_s,

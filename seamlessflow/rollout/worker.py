@@ -396,10 +396,7 @@ class RolloutWorker:
 
     def _release_at_proxies(self, version: int, adapter: str | None = None) -> None:
         try:
-            if adapter is None:
-                self.fence.release(self.engine.url, version)
-            else:
-                self.fence.release(self.engine.url, version, adapter=adapter)
+            self.fence.release(self.engine.url, version, adapter=adapter)
         except FenceError as exc:
             raise EngineError(str(exc)) from exc
 

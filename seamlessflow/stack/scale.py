@@ -171,8 +171,10 @@ class AdviceActor:
     def step(self, rows: list[dict], now_s: float) -> int:
         """Acts on the scheduler's row among `rows` (`stack.rows`) if it advises a change; returns the change."""
         row = next((r for r in rows if r["kind"] == "scheduler"), None)
-        change = int(row["figures"].get("autoscale_change", 0)) if row else 0
-        if not change or row is None or now_s - row["heartbeat_age_s"] < self.done_at + self.settle_s:
+        if row is None or now_s - row["heartbeat_age_s"] < self.done_at + self.settle_s:
+            return 0
+        change = int(row["figures"].get("autoscale_change", 0))
+        if not change:
             return 0
         try:
             edit_engines(self.effective, change)

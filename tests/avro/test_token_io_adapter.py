@@ -6,5 +6,4 @@ from seamlessflow.testing.samples import SAMPLES, check_added_field
 
 
 def test_adapters_are_a_compatible_evolution_both_ways(codec):
-    check_added_field(codec, SAMPLES[0], 4, "adapter", "red-lora")
-    assert isinstance(SAMPLES[0], TokenIO)
+    check_added_field(codec, next(s for s in SAMPLES if isinstance(s, TokenIO)), 4, "adapter", "red-lora")

@@ -271,8 +271,8 @@ class Journal:
             raise FenceError("proxy p did not confirm /engines/hold")
         self.calls.append(("hold",))
 
-    def release(self, engine_url, version):
-        self.calls.append(("release", version))
+    def release(self, engine_url, version, adapter=None):
+        self.calls.append(("release", version) if adapter is None else ("release", version, adapter))
 
 
 class JournalledClient(FilesClient):
