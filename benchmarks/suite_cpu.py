@@ -4,10 +4,12 @@ Why: on 2 cores the suite is CPU-bound (load 15-25 through a CI run), so its wal
 work does; running more of it at once only moves the queue. This runs the command and samples every process
 on the machine every `--every` seconds (psutil), keeping each process's last CPU time (user + system), and at
 the end prints CPU-seconds by kind: vLLM engines, trainers, Kafka brokers, Ray, each stack service, the
-pytest processes themselves, the browser, lint and the rest. A process that lived less than one interval is
-missed, and one that ended loses at most an interval: the table prints what it saw beside the machine's own
-total (/proc/stat), so the gap is visible. Processes already running when it starts count only what they
-spend from then on.
+pytest processes themselves, the browser, lint and the rest; then the test files whose processes spent most
+(a process a test starts inherits pytest's PYTEST_CURRENT_TEST, read from /proc/<pid>/environ, so every
+engine, broker, trainer and stack a file starts counts for that file; the pytest workers' own CPU does not).
+A process that lived less than one interval is missed, and one that ended loses at most an interval: the
+table prints what it saw beside the machine's own total (/proc/stat), so the gap is visible. Processes already
+running when it starts count only what they spend from then on.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ import re
 import subprocess
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
+from dataclasses import dataclass
 
 import psutil
 
@@ -54,7 +57,24 @@ def machine_cpu_s() -> float:
     return sum(busy) / os.sysconf("SC_CLK_TCK")
 
 
-def sample(seen: dict[tuple[int, float], tuple[str, float]]) -> None:
+@dataclass
+class Seen:
+    kind: str
+    test_file: str  # the test file that started it ("" when none did)
+    cpu: float
+
+
+def test_file_of(proc: psutil.Process) -> str:
+    """The test file a process was started under: pytest sets PYTEST_CURRENT_TEST while a test runs, and the
+    test's children (and theirs) inherit it."""
+    try:
+        current = proc.environ().get("PYTEST_CURRENT_TEST", "")
+    except (psutil.Error, OSError):
+        return ""
+    return current.split("::")[0]
+
+
+def sample(seen: dict[tuple[int, float], Seen]) -> None:
     """Each process's kind and CPU time so far, keyed by (pid, start time) so a reused pid is another process."""
     for proc in psutil.process_iter(["pid", "name", "cmdline", "create_time", "cpu_times"]):
         info = proc.info
@@ -62,20 +82,39 @@ def sample(seen: dict[tuple[int, float], tuple[str, float]]) -> None:
             continue
         key = (info["pid"], info["create_time"])
         cpu = info["cpu_times"].user + info["cpu_times"].system
-        kind = seen[key][0] if key in seen else kind_of(info["cmdline"] or [], info["name"] or "?")
-        seen[key] = (kind, cpu)
+        if key in seen:
+            seen[key].cpu = cpu
+        else:
+            seen[key] = Seen(kind_of(info["cmdline"] or [], info["name"] or "?"), test_file_of(proc), cpu)
+
+
+def by_test_file(seen: dict[tuple[int, float], Seen], start: dict[tuple[int, float], float], top: int) -> str:
+    """The test files whose processes spent the most, with how many processes of each kind they started."""
+    cpu: dict[str, float] = defaultdict(float)
+    kinds: dict[str, Counter[str]] = defaultdict(Counter)
+    for key, row in seen.items():
+        if row.test_file:
+            cpu[row.test_file] += row.cpu - start.get(key, 0.0)
+            kinds[row.test_file][row.kind.split(" (")[0]] += 1
+    lines = [f"\nThe {min(top, len(cpu))} test files whose processes spent the most ({sum(cpu.values()):.0f} CPU-s "
+             f"over {len(cpu)} files; the pytest workers' own CPU is not in it):", f"{'CPU-s':>9}  file: processes"]
+    for file, spent in sorted(cpu.items(), key=lambda kv: -kv[1])[:top]:
+        counts = ", ".join(f"{n} {kind}" for kind, n in kinds[file].most_common(4))
+        lines.append(f"{spent:9.0f}  {file}: {counts}")
+    return "\n".join(lines)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--every", type=float, default=2.0, help="seconds between samples")
     parser.add_argument("--top", type=int, default=20, help="kinds to print")
+    parser.add_argument("--files", type=int, default=25, help="test files to print")
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the command, after --")
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
-    seen: dict[tuple[int, float], tuple[str, float]] = {}
+    seen: dict[tuple[int, float], Seen] = {}
     sample(seen)
-    start = {key: cpu for key, (_, cpu) in seen.items()}  # what ran before counts from now on
+    start = {key: row.cpu for key, row in seen.items()}  # what ran before counts from now on
     machine_before, wall_before = machine_cpu_s(), time.monotonic()
     proc = subprocess.Popen(command)
     while proc.poll() is None:
@@ -83,14 +122,15 @@ def main() -> None:
         sample(seen)
     wall, machine = time.monotonic() - wall_before, machine_cpu_s() - machine_before
     by_kind: dict[str, float] = defaultdict(float)
-    for key, (kind, cpu) in seen.items():
-        by_kind[kind] += cpu - start.get(key, 0.0)
+    for key, row in seen.items():
+        by_kind[row.kind] += row.cpu - start.get(key, 0.0)
     total = sum(by_kind.values())
     print(f"\n{' '.join(command)}: exit {proc.returncode}, {wall:.0f} s wall; the machine spent {machine:.0f} CPU-s "
           f"({machine / wall:.2f} cores busy on average); the samples saw {total:.0f} CPU-s of it")
     print(f"{'CPU-s':>9} {'share':>6}  kind")
     for kind, cpu in sorted(by_kind.items(), key=lambda kv: -kv[1])[:args.top]:
         print(f"{cpu:9.0f} {cpu / max(total, 1e-9):6.1%}  {kind}")
+    print(by_test_file(seen, start, args.files))
     sys.exit(proc.returncode)
 
 

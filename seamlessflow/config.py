@@ -27,6 +27,7 @@ PROCESS_VARIABLES = {
     "SCHEMAS_DIR": "another folder of .avsc files",
     "JAVA": "the java binary that runs the embedded broker",
     "KAFKA_LIBS": "where the embedded broker's jars are",
+    "BROKER_JVM_OPTIONS": "more JVM options for the embedded broker (the test suite: C1 only, for short-lived brokers)",
     "MAVEN_REPO": "a Maven repository mirror for the broker's jars",
     "MODEL": "the model name the example agents send",
     "NATIVE_TOOLS": "1: the tool-use example agent sends OpenAI tools",

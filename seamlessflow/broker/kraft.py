@@ -10,6 +10,8 @@ min(2, RF) are the cluster's defaults, which declared topics inherit.
 from __future__ import annotations
 
 import base64
+import os
+import shlex
 import subprocess
 import uuid
 from dataclasses import dataclass, field
@@ -138,8 +140,11 @@ def prepare(settings: Settings) -> list[Node]:
 
 
 def java_command(main_class: str, *args: str) -> list[str]:
-    return [java_binary(), *HEAP, *JVM_OPTIONS, f"-Dlog4j2.configurationFile={KAFKA_INFRA / 'log4j2.properties'}",
-            "-cp", str(libs_dir() / "*"), main_class, *args]
+    """A JVM running one of Kafka's main classes; SEAMLESSFLOW_BROKER_JVM_OPTIONS adds options after ours (the
+    test suite's brokers live seconds to minutes, so it asks for C1 only: about half the CPU of a start)."""
+    extra = shlex.split(os.environ.get("SEAMLESSFLOW_BROKER_JVM_OPTIONS", ""))
+    logging = f"-Dlog4j2.configurationFile={KAFKA_INFRA / 'log4j2.properties'}"
+    return [java_binary(), *HEAP, *JVM_OPTIONS, *extra, logging, "-cp", str(libs_dir() / "*"), main_class, *args]
 
 
 def node_processes(settings: Settings) -> list[ProcessSpec]:

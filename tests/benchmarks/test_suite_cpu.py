@@ -1,5 +1,6 @@
 """`benchmarks/suite_cpu.py`: a command's CPU time by kind of process, beside the machine's own total."""
 
+import os
 import re
 import subprocess
 import sys
@@ -33,3 +34,14 @@ def test_a_command_is_run_and_its_cpu_counted_by_kind():
     python_row = [line for line in done.stdout.splitlines() if line.endswith("other: python")
                   or line.endswith(f"other: {Path(sys.executable).name}")]
     assert python_row and float(python_row[0].split()[0]) >= 1, done.stdout
+
+
+def test_a_process_started_under_a_test_counts_for_that_test_file():
+    busy = "import time; t = time.process_time(); exec('while time.process_time() - t < 1.0: pass')"
+    argv = [sys.executable, str(ROOT / "benchmarks" / "suite_cpu.py"), "--every", "0.2", "--",
+            sys.executable, "-c", busy]
+    env = {**os.environ, "PYTEST_CURRENT_TEST": "tests/made_up/test_busy.py::test_spins (call)"}
+    done = subprocess.run(argv, check=False, capture_output=True, text=True, timeout=120, env=env)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [line for line in done.stdout.splitlines() if "tests/made_up/test_busy.py:" in line]
+    assert rows and float(rows[0].split()[0]) >= 1, done.stdout
