@@ -1,8 +1,12 @@
 """The suite's timing table: where `make test`'s time goes, file by file.
 
 A pytest plugin (`register`, called from tests/conftest.py) sums each test file's durations (setup, call and
-teardown of each of its tests) and, at the session's end, appends one JSON line per file to the file that
-SEAMLESSFLOW_TEST_TIMES names. `python -m seamlessflow.testing.suite_timing FILE` then prints the slowest files.
+teardown of each of its tests) and the CPU time spent meanwhile by the test's process and the processes it
+started and reaped (engines, brokers, trainers, stacks: their CPU lands in the process's RUSAGE_CHILDREN when
+they are waited for), and at the session's end appends one JSON line per file to the file that
+SEAMLESSFLOW_TEST_TIMES names. On 2 cores the suite is CPU-bound, so the CPU column says what a file costs the
+others running beside it, which its wall time does not. `python -m seamlessflow.testing.suite_timing FILE`
+then prints the slowest files.
 
 Why a file of lines and not pytest's `--durations`: `make test` runs the main suite on xdist workers and each
 end-to-end file in a pytest process of its own, and the table is across all of them; each run appends its
@@ -14,14 +18,17 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Generator, Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import pytest
+
 if TYPE_CHECKING:
-    import pytest
+    import pluggy
 
 ENV = "SEAMLESSFLOW_TEST_TIMES"
 
@@ -31,6 +38,40 @@ class FileTime:
     file: str  # as in the node ids: relative to the checkout, e.g. tests/e2e/test_ray_loop.py
     tests: int
     seconds: float  # setup + call + teardown, summed over the file's tests
+    cpu_seconds: float = 0.0  # the test process's CPU and its reaped children's meanwhile (0: not measured)
+
+
+CPU = "cpu_s"  # the user property each phase's report carries its CPU seconds in (xdist sends it to the controller)
+
+
+def cpu_now() -> float:
+    """This process's CPU time (every thread) and its waited-for descendants'."""
+    own, reaped = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + reaped.ru_utime + reaped.ru_stime
+
+
+class CpuMeter:
+    """Runs in every pytest process (xdist workers too): each phase's report carries the CPU spent since the
+    previous report of its test (since the test started, for the setup's)."""
+
+    def __init__(self) -> None:
+        self.mark = cpu_now()
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_protocol(self, item: pytest.Item) -> Generator[None, None, None]:
+        self.mark = cpu_now()
+        yield
+
+    @pytest.hookimpl(hookwrapper=True)
+    def pytest_runtest_makereport(self) -> Generator[None, pluggy.Result[pytest.TestReport], None]:
+        outcome = yield
+        now = cpu_now()
+        outcome.get_result().user_properties.append((CPU, round(now - self.mark, 3)))
+        self.mark = now
+
+
+def reported_cpu(report: pytest.TestReport) -> float:
+    return sum(float(value) for name, value in getattr(report, "user_properties", ()) if name == CPU)
 
 
 class FileTimes:
@@ -39,48 +80,59 @@ class FileTimes:
     def __init__(self, path: Path) -> None:
         self.path = path
         self.seconds: dict[str, float] = defaultdict(float)
+        self.cpu: dict[str, float] = defaultdict(float)
         self.tests: dict[str, set[str]] = defaultdict(set)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         file = report.nodeid.split("::")[0] or report.location[0]  # the latter for a file outside the rootdir
         self.seconds[file] += report.duration
+        self.cpu[file] += reported_cpu(report)
         self.tests[file].add(report.nodeid)
 
     def pytest_sessionfinish(self) -> None:
         if not self.seconds:
             return
-        rows = [FileTime(file, len(self.tests[file]), round(seconds, 3)) for file, seconds in self.seconds.items()]
+        rows = [FileTime(file, len(self.tests[file]), round(seconds, 3), round(self.cpu[file], 3))
+                for file, seconds in self.seconds.items()]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a") as out:
             out.writelines(json.dumps(asdict(row)) + "\n" for row in rows)
 
 
 def register(config: pytest.Config) -> None:
-    """Adds the plugin where SEAMLESSFLOW_TEST_TIMES is set, except in an xdist worker (the controller writes)."""
+    """Adds the plugins where SEAMLESSFLOW_TEST_TIMES is set: the CPU meter in every process, the file's sums
+    except in an xdist worker (the controller writes)."""
     path = os.environ.get(ENV)
-    if path and not hasattr(config, "workerinput"):
+    if not path:
+        return
+    config.pluginmanager.register(CpuMeter(), "seamlessflow-suite-cpu")
+    if not hasattr(config, "workerinput"):
         config.pluginmanager.register(FileTimes(Path(path)), "seamlessflow-suite-timing")
 
 
 def aggregate(lines: Iterable[str]) -> list[FileTime]:
     """One row per file, slowest first; a file that appears in several runs adds up."""
     seconds: dict[str, float] = defaultdict(float)
+    cpu: dict[str, float] = defaultdict(float)
     tests: dict[str, int] = defaultdict(int)
     for line in lines:
         if line.strip():
             row = FileTime(**json.loads(line))
             seconds[row.file] += row.seconds
+            cpu[row.file] += row.cpu_seconds
             tests[row.file] += row.tests
-    return sorted((FileTime(file, tests[file], seconds[file]) for file in seconds),
+    return sorted((FileTime(file, tests[file], seconds[file], cpu[file]) for file in seconds),
                   key=lambda row: (-row.seconds, row.file))
 
 
 def table(rows: list[FileTime], top: int = 10) -> str:
     total_s, total_tests = sum(row.seconds for row in rows), sum(row.tests for row in rows)
+    total_cpu = sum(row.cpu_seconds for row in rows)
     lines = [f"The {min(top, len(rows))} slowest test files of {len(rows)} ({total_tests} tests, "
-             f"{total_s:.0f} s of test time in all; xdist workers' time adds up):",
-             f"{'seconds':>9}  {'tests':>5}  file"]
-    lines += [f"{row.seconds:9.1f}  {row.tests:5d}  {row.file}" for row in rows[:top]]
+             f"{total_s:.0f} s of test time and {total_cpu:.0f} CPU-s in all; xdist workers' time adds up; "
+             "CPU-s: the test process and the processes it reaped):",
+             f"{'seconds':>9}  {'CPU-s':>7}  {'tests':>5}  file"]
+    lines += [f"{row.seconds:9.1f}  {row.cpu_seconds:7.1f}  {row.tests:5d}  {row.file}" for row in rows[:top]]
     return "\n".join(lines)
 
 
