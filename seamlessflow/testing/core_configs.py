@@ -7,7 +7,7 @@ import dataclasses
 from typing import Any
 
 from seamlessflow.core.batching import BatchConfig, StalenessPolicy
-from seamlessflow.core.losses import PolicyLossConfig
+from seamlessflow.core.loss_config import PolicyLossConfig
 from seamlessflow.trainer.options import TrainerOptions
 
 

@@ -13,7 +13,7 @@ from pydantic import ConfigDict, Field
 from seamlessflow.config import SectionOptions, Settings
 from seamlessflow.core.batching import TRAINABLE_STATUSES, BatchConfig, StalenessPolicy
 from seamlessflow.core.episodes import TrajectoryStatus
-from seamlessflow.core.losses import PolicyLossConfig
+from seamlessflow.core.loss_config import PolicyLossConfig
 from seamlessflow.core.turn_advantages import AdvantageRule
 from seamlessflow.model.choice import model_name_or_path
 from seamlessflow.model.lora import TeamAdapter

@@ -1,0 +1,36 @@
+"""The clipped objective's knobs, apart from its maths (`losses.py`): the trainer's options hold them, and
+reading options must not import torch (a multi-rank trainer's launcher, `up`, the chaos audit read them)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+
+@dataclass(frozen=True)
+class PolicyLossConfig:
+    """Knobs of the clipped objective: the frozen view of the trainer's options (`TrainerOptions.loss_config`),
+    which hold the one set of defaults.
+
+    ``clip_high`` may exceed ``clip_low`` (DAPO's clip-higher). ``kl_coef`` 0 or no reference logprobs
+    means KL-free.
+
+    ``tis_cap`` switches on the decoupled objective (AReaL's decoupled PPO) with truncated importance sampling
+    (Yao et al. 2025): the ratio pi / pi_prox is taken, and clipped, against the proximal policy (the weights
+    before the batch's first optimizer step), and each token is weighted by min(pi_prox / pi_rollout, tis_cap),
+    detached, which corrects for the train/inference mismatch and staleness instead of letting the clip silence
+    those tokens. The trust region is then around pi_prox: with one optimizer step per batch the ratio is 1 and
+    the clip has nothing to do, as in on-policy PPO; with several (mini-batches, epochs) it bounds how far the
+    later steps move. Without ``tis_cap`` the rollout policy is PPO's old policy: the ratio is pi / pi_rollout.
+
+    ``ratio`` "sequence" is GSPO (Zheng et al. 2025): one importance ratio per sequence, the geometric mean
+    of its tokens' ratios s_i = exp(mean_t(log pi - log pi_old)), clipped as a whole, each sequence's
+    tokens weighted 1/|y_i| so a sequence counts once whatever its length (pass the step's sequence count
+    as ``normaliser``). GSPO clips far tighter than PPO (the paper: 3e-4 / 4e-4).
+    """
+
+    clip_low: float
+    clip_high: float
+    kl_coef: float
+    tis_cap: float | None
+    ratio: Literal["token", "sequence"]
