@@ -8,7 +8,8 @@ question was asked can: once every partition is read up to those marks, what is 
 the topic when the question came. A compacted partition can end below its high watermark (its last offsets
 compacted away), which only an end-of-partition event reveals: those events count as reaching the end.
 
-One thread uses one `TableFeed` (librdkafka's consumer is not shared across threads here).
+One thread polls a `TableFeed`; `marks` uses a consumer of its own, so another thread may ask for them (one
+query at a time) while the feed is polled.
 """
 
 from __future__ import annotations

@@ -9,10 +9,12 @@ compacted topic keyed by response id, with no database beside it and no client p
   sent: nothing is half-written.
 - Every worker follows the topic from its beginning in a thread (`TableFeed`) into a cache bounded in bytes
   (least recently used out first).
-- Every read first waits (up to `wait_s`) until the follower has read all that was on the topic when the
-  read came (a watermark query, milliseconds when it is up to date; the reads waiting at once share one):
-  a response another worker stored or deleted a moment ago is then seen as such, and an id still missing
-  was not on the topic (None). If the follower cannot catch up in time, a read of a response this worker
+- Every read first waits (up to `wait_s`) until the cache holds all that was on the topic when the read came:
+  it takes the topic's high watermarks itself (one query, milliseconds; the reads that arrive while one is
+  out share it) and compares them with what the cache has applied, so an up-to-date read never waits on the
+  follower's poll; otherwise it waits until the follower's records reach the cache. A response another
+  worker stored or deleted a moment ago is then seen as such, and an id still missing was not on the topic
+  (None). If the follower cannot catch up in time, a read of a response this worker
   holds gets it as last known, and any other raises `NotCaughtUp` (a retryable answer, never a false "not
   found"). Once the cache has evicted anything, a miss also reads the topic itself (a scan: the rare path,
   the price of the bound).
@@ -32,6 +34,8 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
+from confluent_kafka import KafkaException
+
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.kafka.reader import Record, read_topic
@@ -41,6 +45,7 @@ from seamlessflow.proxy.publisher import EventPublisher
 
 log = logging.getLogger(__name__)
 RECORD_OVERHEAD = 256  # bytes a cached record costs besides its strings and ids
+POLL_S = 0.05  # the follower's poll; reads never wait on it (they compare their own marks with the cache)
 
 
 class NotCaughtUp(Exception):
@@ -91,10 +96,10 @@ class StoredCache:
 
 @dataclass
 class _Sync:
-    """A read waiting for the follower: its marks are taken on the follower's thread, then compared."""
+    """A read waiting for the cache to reach the topic's high watermarks (`marks`) taken when it came."""
 
     future: asyncio.Future
-    marks: dict[int, int] | None = None
+    marks: dict[int, int]
 
 
 class ResponseStore:
@@ -104,9 +109,13 @@ class ResponseStore:
         self.kind, self.key = kind, key
         self.cache = StoredCache(cache_bytes, key)
         self.wait_s, self.delivery_timeout_s = wait_s, delivery_timeout_s
-        self._syncs: list[_Sync] = []
+        self._syncs: list[_Sync] = []  # touched on the event loop only
         self._deleting: set[str] = set()  # deleted here, tombstone not read back yet: an older record stays out
-        self._lock = threading.Lock()
+        self._applied: dict[int, int] = {}  # partition -> next offset the cache has applied (or the end seen)
+        self._marks_wanted: list[asyncio.Future] = []  # reads waiting for the next watermark query
+        self._marks_pump: asyncio.Future | None = None
+        self._feed: TableFeed | None = None
+        self._feed_open: asyncio.Event | None = None
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -114,6 +123,7 @@ class ResponseStore:
     # -- life ----------------------------------------------------------------------------------------
     def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._feed_open = asyncio.Event()
         self._thread = threading.Thread(target=self._follow, name=f"proxy-{self.key}", daemon=True)
         self._thread.start()
 
@@ -156,19 +166,53 @@ class ResponseStore:
             self._deleting.add(response_id)
 
     async def _caught_up(self) -> None:
-        assert self._loop is not None  # start() ran: the thread exists
-        sync = _Sync(self._loop.create_future())
-        with self._lock:
-            self._syncs.append(sync)
+        """Returns once the cache has applied the topic up to its high watermarks as of now (NotCaughtUp when
+        that takes longer than `wait_s`)."""
+        assert self._loop is not None and self._feed_open is not None  # start() ran
         try:
             async with asyncio.timeout(self.wait_s):
-                await sync.future
+                await self._feed_open.wait()
+                marks = await self._marks()
+                if self._reached(marks):
+                    return
+                sync = _Sync(self._loop.create_future(), marks)
+                self._syncs.append(sync)
+                try:
+                    await sync.future
+                finally:
+                    if sync in self._syncs:
+                        self._syncs.remove(sync)
         except TimeoutError:
             raise NotCaughtUp(f"the {self.topic} topic was not read up to date within {self.wait_s} s") from None
-        finally:
-            with self._lock:
-                if sync in self._syncs:
-                    self._syncs.remove(sync)
+
+    async def _marks(self) -> dict[int, int]:
+        """The topic's high watermarks, from a query that started after this read came (one that started
+        before could miss a record acknowledged just before it); the reads that arrive while a query is out
+        share the next one."""
+        assert self._loop is not None
+        wanted = self._loop.create_future()
+        self._marks_wanted.append(wanted)
+        if self._marks_pump is None or self._marks_pump.done():
+            self._marks_pump = asyncio.ensure_future(self._pump_marks())
+        return await wanted
+
+    async def _pump_marks(self) -> None:
+        while self._marks_wanted:
+            wanted, self._marks_wanted = self._marks_wanted, []
+            assert self._feed is not None
+            try:
+                marks = await asyncio.to_thread(self._feed.marks)
+            except (KafkaException, RuntimeError) as exc:  # no answer in time, or the feed closed by a stop
+                for future in wanted:
+                    if not future.done():
+                        future.set_exception(NotCaughtUp(f"the {self.topic} topic's ends are unknown: {exc}"))
+                continue
+            for future in wanted:
+                if not future.done():
+                    future.set_result(marks)
+
+    def _reached(self, marks: dict[int, int]) -> bool:
+        return all(self._applied.get(p, 0) >= high for p, high in marks.items())
 
     def _scan(self, response_id: str) -> Any:
         """The topic's newest record for one id (a tombstone: None), read through."""
@@ -183,17 +227,23 @@ class ResponseStore:
         feed: TableFeed | None = None
         try:
             feed = self._open()
+            if feed is not None:
+                self._opened(feed)
             while feed is not None and not self._stop.is_set():
-                self._take_marks(feed)
-                records = feed.poll(0.05)
-                done = self._reached(feed)
-                if records or done:
-                    self._hand_over(records, done)
+                before = dict(feed.read_to)
+                records = feed.poll(POLL_S)
+                if records or feed.read_to != before:  # an end-of-partition event moves read_to alone
+                    self._hand_over(records, dict(feed.read_to))
         except Exception:  # noqa: BLE001 - a dead follower must be visible: reads then wait and answer 503
             log.exception("stored-responses follower stopped")
         finally:
             if feed is not None:
                 feed.close()
+
+    def _opened(self, feed: TableFeed) -> None:
+        assert self._loop is not None and self._feed_open is not None
+        self._feed = feed  # the marks consumer is used from the reads' threads; the reading one stays here
+        self._loop.call_soon_threadsafe(self._feed_open.set)
 
     def _open(self) -> TableFeed | None:
         """The feed, once Kafka answers (tried again every few seconds, so a stop is never kept waiting)."""
@@ -204,27 +254,12 @@ class ResponseStore:
                 log.warning("stored responses: %s not readable yet: %s", self.topic, exc)
         return None
 
-    def _take_marks(self, feed: TableFeed) -> None:
-        with self._lock:
-            fresh = [sync for sync in self._syncs if sync.marks is None]
-        if fresh:
-            marks = feed.marks()
-            for sync in fresh:
-                sync.marks = marks
-
-    def _reached(self, feed: TableFeed) -> list[_Sync]:
-        with self._lock:
-            done = [s for s in self._syncs if s.marks is not None and feed.reached(s.marks)]
-            for sync in done:
-                self._syncs.remove(sync)
-        return done
-
-    def _hand_over(self, records: list[Record], done: list[_Sync]) -> None:
+    def _hand_over(self, records: list[Record], read_to: dict[int, int]) -> None:
         """Applies the records, then wakes the reads they satisfy, in that order, on the event loop."""
         assert self._loop is not None
-        self._loop.call_soon_threadsafe(self._apply, records, done)
+        self._loop.call_soon_threadsafe(self._apply, records, read_to)
 
-    def _apply(self, records: list[Record], done: list[_Sync]) -> None:
+    def _apply(self, records: list[Record], read_to: dict[int, int]) -> None:
         for record in records:
             if record.key is None:
                 continue
@@ -237,6 +272,8 @@ class ResponseStore:
                     self.cache.put(record.message)
             else:
                 log.warning("%s[%d]@%d skipped: %s", record.topic, record.partition, record.offset, record.error)
-        for sync in done:
+        self._applied = read_to
+        for sync in [sync for sync in self._syncs if self._reached(sync.marks)]:
+            self._syncs.remove(sync)
             if not sync.future.done():
                 sync.future.set_result(None)
