@@ -11,11 +11,17 @@ Targets: added p50 <= 1 ms, p99 <= 5 ms, throughput >= 0.95x (>= 0.9x with N pro
 chat,responses,messages` runs the same load through each front door (the proxy turns a Responses or Messages
 call into the engine's chat call, so the direct column is the engine's chat route for all three). `--peers` puts the
 same load through SeamlessFlow's proxy and the peer gateways (LiteLLM's proxy, Agent Lightning's server) in one
-table, with time to the first token and what each records of a call (`benchmarks/proxy_peers.py`).
+table, with time to the first token and what each records of a call (`benchmarks/proxy_peers.py`). `--continuation`
+runs multi-turn Responses conversations (`--turns`) two ways, alternating, through one proxy: the whole conversation
+as `input` every turn (`store: false`) vs only the new message with `previous_response_id` (stored responses on
+Kafka); per way turn latency p50/p99, turns/s, the proxy's CPU per turn, and continuation/whole
+(`benchmarks/proxy_continuation.py`).
 
     .venv/bin/python benchmarks/bench_proxy.py [--levels 1,50,200] [--seconds 8] [--tokens 16]
         [--token-delay-ms 20] [--proxies 1,2] [--baseline TREE] [--routes chat,responses,messages]
     .venv/bin/python benchmarks/bench_proxy.py --peers [--gateways seamlessflow,litellm,agentlightning] [--no-install]
+    .venv/bin/python benchmarks/bench_proxy.py --continuation [--turns 8] [--turn-bytes 200] [--rounds 2]
+        [--levels 1,50,200] [--seconds 8] [--tokens 16]
 """
 
 from __future__ import annotations
@@ -41,7 +47,7 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks import proxy_peers  # noqa: E402
+from benchmarks import proxy_continuation, proxy_peers  # noqa: E402
 from seamlessflow.broker.local import LocalBroker  # noqa: E402
 from seamlessflow.config import Settings  # noqa: E402
 from seamlessflow.kafka.admin import ensure_topics  # noqa: E402
@@ -193,6 +199,7 @@ def main() -> None:
         help="proxy process counts to compare, e.g. 1,2 (proxy.workers: SO_REUSEPORT on one port)",
     )
     proxy_peers.add_arguments(parser)
+    proxy_continuation.add_arguments(parser)
     args = parser.parse_args()
     args.levels = args.levels or ("20,200,1000" if args.peers else "1,50,200")
     args.routes = args.routes or ("chat,responses" if args.peers else "chat")
@@ -214,10 +221,14 @@ def main() -> None:
         wait_http(engine + "/health")
         print(
             f"StubEngine (fake): {args.tokens} tokens x {args.token_delay_ms} ms per call; {args.seconds:g} s per "
-            f"run; chat; load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores"
+            f"run; {'responses' if args.continuation else 'chat'}; load average {os.getloadavg()[0]:.1f} on "
+            f"{os.cpu_count()} cores"
         )
         if args.peers:
             proxy_peers.run(args, client, engine, work, list(broker.procs.values()))
+            return
+        if args.continuation:
+            proxy_continuation.run(args, client, engine, work, list(broker.procs.values()))
             return
         for count in (int(x) for x in args.proxies.split(",")):
             trees = {"this": ROOT, **({"baseline": args.baseline} if args.baseline else {})}
