@@ -52,9 +52,12 @@ class TableFeed:
         self.read_to: dict[int, int] = {}  # partition -> next offset known to be read (or the end seen)
 
     def marks(self) -> dict[int, int]:
-        """Each partition's high watermark now: what `reached` compares with."""
+        """Each partition's high watermark now: what `reached` compares with (TableUnavailable: no answer in time)."""
         deadline = time.monotonic() + self.timeout_s
-        return {p: watermarks(self._marks, self.topic, p, deadline)[1] for p in self.partitions}
+        try:
+            return {p: watermarks(self._marks, self.topic, p, deadline)[1] for p in self.partitions}
+        except KafkaException as exc:
+            raise TableUnavailable(f"{self.topic}'s ends: {exc}") from exc
 
     def reached(self, marks: dict[int, int]) -> bool:
         """Whether every record below `marks` has been returned by `poll`."""

@@ -34,8 +34,6 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaException
-
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.kafka.reader import Record, read_topic
@@ -202,7 +200,7 @@ class ResponseStore:
             assert self._feed is not None
             try:
                 marks = await asyncio.to_thread(self._feed.marks)
-            except (KafkaException, RuntimeError) as exc:  # no answer in time, or the feed closed by a stop
+            except (TableUnavailable, RuntimeError) as exc:  # no answer in time, or the feed closed by a stop
                 for future in wanted:
                     if not future.done():
                         future.set_exception(NotCaughtUp(f"the {self.topic} topic's ends are unknown: {exc}"))
