@@ -16,7 +16,7 @@ class AssemblerOptions(SectionOptions):
     enabled: bool = True
     """Read by nothing: `services.assembler` says whether `up` runs the assembler (kept so configs validate)."""
     workers: int = Field(default=1, ge=1)
-    """Worker processes `up` starts, one consumer group (at most the partitions)."""
+    """Worker processes `up` starts, one consumer group (at most the partitions); `scale assembler=+N` changes it."""
     app_id: str = "assembler"
     """Names its consumer group (and its published-marks group) together with the topic prefix."""
     selection: Selection = Selection.ALL

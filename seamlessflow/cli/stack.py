@@ -31,7 +31,8 @@ from seamlessflow.stack.options import ClusterOptions
 from seamlessflow.stack.placement import Placement
 from seamlessflow.stack.placements import placement_for, recorded
 from seamlessflow.stack.processes import STACK_ENV
-from seamlessflow.stack.scale import AdviceActor, parse_change, reconcile_engines, scale_stack
+from seamlessflow.stack.scale import AdviceActor, parse_change, reconcile, scale_stack
+from seamlessflow.stack.scale_edits import split_role
 from seamlessflow.stack.services import SERVICES, config_path, log_dir, run_dir, start_stack, with_stack_defaults
 from seamlessflow.stack.status import stack_status
 from seamlessflow.stack.supervisor import ServiceState, Supervisor, read_state
@@ -105,7 +106,7 @@ def _up_foreground(settings: Settings, adopt: dict[str, dict]) -> None:
                 placement.check()
                 if reload.is_set():
                     reload.clear()
-                    reconcile_engines(config_path(settings), placement, console.print)
+                    reconcile(config_path(settings), placement, console.print)
                 printing = console.is_terminal or time.monotonic() - last_print > 30  # logs: every 30 s
                 rows = watcher.rows() if printing or actor is not None else []  # read once a turn
                 if actor is not None:
@@ -214,21 +215,26 @@ def status(settings: Settings, as_json: bool) -> None:
 @click.argument("change", metavar="ROLE=+N|ROLE=-N")
 @pass_settings
 def scale(settings: Settings, change: str) -> None:
-    """Add or remove engines of a running stack. `scale rollout=+1`: one more engine, placed by Ray where there
-    is room (a node that just joined), or started by this machine's supervisor, serving as soon as it is up.
-    `scale rollout=-1`: the newest engine leaves routing (its calls in flight continue on the others), stops,
-    and frees its resources. Nothing else restarts."""
+    """Add or remove engines, assembler workers or agent workers of a running stack; nothing else restarts.
+
+    `scale rollout=+1`: one more engine, placed by Ray where there is room (a node that just joined), or started
+    by this machine's supervisor, serving as soon as it is up. `scale rollout=-1`: the newest engine leaves
+    routing (its calls in flight continue on the others), stops, and frees its resources.
+
+    On this machine's supervisor only: `scale assembler=+1|-1` changes `assembler.workers`: a worker joins or
+    leaves the assembler's consumer group, whose partitions rebalance (nothing is assembled twice).
+    `scale agents=+1|-1` (`agents:<team>-<pool>=+1` when there are several pools) changes the pool's
+    `agent_pools[].workers`: a drained worker finishes its running tasks within `agents.revoke_grace_s` and
+    hands the others back to the pool. One of each always stays; the newest go first."""
     try:
         role, count = parse_change(change)
+        split_role(role)
     except ValueError as exc:
         raise click.BadParameter(str(exc), param_hint="ROLE=+N") from None
-    if role != "rollout":
-        raise click.BadParameter(f"{role!r}: only rollout engines can be scaled yet (agent pools and assemblers: "
-                                 "cluster.resources.<name>.replicas, on the next start)", param_hint="ROLE=+N")
     console = Console(width=160)
     with placement_errors():
         try:
-            changed = scale_stack(settings, count, console.print)
+            changed = scale_stack(settings, count, console.print, role)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="ROLE=-N") from None
     for name, service in changed.items():

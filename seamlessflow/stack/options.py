@@ -70,6 +70,9 @@ class AgentPoolOptions(BaseModel):
     """Pool name: the workers of one team and pool share its tasks (consumer group `<team>.<pool>`)."""
     concurrency: int = Field(4, ge=1)
     """Sessions the worker runs at once."""
+    workers: int = Field(1, ge=1)
+    """Worker processes of the pool (`agents-<team>-<pool>`, then `-1`, `-2`, ...), one consumer group;
+    `seamlessflow scale agents=+N` changes it on a running stack."""
 
 
 class ServiceResources(BaseModel):

@@ -110,18 +110,14 @@ class LocalRecord:
             raise PlacementError("no supervisor holds a stack from this data directory: `seamlessflow up` first")
         return int(holder)
 
-    def scale(self, holder: int, changed: list[str], added: bool,
-              say: Callable[[str], None]) -> dict[str, ServiceState]:
-        """The effective config names `changed` engines more (or fewer): the supervisor `holder` reconciles its
-        services with it on SIGUSR1 (`scale.reconcile_engines`). Waits until it started them and they serve (or
-        drained them); returns their states as it records them."""
-        from seamlessflow.rollout.options import RolloutOptions
-        from seamlessflow.stack.services import rollout_service_name
-
-        names = [rollout_service_name(rid) for rid in changed]
+    def scale(self, holder: int, names: list[str], added: bool, say: Callable[[str], None],
+              timeout_s: float) -> dict[str, ServiceState]:
+        """The effective config names the services `names` more (or no longer): the supervisor `holder`
+        reconciles its services with it on SIGUSR1 (`scale.reconcile`). Waits until it started them and they
+        are ready (or drained them); returns their states as it records them."""
         os.kill(holder, signal.SIGUSR1)
         say(f"supervisor pid {holder}: {'starting' if added else 'draining'} {', '.join(names)}")
-        deadline = time.monotonic() + RolloutOptions.from_settings(self.settings).health_timeout_s * len(names) + 60
+        deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline and pid_alive(holder):
             services = (read_state(run_dir(self.settings)) or {}).get("services", {})
             done = [n for n in names if (n in services and services[n]["state"] == "running"

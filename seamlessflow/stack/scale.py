@@ -1,4 +1,6 @@
-"""More or fewer engines for a running stack, without a restart: `seamlessflow scale rollout=+N` (or `-N`).
+"""More or fewer engines, assembler workers or agent workers for a running stack, without a restart:
+`seamlessflow scale rollout=+N` (or `-N`), `scale assembler=+N`, `scale agents=+N` (`agents:<team>-<pool>=+N`
+where there are several pools).
 
 Why it needs nothing but a new service: an engine announces itself on the status topic, where the proxies
 discover it and the scheduler takes it into its tables, and a starting rollout worker catches up to the newest
@@ -6,19 +8,34 @@ weight version by itself. So adding capacity is adding a rollout worker to the s
 restarted actor finds its spec) and placing its service; Ray puts it on a node that has what it asks for (a node
 that just joined, say). On one machine the supervisor that holds the stack (a foreground `up`, or the one a
 detached `up` started) does it: `scale` edits the effective config the same way and sends it SIGUSR1, and it
-starts the workers the config names and it does not run, and drains those it runs and the config no longer
-names (`reconcile_engines`). With `scheduler.autoscale.act`, that supervisor also carries out the scheduler's
-autoscaling advice by itself (`act_on_advice`).
+starts the services of the scalable roles the config names and it does not run, and drains those it runs and
+the config no longer names (`reconcile`). With `scheduler.autoscale.act`, that supervisor also carries out the
+scheduler's autoscaling advice by itself (`AdviceActor`).
 
 Fewer engines: the placement stops the newest ones the way `down` stops any: the rollout worker takes its
 engine out of routing at every proxy first (`RolloutWorker.retire`), so the calls it was generating continue
 on the other engines as token-in continuations, exact in tokens and versions as across a weight update; then
 its engine stops, its actor ends for good, and Ray has its resources back. The engines leave the effective
 config, so nothing starts them again.
+
+Assembler and agent workers are members of one consumer group each (`assembler.workers`,
+`agent_pools[].workers`: `scale_edits`), on this machine's supervisor only (`RAY_SCALES_ENGINES_ONLY`). A
+new member takes partitions in the rebalance it causes. A drained assembler worker, on SIGTERM, flushes its
+outputs, saves its replay end and commits (never past the first event of a session still open), then leaves
+the group; the worker that gets its partitions rebuilds those sessions from the commit and publishes nothing
+below the replay end (`assembler/book.py`), so nothing is assembled twice. A drained agent worker, on
+SIGTERM, stops taking tasks, finishes the running ones for `agents.revoke_grace_s` and commits them, then
+leaves the group and forgets the rest in its delivery journal: they are handed back in order, not counted as
+a worker's death, so no task's attempt goes up (`AgentWorker.run`). The supervisor gives it that grace plus
+the stack's stop grace before SIGKILL (`drain_grace_s`), so the hand-back is done by then. What a drain does
+not avoid: a task whose sessions outlast the revoke grace is run again from its start by the worker that gets
+it, as after any rebalance (the agent worker's delivery is at-least-once); its unfinished sessions on the
+drained worker end with that process.
 """
 
 from __future__ import annotations
 
+import functools
 import re
 import time
 from collections.abc import Callable
@@ -27,11 +44,17 @@ from pathlib import Path
 import yaml
 
 from seamlessflow.config import Settings
-from seamlessflow.stack.supervisor import ServiceSpec, ServiceState, Supervisor
+from seamlessflow.stack.placement import PlacementError
+from seamlessflow.stack.scale_edits import SCALABLE, scale_assemblers, scale_pool, split_role
+from seamlessflow.stack.supervisor import ServiceSpec, ServiceState, StartupFailed, Supervisor
 
 ENGINE_ID = re.compile(r"rollout-(\d+)$")
 # what is one engine's own and must not be copied into another's spec: its port, its cores, its GPUs
 OWN_FIELDS = ("port", "cpus", "gpu")
+RAY_SCALES_ENGINES_ONLY = (
+    "on Ray only engines scale yet (rollout=+N|-N): the Ray placement keeps no role for the actors it runs, so "
+    "nothing there reconciles a changed assembler.workers or agent_pools[].workers with them; change the count in "
+    "the config and start the stack again")
 
 
 def added_engines(workers: dict[str, dict], count: int) -> dict[str, dict]:
@@ -56,23 +79,29 @@ def removed_engines(workers: dict[str, dict], count: int) -> list[str]:
 
 
 def parse_change(change: str) -> tuple[str, int]:
-    """`rollout=+2` -> ("rollout", 2); `rollout=-1` -> ("rollout", -1)."""
+    """`rollout=+2` -> ("rollout", 2); `agents:red-default=-1` -> ("agents:red-default", -1)."""
     role, sep, amount = change.partition("=")
     if not sep or amount[:1] not in "+-" or not amount[1:].isdigit() or int(amount[1:]) == 0:
         raise ValueError(f"{change!r}: write ROLE=+N or ROLE=-N, e.g. rollout=+1")
     return role, int(amount)
 
 
-def scale_stack(settings: Settings, count: int, say: Callable[[str], None]) -> dict[str, ServiceState]:
-    """Adds `count` engines to the stack running from this data directory (or removes `-count`), through the
-    placement that runs it. Returns each engine's state."""
+def scale_stack(settings: Settings, count: int, say: Callable[[str], None],
+                role: str = "rollout") -> dict[str, ServiceState]:
+    """Adds `count` services of `role` (`rollout`, `assembler`, `agents[:<team>-<pool>]`) to the stack running
+    from this data directory (or removes `-count`), through the placement that runs it. Returns each one's
+    state."""
     from seamlessflow.stack.placements import LocalRecord, recorded
     from seamlessflow.stack.services import config_path
 
+    split_role(role)
     record = recorded(settings)
     if isinstance(record, LocalRecord):
         holder = record.holder()  # before the edit: no supervisor, nothing to reconcile it
-        return record.scale(holder, edit_engines(config_path(settings), count), count > 0, say)
+        names = changed_services(config_path(settings), role, count)
+        return record.scale(holder, names, count > 0, say, scale_timeout_s(settings, role, len(names)))
+    if role != "rollout":
+        raise PlacementError(RAY_SCALES_ENGINES_ONLY)
     placement = record.attach(say)
     if count > 0:
         added = scale_engines(config_path(settings), count, placement.start)
@@ -81,6 +110,15 @@ def scale_stack(settings: Settings, count: int, say: Callable[[str], None]) -> d
     gone = {name: placement.states.pop(name) for name in drained}  # no longer the stack's: `status` omits them
     placement.write_state()
     return gone
+
+
+def scale_timeout_s(settings: Settings, role: str, services: int) -> float:
+    """How long `scale` waits for the supervisor: an engine until it serves, a drained agent worker its grace."""
+    from seamlessflow.rollout.options import RolloutOptions
+
+    if role == "rollout":
+        return RolloutOptions.from_settings(settings).health_timeout_s * services + 60
+    return (drain_grace_s(settings, "agents") or 0.0) * services + 60
 
 
 def drain_engines(effective: Path, count: int, stop: Callable[[str], None]) -> list[str]:
@@ -133,27 +171,95 @@ def rollout_spec(settings: Settings, resource_id: str) -> ServiceSpec:
     return with_requests(settings, [spec], rollout)[0]
 
 
-def reconcile_engines(effective: Path, placement: Supervisor, say: Callable[[str], None]
-                      ) -> tuple[list[str], list[str]]:
-    """What the supervisor does on SIGUSR1: drains the rollout workers it runs that the effective config no
-    longer names (each retires its engine from routing first), then starts those it names and it does not run.
-    Returns (started, drained)."""
-    settings = Settings.model_validate(yaml.safe_load(effective.read_text()) or {})
-    from seamlessflow.stack.services import rollout_service_name
+def edit_role(effective: Path, role: str, count: int) -> None:
+    """Adds `count` services of `role` to the effective config (`-count`: removes); ValueError when it cannot."""
+    base, which = split_role(role)
+    if base == "rollout":
+        edit_engines(effective, count)
+        return
+    data = yaml.safe_load(effective.read_text()) or {}
+    if base == "assembler":
+        scale_assemblers(data, count)
+    else:
+        scale_pool(data, which, count, Settings.model_validate(data).team)
+    effective.write_text(yaml.safe_dump(data, sort_keys=False))
 
-    wanted = {rollout_service_name(rid): rid for rid in settings.section("rollout").get("workers") or ["rollout-0"]}
-    running = [name for name, spec in placement.specs.items() if spec.role == "rollout"
-               and placement.states[name].state != "stopped"]
+
+def changed_services(effective: Path, role: str, count: int) -> list[str]:
+    """Edits the effective config (`edit_role`) and returns the services it names more (or no longer)."""
+    from seamlessflow.stack.services import enabled
+
+    base, _ = split_role(role)
+    if base != "rollout" and not enabled(read_settings(effective), base):
+        raise ValueError(f"the stack runs no {base} (services.{base} is off in its config)")
+    before = wanted_services(read_settings(effective), [base])
+    edit_role(effective, role, count)
+    after = wanted_services(read_settings(effective), [base])
+    return [n for n in after if n not in before] if count > 0 else [n for n in before if n not in after]
+
+
+def read_settings(effective: Path) -> Settings:
+    return Settings.model_validate(yaml.safe_load(effective.read_text()) or {})
+
+
+def wanted_services(settings: Settings, roles: list[str]) -> dict[str, Callable[[], ServiceSpec]]:
+    """The services of `roles` the config names, as `up` starts them (replicas expanded), each by name with
+    what builds its spec (an engine's builds its readiness check: only for one that is started)."""
+    from seamlessflow.stack.placement import expand_replicas
+    from seamlessflow.stack.services import SERVICES, app_services, rollout_service_name
+
+    wanted: dict[str, Callable[[], ServiceSpec]] = {}
+    if "rollout" in roles:
+        for rid in settings.section("rollout").get("workers") or ["rollout-0"]:
+            wanted[rollout_service_name(rid)] = functools.partial(rollout_spec, settings, rid)
+    others = [role for role in roles if role != "rollout"]
+    if others:
+        only = settings.with_overrides(services={name: name in others for name in SERVICES})
+        for spec in expand_replicas(app_services(only)):
+            wanted[spec.name] = functools.partial(_same, spec)
+    return wanted
+
+
+def _same(spec: ServiceSpec) -> ServiceSpec:
+    return spec
+
+
+def drain_grace_s(settings: Settings, role: str) -> float | None:
+    """How long a drained service may take between SIGTERM and SIGKILL (None: the stack's stop grace). An agent
+    worker finishes its running tasks for `agents.revoke_grace_s` first and then hands back the rest: it gets
+    that and the stop grace, so it is not killed holding tasks (which would count as a worker's death)."""
+    from seamlessflow.agents.options import AgentOptions
+
+    if role != "agents":
+        return None
+    return AgentOptions.from_settings(settings).revoke_grace_s + settings.stop_grace_s
+
+
+def reconcile(effective: Path, placement: Supervisor, say: Callable[[str], None]) -> tuple[list[str], list[str]]:
+    """What the supervisor does on SIGUSR1: for each scalable role (engines, assembler workers, agent pools'
+    workers) that the config runs or the supervisor does, it drains the services it runs that the effective
+    config no longer names (a rollout worker retires its engine from routing first), then starts those the
+    config names and it has never run (one stopped on purpose stays stopped). Returns (started, drained)."""
+    settings = read_settings(effective)
+    from seamlessflow.stack.services import enabled
+
+    running = {name: spec.role for name, spec in placement.specs.items()
+               if spec.role in SCALABLE and placement.states[name].state != "stopped"}
+    wanted = wanted_services(settings, [r for r in SCALABLE if enabled(settings, r) or r in running.values()])
     drained = [name for name in running if name not in wanted]
     for name in drained:
         say(f"{name}: draining (no longer in the config)")
-        placement.stop(name)
+        placement.stop(name, drain_grace_s(settings, running[name]))
         placement.states.pop(name, None)
         placement.specs.pop(name, None)
-    started = [name for name in wanted if name not in running]
+        say(f"{name}: drained and stopped")
+    started = [name for name in wanted if name not in placement.specs]
     for name in started:
         say(f"{name}: starting (added to the config)")
-        placement.start(rollout_spec(settings, wanted[name]))
+        try:
+            placement.start(wanted[name]())
+        except StartupFailed as exc:  # it stays the supervisor's: restarted with backoff like any other
+            say(f"{name}: {exc}")
     placement.write_state()
     return started, drained
 
@@ -183,6 +289,6 @@ class AdviceActor:
             self.done_at = now_s
             return 0
         self.say(f"carrying out {row.get('note') or f'the autoscaler advice {change:+d}'}")
-        reconcile_engines(self.effective, self.placement, self.say)
+        reconcile(self.effective, self.placement, self.say)
         self.done_at = time.time()
         return change

@@ -114,7 +114,7 @@ def app_services(settings: Settings) -> list[ServiceSpec]:
     if enabled(settings, "scheduler"):
         specs.append(python_service(settings, "scheduler"))
     for pool in (getattr(settings, "agent_pools", None) or []) if enabled(settings, "agents") else []:
-        specs.append(agent_pool_service(settings, pool))
+        specs += agent_pool_services(settings, pool)
     if enabled(settings, "eval"):
         specs.append(python_service(settings, "eval"))
     return with_requests(settings, specs, rollout)
@@ -168,13 +168,19 @@ def metrics_ports(settings: Settings, specs: list[ServiceSpec]) -> dict[str, str
 def assembler_services(settings: Settings) -> list[ServiceSpec]:
     """`assembler.workers` processes in one consumer group sharing the session-events
     partitions (a session's events share a key, so one worker holds the whole session); each is supervised
-    on its own, and a dead one's partitions move to the others until it is back."""
+    on its own, and a dead one's partitions move to the others until it is back. Named by `copies`."""
     from seamlessflow.assembler.options import AssemblerOptions
 
     workers = AssemblerOptions.from_settings(settings).workers
-    if workers == 1:
-        return [python_service(settings, "assembler")]
-    return [python_service(settings, f"assembler-{i}", module="assembler") for i in range(workers)]
+    return [python_service(settings, name, module="assembler") for name in copies("assembler", workers)]
+
+
+def copies(name: str, count: int) -> list[str]:
+    """The names of `count` interchangeable processes of one service (assembler workers, an agent pool's
+    workers): the first is `name`, the others `<name>-1`, `<name>-2`, ... So a change of the count
+    (`seamlessflow scale`) leaves the processes that stay under the names they run by: from one to two
+    starts `<name>-1` beside `<name>`, and back to one stops `<name>-1`."""
+    return [name, *(f"{name}-{i}" for i in range(1, count))]
 
 
 def proxy_services(proxy: ProxyOptions, settings: Settings) -> list[ServiceSpec]:
@@ -235,12 +241,14 @@ def trainer_service(settings: Settings, adapter: str | None = None) -> ServiceSp
     return spec
 
 
-def agent_pool_service(settings: Settings, entry: dict) -> ServiceSpec:
-    """`entry`: one of `agent_pools` (`AgentPoolOptions`); the key is read from <data_dir>/<team>.key."""
+def agent_pool_services(settings: Settings, entry: dict) -> list[ServiceSpec]:
+    """`entry`: one of `agent_pools` (`AgentPoolOptions`): its `workers` processes, members of the pool's
+    consumer group, named by `copies` from `agents-<team>-<pool>`; the key is read from <data_dir>/<team>.key."""
     pool = AgentPoolOptions.model_validate(entry)
     team = pool.team or settings.team
     args = [pool.function, "--team", team, "--pool", pool.pool, "--concurrency", str(pool.concurrency)]
-    return python_service(settings, f"agents-{team}-{pool.pool}", *args, module="agents")
+    return [python_service(settings, name, *args, module="agents")
+            for name in copies(f"agents-{team}-{pool.pool}", pool.workers)]
 
 
 def with_stack_defaults(settings: Settings) -> Settings:

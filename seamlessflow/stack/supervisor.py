@@ -300,11 +300,12 @@ class Supervisor:
                 self._spawn(name)
         self.write_state()
 
-    def stop(self, name: str) -> None:
-        """Stops one service for good (it is not restarted): e.g. the load generators before a drain."""
+    def stop(self, name: str, grace_s: float | None = None) -> None:
+        """Stops one service for good (it is not restarted): e.g. the load generators before a drain. `grace_s`:
+        how long it may take after SIGTERM (None: the stack's grace), e.g. an agent worker's revoke grace."""
         proc = self._procs.pop(name, None)
         if proc is not None:
-            stop_service(proc.pid, self.grace_s)
+            stop_service(proc.pid, self.grace_s if grace_s is None else grace_s)
             proc.wait()
         self._stop_replaced(name)
         self.states[name].state, self.states[name].pid = "stopped", None

@@ -1,9 +1,18 @@
-"""`scale rollout=+N`: which engines it adds and what each new one's spec copies."""
+"""`scale rollout=+N`: which engines it adds and what each new one's spec copies; `scale assembler=+N` and
+`scale agents=+N`: the counts they change in the effective config and the services that makes."""
 
 import pytest
 import yaml
 
-from seamlessflow.stack.scale import added_engines, drain_engines, parse_change, removed_engines, scale_engines
+from seamlessflow.stack.scale import (
+    added_engines,
+    changed_services,
+    drain_engines,
+    parse_change,
+    removed_engines,
+    scale_engines,
+)
+from seamlessflow.stack.scale_edits import scale_assemblers, scale_pool, split_role
 
 
 def test_new_engines_follow_the_highest_id_and_copy_the_last_spec_but_its_own_port_cores_and_gpus():
@@ -56,3 +65,51 @@ def test_scale_writes_the_new_engines_into_the_effective_config_and_starts_each_
     assert spec.name == "rollout-1" and spec.argv[-2:] == ["--resource-id", "rollout-1"]
     assert str(effective) in spec.argv and spec.ready is not None
     assert spec.resources.cpus == 2 and spec.resources.custom == {"h100": 1.0}
+
+
+def test_scale_assembler_changes_the_worker_count_and_one_always_stays():
+    data: dict = {"assembler": {"app_id": "a"}}
+    assert scale_assemblers(data, 2) == 3 and data["assembler"] == {"app_id": "a", "workers": 3}
+    assert scale_assemblers(data, -2) == 1
+    with pytest.raises(ValueError, match="one stays"):
+        scale_assemblers(data, -1)
+    assert scale_assemblers({}, 1) == 2  # no section: one worker, the default
+
+
+def test_scale_agents_changes_the_named_pool_and_asks_which_when_there_are_several():
+    pools = [{"function": "m:f", "pool": "demo"}, {"function": "m:g", "team": "red", "pool": "fast", "workers": 2}]
+    data = {"agent_pools": pools}
+    assert scale_pool(data, "red-fast", -1, "default") == 1 and pools[1]["workers"] == 1
+    assert scale_pool(data, "default-demo", 2, "default") == 3 and pools[0]["workers"] == 3
+    with pytest.raises(ValueError, match="name one, e.g. agents:default-demo"):
+        scale_pool(data, None, 1, "default")
+    with pytest.raises(ValueError, match="no agent pool 'blue-x'"):
+        scale_pool(data, "blue-x", 1, "default")
+    with pytest.raises(ValueError, match="one stays"):
+        scale_pool(data, "red-fast", -1, "default")
+    only = {"agent_pools": [{"function": "m:f"}]}
+    assert scale_pool(only, None, 1, "default") == 2 and only["agent_pools"][0]["workers"] == 2
+    with pytest.raises(ValueError, match="no agent pool"):
+        scale_pool({}, None, 1, "default")
+
+
+def test_the_roles_scale_names():
+    assert split_role("agents:red-fast") == ("agents", "red-fast") and split_role("assembler") == ("assembler", None)
+    for role in ("trainer", "assembler:x", "agents:", "proxy"):
+        with pytest.raises(ValueError, match="scale rollout, assembler or agents"):
+            split_role(role)
+
+
+def test_a_count_change_names_the_services_it_adds_or_drains_and_keeps_the_first_ones_names(tmp_path):
+    effective = tmp_path / "run" / "config.yaml"
+    effective.parent.mkdir()
+    effective.write_text(yaml.safe_dump({
+        "data_dir": str(tmp_path), "services": {"assembler": True, "agents": True},
+        "rollout": {"workers": {"rollout-0": {}}}, "agent_pools": [{"function": "m:f", "team": "red", "pool": "p"}]}))
+    assert changed_services(effective, "assembler", 2) == ["assembler-1", "assembler-2"]
+    assert changed_services(effective, "agents", 1) == ["agents-red-p-1"]
+    assert changed_services(effective, "assembler", -1) == ["assembler-2"]
+    assert changed_services(effective, "agents:red-p", -1) == ["agents-red-p-1"]
+    data = yaml.safe_load(effective.read_text())
+    assert data["assembler"]["workers"] == 2 and data["agent_pools"][0]["workers"] == 1
+    assert changed_services(effective, "rollout", 1) == ["rollout-1"]  # engines: entries of their own

@@ -1,23 +1,34 @@
-"""`scale` on one machine and the autoscaler's advice carried out: the supervisor reconciles its rollout workers
-with the effective config on SIGUSR1 (`reconcile_engines`), `scale` edits the config and signals it, and with
-`scheduler.autoscale.act` the supervisor acts on the scheduler's advice itself (`AdviceActor`)."""
+"""`scale` on one machine and the autoscaler's advice carried out: the supervisor reconciles its rollout workers,
+assembler workers and agent workers with the effective config on SIGUSR1 (`reconcile`), `scale` edits the config
+and signals it, and with `scheduler.autoscale.act` the supervisor acts on the scheduler's advice itself
+(`AdviceActor`)."""
 
+import contextlib
 import json
+import re
+import signal
 import subprocess
 import sys
 import textwrap
+import threading
+import time
+import uuid
 
 import pytest
 import yaml
 
 from seamlessflow.config import Settings
-from seamlessflow.stack.placement import PlacementError
-from seamlessflow.stack.scale import AdviceActor, reconcile_engines, scale_stack
-from seamlessflow.stack.supervisor import ServiceSpec, ServiceState
+from seamlessflow.stack.placement import PlacementError, expand_replicas
+from seamlessflow.stack.processes import pid_alive
+from seamlessflow.stack.scale import AdviceActor, reconcile, scale_stack
+from seamlessflow.stack.services import SERVICES, app_services, config_path, log_dir, run_dir
+from seamlessflow.stack.supervisor import ServiceSpec, ServiceState, Supervisor
+from seamlessflow.testing.waiting import wait_until
+from seamlessflow.topics import topic_specs
 
 
 class SupervisorStandIn:
-    """What `reconcile_engines` uses of the local supervisor, recording its starts and stops (a stand-in: a
+    """What `reconcile` uses of the local supervisor, recording its starts and stops (a stand-in: a
     real start would be a rollout worker and its vLLM engine)."""
 
     def __init__(self, running: list[str]):
@@ -30,7 +41,7 @@ class SupervisorStandIn:
         self.specs[spec.name], self.states[spec.name] = spec, ServiceState(spec.name, state="running")
         self.calls.append(("start", spec.name))
 
-    def stop(self, name: str) -> None:
+    def stop(self, name: str, grace_s: float | None = None) -> None:
         self.states[name].state = "stopped"
         self.calls.append(("stop", name))
 
@@ -49,11 +60,11 @@ def test_the_supervisor_drains_what_the_config_dropped_and_starts_what_it_added(
     effective = effective_config(tmp_path, {"rollout-0": {}, "rollout-3": {"capability_tags": ["rollout"]}})
     placement = SupervisorStandIn(["rollout-0", "rollout-2"])
     said: list[str] = []
-    assert reconcile_engines(effective, placement, said.append) == (["rollout-3"], ["rollout-2"])
+    assert reconcile(effective, placement, said.append) == (["rollout-3"], ["rollout-2"])
     assert placement.calls[:2] == [("stop", "rollout-2"), ("start", "rollout-3")]  # drained first: cores back
     assert "rollout-2" not in placement.states and placement.specs["rollout-3"].argv[-2:] == ["--resource-id",
                                                                                               "rollout-3"]
-    assert reconcile_engines(effective, placement, said.append) == ([], [])  # nothing more to do
+    assert reconcile(effective, placement, said.append) == ([], [])  # nothing more to do
 
 
 SUPERVISOR = textwrap.dedent("""
@@ -109,3 +120,94 @@ def test_the_supervisor_acts_on_the_advice_once_per_change_the_scheduler_has_see
     actor.done_at = 0.0
     assert actor.step([scheduler_row(-1.0, age_s=0.5)], now_s=done + 200.0) == 0  # one engine always stays
     assert "not carried out" in said[-1]
+
+
+@contextlib.contextmanager
+def live_supervisor(settings: Settings):
+    """A real supervisor of `settings`' services in this process, following its effective config as `up` does:
+    SIGUSR1 makes its loop (a thread here, `up`'s main loop there) reconcile."""
+    effective = settings.dump_yaml(config_path(settings))
+    placement = Supervisor(run_dir(settings), log_dir(settings), grace_s=5, say=print)
+    reload, done = threading.Event(), threading.Event()
+
+    def follow():
+        while not done.is_set():
+            if reload.is_set():
+                reload.clear()
+                reconcile(effective, placement, print)
+            placement.check()
+            time.sleep(0.2)
+
+    previous = signal.signal(signal.SIGUSR1, lambda *_: reload.set())
+    loop = threading.Thread(target=follow, daemon=True)
+    try:
+        for spec in expand_replicas(app_services(settings)):
+            placement.start(spec)
+        placement.ready = True
+        placement.write_state()
+        loop.start()
+        yield placement
+    finally:
+        done.set()
+        if loop.is_alive():
+            loop.join(30)
+        placement.stop_all()
+        signal.signal(signal.SIGUSR1, previous)
+
+
+def holding(settings: Settings, topic: str, services: list[str]) -> list[set[int]] | None:
+    """The partitions of `topic` each service's consumer holds after its group's last rebalance, read from the
+    assignments its log records (`Subscriber`); None until each holds some and together they hold all, once."""
+    held = []
+    for name in services:
+        lines = (log_dir(settings) / f"{name}.log").read_text().splitlines()
+        latest = [line for line in lines if f"{topic}: assigned [" in line][-1:]
+        held.append({int(p) for p in re.findall(r"\((\d+), -?\d+\)", latest[0])} if latest else set())
+    partitions = next(spec.partitions for spec in topic_specs(settings) if spec.full_name == topic)
+    together = set().union(*held)
+    return held if all(held) and sum(map(len, held)) == len(together) == partitions else None
+
+
+def test_assembler_and_agent_workers_scale_up_and_down_on_a_live_supervisor(settings):
+    """Real processes on the test broker: a second assembler worker and a second agent worker join their
+    groups beside the first (which run on under their names) and take partitions from them, then are drained,
+    and the first ones hold every partition again."""
+    team, pool = "red", f"p{uuid.uuid4().hex[:8]}"
+    stack = settings.with_overrides(
+        services={name: name in ("assembler", "agents") for name in SERVICES}, team_keys={team: "sk-test"},
+        agent_pools=[{"function": "services.agents.examples.single_turn:agent", "team": team, "pool": pool,
+                      "concurrency": 1}],
+        agents={"proxy_url": "http://127.0.0.1:9", "revoke_grace_s": 1.0}, stop_grace_s=5.0)
+    events, tasks = f"{stack.topic_prefix}.session-events", f"{stack.topic_prefix}.tasks"
+    first = f"agents-{team}-{pool}"
+    with live_supervisor(stack) as placement:
+        pids = {name: placement.states[name].pid for name in ("assembler", first)}
+        assert wait_until(lambda: holding(stack, events, ["assembler"]) and holding(stack, tasks, [first]), 60)
+        added = scale_stack(stack, 1, print, "assembler") | scale_stack(stack, 1, print, "agents")
+        assert {name: s.state for name, s in added.items()} == {"assembler-1": "running", f"{first}-1": "running"}
+        assert wait_until(lambda: holding(stack, events, ["assembler", "assembler-1"])
+                          and holding(stack, tasks, [first, f"{first}-1"]), 60), "the groups did not rebalance"
+        assert {name: placement.states[name].pid for name in pids} == pids  # the first ones never restarted
+        new = [placement.states[name].pid for name in added]
+        gone = scale_stack(stack, -1, print, "assembler") | scale_stack(stack, -1, print, f"agents:{team}-{pool}")
+        assert set(gone) == set(added) and not any(pid_alive(pid) for pid in new)
+        assert set(placement.states) == set(pids)  # drained: no longer the stack's
+        assert wait_until(lambda: holding(stack, events, ["assembler"]) and holding(stack, tasks, [first]), 60)
+        config = yaml.safe_load(config_path(stack).read_text())
+        assert config["assembler"]["workers"] == 1 and config["agent_pools"][0]["workers"] == 1
+        with pytest.raises(ValueError, match="one stays"):
+            scale_stack(stack, -1, print, "assembler")
+
+
+def test_only_engines_scale_on_ray_and_a_role_that_does_not_scale_is_refused(tmp_path):
+    from click.testing import CliRunner
+
+    from seamlessflow.cli.main import cli
+
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "state.json").write_text(json.dumps({"services": {}, "placement": {
+        "engine": "ray", "address": "127.0.0.1:1", "namespace": "seamlessflow-gone"}}))
+    with pytest.raises(PlacementError, match="on Ray only engines scale yet"):
+        scale_stack(Settings(data_dir=tmp_path), 1, print, "agents")
+    refused = CliRunner().invoke(cli, ["--data-dir", str(tmp_path), "scale", "trainer=+1"])
+    assert refused.exit_code == 2 and "scale rollout, assembler or agents" in refused.output.replace("\n", " ")

@@ -22,7 +22,7 @@ def test_the_default_stack_runs_the_whole_loop_in_order(tmp_path):
 def test_assembler_workers_are_one_supervised_service_each(tmp_path):
     settings = with_stack_defaults(Settings(data_dir=tmp_path, assembler={"workers": 3}))
     workers = [spec for spec in app_services(settings) if spec.name.startswith("assembler")]
-    assert [spec.name for spec in workers] == ["assembler-0", "assembler-1", "assembler-2"]
+    assert [spec.name for spec in workers] == ["assembler", "assembler-1", "assembler-2"]  # the first keeps its name
     assert all(spec.argv[1:3] == ["-m", "services.assembler"] for spec in workers)
 
 
