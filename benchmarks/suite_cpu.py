@@ -45,7 +45,9 @@ def kind_of(cmdline: list[str], name: str) -> str:
             return kind
     if (service := SERVICE.search(text)) is not None:
         return f"service: {service.group(1)}"
-    if "pytest" in text:
+    if re.search(r"-m seamlessflow\b|/bin/seamlessflow\b", text):
+        return "seamlessflow CLI (up, down, the supervisor)"
+    if re.search(r"-m pytest\b|/pytest\b|xdist", text):  # not a path under /tmp/pytest-of-<user>/ in its args
         return "pytest (the tests' own processes)"
     return f"other: {os.path.basename(cmdline[0]) if cmdline else name}"
 

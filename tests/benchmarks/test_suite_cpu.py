@@ -20,6 +20,8 @@ def test_processes_are_told_apart_by_their_command_lines():
     assert kind_of(["/usr/lib/ray/raylet", "--node_ip_address=1"], "raylet") == "Ray"
     assert kind_of(["python", "-m", "pytest", "-n", "2"], "python") == "pytest (the tests' own processes)"
     assert kind_of([], "kworker/0:1") == "other: kworker/0:1"
+    up = ["/v/bin/python", "-m", "seamlessflow", "--config", "/tmp/pytest-of-root/pytest-1/t0/stack.yaml", "up"]
+    assert kind_of(up, "python") == "seamlessflow CLI (up, down, the supervisor)"  # not pytest for its paths
 
 
 def test_a_command_is_run_and_its_cpu_counted_by_kind():
