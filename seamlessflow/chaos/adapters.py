@@ -7,15 +7,23 @@ Pure, as the audit: what the collector read (`collect.adapter_logs`) in, violati
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from seamlessflow.messages import TokenIO, Trajectory, WeightVersion
 
 if TYPE_CHECKING:
-    from seamlessflow.chaos.audit import AuditReport
     from seamlessflow.kafka.io import Record
+
+
+class Findings(Protocol):
+    """What these rules write to: the audit's report (`audit.AuditReport`), which calls them."""
+
+    counts: Counter
+
+    def fail(self, kind: str, detail: str) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -29,13 +37,13 @@ class TeamAdapters:
 
 
 def check_adapters(adapters: TeamAdapters, calls: Iterable[TokenIO], stored: Mapping[str, Trajectory],
-                   weights: Iterable[Record], report: AuditReport) -> None:
+                   weights: Iterable[Record], report: Findings) -> None:
     _check_served(adapters, calls, report)
     _check_trained(adapters, stored, report)
     _check_published(adapters, weights, report)
 
 
-def _check_served(adapters: TeamAdapters, calls: Iterable[TokenIO], report: AuditReport) -> None:
+def _check_served(adapters: TeamAdapters, calls: Iterable[TokenIO], report: Findings) -> None:
     for call in calls:
         wanted = adapters.names.get(call.team)
         if call.adapter != wanted:
@@ -45,7 +53,7 @@ def _check_served(adapters: TeamAdapters, calls: Iterable[TokenIO], report: Audi
             report.counts[f"calls served by adapter {wanted}"] += 1
 
 
-def _check_trained(adapters: TeamAdapters, stored: Mapping[str, Trajectory], report: AuditReport) -> None:
+def _check_trained(adapters: TeamAdapters, stored: Mapping[str, Trajectory], report: Findings) -> None:
     for team, steps in sorted(adapters.steps.items()):
         for tid in (tid for step in steps for tid in step.get("trajectory_ids", [])):
             trajectory = stored.get(tid)
@@ -55,7 +63,7 @@ def _check_trained(adapters: TeamAdapters, stored: Mapping[str, Trajectory], rep
             report.counts[f"trajectories trained into adapter {adapters.names[team]}"] += 1
 
 
-def _check_published(adapters: TeamAdapters, weights: Iterable[Record], report: AuditReport) -> None:
+def _check_published(adapters: TeamAdapters, weights: Iterable[Record], report: Findings) -> None:
     expected = {trainer: adapters.names[team] for team, trainer in adapters.trainers.items()}
     for record in weights:
         version = record.message
