@@ -40,7 +40,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from benchmarks.bench_assembler import Output  # noqa: E402
-from benchmarks.bench_proxy import KEY, cpu_seconds, start, start_proxies, stop, wait_http  # noqa: E402
+from benchmarks.proxy_load import KEY, cpu_seconds, start, start_proxies, stop, wait_http  # noqa: E402
 from seamlessflow.avro import Codec  # noqa: E402
 from seamlessflow.broker.local import LocalBroker  # noqa: E402
 from seamlessflow.kafka.admin import ensure_topics  # noqa: E402

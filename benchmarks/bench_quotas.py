@@ -29,7 +29,7 @@ import aiohttp
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from benchmarks.bench_proxy import ROUTES, pct, start, start_proxies, stop, wait_http  # noqa: E402
+from benchmarks.proxy_load import ROUTES, pct, start, start_proxies, stop, wait_http  # noqa: E402
 from seamlessflow.broker.local import LocalBroker  # noqa: E402
 from seamlessflow.kafka.admin import ensure_topics  # noqa: E402
 from seamlessflow.ports import free_port  # noqa: E402

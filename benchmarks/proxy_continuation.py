@@ -31,7 +31,7 @@ from typing import Any
 import aiohttp
 import orjson
 
-from benchmarks import bench_proxy as bench
+from benchmarks import proxy_load as load
 from benchmarks import proxy_peers
 
 WAYS = ("whole", "continuation")
@@ -93,7 +93,7 @@ class Tally:
 
 async def post(http: aiohttp.ClientSession, url: str, body: dict) -> tuple[int, bytes, int]:
     raw = orjson.dumps(body)
-    headers = {"Authorization": f"Bearer {bench.KEY}", "Content-Type": "application/json"}
+    headers = {"Authorization": f"Bearer {load.KEY}", "Content-Type": "application/json"}
     async with http.post(url, data=raw, headers=headers) as response:
         return response.status, await response.read(), len(raw)
 
@@ -158,7 +158,7 @@ async def same_prompts(proxy: str, args: argparse.Namespace) -> list[tuple[int, 
 
 
 def pct(values: list[float], q: float) -> float:
-    return bench.pct(values, q) if values else float("nan")
+    return load.pct(values, q) if values else float("nan")
 
 
 def row(way: str, level: int, tally: Tally) -> tuple[str, list[float]]:
@@ -207,7 +207,7 @@ def measure(proxy: str, level: int, args: argparse.Namespace, cpu: Callable[[], 
 
 def run(args: argparse.Namespace, client: Any, engine: str, work: Path, broker: list[subprocess.Popen]) -> None:
     """One proxy process; the prompt check; then per level both ways, alternating, and their ratios."""
-    procs, proxy = bench.start_proxies(client, engine, 1, work)
+    procs, proxy = load.start_proxies(client, engine, 1, work)
     try:
         seen: dict[int, float] = {}
         checked = asyncio.run(same_prompts(proxy, args))
@@ -221,8 +221,8 @@ def run(args: argparse.Namespace, client: Any, engine: str, work: Path, broker: 
         )
         print(HEADER)
         for level in (int(x) for x in args.levels.split(",")):
-            measure(proxy, level, args, lambda: bench.cpu_seconds(procs),
+            measure(proxy, level, args, lambda: load.cpu_seconds(procs),
                     lambda: proxy_peers.tree_cpu(broker, seen))
         print(f"CPU columns: per turn; ratios under 1: the continuation is cheaper   (logs in {work})")
     finally:
-        bench.stop(procs)
+        load.stop(procs)

@@ -40,7 +40,7 @@ from typing import Any
 import psutil
 import yaml
 
-from benchmarks import bench_proxy as bench
+from benchmarks import proxy_load as load
 
 PEERS_DIR = Path(__file__).resolve().parents[1] / ".bench-peers"
 RECORDS = {
@@ -147,16 +147,16 @@ def post_json(url: str, body: Any, key: str) -> None:
 
 
 def start_seamlessflow(client: Any, engine: str, work: Path, venv: Path | None, sessions: int) -> Gateway:
-    procs, url = bench.start_proxies(client, engine, 1, work)
+    procs, url = load.start_proxies(client, engine, 1, work)
     return Gateway(
-        "seamlessflow", procs, lambda label, i, path: f"{url}/sessions/{label}-{i}{path}", bench.KEY,
+        "seamlessflow", procs, lambda label, i, path: f"{url}/sessions/{label}-{i}{path}", load.KEY,
         ("chat", "responses", "messages"),
     )
 
 
 def start_litellm(client: Any, engine: str, work: Path, venv: Path | None, sessions: int) -> Gateway:
     assert venv is not None
-    key, port = "sk-" + bench.KEY, bench.free_port()
+    key, port = "sk-" + load.KEY, load.free_port()
     config = {
         "model_list": [
             {"model_name": "stub-model",
@@ -169,25 +169,25 @@ def start_litellm(client: Any, engine: str, work: Path, venv: Path | None, sessi
     argv = [str(venv / "bin" / "litellm"), "--config", str(path), "--host", "127.0.0.1", "--port", str(port),
             "--num_workers", "1"]
     env = {"LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_TELEMETRY": "False"}  # no fetch from outside
-    procs = [bench.start(argv, work / "litellm.log", env=env, cwd=work)]
+    procs = [load.start(argv, work / "litellm.log", env=env, cwd=work)]
     url = f"http://127.0.0.1:{port}"
-    bench.wait_http(url + "/health/liveliness", timeout_s=180)
+    load.wait_http(url + "/health/liveliness", timeout_s=180)
     return Gateway("litellm", procs, lambda label, i, path: url + path, key, ("chat", "responses"))
 
 
 def start_agentlightning(client: Any, engine: str, work: Path, venv: Path | None, sessions: int) -> Gateway:
     assert venv is not None
-    port = bench.free_port()
-    argv = [str(venv / "bin" / "agl-server"), "host=127.0.0.1", f"port={port}", f"key={bench.KEY}",
+    port = load.free_port()
+    argv = [str(venv / "bin" / "agl-server"), "host=127.0.0.1", f"port={port}", f"key={load.KEY}",
             "default_proxy.model_name=stub-model", f"hydra.run.dir={work / 'agl'}", "hydra.output_subdir=null"]
-    procs = [bench.start(argv, work / "agl.log", cwd=work)]
+    procs = [load.start(argv, work / "agl.log", cwd=work)]
     url = f"http://127.0.0.1:{port}"
-    bench.wait_http(url + "/healthz", timeout_s=120)
-    post_json(url + "/api/models", [{"model": "stub-model", "endpoint": engine + "/v1"}], bench.KEY)
-    post_json(url + "/api/rollouts", [{"input": {}, "rollout_id": f"s{i}"} for i in range(sessions)], bench.KEY)
+    load.wait_http(url + "/healthz", timeout_s=120)
+    post_json(url + "/api/models", [{"model": "stub-model", "endpoint": engine + "/v1"}], load.KEY)
+    post_json(url + "/api/rollouts", [{"input": {}, "rollout_id": f"s{i}"} for i in range(sessions)], load.KEY)
     return Gateway(
         "agentlightning", procs,
-        lambda label, i, path: f"{url}/proxy/rollout/s{i}/attempt/{label}/mode/train/openai{path}", bench.KEY,
+        lambda label, i, path: f"{url}/proxy/rollout/s{i}/attempt/{label}/mode/train/openai{path}", load.KEY,
         ("chat",),
     )
 
@@ -197,7 +197,7 @@ STARTERS = {"seamlessflow": start_seamlessflow, "litellm": start_litellm, "agent
 
 def probe(gateway: Gateway, label: str, route: str, tokens: int, stream: bool) -> str | None:
     """None when one call goes through, else what the gateway answered."""
-    path, body = bench.ROUTES[route]
+    path, body = load.ROUTES[route]
     request = urllib.request.Request(
         gateway.url_for(label, 0, path), data=json.dumps(body(tokens, stream)).encode(), method="POST",
         headers={"Content-Type": "application/json", "Authorization": f"Bearer {gateway.key}"},
@@ -242,18 +242,18 @@ def run(args: argparse.Namespace, client: Any, engine: str, work: Path, broker: 
         uptime()
     finally:
         for gateway in gateways:
-            bench.stop(gateway.procs)
+            load.stop(gateway.procs)
 
 
 def measure_level(args: argparse.Namespace, engine: str, gateways: list[Gateway], mode: str, level: int) -> None:
     stream = mode == "stream"
     first_direct: list[float] = []
     direct, direct_rps, _ = asyncio.run(
-        bench.run_level(lambda i: engine + "/v1/chat/completions", level, args.seconds, args.tokens, stream,
+        load.run_level(lambda i: engine + "/v1/chat/completions", level, args.seconds, args.tokens, stream,
                         first=first_direct if stream else None)
     )
-    d50, d99 = bench.pct(direct, 0.5), bench.pct(direct, 0.99)
-    ttft_direct = bench.pct(first_direct, 0.5) if first_direct else None
+    d50, d99 = load.pct(direct, 0.5), load.pct(direct, 0.99)
+    ttft_direct = load.pct(first_direct, 0.5) if first_direct else None
     cell = f"| {mode} | {level} |"
     print(f"{cell} direct | chat | {d50:.1f} ms | | | {'' if ttft_direct is None else f'{ttft_direct:.1f} ms'} "
           f"| {direct_rps:.0f} calls/s | | | |", flush=True)
@@ -264,7 +264,7 @@ def measure_level(args: argparse.Namespace, engine: str, gateways: list[Gateway]
             if refused is not None:
                 print(f"{cell} {gateway.name} | {route} | refuses: {refused} |", flush=True)
                 continue
-            path = bench.ROUTES[route][0]
+            path = load.ROUTES[route][0]
             first: list[float] = []
             failures: list[int] = []
             stores: list[float] = []  # its store's CPU, read with the gateway's at both ends of the window
@@ -274,7 +274,7 @@ def measure_level(args: argparse.Namespace, engine: str, gateways: list[Gateway]
                 return gateway.cpu()
 
             lat, rps, cpu_s = asyncio.run(
-                bench.run_level(
+                load.run_level(
                     lambda i, label=label, path=path, gateway=gateway: gateway.url_for(label, i, path),
                     level, args.seconds, args.tokens, stream, cpu, route,
                     first if stream else None, failures, gateway.key,
@@ -283,10 +283,10 @@ def measure_level(args: argparse.Namespace, engine: str, gateways: list[Gateway]
             if not lat:
                 print(f"{cell} {gateway.name} | {route} | no call finished ({len(failures)} refused) |", flush=True)
                 continue
-            ttft = f"{bench.pct(first, 0.5) - ttft_direct:.1f} ms" if first and ttft_direct is not None else ""
+            ttft = f"{load.pct(first, 0.5) - ttft_direct:.1f} ms" if first and ttft_direct is not None else ""
             print(
-                f"{cell} {gateway.name} | {route} | | {bench.pct(lat, 0.5) - d50:.1f} ms "
-                f"| {bench.pct(lat, 0.99) - d99:.1f} ms | {ttft} | {rps / direct_rps:.3f} "
+                f"{cell} {gateway.name} | {route} | | {load.pct(lat, 0.5) - d50:.1f} ms "
+                f"| {load.pct(lat, 0.99) - d99:.1f} ms | {ttft} | {rps / direct_rps:.3f} "
                 f"| {cpu_s / len(lat) * 1000:.2f} ms | {len(failures)} | {RECORDS[gateway.name]}"
                 + (f"; broker {(stores[-1] - stores[0]) / len(lat) * 1000:.2f} ms CPU a call" if gateway.store else "")
                 + " |",
