@@ -139,7 +139,7 @@ def scale_engines(effective: Path, count: int, start: Callable[[ServiceSpec], No
     """Adds `count` engines to the stack whose effective config is `effective` (written by `up`) and starts
     each through `start` (a placement's). Returns the new resource ids."""
     new = edit_engines(effective, count)  # a restarted actor reads its spec from the config
-    settings = Settings.model_validate(yaml.safe_load(effective.read_text()) or {})
+    settings = read_settings(effective)
     for resource_id in new:
         start(rollout_spec(settings, resource_id))
     return new
@@ -190,16 +190,18 @@ def changed_services(effective: Path, role: str, count: int) -> list[str]:
     from seamlessflow.stack.services import enabled
 
     base, _ = split_role(role)
-    if base != "rollout" and not enabled(read_settings(effective), base):
+    settings = read_settings(effective)
+    if base != "rollout" and not enabled(settings, base):
         raise ValueError(f"the stack runs no {base} (services.{base} is off in its config)")
-    before = wanted_services(read_settings(effective), [base])
+    before = wanted_services(settings, [base])
     edit_role(effective, role, count)
     after = wanted_services(read_settings(effective), [base])
     return [n for n in after if n not in before] if count > 0 else [n for n in before if n not in after]
 
 
 def read_settings(effective: Path) -> Settings:
-    return Settings.model_validate(yaml.safe_load(effective.read_text()) or {})
+    """The stack's settings as its effective config holds them (no environment over them: `up` wrote it)."""
+    return Settings.load(effective, env={})
 
 
 def wanted_services(settings: Settings, roles: list[str]) -> dict[str, Callable[[], ServiceSpec]]:
