@@ -143,11 +143,12 @@ def test_a_scaffolded_agent_runs_its_tasks_and_its_sessions_are_assembled(harnes
     worker = pool.agents.worker
     wait_until(lambda: worker.stats.tasks_done == pool.tasks or isinstance(pool.agents.result, Exception), 540,
                lambda: f"{harness}'s {pool.tasks} tasks (done {worker.stats.tasks_done}: {worker.stats})", every_s=1)
-    assert worker.stats.sessions == {"done": pool.sessions}, worker.stats
     topics = Topics(settings)
     events = records(settings, topics.session_events)
     ends = {e.session_id: e for e in events
             if isinstance(e, EpisodeEnd) and json.loads(e.info_json).get("pool") == pool.directory.name}
+    errors = [json.loads(e.info_json).get("traceback") for e in ends.values() if e.status != "done"]
+    assert worker.stats.sessions == {"done": pool.sessions}, f"{worker.stats}; failed sessions: {errors}"
     assert len(ends) == pool.sessions
     longest: dict[str, int] = {}  # session id -> its longest prompt, in tokens
     for call in (e for e in events if isinstance(e, TokenIO) and e.session_id in ends):

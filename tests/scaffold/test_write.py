@@ -3,8 +3,12 @@ directory with files in it is refused without `--force`; the printed command nam
 
 from __future__ import annotations
 
+import asyncio
+import importlib.util
 import json
 
+import httpx
+import openai
 import pytest
 from click.testing import CliRunner
 
@@ -60,3 +64,40 @@ def test_an_empty_directory_is_taken_and_a_file_is_not(tmp_path):
     (tmp_path / "a-file").write_text("")
     with pytest.raises(DirectoryNotEmpty):
         scaffold(tmp_path / "a-file", "codex", force=True)
+
+
+def completion_calling(tool: str) -> dict:
+    """A chat completion whose only output is a call of `tool` (as an untrained model may write)."""
+    call = {"id": "call-1", "type": "function", "function": {"name": tool, "arguments": "{}"}}
+    message = {"role": "assistant", "content": None, "tool_calls": [call]}
+    return {"id": "c-1", "object": "chat.completion", "created": 0, "model": "policy",
+            "choices": [{"index": 0, "message": message, "finish_reason": "tool_calls"}]}
+
+
+@pytest.mark.parametrize("tool", ["subtract", "add"])  # a tool that is not there; the right one, forever
+def test_the_agents_sdk_scaffold_scores_a_misbehaving_model_instead_of_failing_the_session(tool, tmp_path):
+    """The real OpenAI Agents SDK on a transport that always answers with a tool call: a call of a missing tool
+    (ModelBehaviorError) and running out of turns (MaxTurnsExceeded) end the session with reward 0, so the
+    mistake is trained on rather than the session being dropped as failed."""
+    assert init(str(tmp_path), "--harness", "openai-agents").exit_code == 0
+    spec = importlib.util.spec_from_file_location("scaffolded_agent", tmp_path / "agent.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    calls = []
+
+    def model(request: httpx.Request) -> httpx.Response:
+        calls.append(json.loads(request.content))
+        return httpx.Response(200, json=completion_calling(tool))
+
+    task = file_tasks(tmp_path / "tasks.jsonl", "p", group_size=1, team="default", run="default", passes=1)[0]
+
+    async def run():
+        async with openai.AsyncOpenAI(base_url="http://proxy.invalid/v1", api_key="k", max_retries=0,
+                                      http_client=httpx.AsyncClient(transport=httpx.MockTransport(model))) as client:
+            return await module.agent(task, client)
+
+    reward, info = asyncio.run(run())
+    assert reward == 0.0 and info["tool_calls"] == 0
+    assert info["stopped"].startswith("ModelBehaviorError" if tool == "subtract" else "MaxTurnsExceeded"), info
+    assert len(calls) == (1 if tool == "subtract" else 4) and calls[0]["tool_choice"]["function"]["name"] == "add"
