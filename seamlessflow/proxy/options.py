@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from seamlessflow.config import SectionOptions
@@ -97,6 +99,9 @@ class ProxyOptions(SectionOptions):
     """Port the proxy listens on (agents call http://host:port/v1)."""
     workers: int = Field(1, ge=1)
     """Processes `up` starts on host:port (SO_REUSEPORT), resources <id>-<i>."""
+    event_loop: Literal["uvloop", "asyncio"] = "uvloop"
+    """The proxy process's event loop: uvloop (vLLM's own dependency, so always installed) spends less CPU per call
+    than asyncio's (benchmarks/README.md, Proxy overhead); `asyncio` is the standard library's."""
     engines: list[EngineOptions] = Field(default_factory=list)
     """Engines to route to besides those discovered on the status topic."""
     routing: RoutingOptions = Field(default_factory=RoutingOptions)

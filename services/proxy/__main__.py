@@ -10,6 +10,8 @@ import argparse
 import asyncio
 import threading
 
+import uvloop
+
 from seamlessflow.config import Settings
 from seamlessflow.proxy import ProxyOptions, ProxyService
 from seamlessflow.service_main import run_until_signal
@@ -21,6 +23,13 @@ async def serve(settings: Settings, config: ProxyOptions, stop: threading.Event)
     while not stop.is_set():  # the signal handler sets it between two turns of the loop
         await asyncio.sleep(0.2)
     await service.stop()
+
+
+def run(settings: Settings, config: ProxyOptions, stop: threading.Event) -> None:
+    """Serves on the event loop `proxy.event_loop` names (uvloop by default: less CPU per call)."""
+    loop_factory = uvloop.new_event_loop if config.event_loop == "uvloop" else None
+    with asyncio.Runner(loop_factory=loop_factory) as runner:
+        runner.run(serve(settings, config, stop))
 
 
 def proxy_config(settings: Settings, args: argparse.Namespace) -> ProxyOptions:
@@ -42,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main() -> None:
     run_until_signal(
         "services.proxy",
-        lambda settings, stop, args: asyncio.run(serve(settings, proxy_config(settings, args), stop)),
+        lambda settings, stop, args: run(settings, proxy_config(settings, args), stop),
         add_arguments=add_arguments,
     )
 
