@@ -20,6 +20,7 @@ from dataclasses import dataclass, field, fields
 
 from seamlessflow.chaos.adapters import TeamAdapters, check_adapters
 from seamlessflow.chaos.oracle import Leaf, OracleCall, derive
+from seamlessflow.chaos.stored import AckedResponse
 from seamlessflow.kafka.fencing import FENCED_EXIT_CODE, WRITER_HEADER
 from seamlessflow.kafka.io import Record
 from seamlessflow.messages import DeadLetter, EpisodeEnd, TokenIO, Trajectory, WeightVersion
@@ -54,12 +55,13 @@ class Zombie:
 
 @dataclass(frozen=True)
 class Ledger:
-    """What the proxy acknowledged to the driver's agents: calls, and the sessions it ended; and the zombies
-    the run made."""
+    """What the proxy acknowledged to the driver's agents: calls, the sessions it ended and the responses it
+    stored (read back through the proxy, not from the topics: `stored.py`); and the zombies the run made."""
 
     calls: tuple[AckedCall, ...] = ()
     ends: tuple[str, ...] = ()
     zombies: tuple[Zombie, ...] = ()
+    responses: tuple[AckedResponse, ...] = ()
 
 
 @dataclass(frozen=True)

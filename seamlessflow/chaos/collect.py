@@ -11,6 +11,7 @@ from pathlib import Path
 from seamlessflow.assembler import AssemblerOptions
 from seamlessflow.chaos.adapters import TeamAdapters
 from seamlessflow.chaos.audit import AckedCall, AuditReport, Ledger, Rules, Zombie, audit
+from seamlessflow.chaos.stored import acked_response
 from seamlessflow.config import Settings
 from seamlessflow.core.assembler import Selection
 from seamlessflow.kafka.codecs import codec_for
@@ -49,8 +50,9 @@ def adapter_logs(settings: Settings) -> TeamAdapters | None:
 
 def read_ledger(path: Path) -> Ledger:
     """The driver's JSON lines: {"session", "prompt", "completions"} per acknowledged call, {"end": session id}
-    per acknowledged end; and the run's own {"zombie": {...}} per process frozen and replaced (`zombie_line`)."""
-    calls, ends, zombies = [], [], []
+    per acknowledged end, {"stored": response id, ...} per acknowledged stored response; and the run's own
+    {"zombie": {...}} per process frozen and replaced (`zombie_line`)."""
+    calls, ends, zombies, responses = [], [], [], []
     for line in path.read_text().splitlines():
         if line.strip():
             entry = json.loads(line)
@@ -60,9 +62,11 @@ def read_ledger(path: Path) -> Ledger:
                 )
             elif "end" in entry:
                 ends.append(entry["end"])
+            elif "stored" in entry:
+                responses.append(acked_response(entry))
             elif "zombie" in entry:
                 zombies.append(_zombie(entry["zombie"]))
-    return Ledger(tuple(calls), tuple(ends), tuple(zombies))
+    return Ledger(tuple(calls), tuple(ends), tuple(zombies), tuple(responses))
 
 
 def zombie_line(zombie: Zombie) -> str:

@@ -7,6 +7,11 @@ failed call with the same `Idempotency-Key` (the proxy then records the same cal
 recognisable downstream), and ends with a reward. Every 200 is appended to the ledger (JSON lines,
 flushed at once) before the next request, with the prompt ids sent and the completion ids received: a call
 in the ledger is one the proxy promised to have recorded, and the audit looks for exactly those tokens.
+
+Every `stored_every`-th session also keeps a short chain of stored Responses (`POST /v1/responses`, `store:
+true`, each after the first continuing the previous one by `previous_response_id`) in the same session: each
+acknowledged response goes to the ledger with its id, team and output items, which the run reads back through
+the proxy once every fault is over (`stored.py`): state the proxy promised to keep across its kills.
 """
 
 from __future__ import annotations
@@ -37,6 +42,9 @@ class DriverConfig:
     vocab: int = 100  # prompt token ids are drawn from [1, vocab)
     retry_for_s: float = 90.0  # a call (or end) is retried this long before the session gives up
     seed: int = 0
+    team: str = "default"  # the team `api_key` belongs to (written with each stored response)
+    stored_every: int = 20  # every k-th session also makes a chain of stored Responses (0: none)
+    stored_chain: int = 2  # responses in such a chain
 
 
 @dataclass
@@ -45,6 +53,7 @@ class DriverStats:
     sessions_ended: int = 0
     sessions_given_up: int = 0
     calls_acknowledged: int = 0
+    stored_acknowledged: int = 0
     retries: int = 0
     errors: dict[str, int] = field(default_factory=dict)
 
@@ -87,6 +96,7 @@ class Driver:
         o, rng = self.options, self._rng
         session = f"chaos-{uuid.uuid4().hex}"
         self.stats.sessions_started += 1
+        stores = o.stored_every > 0 and (self.stats.sessions_started - 1) % o.stored_every == 0  # the first, every k-th
         history: list[int] = [rng.randrange(1, o.vocab) for _ in range(rng.randint(2, 6))]
         status = "done"
         for _turn in range(rng.randint(1, o.max_turns)):
@@ -107,12 +117,32 @@ class Driver:
             else:
                 history = history + completion
             history += [rng.randrange(1, o.vocab) for _ in range(rng.randint(1, 3))]
+        if status == "done" and stores and not await self._stored_chain(http, session):
+            status = "failed"
         end = {"reward": float(rng.random() < 0.5), "status": status, "group_id": group, "task_id": group}
         if await self._post(http, f"/sessions/{session}/end", end) is None:
             self.stats.sessions_given_up += 1
             return
         self._record({"end": session})
         self.stats.sessions_ended += 1
+
+    async def _stored_chain(self, http: aiohttp.ClientSession, session: str) -> bool:
+        """`stored_chain` stored responses in `session`, each continuing the one acknowledged before it; False when
+        one is not acknowledged (the chain stops there)."""
+        previous = None
+        for turn in range(self.options.stored_chain):
+            body = {"model": "any", "input": f"chaos {session} turn {turn}", "store": True,
+                    "max_output_tokens": self.options.max_tokens}
+            if previous is not None:
+                body["previous_response_id"] = previous
+            reply = await self._post(http, f"/sessions/{session}/v1/responses", body)
+            if reply is None:
+                return False
+            self._record({"stored": reply["id"], "team": self.options.team, "session": session,
+                          "previous": previous, "output": reply["output"]})
+            self.stats.stored_acknowledged += 1
+            previous = reply["id"]
+        return True
 
     async def _post(self, http: aiohttp.ClientSession, path: str, body: dict) -> dict | None:
         """POST with retries under one idempotency key; the reply's JSON on 200, None after `retry_for_s`."""

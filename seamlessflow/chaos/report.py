@@ -21,6 +21,7 @@ def summary(result: ChaosResult) -> dict:
         "recover_s_median": round(sorted(times)[len(times) // 2], 1) if times else None,
         "records_checked": result.audit.counts["session-events records"] + result.audit.counts["trajectory records"],
         "trajectories_verified": result.audit.counts["trajectories verified bit-exact"],
+        "stored_responses_verified": result.audit.counts["stored responses read back intact"],
         "calls_acknowledged": result.driver.calls_acknowledged,
         "sessions_ended": result.driver.sessions_ended,
         "violations": len(result.audit.violations),

@@ -6,8 +6,10 @@ the zombies (a trainer or scheduler frozen, replaced and woken: `schedule.REPLAC
 the ledger, stop the agents (the driver's and the stack's agent pools), wait until every ended session's
 trajectories are on the topic, scored where a session asked a reward worker (or the drain time runs out:
 the audit then names what is missing) and, with a trainer, until it
-published a version after a fault last hit it, stop the services (SIGTERM: the trainer checkpoints and logs its
-steps), and audit the topics with the broker still up. Recovery times come from the same records.
+published a version after a fault last hit it, read each stored response the proxy acknowledged back through the
+live proxy (`stored.py`: with its own team's key and another team's), stop the services (SIGTERM: the trainer
+checkpoints and logs its steps), and audit the topics with the broker still up. Recovery times come from the
+same records.
 """
 
 from __future__ import annotations
@@ -23,7 +25,8 @@ from seamlessflow.chaos.collect import audit_topics, read_ledger, rules_for, zom
 from seamlessflow.chaos.driver import Driver, DriverConfig, DriverStats
 from seamlessflow.chaos.inject import Injected, Injector, SupervisorReplacer
 from seamlessflow.chaos.recovery import Recovery, recoveries
-from seamlessflow.chaos.schedule import REPLACE, SINGLE_WRITERS, plan
+from seamlessflow.chaos.schedule import KILL, REPLACE, SINGLE_WRITERS, plan
+from seamlessflow.chaos.stored import ReadBack, chaos_keys, check_stored, read_stored
 from seamlessflow.config import Settings
 from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.io import read_topic
@@ -34,7 +37,6 @@ from seamlessflow.stack.placement import Placement
 from seamlessflow.stack.placements import placement_for, recorded
 from seamlessflow.stack.services import enabled, start_stack
 from seamlessflow.stack.supervisor import ServiceSpec, Supervisor
-from seamlessflow.teams import TeamKeys
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.options import TrainerOptions
 
@@ -51,6 +53,7 @@ class ChaosConfig:
     targets: tuple[str, ...] = ()  # default: every service of the stack
     concurrency: int = 8
     group_size: int = 2
+    stored_every: int = 20  # every k-th session of the driver's also makes a chain of stored Responses (0: none)
     warmup_s: float = 120.0  # longest wait for the first acknowledged call
     settle_s: float = 15.0  # after the last fault, before the agents stop
     drain_s: float = 90.0  # longest wait for the trajectories of ended sessions and the trainer's
@@ -92,12 +95,16 @@ def run_chaos(settings: Settings, options: ChaosConfig, extra: Sequence[ServiceS
             ticker.start()
         log(f"chaos: stack up after {time.monotonic() - started:.0f} s")
         result = _drive(settings, options, placement, pids, log)
+        reading = time.monotonic()
+        stored = _read_stored(settings)  # through the live proxy: every fault over, each one recovered from
+        log(f"chaos: {len(stored)} stored responses read back in {time.monotonic() - reading:.1f} s")
         if placement is not None:
             _stop_ticking(ticker, ticking)
             _stop_services(placement)
             log(f"chaos: services stopped after {time.monotonic() - started:.0f} s")
         ledger = read_ledger(_ledger_path(settings))
         result.audit = audit_topics(settings, ledger)
+        check_stored(stored, result.audit, _last_proxy_kill_ms(result.injected))
         log(f"chaos: audited after {time.monotonic() - started:.0f} s")
         result.recoveries = _recoveries(
             settings, result.injected, ledger_times(_ledger_path(settings)), result.agents_stopped_ms
@@ -114,12 +121,13 @@ def run_chaos(settings: Settings, options: ChaosConfig, extra: Sequence[ServiceS
 def _drive(settings: Settings, options: ChaosConfig, placement: Placement | None,
            pids: Callable[[], dict[str, int | None]], log: Callable[[str], None]) -> ChaosResult:
     proxy = ProxyOptions.from_settings(settings)
-    key = TeamKeys.from_settings(settings).ensure_default(settings.team) or ""
+    key = chaos_keys(settings)[settings.team]
     path = _ledger_path(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("")
     driver = Driver(DriverConfig(f"http://{proxy.host}:{proxy.port}", key, path, options.concurrency,
-                                  options.group_size, seed=options.seed)).start()
+                                  options.group_size, seed=options.seed, team=settings.team,
+                                  stored_every=options.stored_every)).start()
     injector = _injector(settings, options, placement, pids)
     targets = list(options.targets) or injector.targets()
     replace = SINGLE_WRITERS if options.replace and injector.replacer is not None else ()
@@ -198,6 +206,18 @@ def _stop_services(placement: Placement) -> None:
     for name in reversed(list(placement.states)):
         if placement.states[name].pid and not name.startswith("broker"):
             placement.stop(name)
+
+
+def _read_stored(settings: Settings) -> list[ReadBack]:
+    """Each stored response in the ledger as the proxy serves it now, to its team's key and to another team's."""
+    proxy = ProxyOptions.from_settings(settings)
+    return read_stored(f"http://{proxy.host}:{proxy.port}", chaos_keys(settings),
+                       read_ledger(_ledger_path(settings)).responses)
+
+
+def _last_proxy_kill_ms(injected: list[Injected]) -> int:
+    """When the proxy was last killed (0: never): what it held in memory only was gone then."""
+    return max((i.at_ms for i in injected if i.fault.action == KILL and i.pids.get("proxy")), default=0)
 
 
 def _ledger_path(settings: Settings) -> Path:

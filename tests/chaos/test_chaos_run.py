@@ -5,13 +5,15 @@ Four faults: kill -9 or freeze of proxy, assembler, trainer and the engine, one 
 the trainer frozen, replaced and woken (a zombie, which the broker has fenced by then). The audit must find
 every acknowledged call on the topic, every ended session's leaves published bit-exact, no trajectory trained
 twice, versions only increasing, nothing the zombie wrote after its replacement began, and the zombie gone;
-and each fault recovered from (calls, trajectories and a new weight version after it).
+every stored response the proxy acknowledged (some before the proxy's kill -9) served, unchanged, to its own
+team's key and a 404 to another team's; and each fault recovered from (calls, trajectories and a new weight
+version after it).
 """
 
 import pytest
 
 from seamlessflow.chaos.run import ChaosConfig, run_chaos
-from seamlessflow.chaos.schedule import REPLACE
+from seamlessflow.chaos.schedule import KILL, REPLACE
 from seamlessflow.chaos.stack import stub_engine_stack
 from seamlessflow.ports import free_port
 from seamlessflow.stack.services import with_stack_defaults
@@ -40,6 +42,12 @@ def test_short_seeded_chaos_run_passes_the_audit(settings):
     assert counts["acknowledged calls"] > 20 and counts["trajectories verified bit-exact"] > 10
     assert counts["trajectories trained"] > 0 and counts["weight versions published"] >= 1  # a DeepSpeed start: ~40 s
     assert all(r.seconds is not None for r in result.recoveries[:-1])  # the last may fall in the settle time
+    assert any(i.fault.action == KILL and i.pids.get("proxy") for i in result.injected)  # seed 7: with the trainer
+    stored = result.audit.counts["stored responses acknowledged"]
+    assert stored == result.driver.stored_acknowledged > 0
+    assert counts["stored responses read back intact"] == counts["stored responses refused to another team (404)"] \
+        == stored
+    assert counts["stored responses acknowledged before the last proxy kill"] > 0
 
 
 def counts_zombies(result):
