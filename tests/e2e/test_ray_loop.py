@@ -50,6 +50,7 @@ from seamlessflow.kafka.reader import read_topic
 from seamlessflow.messages import Trajectory, WeightVersion
 from seamlessflow.ports import free_port, free_port_block
 from seamlessflow.stack.processes import pid_alive
+from seamlessflow.stack.rows import resource_rows, trainer_version
 from seamlessflow.testing.models import build_random_tiny_model
 from seamlessflow.testing.object_store import ObjectStore, object_store
 from seamlessflow.testing.ray_cluster import can_make_namespaces, private_view, ray_cluster
@@ -286,14 +287,17 @@ def _status(config: Path) -> dict:
 
 
 def _until_engines_load(config: Path, tmp_path: Path, engines: dict[str, str], version: int) -> dict:
-    """Waits until the trainer is at `version` or later and each engine serves it; returns that status."""
-    def loaded() -> dict | None:
-        status = _status(config)
-        versions = {row["id"]: row["weight_version"] for row in status["resources"]}
-        if (status["trainer_version"] or 0) >= version and all(versions.get(rid, -1) >= version for rid in engines):
-            return status
-        return None
-    return wait_until(loaded, 900, lambda: f"{', '.join(engines)} to serve v{version}" + _logs(tmp_path), every_s=5)
+    """Waits until the trainer is at `version` or later and each engine serves it; returns `status --json` then.
+    The waiting reads the status topic here: each `status --json` is a process of its own and a Ray driver
+    (3-7 CPU-s on 2 cores), and polled every 5 s they were a core's worth of the loop's time."""
+    settings = Settings(bootstrap_servers=_status(config)["bootstrap_servers"])
+
+    def loaded() -> bool:
+        rows = resource_rows(settings, timeout_s=5.0)
+        versions = {row["id"]: row["weight_version"] for row in rows}
+        return (trainer_version(rows) or 0) >= version and all(versions.get(rid, -1) >= version for rid in engines)
+    wait_until(loaded, 900, lambda: f"{', '.join(engines)} to serve v{version}" + _logs(tmp_path), every_s=5)
+    return _status(config)
 
 
 def _versions_and_trajectories(status: dict, trainer_ip: str) -> None:
