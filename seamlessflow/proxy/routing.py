@@ -81,6 +81,8 @@ class EngineTable:
         (`stopped`) ends a hold: a worker retires its engine with one before it stops (`RolloutWorker.retire`),
         and nothing releases it."""
         engine = self.add(engine_id, url, version, source="status")
+        if engine.source == "status":  # one first known by a hold before its first heartbeat was named by its URL:
+            engine.id = engine_id  # its tokens are recorded with its resource id from here on
         engine.announced = active
         if stopped:
             engine.held_at = None

@@ -78,3 +78,16 @@ def test_a_heartbeat_with_a_newer_version_ends_a_hold_left_by_a_failed_update():
     engines.hold("http://r0:8000")
     engines.announce("r0", "http://r0:8000", active=True, version=4)  # its worker loaded version 4 from files
     assert engines.pick("s").version == 4
+
+
+def test_an_engine_held_before_its_first_heartbeat_takes_its_resource_id_from_it():
+    """Found on a live stack: an engine a scale-up added was held (its first version load) before its first
+    heartbeat reached the proxy, so the fence knew it by its URL, and every token it generated was recorded with
+    the URL as its engine id. Its heartbeat names it; a configured engine keeps the id its config gives."""
+    engines = table()
+    placeholder = engines.add("http://r1:8000", "http://r1:8000", source="status")  # as EngineFence.hold adds it
+    engines.announce("rollout-1", "http://r1:8000", active=True, version=0)
+    assert placeholder.id == "rollout-1" and len(engines) == 1
+    configured = engines.add("e0", "http://e0:8000")
+    engines.announce("rollout-0", "http://e0:8000", active=True, version=0)
+    assert configured.id == "e0"
