@@ -252,9 +252,14 @@ def agent_pool_services(settings: Settings, entry: dict) -> list[ServiceSpec]:
 
 
 def with_stack_defaults(settings: Settings) -> Settings:
-    """The embedded default's services (infra/stack-defaults.yaml) under whatever the user configured."""
+    """The embedded default's services (infra/stack-defaults.yaml) under whatever the user configured. The
+    engines a config names in `rollout.workers` are the stack's engines: they replace the default's two rather
+    than join them (merged, a config naming only rollout-0 still ran the default's rollout-1 beside it)."""
     defaults = yaml.safe_load(STACK_DEFAULTS.read_text()) or {}
-    return Settings.model_validate(_deep_merge(defaults, settings.model_dump(exclude_unset=True)))
+    configured = settings.model_dump(exclude_unset=True)
+    if (configured.get("rollout") or {}).get("workers"):
+        defaults.get("rollout", {}).pop("workers", None)
+    return Settings.model_validate(_deep_merge(defaults, configured))
 
 
 def prepare_model(settings: Settings, log: Callable[[str], None]) -> None:

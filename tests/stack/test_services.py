@@ -19,6 +19,12 @@ def test_the_default_stack_runs_the_whole_loop_in_order(tmp_path):
     assert rollout.ready is not None  # agents wait until the engines serve
 
 
+def test_the_engines_a_config_names_replace_the_defaults_two(tmp_path):
+    settings = with_stack_defaults(Settings(data_dir=tmp_path, rollout={"workers": {"rollout-0": {}}}))
+    assert [spec.name for spec in app_services(settings) if spec.name.startswith("rollout")] == ["rollout-0"]
+    assert RolloutOptions.from_settings(settings).max_model_len == 32768  # the rest of the section still merges
+
+
 def test_assembler_workers_are_one_supervised_service_each(tmp_path):
     settings = with_stack_defaults(Settings(data_dir=tmp_path, assembler={"workers": 3}))
     workers = [spec for spec in app_services(settings) if spec.name.startswith("assembler")]
