@@ -98,8 +98,9 @@ def _up_foreground(settings: Settings, adopt: dict[str, dict]) -> None:
         def view(rows: list[dict]) -> Group:
             return render_status(stack_status(settings, rows), watcher.rewards, adapters)
 
-        acting = SchedulerOptions.from_settings(settings).autoscale.act
-        actor = AdviceActor(config_path(settings), placement, console.print) if acting else None
+        autoscale = SchedulerOptions.from_settings(settings).autoscale
+        limits = (max(1, autoscale.min_engines), autoscale.max_engines)
+        actor = AdviceActor(config_path(settings), placement, console.print, engines=limits) if autoscale.act else None
         with Live(view(watcher.rows()), console=console, auto_refresh=False, redirect_stdout=False) as live:
             last_print = 0.0
             while True:

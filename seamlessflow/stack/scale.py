@@ -57,13 +57,17 @@ RAY_SCALES_ENGINES_ONLY = (
     "the config and start the stack again")
 
 
-def added_engines(workers: dict[str, dict], count: int) -> dict[str, dict]:
+def added_engines(workers: dict[str, dict], count: int, rollout_only: bool = False) -> dict[str, dict]:
     """`count` new rollout workers after the highest `rollout-<n>`, each like the last configured one (its
-    capability and hardware tags, its starting role), without what was that one's own (`OWN_FIELDS`)."""
+    capability and hardware tags, its starting role), without what was that one's own (`OWN_FIELDS`).
+    `rollout_only`: capable of rollout alone, as the autoscaler's engines are (one the scheduler could lend to
+    training is not the rollout capacity it asked for)."""
     if count < 1:
         raise ValueError("scale adds engines with +N, N >= 1")
     numbers = [int(m.group(1)) for rid in workers if (m := ENGINE_ID.match(rid))]
     template = {k: v for k, v in (workers[list(workers)[-1]] if workers else {}).items() if k not in OWN_FIELDS}
+    if rollout_only:
+        template["capability_tags"] = ["rollout"]
     first = max(numbers, default=-1) + 1
     return {f"rollout-{first + i}": dict(template) for i in range(count)}
 
@@ -145,12 +149,12 @@ def scale_engines(effective: Path, count: int, start: Callable[[ServiceSpec], No
     return new
 
 
-def edit_engines(effective: Path, count: int) -> list[str]:
+def edit_engines(effective: Path, count: int, rollout_only: bool = False) -> list[str]:
     """Adds `count` rollout workers to the effective config (`-count`: removes the newest); returns their ids."""
     data = yaml.safe_load(effective.read_text()) or {}
     workers = data.setdefault("rollout", {}).setdefault("workers", {}) or {}
     if count > 0:
-        changed = list(new := added_engines(workers, count))
+        changed = list(new := added_engines(workers, count, rollout_only))
         data["rollout"]["workers"] = {**workers, **new}
     else:
         changed = removed_engines(workers, -count)
@@ -272,8 +276,10 @@ class AdviceActor:
     reconciling, as `scale` would. It acts on a heartbeat the scheduler sent `settle_s` after the last change
     was done, so a change is never made twice before the scheduler counted the engines it added or drained."""
 
-    def __init__(self, effective: Path, placement: Supervisor, say: Callable[[str], None], settle_s: float = 10.0):
+    def __init__(self, effective: Path, placement: Supervisor, say: Callable[[str], None], settle_s: float = 10.0,
+                 engines: tuple[int, int] = (1, 8)):
         self.effective, self.placement, self.say, self.settle_s = effective, placement, say, settle_s
+        self.engines = engines  # (min, max) rollout workers the config may hold (`scheduler.autoscale`)
         self.done_at = 0.0  # wall clock: when the last change was finished
 
     def step(self, rows: list[dict], now_s: float) -> int:
@@ -285,7 +291,8 @@ class AdviceActor:
         if not change:
             return 0
         try:
-            edit_engines(self.effective, change)
+            self._within_limits(change)
+            edit_engines(self.effective, change, rollout_only=True)
         except ValueError as exc:  # one engine always stays
             self.say(f"autoscale advice not carried out: {exc}")
             self.done_at = now_s
@@ -294,3 +301,13 @@ class AdviceActor:
         reconcile(self.effective, self.placement, self.say)
         self.done_at = time.time()
         return change
+
+    def _within_limits(self, change: int) -> None:
+        """The advice counts the engines serving rollout; the config counts every engine worker. An engine that
+        never serves rollout (lent to training, or failing to start) would make the advice ask again and again:
+        whatever it asks, the config holds no more than max and no fewer than min engines."""
+        workers = ((yaml.safe_load(self.effective.read_text()) or {}).get("rollout") or {}).get("workers") or {}
+        low, high = self.engines
+        if not low <= len(workers) + change <= high:
+            raise ValueError(f"{len(workers)} engines configured, {change:+d} would leave [{low}, {high}] "
+                             f"(scheduler.autoscale min_engines, max_engines)")

@@ -122,6 +122,23 @@ def test_the_supervisor_acts_on_the_advice_once_per_change_the_scheduler_has_see
     assert "not carried out" in said[-1]
 
 
+def test_the_advice_adds_rollout_only_engines_and_never_past_the_limits(tmp_path):
+    """Found on a live stack: engines added like a train-capable one were lent to training at once, so the advice
+    (which counts engines serving rollout) asked again at every settle, and the supervisor started nine engines
+    with max_engines 2. Now the advice's engines serve rollout only, and the config holds no more than max."""
+    effective = effective_config(tmp_path, {"rollout-0": {"capability_tags": ["rollout", "train"]}})
+    placement = SupervisorStandIn(["rollout-0"])
+    said: list[str] = []
+    actor = AdviceActor(effective, placement, said.append, settle_s=10.0, engines=(1, 2))
+    assert actor.step([scheduler_row(1.0, age_s=0.0)], now_s=100.0) == 1
+    workers = yaml.safe_load(effective.read_text())["rollout"]["workers"]
+    assert workers["rollout-1"]["capability_tags"] == ["rollout"]
+    # the scheduler still sees one engine serving rollout (the new one loading, or lent away): it asks again
+    assert actor.step([scheduler_row(1.0, age_s=0.0)], now_s=actor.done_at + 30.0) == 0
+    assert "not carried out" in said[-1] and "[1, 2]" in said[-1]
+    assert [c for c in placement.calls if c[0] == "start"] == [("start", "rollout-1")]
+
+
 @contextlib.contextmanager
 def live_supervisor(settings: Settings):
     """A real supervisor of `settings`' services in this process, following its effective config as `up` does:
