@@ -293,7 +293,7 @@ class AdviceActor:
         try:
             self._within_limits(change)
             edit_engines(self.effective, change, rollout_only=True)
-        except ValueError as exc:  # one engine always stays
+        except ValueError as exc:  # outside the limits, or the last engine (one always stays)
             self.say(f"autoscale advice not carried out: {exc}")
             self.done_at = now_s
             return 0
