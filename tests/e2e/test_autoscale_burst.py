@@ -5,8 +5,8 @@ sessions through the real `openai` SDK queues inside it (its `requests_waiting`)
 engine and says why (`scheduler.autoscale`), the supervisor carries it out (`act`): rollout-1 starts, the proxy
 discovers it and routes new sessions to it. When the burst has passed, the scheduler advises one fewer and the
 supervisor drains rollout-1. No call of the burst failed, and the reasons are in the supervisor's log as the
-scheduler gave them. The trainer is left out: its signals stay neutral, and what is tested is the engines
-following the load.
+scheduler gave them. The trainer and the assembler are left out: the trainer's signals stay neutral, and what
+is tested is the engines following the load.
 """
 
 from __future__ import annotations
@@ -41,7 +41,8 @@ CALLS_PER_SESSION = 3  # then the thread starts a new session, which the proxy m
 def stack_config(tmp_path: Path, model: Path) -> tuple[Path, int]:
     proxy = free_port()
     config = {
-        "services": {"eval": False, "tracking": False, "dashboard": False, "trainer": False, "agents": False},
+        "services": {"eval": False, "tracking": False, "dashboard": False, "trainer": False, "agents": False,
+                     "assembler": False},
         "stop_grace_s": 5, "metrics": {"port": free_port_block(12)},
         "proxy": {"port": proxy, "heartbeat_s": 1.0},
         "rollout": {"model": str(model), "max_model_len": 256, "optimization_level": 0,
@@ -49,7 +50,7 @@ def stack_config(tmp_path: Path, model: Path) -> tuple[Path, int]:
                     "workers": {"rollout-0": {"capability_tags": ["rollout"]}}},
         "scheduler": {"policy": "disaggregated",
                       "autoscale": {"enabled": True, "act": True, "min_engines": 1, "max_engines": 2,
-                                    "cooldown_s": 5, "down_after_s": 10}},
+                                    "cooldown_s": 5, "down_after_s": 5}},
     }
     path = tmp_path / "config.yaml"
     path.write_text(json.dumps(config))
@@ -82,7 +83,7 @@ class Burst:
                                    max_retries=0, timeout=300)
             for _ in range(CALLS_PER_SESSION):
                 try:
-                    client.chat.completions.create(model="tiny", messages=messages, max_tokens=16)
+                    client.chat.completions.create(model="tiny", messages=messages, max_tokens=8)
                     self.calls += 1
                 except openai.OpenAIError as exc:  # none may fail: calls wait in the engine, none is refused
                     self.errors.append(f"{type(exc).__name__}: {exc}")
