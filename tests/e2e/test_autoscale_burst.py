@@ -29,6 +29,7 @@ from seamlessflow.messages import TokenIO
 from seamlessflow.ports import free_port, free_port_block
 from seamlessflow.stack.rows import resource_rows
 from seamlessflow.testing.models import build_random_tiny_model
+from seamlessflow.testing.stack_logs import log_tails
 from seamlessflow.testing.vllm_server import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import Topics
@@ -99,21 +100,21 @@ def test_a_burst_grows_the_engines_by_the_advice_and_they_shrink_when_it_passed(
                                *args], capture_output=True, text=True, timeout=timeout)
 
     up = sf("up", "--detach", timeout=900)
-    assert up.returncode == 0, up.stdout + up.stderr + logs(data)
+    assert up.returncode == 0, up.stdout + up.stderr + log_tails(data)
     settings = Settings(data_dir=data, bootstrap_servers=json.loads(sf("status", "--json").stdout)["bootstrap_servers"])
     try:
         key = (data / "default.key").read_text().strip()
         started = time.monotonic()
         with Burst(f"http://127.0.0.1:{port}", key) as burst:
             wait_until(lambda: serving(settings) == {"rollout-0", "rollout-1"} or burst.errors, 600,
-                       lambda: f"a second engine serving: {serving(settings)}" + logs(data), every_s=2)
+                       lambda: f"a second engine serving: {serving(settings)}" + log_tails(data), every_s=2)
             grown = time.monotonic() - started
             wait_until(lambda: "rollout-1" in engines_that_served(settings) or burst.errors, 120,
                        lambda: f"a call served by rollout-1 (served by {engines_that_served(settings)})", every_s=2)
         assert not burst.errors, burst.errors
         passed = time.monotonic()
         wait_until(lambda: serving(settings) == {"rollout-0"}, 300,
-                   lambda: f"rollout-1 drained: {serving(settings)}" + logs(data), every_s=2)
+                   lambda: f"rollout-1 drained: {serving(settings)}" + log_tails(data), every_s=2)
         print(f"burst of {SESSIONS} sessions: rollout-1 serving {grown:.0f} s after it began, drained "
               f"{time.monotonic() - passed:.0f} s after it passed; {burst.calls} calls, none failed")
         said = (data / "logs" / "supervisor.log").read_text() if (data / "logs" / "supervisor.log").exists() else ""
@@ -137,7 +138,3 @@ def engines_that_served(settings: Settings) -> set[str]:
     records = read_topic(settings, Topics(settings).session_events, codec_for(settings))
     return {r.message.engine_id for r in records if isinstance(r.message, TokenIO)}
 
-
-def logs(data: Path) -> str:
-    return "".join(f"\n--- {p.name}\n{p.read_text(errors='replace')[-2500:]}"
-                   for p in sorted((data / "logs").glob("*.log"))) if (data / "logs").exists() else ""

@@ -28,6 +28,7 @@ from seamlessflow.messages import ControlCommand, WeightVersion
 from seamlessflow.ports import free_port, free_port_block
 from seamlessflow.scheduler.reading import messages_until
 from seamlessflow.stack.processes import stack_processes
+from seamlessflow.testing.stack_logs import log_tails
 from seamlessflow.testing.vllm_server import LEAN_ENGINE_ARGS, LEAN_ENGINE_ENV
 from seamlessflow.topics import Topics
 
@@ -83,9 +84,7 @@ class Stack:
                                                   timeout_s=10) if isinstance(m, WeightVersion)]
 
     def logs(self) -> str:
-        logs = self.data_dir / "logs"
-        return "".join(f"\n--- {p.name}\n{p.read_text()[-3000:]}" for p in sorted(logs.glob("*.log"))) \
-            if logs.exists() else ""
+        return log_tails(self.data_dir)
 
 
 def wait(condition, timeout_s: float, what: str, every_s: float = 2.0):
