@@ -72,34 +72,46 @@ def check_versions_by_logprob(model, states: dict[int, dict], event: TokenIO) ->
 
 
 def stall_reading_until_held(monkeypatch: pytest.MonkeyPatch, at_tokens: int, limit_s: float = 120.0) -> None:
-    """Once a call's first stream has read `at_tokens` tokens (after the network read that brought them), the
-    proxy reads no more of it until its engine is held. The engine generates on meanwhile, maybe to the call's
-    end: those tokens wait in the socket, of the old weights, and the hold drops them unread, so the call is cut
-    there and continues on the new weights.
+    """Once a call's first stream has read `at_tokens` tokens, the proxy absorbs no more of it until its engine is
+    held. The engine generates on meanwhile, maybe to the call's end: those tokens wait unabsorbed (in the socket,
+    or in the rest of the read that brought the `at_tokens`th), of the old weights, and the hold's cut drops them,
+    so the call is cut there and continues on the new weights. The read is taken an event at a time: one read can
+    bring the whole call, [DONE] included, on a loaded machine (the call then ended before any update began).
     Continuations (`choice_index` set) are never stalled; after `limit_s` without a hold the reading goes on
     (and the straddle check fails, saying so)."""
     take_read = CallRun._take_read
 
     async def on_read(run: CallRun, engine: Engine, kind: str, events: list[bytes], choice_index: int | None) -> bool:
-        ended = await take_read(run, engine, kind, events, choice_index)
-        if ended or choice_index is not None or tokens_read(run) < at_tokens:
-            return ended
-        deadline = asyncio.get_running_loop().time() + limit_s
-        while not engine.held and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.005)
+        if choice_index is not None or tokens_read(run) >= at_tokens:
+            return await take_read(run, engine, kind, events, choice_index)
+        for at, event in enumerate(events):
+            if await take_read(run, engine, kind, [event], choice_index):
+                return True
+            if tokens_read(run) >= at_tokens:
+                await wait_until_held(engine, limit_s)
+                return await take_read(run, engine, kind, events[at + 1:], choice_index)
         return False
 
     monkeypatch.setattr(CallRun, "_take_read", on_read)
+
+
+async def wait_until_held(engine: Engine, limit_s: float) -> None:
+    deadline = asyncio.get_running_loop().time() + limit_s
+    while not engine.held and asyncio.get_running_loop().time() < deadline:
+        await asyncio.sleep(0.005)
 
 
 def tokens_read(run: CallRun) -> int:
     return max((len(c.completion_ids) for c in run.capture.choices), default=0)
 
 
-async def update_when(broadcaster: PolicyBroadcaster, proxy: ProxyService, at_least: int, version: int) -> float:
+async def update_when(broadcaster: PolicyBroadcaster, proxy: ProxyService, at_least: int, version: int,
+                      limit_s: float = 120.0) -> float:
     """Send `version` once a call in flight has read `at_least` tokens (the broadcaster blocks: in a thread, so
-    the proxy on this loop answers the fence)."""
+    the proxy on this loop answers the fence). Fails, rather than waiting on, a call never seen that far."""
+    deadline = asyncio.get_running_loop().time() + limit_s
     while inflight_tokens(proxy) < at_least:
+        assert asyncio.get_running_loop().time() < deadline, f"no call in flight reached {at_least} tokens"
         await asyncio.sleep(0.005)
     delivery = await asyncio.to_thread(broadcaster.send, version)
     assert delivery.failed == {}
