@@ -44,6 +44,7 @@ from pathlib import Path
 import yaml
 
 from seamlessflow.config import Settings
+from seamlessflow.stack.metrics_urls import add_metrics_port, drop_metrics_port
 from seamlessflow.stack.placement import PlacementError
 from seamlessflow.stack.scale_edits import SCALABLE, scale_assemblers, scale_pool, split_role
 from seamlessflow.stack.supervisor import ServiceSpec, ServiceState, StartupFailed, Supervisor
@@ -128,12 +129,16 @@ def scale_timeout_s(settings: Settings, role: str, services: int) -> float:
 def drain_engines(effective: Path, count: int, stop: Callable[[str], None]) -> list[str]:
     """Stops the `count` newest engines of the stack whose effective config is `effective` through `stop` (a
     placement's: the worker retires its engine from routing before it stops it), then drops them from the
-    config. Returns their resource ids."""
+    config and the stack's metrics.json. Returns their resource ids."""
+    from seamlessflow.stack.services import rollout_service_name
+
+    settings = read_settings(effective)
     data = yaml.safe_load(effective.read_text()) or {}
     workers = (data.get("rollout") or {}).get("workers") or {}
     gone = removed_engines(workers, count)
     for resource_id in gone:
         stop(resource_id)
+        drop_metrics_port(settings, rollout_service_name(resource_id))
     data["rollout"]["workers"] = {rid: spec for rid, spec in workers.items() if rid not in gone}
     effective.write_text(yaml.safe_dump(data, sort_keys=False))
     return gone
@@ -141,11 +146,14 @@ def drain_engines(effective: Path, count: int, stop: Callable[[str], None]) -> l
 
 def scale_engines(effective: Path, count: int, start: Callable[[ServiceSpec], None]) -> list[str]:
     """Adds `count` engines to the stack whose effective config is `effective` (written by `up`) and starts
-    each through `start` (a placement's). Returns the new resource ids."""
+    each through `start` (a placement's), on a /metrics port of its own (`add_metrics_port`). Returns the new
+    resource ids."""
     new = edit_engines(effective, count)  # a restarted actor reads its spec from the config
     settings = read_settings(effective)
     for resource_id in new:
-        start(rollout_spec(settings, resource_id))
+        spec = rollout_spec(settings, resource_id)
+        add_metrics_port(settings, spec)
+        start(spec)
     return new
 
 
@@ -245,7 +253,8 @@ def reconcile(effective: Path, placement: Supervisor, say: Callable[[str], None]
     """What the supervisor does on SIGUSR1: for each scalable role (engines, assembler workers, agent pools'
     workers) that the config runs or the supervisor does, it drains the services it runs that the effective
     config no longer names (a rollout worker retires its engine from routing first), then starts those the
-    config names and it has never run (one stopped on purpose stays stopped). Returns (started, drained)."""
+    config names and it has never run (one stopped on purpose stays stopped), each on a /metrics port of its
+    own; metrics.json follows both (`metrics_urls`). Returns (started, drained)."""
     settings = read_settings(effective)
     from seamlessflow.stack.services import enabled
 
@@ -258,12 +267,15 @@ def reconcile(effective: Path, placement: Supervisor, say: Callable[[str], None]
         placement.stop(name, drain_grace_s(settings, running[name]))
         placement.states.pop(name, None)
         placement.specs.pop(name, None)
+        drop_metrics_port(settings, name)
         say(f"{name}: drained and stopped")
     started = [name for name in wanted if name not in placement.specs]
     for name in started:
         say(f"{name}: starting (added to the config)")
+        spec = wanted[name]()
+        add_metrics_port(settings, spec)
         try:
-            placement.start(wanted[name]())
+            placement.start(spec)
         except StartupFailed as exc:  # it stays the supervisor's: restarted with backoff like any other
             say(f"{name}: {exc}")
     placement.write_state()

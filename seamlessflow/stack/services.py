@@ -6,7 +6,6 @@ same way under the supervisor, by hand, or in a container on a real cluster.
 
 from __future__ import annotations
 
-import json
 import socket
 import sys
 from collections.abc import Callable
@@ -20,6 +19,7 @@ from seamlessflow.config import Settings, _deep_merge
 from seamlessflow.kafka.admin import cluster_ready, ensure_topics
 from seamlessflow.model.choice import ensure_model
 from seamlessflow.service_metrics import PORT_ENV
+from seamlessflow.stack.metrics_urls import OWN_METRICS, metrics_file, write_urls
 from seamlessflow.stack.options import AgentPoolOptions, ClusterOptions, MetricsOptions
 from seamlessflow.stack.placement import Placement, expand_replicas
 from seamlessflow.stack.resources import RestartPolicy, requested
@@ -153,12 +153,13 @@ def dashboard_address(settings: Settings) -> tuple[str, int]:
 
 def metrics_ports(settings: Settings, specs: list[ServiceSpec]) -> dict[str, str]:
     """Gives every service its own Prometheus port, counted up from `metrics.port` (default 9400), but the
-    proxy and the dashboard, whose own HTTP ports serve /metrics; returns {service: /metrics URL}."""
+    proxy and the dashboard, whose own HTTP ports serve /metrics; returns {service: /metrics URL}. A service
+    added later (`scale`) gets the next one, and a drained one leaves the list: `metrics_urls`."""
     metrics = MetricsOptions.from_settings(settings)
     host, port = metrics.host, metrics.port
     urls = {}
     for spec in specs:
-        if spec.name not in ("proxy", "dashboard"):
+        if spec.name not in OWN_METRICS:
             spec.env[PORT_ENV] = str(port)
             urls[spec.name] = f"http://{host}:{port}/metrics"
             port += 1
@@ -305,8 +306,8 @@ def start_stack(settings: Settings, placement: Placement, log: Callable[[str], N
         log(f"dashboard: http://{host}:{port}/")
     if enabled(settings, "tracking"):
         placement.info["tensorboard"] = f"tensorboard --logdir {default_logdir(settings).parent.parent}"
-    (run_dir(settings) / "metrics.json").write_text(json.dumps(urls, indent=1))
-    placement.info["metrics"] = f"one /metrics per service, listed in {run_dir(settings) / 'metrics.json'}"
+    write_urls(settings, urls)
+    placement.info["metrics"] = f"one /metrics per service, listed in {metrics_file(settings)}"
     for spec in specs:
         placement.start(spec)
     placement.ready = True

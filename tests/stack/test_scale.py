@@ -4,6 +4,9 @@
 import pytest
 import yaml
 
+from seamlessflow.config import Settings
+from seamlessflow.service_metrics import PORT_ENV
+from seamlessflow.stack.metrics_urls import listed_urls, write_urls
 from seamlessflow.stack.scale import (
     added_engines,
     changed_services,
@@ -42,9 +45,13 @@ def test_a_scale_down_drains_the_newest_engines_and_drops_them_from_the_effectiv
     effective = tmp_path / "config.yaml"
     workers = {"rollout-0": {}, "rollout-10": {"port": 8210}, "rollout-2": {}}
     effective.write_text(yaml.safe_dump({"data_dir": str(tmp_path), "rollout": {"workers": workers}}))
+    (tmp_path / "run").mkdir()
+    write_urls(Settings(data_dir=tmp_path),
+               {rid: f"http://127.0.0.1:{9400 + i}/metrics" for i, rid in enumerate(workers)})
     stopped: list[str] = []
     assert drain_engines(effective, 2, stopped.append) == ["rollout-2", "rollout-10"] == stopped
     assert yaml.safe_load(effective.read_text())["rollout"]["workers"] == {"rollout-0": {}}
+    assert list(listed_urls(Settings(data_dir=tmp_path))) == ["rollout-0"]  # Ray's drained leave metrics.json too
     with pytest.raises(ValueError, match="one stays"):
         removed_engines({"rollout-0": {}}, 1)
     with pytest.raises(ValueError, match="named rollout-<n>"):
@@ -65,6 +72,8 @@ def test_scale_writes_the_new_engines_into_the_effective_config_and_starts_each_
     assert spec.name == "rollout-1" and spec.argv[-2:] == ["--resource-id", "rollout-1"]
     assert str(effective) in spec.argv and spec.ready is not None
     assert spec.resources.cpus == 2 and spec.resources.custom == {"h100": 1.0}
+    assert spec.env[PORT_ENV] == "9400" and listed_urls(Settings(data_dir=tmp_path)) == {  # its own /metrics
+        "rollout-1": "http://127.0.0.1:9400/metrics"}
 
 
 def test_scale_assembler_changes_the_worker_count_and_one_always_stays():

@@ -12,16 +12,20 @@ import sys
 import textwrap
 import threading
 import time
+import urllib.request
 import uuid
 
 import pytest
 import yaml
 
 from seamlessflow.config import Settings
+from seamlessflow.ports import free_port_block
+from seamlessflow.service_metrics import PORT_ENV
+from seamlessflow.stack.metrics_urls import listed_urls, write_urls
 from seamlessflow.stack.placement import PlacementError, expand_replicas
 from seamlessflow.stack.processes import pid_alive
 from seamlessflow.stack.scale import AdviceActor, reconcile, scale_stack
-from seamlessflow.stack.services import SERVICES, app_services, config_path, log_dir, run_dir
+from seamlessflow.stack.services import SERVICES, app_services, config_path, log_dir, metrics_ports, run_dir
 from seamlessflow.stack.supervisor import ServiceSpec, ServiceState, Supervisor
 from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import topic_specs
@@ -65,6 +69,24 @@ def test_the_supervisor_drains_what_the_config_dropped_and_starts_what_it_added(
     assert "rollout-2" not in placement.states and placement.specs["rollout-3"].argv[-2:] == ["--resource-id",
                                                                                               "rollout-3"]
     assert reconcile(effective, placement, said.append) == ([], [])  # nothing more to do
+
+
+def test_an_added_service_gets_the_next_metrics_port_and_a_drained_one_leaves_metrics_json(tmp_path):
+    effective = effective_config(tmp_path, {"rollout-0": {}, "rollout-1": {}, "rollout-2": {}})
+    settings = Settings(data_dir=tmp_path)
+    write_urls(settings, {"rollout-0": "http://127.0.0.1:9400/metrics", "rollout-1": "http://127.0.0.1:9401/metrics",
+                          "proxy": "http://127.0.0.1:9999/metrics", "dashboard": "http://127.0.0.1:8300/metrics"})
+    placement = SupervisorStandIn(["rollout-0", "rollout-1"])
+    assert reconcile(effective, placement, print) == (["rollout-2"], [])
+    # above every service's port (not above the proxy's and dashboard's own HTTP ports)
+    assert placement.specs["rollout-2"].env[PORT_ENV] == "9402"
+    assert listed_urls(settings)["rollout-2"] == "http://127.0.0.1:9402/metrics"
+    effective_config(tmp_path, {"rollout-0": {}, "rollout-2": {}})
+    assert reconcile(effective, placement, print) == ([], ["rollout-1"])
+    assert set(listed_urls(settings)) == {"rollout-0", "rollout-2", "proxy", "dashboard"}
+    effective_config(tmp_path, {"rollout-0": {}, "rollout-2": {}, "rollout-3": {}})
+    reconcile(effective, placement, print)
+    assert placement.specs["rollout-3"].env[PORT_ENV] == "9403"  # never a running service's port
 
 
 SUPERVISOR = textwrap.dedent("""
@@ -142,8 +164,11 @@ def test_the_advice_adds_rollout_only_engines_and_never_past_the_limits(tmp_path
 @contextlib.contextmanager
 def live_supervisor(settings: Settings):
     """A real supervisor of `settings`' services in this process, following its effective config as `up` does:
-    SIGUSR1 makes its loop (a thread here, `up`'s main loop there) reconcile."""
+    SIGUSR1 makes its loop (a thread here, `up`'s main loop there) reconcile. Each service on its own /metrics
+    port, listed in metrics.json, as `up` starts them."""
     effective = settings.dump_yaml(config_path(settings))
+    specs = expand_replicas(app_services(settings))
+    write_urls(settings, metrics_ports(settings, specs))
     placement = Supervisor(run_dir(settings), log_dir(settings), grace_s=5, say=print)
     reload, done = threading.Event(), threading.Event()
 
@@ -158,7 +183,7 @@ def live_supervisor(settings: Settings):
     previous = signal.signal(signal.SIGUSR1, lambda *_: reload.set())
     loop = threading.Thread(target=follow, daemon=True)
     try:
-        for spec in expand_replicas(app_services(settings)):
+        for spec in specs:
             placement.start(spec)
         placement.ready = True
         placement.write_state()
@@ -185,6 +210,14 @@ def holding(settings: Settings, topic: str, services: list[str]) -> list[set[int
     return held if all(held) and sum(map(len, held)) == len(together) == partitions else None
 
 
+def serves_metrics(url: str) -> bool:
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            return response.status == 200 and b"python_info" in response.read()
+    except OSError:
+        return False
+
+
 def test_assembler_and_agent_workers_scale_up_and_down_on_a_live_supervisor(settings):
     """Real processes on the test broker: a second assembler worker and a second agent worker join their
     groups beside the first (which run on under their names) and take partitions from them, then are drained,
@@ -194,7 +227,8 @@ def test_assembler_and_agent_workers_scale_up_and_down_on_a_live_supervisor(sett
         services={name: name in ("assembler", "agents") for name in SERVICES}, team_keys={team: "sk-test"},
         agent_pools=[{"function": "services.agents.examples.single_turn:agent", "team": team, "pool": pool,
                       "concurrency": 1}],
-        agents={"proxy_url": "http://127.0.0.1:9", "revoke_grace_s": 1.0}, stop_grace_s=5.0)
+        agents={"proxy_url": "http://127.0.0.1:9", "revoke_grace_s": 1.0}, stop_grace_s=5.0,
+        metrics={"port": free_port_block(4)})
     events, tasks = f"{stack.topic_prefix}.session-events", f"{stack.topic_prefix}.tasks"
     first = f"agents-{team}-{pool}"
     with live_supervisor(stack) as placement:
@@ -205,10 +239,14 @@ def test_assembler_and_agent_workers_scale_up_and_down_on_a_live_supervisor(sett
         assert wait_until(lambda: holding(stack, events, ["assembler", "assembler-1"])
                           and holding(stack, tasks, [first, f"{first}-1"]), 60), "the groups did not rebalance"
         assert {name: placement.states[name].pid for name in pids} == pids  # the first ones never restarted
+        urls = listed_urls(stack)
+        assert set(urls) == set(pids) | set(added) and len(set(urls.values())) == 4  # a port each
+        assert wait_until(lambda: all(serves_metrics(urls[name]) for name in added), 30), urls
         new = [placement.states[name].pid for name in added]
         gone = scale_stack(stack, -1, print, "assembler") | scale_stack(stack, -1, print, f"agents:{team}-{pool}")
         assert set(gone) == set(added) and not any(pid_alive(pid) for pid in new)
         assert set(placement.states) == set(pids)  # drained: no longer the stack's
+        assert set(listed_urls(stack)) == set(pids)  # nor listed for Prometheus and the dashboard
         assert wait_until(lambda: holding(stack, events, ["assembler"]) and holding(stack, tasks, [first]), 60)
         config = yaml.safe_load(config_path(stack).read_text())
         assert config["assembler"]["workers"] == 1 and config["agent_pools"][0]["workers"] == 1
