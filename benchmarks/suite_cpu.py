@@ -47,8 +47,8 @@ def kind_of(cmdline: list[str], name: str) -> str:
         return f"service: {service.group(1)}"
     if re.search(r"-m seamlessflow\b|/bin/seamlessflow\b", text):
         return "seamlessflow CLI (up, down, the supervisor)"
-    if re.search(r"-m pytest\b|/pytest\b|xdist", text):  # not a path under /tmp/pytest-of-<user>/ in its args
-        return "pytest (the tests' own processes)"
+    if re.search(r"-m pytest\b|/pytest\b|xdist|exec\(eval\(sys\.stdin", text):  # the latter: an xdist worker
+        return "pytest (the tests' own processes)"  # (not a path under /tmp/pytest-of-<user>/ in its args)
     return f"other: {os.path.basename(cmdline[0]) if cmdline else name}"
 
 
@@ -77,17 +77,39 @@ def test_file_of(proc: psutil.Process) -> str:
 
 
 def sample(seen: dict[tuple[int, float], Seen]) -> None:
-    """Each process's kind and CPU time so far, keyed by (pid, start time) so a reused pid is another process."""
-    for proc in psutil.process_iter(["pid", "name", "cmdline", "create_time", "cpu_times"]):
+    """Each process's kind and CPU time so far, keyed by (pid, start time) so a reused pid is another process.
+    A process first seen as "other" is looked at again: one seen between its fork and its exec still showed its
+    parent's command line, and a vLLM engine core names itself only once it has started. A multiprocessing
+    child (`-c from multiprocessing.spawn ...`: a spawned trainer rank, an engine core before it names itself)
+    is of its parent's kind."""
+    for proc in psutil.process_iter(["pid", "ppid", "name", "cmdline", "create_time", "cpu_times"]):
         info = proc.info
         if info["cpu_times"] is None:
             continue
         key = (info["pid"], info["create_time"])
         cpu = info["cpu_times"].user + info["cpu_times"].system
-        if key in seen:
+        if key in seen and not seen[key].kind.startswith("other"):
             seen[key].cpu = cpu
+            continue
+        kind = kind_of(info["cmdline"] or [], info["name"] or "?")
+        if kind.startswith("other") and MULTIPROCESSING_CHILD.search(" ".join(info["cmdline"] or [])):
+            kind = parent_kind(seen, info["ppid"], kind)
+        if key in seen:
+            seen[key].kind, seen[key].cpu = kind, cpu
         else:
-            seen[key] = Seen(kind_of(info["cmdline"] or [], info["name"] or "?"), test_file_of(proc), cpu)
+            seen[key] = Seen(kind, test_file_of(proc), cpu)
+
+
+MULTIPROCESSING_CHILD = re.compile(r"multiprocessing\.spawn|multiprocessing-fork|multiprocessing\.forkserver")
+
+
+def parent_kind(seen: dict[tuple[int, float], Seen], ppid: int, otherwise: str) -> str:
+    try:
+        parent = psutil.Process(ppid)
+        row = seen.get((ppid, parent.create_time()))
+    except psutil.Error:
+        return otherwise
+    return row.kind if row is not None and not row.kind.startswith("other") else otherwise
 
 
 def by_test_file(seen: dict[tuple[int, float], Seen], start: dict[tuple[int, float], float], top: int) -> str:

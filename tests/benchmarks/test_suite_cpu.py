@@ -6,10 +6,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import psutil
+
+from seamlessflow.testing.waiting import wait_until
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
-from suite_cpu import kind_of  # noqa: E402
+from suite_cpu import kind_of, sample  # noqa: E402
 
 
 def test_processes_are_told_apart_by_their_command_lines():
@@ -47,3 +51,34 @@ def test_a_process_started_under_a_test_counts_for_that_test_file():
     assert done.returncode == 0, done.stdout + done.stderr
     rows = [line for line in done.stdout.splitlines() if "tests/made_up/test_busy.py:" in line]
     assert rows and float(rows[0].split()[0]) >= 1, done.stdout
+
+
+# a stand-in for an engine (its command line names vLLM) whose core is a multiprocessing child, as vLLM's is
+SPAWNS_A_CHILD = """
+import multiprocessing, time
+if __name__ == "__main__":
+    child = multiprocessing.get_context("spawn").Process(target=time.sleep, args=(60,))
+    child.start()
+    child.join()
+"""
+
+
+def test_an_xdist_worker_is_a_pytest_process_and_a_spawned_child_is_its_parents_kind():
+    worker = ["/v/bin/python", "-c", "import sys;exec(eval(sys.stdin.readline()))"]
+    assert kind_of(worker, "python") == "pytest (the tests' own processes)"
+    engine = subprocess.Popen([sys.executable, "-c", SPAWNS_A_CHILD, "vllm-stand-in"])
+    try:
+        wait_until(lambda: spawned(engine.pid), 30, "the spawned child")
+        child = spawned(engine.pid)[0]
+        seen: dict = {}
+        sample(seen)
+        sample(seen)  # a child sampled before its parent is of its parent's kind from the next sample on
+        assert seen[(child.pid, child.create_time())].kind == "vLLM engine"
+    finally:
+        engine.kill()
+        engine.wait()
+
+
+def spawned(pid: int) -> list[psutil.Process]:
+    """The child `multiprocessing` spawned (not its resource tracker)."""
+    return [p for p in psutil.Process(pid).children() if "spawn_main" in " ".join(p.cmdline())]
