@@ -16,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 
 import click
 from rich.console import Console, Group
@@ -98,9 +99,8 @@ def _up_foreground(settings: Settings, adopt: dict[str, dict]) -> None:
         def view(rows: list[dict]) -> Group:
             return render_status(stack_status(settings, rows), watcher.rewards, adapters)
 
-        autoscale = SchedulerOptions.from_settings(settings).autoscale
-        limits = (max(1, autoscale.min_engines), autoscale.max_engines)
-        actor = AdviceActor(config_path(settings), placement, console.print, engines=limits) if autoscale.act else None
+        actor = advice_actor(settings, AdviceActor.on_this_machine(config_path(settings), placement, console.print),
+                             console.print)
         with Live(view(watcher.rows()), console=console, auto_refresh=False, redirect_stdout=False) as live:
             last_print = 0.0
             while True:
@@ -135,12 +135,29 @@ def up_on_ray(settings: Settings, detach: bool) -> None:
         _print_ready(console, placement.info, settings)
         for name, state in placement.states.items():
             console.print(_where(name, state))
+        actor = advice_actor(settings, AdviceActor.on_ray(config_path(settings), placement), console.print)
         if detach:
+            if actor is not None:
+                console.print("scheduler.autoscale.act: a detached stack on Ray only advises (`status` shows the "
+                              "advice); `up --ray` in the foreground carries it out, or `scale` by hand")
             detached = True
             return
+        watcher = ResourceWatcher(settings) if actor is not None else None
         while True:
             placement.check()
+            if actor is not None and watcher is not None:
+                actor.step(watcher.rows(), time.time())
             time.sleep(2.0)
+
+
+def advice_actor(settings: Settings, carry_out: Callable[[int], object],
+                 say: Callable[[str], None]) -> AdviceActor | None:
+    """The autoscaler's hands where `scheduler.autoscale.act` is set, within its engine limits (one at least)."""
+    autoscale = SchedulerOptions.from_settings(settings).autoscale
+    if not autoscale.act:
+        return None
+    return AdviceActor(config_path(settings), carry_out, say,
+                       engines=(max(1, autoscale.min_engines), autoscale.max_engines))
 
 
 def _proxy_on_its_node(placement: Placement) -> None:

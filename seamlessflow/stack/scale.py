@@ -45,7 +45,7 @@ import yaml
 
 from seamlessflow.config import Settings
 from seamlessflow.stack.metrics_urls import add_metrics_port, drop_metrics_port
-from seamlessflow.stack.placement import PlacementError
+from seamlessflow.stack.placement import Placement, PlacementError
 from seamlessflow.stack.scale_edits import SCALABLE, scale_assemblers, scale_pool, split_role
 from seamlessflow.stack.supervisor import ServiceSpec, ServiceState, StartupFailed, Supervisor
 
@@ -107,14 +107,21 @@ def scale_stack(settings: Settings, count: int, say: Callable[[str], None],
         return record.scale(holder, names, count > 0, say, scale_timeout_s(settings, role, len(names)))
     if role != "rollout":
         raise PlacementError(RAY_SCALES_ENGINES_ONLY)
-    placement = record.attach(say)
+    return change_engines_on_ray(record.attach(say), config_path(settings), count)
+
+
+def change_engines_on_ray(placement: Placement, effective: Path, count: int,
+                          rollout_only: bool = False) -> dict[str, ServiceState]:
+    """`count` more engines placed by Ray (or the `-count` newest drained), the effective config and the stack's
+    state written to match; returns each changed engine's state."""
     if count > 0:
-        added = scale_engines(config_path(settings), count, placement.start)
-        return {name: placement.states[name] for name in added}
-    drained = drain_engines(config_path(settings), -count, placement.stop)
-    gone = {name: placement.states.pop(name) for name in drained}  # no longer the stack's: `status` omits them
+        added = scale_engines(effective, count, placement.start, rollout_only)
+        changed = {name: placement.states[name] for name in added}
+    else:
+        drained = drain_engines(effective, -count, placement.stop)
+        changed = {name: placement.states.pop(name) for name in drained}  # no longer the stack's: `status` omits
     placement.write_state()
-    return gone
+    return changed
 
 
 def scale_timeout_s(settings: Settings, role: str, services: int) -> float:
@@ -144,11 +151,12 @@ def drain_engines(effective: Path, count: int, stop: Callable[[str], None]) -> l
     return gone
 
 
-def scale_engines(effective: Path, count: int, start: Callable[[ServiceSpec], None]) -> list[str]:
+def scale_engines(effective: Path, count: int, start: Callable[[ServiceSpec], None],
+                  rollout_only: bool = False) -> list[str]:
     """Adds `count` engines to the stack whose effective config is `effective` (written by `up`) and starts
     each through `start` (a placement's), on a /metrics port of its own (`add_metrics_port`). Returns the new
     resource ids."""
-    new = edit_engines(effective, count)  # a restarted actor reads its spec from the config
+    new = edit_engines(effective, count, rollout_only)  # a restarted actor reads its spec from the config
     settings = read_settings(effective)
     for resource_id in new:
         spec = rollout_spec(settings, resource_id)
@@ -283,16 +291,31 @@ def reconcile(effective: Path, placement: Supervisor, say: Callable[[str], None]
 
 
 class AdviceActor:
-    """`scheduler.autoscale.act` on one machine: the supervisor carries out the scheduler's standing advice
-    (`autoscale_change` on its heartbeat, the reason in its note) by editing the effective config and
-    reconciling, as `scale` would. It acts on a heartbeat the scheduler sent `settle_s` after the last change
-    was done, so a change is never made twice before the scheduler counted the engines it added or drained."""
+    """`scheduler.autoscale.act`: the process holding the stack (this machine's supervisor, or a foreground
+    `up --ray`) carries out the scheduler's standing advice (`autoscale_change` on its heartbeat, the reason in
+    its note) through `carry_out` (`on_this_machine`, `on_ray`), as `scale` would. It acts on a heartbeat the
+    scheduler sent `settle_s` after the last change was done, so a change is never made twice before the
+    scheduler counted the engines it added or drained."""
 
-    def __init__(self, effective: Path, placement: Supervisor, say: Callable[[str], None], settle_s: float = 10.0,
-                 engines: tuple[int, int] = (1, 8)):
-        self.effective, self.placement, self.say, self.settle_s = effective, placement, say, settle_s
+    def __init__(self, effective: Path, carry_out: Callable[[int], object], say: Callable[[str], None],
+                 settle_s: float = 10.0, engines: tuple[int, int] = (1, 8)):
+        self.effective, self.carry_out, self.say, self.settle_s = effective, carry_out, say, settle_s
         self.engines = engines  # (min, max) rollout workers the config may hold (`scheduler.autoscale`)
         self.done_at = 0.0  # wall clock: when the last change was finished
+
+    @staticmethod
+    def on_this_machine(effective: Path, placement: Supervisor, say: Callable[[str], None]) -> Callable[[int], None]:
+        """Edits the effective config and reconciles the supervisor with it (rollout-only engines)."""
+        def carry_out(change: int) -> None:
+            edit_engines(effective, change, rollout_only=True)
+            reconcile(effective, placement, say)
+        return carry_out
+
+    @staticmethod
+    def on_ray(effective: Path, placement: Placement) -> Callable[[int], object]:
+        """Places the added (rollout-only) engines through Ray, or drains the newest, as `scale` on Ray does:
+        an engine Ray has no room for waits as a pending demand, which Ray's own autoscaler can meet."""
+        return functools.partial(change_engines_on_ray, placement, effective, rollout_only=True)
 
     def step(self, rows: list[dict], now_s: float) -> int:
         """Acts on the scheduler's row among `rows` (`stack.rows`) if it advises a change; returns the change."""
@@ -304,13 +327,12 @@ class AdviceActor:
             return 0
         try:
             self._within_limits(change)
-            edit_engines(self.effective, change, rollout_only=True)
-        except ValueError as exc:  # outside the limits, or the last engine (one always stays)
-            self.say(f"autoscale advice not carried out: {exc}")
+            self.say(f"carrying out {row.get('note') or f'the autoscaler advice {change:+d}'}")
+            self.carry_out(change)
+        except (ValueError, PlacementError, StartupFailed) as exc:  # outside the limits, the last engine (one
+            self.say(f"autoscale advice not carried out: {exc}")  # always stays), or no node could hold it
             self.done_at = now_s
             return 0
-        self.say(f"carrying out {row.get('note') or f'the autoscaler advice {change:+d}'}")
-        reconcile(self.effective, self.placement, self.say)
         self.done_at = time.time()
         return change
 

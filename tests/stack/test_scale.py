@@ -7,7 +7,9 @@ import yaml
 from seamlessflow.config import Settings
 from seamlessflow.service_metrics import PORT_ENV
 from seamlessflow.stack.metrics_urls import listed_urls, write_urls
+from seamlessflow.stack.placement import PlacementError
 from seamlessflow.stack.scale import (
+    AdviceActor,
     added_engines,
     changed_services,
     drain_engines,
@@ -16,6 +18,7 @@ from seamlessflow.stack.scale import (
     scale_engines,
 )
 from seamlessflow.stack.scale_edits import scale_assemblers, scale_pool, split_role
+from seamlessflow.stack.supervisor import ServiceSpec, ServiceState
 
 
 def test_new_engines_follow_the_highest_id_and_copy_the_last_spec_but_its_own_port_cores_and_gpus():
@@ -122,3 +125,48 @@ def test_a_count_change_names_the_services_it_adds_or_drains_and_keeps_the_first
     data = yaml.safe_load(effective.read_text())
     assert data["assembler"]["workers"] == 2 and data["agent_pools"][0]["workers"] == 1
     assert changed_services(effective, "rollout", 1) == ["rollout-1"]  # engines: entries of their own
+
+
+class RayPlacementStandIn:
+    """What the advice on Ray uses of a `RayPlacement` (a stand-in: no Ray; the Ray loop's test places for real)."""
+
+    def __init__(self, running: list[str], refuse: str = ""):
+        self.states = {name: ServiceState(name, state="running") for name in running}
+        self.calls: list[tuple[str, str]] = []
+        self.refuse = refuse  # check_feasible's refusal, when no node of the cluster could hold the engine
+
+    def start(self, spec: ServiceSpec) -> None:
+        self.calls.append(("start", spec.name))
+        if self.refuse:
+            raise PlacementError(self.refuse)
+        self.states[spec.name] = ServiceState(spec.name, state="running")
+
+    def stop(self, name: str) -> None:
+        self.calls.append(("stop", name))
+
+    def write_state(self) -> None:
+        self.calls.append(("write_state", ""))
+
+
+def test_the_advice_on_ray_places_rollout_only_engines_and_drains_the_newest(tmp_path):
+    effective = tmp_path / "run" / "config.yaml"
+    effective.parent.mkdir()
+    effective.write_text(yaml.safe_dump({"data_dir": str(tmp_path), "rollout": {
+        "workers": {"rollout-0": {"capability_tags": ["rollout", "train"]}}}}))
+    placement = RayPlacementStandIn(["rollout-0"])
+    said: list[str] = []
+    actor = AdviceActor(effective, AdviceActor.on_ray(effective, placement), said.append, engines=(1, 2))
+    row = {"kind": "scheduler", "figures": {"autoscale_change": 1}, "heartbeat_age_s": 0.0, "note": "advice +1"}
+    assert actor.step([row], now_s=100.0) == 1
+    workers = yaml.safe_load(effective.read_text())["rollout"]["workers"]
+    assert workers["rollout-1"]["capability_tags"] == ["rollout"]  # never lent to training (see test_scale_local)
+    assert placement.calls == [("start", "rollout-1"), ("write_state", "")] and said == ["carrying out advice +1"]
+    row["figures"]["autoscale_change"] = -1
+    assert actor.step([row], now_s=actor.done_at + 30.0) == -1
+    assert placement.calls[-2:] == [("stop", "rollout-1"), ("write_state", "")] and list(placement.states) == [
+        "rollout-0"]
+    assert list(yaml.safe_load(effective.read_text())["rollout"]["workers"]) == ["rollout-0"]
+    placement.refuse = "rollout-1 asks for 1 node_f, which no node of the cluster has"
+    row["figures"]["autoscale_change"] = 1
+    assert actor.step([row], now_s=actor.done_at + 30.0) == 0  # refused and said: `up --ray` goes on
+    assert said[-1] == f"autoscale advice not carried out: {placement.refuse}"

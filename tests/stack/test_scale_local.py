@@ -129,7 +129,8 @@ def test_the_supervisor_acts_on_the_advice_once_per_change_the_scheduler_has_see
     effective = effective_config(tmp_path, {"rollout-0": {}})
     placement = SupervisorStandIn(["rollout-0"])
     said: list[str] = []
-    actor = AdviceActor(effective, placement, said.append, settle_s=10.0)
+    actor = AdviceActor(effective, AdviceActor.on_this_machine(effective, placement, said.append), said.append,
+                        settle_s=10.0)
     assert actor.step([scheduler_row(1.0, age_s=1.0)], now_s=100.0) == 1
     assert ("start", "rollout-1") in placement.calls and "carrying out autoscale advice" in said[0]
     done = actor.done_at
@@ -151,7 +152,8 @@ def test_the_advice_adds_rollout_only_engines_and_never_past_the_limits(tmp_path
     effective = effective_config(tmp_path, {"rollout-0": {"capability_tags": ["rollout", "train"]}})
     placement = SupervisorStandIn(["rollout-0"])
     said: list[str] = []
-    actor = AdviceActor(effective, placement, said.append, settle_s=10.0, engines=(1, 2))
+    actor = AdviceActor(effective, AdviceActor.on_this_machine(effective, placement, said.append), said.append,
+                        settle_s=10.0, engines=(1, 2))
     assert actor.step([scheduler_row(1.0, age_s=0.0)], now_s=100.0) == 1
     workers = yaml.safe_load(effective.read_text())["rollout"]["workers"]
     assert workers["rollout-1"]["capability_tags"] == ["rollout"]
