@@ -87,17 +87,20 @@ def pinned_from_sessions(messages: Iterable[object], team: str, run: str,
               help="PNG of the curve (default: <data-dir>/eval.png).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object per record instead of a table.")
 @click.option("--from-sessions", is_flag=True, help="Recompute from the recorded eval sessions (session-events).")
+@click.option("--team", help="This team's records (default: the configured team); in a stack that trains the teams' "
+                             "adapters, each team's are its adapter's evals.")
 @pass_settings
-def evals(settings: Settings, out_path: str | None, as_json: bool, from_sessions: bool) -> None:
+def evals(settings: Settings, out_path: str | None, as_json: bool, from_sessions: bool, team: str | None) -> None:
     """Eval accuracy, mean reward and length per policy version (the eval service's records)."""
+    team = team or settings.team
     if from_sessions:
         events = messages_until(settings, Topics(settings).session_events, codec_for(settings))
-        results = pinned_from_sessions(events, settings.team, settings.run)
+        results = pinned_from_sessions(events, team, settings.run)
     else:
         results = [m for m in messages_until(settings, Topics(settings).eval, codec_for(settings))
-                   if isinstance(m, EvalResult) and m.team == settings.team and m.run == settings.run]
+                   if isinstance(m, EvalResult) and m.team == team and m.run == settings.run]
     if not results:
-        raise click.ClickException(f"no eval records for team {settings.team!r} run {settings.run!r} yet")
+        raise click.ClickException(f"no eval records for team {team!r} run {settings.run!r} yet")
     curves = latest_per_version(results)
     for source, rows in curves.items():
         for r in rows:
@@ -109,6 +112,6 @@ def evals(settings: Settings, out_path: str | None, as_json: bool, from_sessions
                 click.echo(f"{source}  v{r.version:<5} accuracy {r.accuracy:6.1%}  mean reward {r.mean_reward:.3f}  "
                            f"length {r.mean_length:5.1f}  ({r.samples} tasks)")
     path = draw_curve(curves, Path(out_path) if out_path else Path(settings.data_dir) / "eval.png",
-                      f"{settings.team}/{settings.run}")
+                      f"{team}/{settings.run}")
     if not as_json:
         click.echo(f"curve: {path}")
