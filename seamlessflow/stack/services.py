@@ -242,6 +242,24 @@ def trainer_service(settings: Settings, adapter: str | None = None) -> ServiceSp
     return spec
 
 
+def issue_keys(settings: Settings) -> dict[str, str]:
+    """The configured team's key (printed by `up`) and one for each team whose agent pool the stack runs (the
+    pools read it from <data_dir>/<team>.key), each issued once and kept there; returns what `up` prints."""
+    keys, data_dir = TeamKeys.from_settings(settings), Path(settings.data_dir)
+    key = keys.ensure_default(settings.team)
+    info = {f"api key ({settings.team})": f"{key}  (also in {data_dir / (settings.team + '.key')})"}
+    for team in sorted(pool_teams(settings) - {settings.team}):
+        keys.ensure_default(team)
+        info[f"api key ({team})"] = f"in {data_dir / (team + '.key')}"
+    return info
+
+
+def pool_teams(settings: Settings) -> set[str]:
+    """The teams of the agent pools this stack runs."""
+    pools = (getattr(settings, "agent_pools", None) or []) if enabled(settings, "agents") else []
+    return {AgentPoolOptions.model_validate(pool).team or settings.team for pool in pools}
+
+
 def agent_pool_services(settings: Settings, entry: dict) -> list[ServiceSpec]:
     """`entry`: one of `agent_pools` (`AgentPoolOptions`): its `workers` processes, members of the pool's
     consumer group, named by `copies` from `agents-<team>-<pool>`; the key is read from <data_dir>/<team>.key."""
@@ -292,10 +310,7 @@ def start_stack(settings: Settings, placement: Placement, log: Callable[[str], N
 
         proxy = ProxyOptions.from_settings(settings)
         placement.info["proxy"] = f"http://{proxy.host}:{proxy.port}/v1"
-        key = TeamKeys.from_settings(settings).ensure_default(settings.team)
-        placement.info[f"api key ({settings.team})"] = (
-            f"{key}  (also in {Path(settings.data_dir) / (settings.team + '.key')})"
-        )
+        placement.info.update(issue_keys(settings))
     urls = metrics_ports(settings, specs)
     if enabled(settings, "proxy"):
         urls["proxy"] = placement.info["proxy"].removesuffix("/v1") + "/metrics"

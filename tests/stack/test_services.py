@@ -7,7 +7,8 @@ from seamlessflow.config import Settings
 from seamlessflow.proxy import ProxyOptions
 from seamlessflow.rollout.options import RolloutOptions
 from seamlessflow.service_metrics import PORT_ENV
-from seamlessflow.stack.services import app_services, metrics_ports, with_stack_defaults
+from seamlessflow.stack.services import app_services, issue_keys, metrics_ports, with_stack_defaults
+from seamlessflow.teams import TeamKeys
 
 
 def test_the_default_stack_runs_the_whole_loop_in_order(tmp_path):
@@ -132,3 +133,17 @@ def test_only_consumer_group_members_run_as_copies(tmp_path):
     settings = with_stack_defaults(Settings(data_dir=tmp_path, cluster={"resources": {"proxy": {"replicas": 2}}}))
     with pytest.raises(ValidationError, match="proxy.workers"):
         app_services(settings)
+
+
+def test_up_issues_a_key_for_each_team_whose_agent_pool_it_runs_once(tmp_path):
+    """Found preparing the two-team demo: a pool of a team other than the configured one had no key to read."""
+    pool = {"function": "services.agents.examples.calculator:agent", "pool": "demo"}
+    settings = with_stack_defaults(Settings(data_dir=tmp_path, agent_pools=[{**pool, "team": "red"},
+                                                                            {**pool, "team": "blue"}]))
+    info = issue_keys(settings)
+    assert list(info) == ["api key (default)", "api key (blue)", "api key (red)"]
+    keys = {team: (tmp_path / f"{team}.key").read_text().strip() for team in ("default", "red", "blue")}
+    stored = TeamKeys.from_settings(settings)
+    assert {team: stored.team_for(key) for team, key in keys.items()} == {t: t for t in keys}
+    issue_keys(settings)  # a second `up` keeps them
+    assert {team: (tmp_path / f"{team}.key").read_text().strip() for team in keys} == keys
