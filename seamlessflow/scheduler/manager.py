@@ -97,7 +97,7 @@ class RolloutManager:
         self.ledger = RolloutLedger(batch_groups, self.max_staleness, self.options.max_in_flight)
         self.sources = [named(o) for o in self.options.sources] or [TaskSource(DEFAULT, self.tasks, self.options.kind)]
         self._source_named = {s.name: s for s in self.sources}
-        self._teams = {self.team} | {s.team for s in self.sources if s.team}
+        self.teams = frozenset({self.team} | {s.team for s in self.sources if s.team})  # whose tasks are ours
         self.stages = StagePlan(self.options.stages, [s.name for s in self.sources], self.options.stage_window) \
             if self.options.stages else None
 
@@ -107,7 +107,7 @@ class RolloutManager:
 
     def on_task(self, task: Task) -> None:
         """A task record of this run (ours, seen on the tasks topic or just published)."""
-        if task.group_id in self.groups or task.team not in self._teams or task.run != self.run:
+        if task.group_id in self.groups or task.team not in self.teams or task.run != self.run:
             return
         payload = _payload(task)
         source_task_id = payload.get("source_task_id")

@@ -80,6 +80,8 @@ class SchedulerService:
         staleness = self.spec.max_staleness if manager.max_staleness is None else manager.max_staleness
         self.manager = RolloutManager(manager, task_set(manager), settings.team, settings.run,
                                       self.options.batch_threshold, staleness, clock) if manager.enabled else None
+        # the run's team and those its task sources publish for (`manager.sources[].team`): their records are ours
+        self.teams = self.manager.teams if self.manager else frozenset({settings.team})
         self.proxy_sync = ProxySync(self.options.command_timeout_s)
         autoscale = self.options.autoscale
         self.autoscaler = LiveAutoscaler(autoscale, self.options.heartbeat_timeout_s) if autoscale.enabled else None
@@ -116,7 +118,7 @@ class SchedulerService:
 
     def fold(self, message: Any) -> None:
         now = self.clock()
-        if getattr(message, "team", self.settings.team) != self.settings.team:
+        if getattr(message, "team", self.settings.team) not in self._teams_of(message):
             return
         if getattr(message, "run", self.settings.run) != self.settings.run:
             return
@@ -138,6 +140,11 @@ class SchedulerService:
             self.manager.on_episode_end(message)
         if self.manager:
             self.view.discount(self.manager.take_unusable(self.view.current_version))
+
+    def _teams_of(self, message: Any) -> frozenset[str]:
+        """Whose records of this kind are this scheduler's: the stack's resources, acks and weights are the run's
+        team's; tasks, trajectories and session ends also those of the teams its task sources publish for."""
+        return self.teams if isinstance(message, (Task, Trajectory, EpisodeEnd)) else frozenset({self.settings.team})
 
     def _input_topics(self) -> tuple[str, ...]:
         t = self.topics

@@ -18,6 +18,7 @@ from seamlessflow.testing.scheduler_fakes import (
     FakeResource,
     publish_trajectories,
     publish_weights,
+    trajectory,
     wait_until,
 )
 from seamlessflow.topics import Topics
@@ -187,3 +188,23 @@ def test_poison_on_every_input_is_dead_lettered_at_rebuild_and_live_and_folding_
     for topic, values in [*rebuilt.items(), *live.items()]:
         assert_dead_lettered(found, values, topic)
     assert "unexpected Task" in next(d.reason for d in found if d.value == misplaced)
+
+
+def test_a_source_of_another_team_has_its_trajectories_counted(settings, codec):
+    """A task source may publish for another team (`manager.sources[].team`, and each adapter team's in a stack
+    that trains the teams' adapters): the scheduler's fold must count that team's trajectories, or its groups
+    never finish and the manager stops publishing once `max_in_flight` groups are out."""
+    sources = [{"name": "red", "team": "red", "demo_count": 2}]
+    service = SchedulerService(settings, options("multiplexed"), ManagerOptions(group_size=2, sources=sources), codec)
+    try:
+        assert service.manager is not None
+        (task, *_) = service.manager.next_tasks(0)
+        service.manager.on_task(task)  # as publishing it does
+        assert task.team == "red"
+        for reward, session in enumerate(("s1", "s2")):
+            service.fold(dataclasses.replace(trajectory(task.group_id, session, reward=float(reward)), team="red"))
+        assert service.manager.finished == 1
+        service.fold(dataclasses.replace(trajectory(task.group_id, "s3"), team="blue", group_id="blue.g"))
+        assert service.view.trajectories_since_version == 2  # a team none of its sources publishes for: not ours
+    finally:
+        service.producer.close()
