@@ -60,6 +60,7 @@ from seamlessflow.scheduler.proxy_sync import ProxySync
 from seamlessflow.scheduler.reading import records_until
 from seamlessflow.scheduler.view import ClusterView
 from seamlessflow.topics import Topics
+from seamlessflow.trainer.teams import adapter_trainers
 
 log = logging.getLogger("seamlessflow.scheduler")
 
@@ -82,6 +83,7 @@ class SchedulerService:
                                       self.options.batch_threshold, staleness, clock) if manager.enabled else None
         # the run's team and those its task sources publish for (`manager.sources[].team`): their records are ours
         self.teams = self.manager.teams if self.manager else frozenset({settings.team})
+        self.adapters = tuple(t.adapter for t in adapter_trainers(settings))  # trained instead of the base, if any
         self.proxy_sync = ProxySync(self.options.command_timeout_s)
         autoscale = self.options.autoscale
         self.autoscaler = LiveAutoscaler(autoscale, self.options.heartbeat_timeout_s) if autoscale.enabled else None
@@ -185,7 +187,7 @@ class SchedulerService:
         if self.manager:
             self.manager.expire()
             self.manager.advance_stage(self.view.trainer_figure("step") or 0.0, self.view.current_version)
-            for task in self.manager.next_tasks(self.view.current_version):
+            for task in self.manager.next_tasks(self.view.rollout_version(self.adapters)):
                 self.producer.send(self.topics.tasks, task.group_id, task)
                 self.manager.on_task(task)
         if self.autoscaler:  # advice only: logged and in the heartbeat's figures, acted on by nothing

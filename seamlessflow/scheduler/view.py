@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 from collections import deque
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from seamlessflow.core.control import Outcome
@@ -47,7 +48,8 @@ class ClusterView:
     epochs: EpochBook = field(default_factory=EpochBook)
     tracked: dict[str, Tracked] = field(default_factory=dict)
     weights: dict[int, str] = field(default_factory=dict)  # version -> uri
-    current_version: int = 0
+    current_version: int = 0  # the base's newest version (what `load_weights` commands carry)
+    adapter_versions: dict[str, int] = field(default_factory=dict)  # a team's LoRA adapter -> its newest version
     trajectories_since_version: int = 0
     arrivals: deque[float] = field(default_factory=deque)
     last_ack: dict[str, CommandAck] = field(default_factory=dict)
@@ -118,10 +120,20 @@ class ClusterView:
             tracked.released_epoch = max(tracked.released_epoch, ack.epoch)  # rejected/failed: trust heartbeats
 
     def on_weights(self, version: WeightVersion) -> None:
+        if version.adapter:  # a team's adapter: its engines' workers load it themselves, never as base weights
+            self.adapter_versions[version.adapter] = max(self.adapter_versions.get(version.adapter, 0),
+                                                         version.version)
+            return
         self.weights[version.version] = version.uri
         if version.version > self.current_version:
             self.current_version = version.version
             self.trajectories_since_version = 0
+
+    def rollout_version(self, adapters: Sequence[str] = ()) -> int:
+        """The version new rollouts' staleness is counted against: the base's, or where the stack trains the
+        teams' `adapters`, the slowest one's (each team's rollouts may run at most `max_staleness` versions
+        ahead of its own adapter; the slowest bounds them all, conservatively for the faster teams)."""
+        return min((self.adapter_versions.get(a, 0) for a in adapters), default=self.current_version)
 
     def discount(self, trajectories: int) -> None:
         """Trajectories the trainer will not train (no-signal groups) leave the buffered estimate."""
