@@ -1,5 +1,8 @@
 """The agent worker: a member of consumer group `<team>.<pool>` on the shared tasks topic.
 
+Every team's pools run the tasks published for the run's team (`settings.team`: shared by the teams); a task
+published for one team (`manager.sources[].team`) is run by that team's pools only.
+
 For each task it runs `group_size` sessions of the user's agent (see episode.py), at most `concurrency` at
 a time. A task's offset is committed only after the proxy accepted the end of every one of its sessions
 (and any retry record was durably published), so a worker that dies loses nothing: the group hands its
@@ -166,6 +169,8 @@ class AgentWorker:
         if addressed is not None and addressed.decode() != self.group:
             return False
         if task.group_size <= 0:
+            return False
+        if task.team not in (self.team, self.settings.team):  # published for another team (its own task source)
             return False
         return not self.opts.kinds or task.kind in self.opts.kinds
 

@@ -123,3 +123,17 @@ def test_poison_tasks_are_dead_lettered_committed_and_the_next_task_runs(setting
         stats = running.stop()
     assert_dead_lettered(letters(settings, codec, "agent:red.default"), values, Topics(settings).tasks)
     assert stats.dead_letters == 3 and stats.tasks_done == 1
+
+
+def test_a_task_published_for_another_team_is_not_run(settings, codec):
+    """Found on `make up-teams`: red's agents ran the tasks of blue's source too (with red's key), so each team's
+    adapter trained on the other's task set. The run's team's tasks stay shared by every team's pools."""
+    tasks = [make_task("demo", "q", {"reward": 0.5}, group_size=1, task_id=f"t-{team}", team=team)
+             for team in ("blue", "red", "default")]
+    with EndProxyStandIn() as proxy:
+        running = AgentsThread(worker(settings, codec, agent_fns.reward_from_payload, proxy))  # team red
+        publish_tasks(settings, codec, tasks)
+        wait_until(lambda: running.worker.stats.tasks_done == 2 and running.worker.stats.tasks_skipped == 1)
+        running.stop()
+    assert sorted(e["body"]["task_id"] for e in proxy.accepted()) == ["t-default", "t-red"]
+    assert committed(settings, "red.default") == end_offsets(settings)  # the skipped one is committed too
