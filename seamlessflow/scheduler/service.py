@@ -79,11 +79,13 @@ class SchedulerService:
                                 self.options.rate_window_s)
         self.scheduler = Scheduler(self.options.policy, clock, self.options.scheduler_config(), self.view.epochs)
         staleness = self.spec.max_staleness if manager.max_staleness is None else manager.max_staleness
-        self.manager = RolloutManager(manager, task_set(manager), settings.team, settings.run,
-                                      self.options.batch_threshold, staleness, clock) if manager.enabled else None
+        self.adapters = tuple(t.adapter for t in adapter_trainers(settings))  # trained instead of the base, if any
+        # each adapter's version is one batch of its own team: rollouts for all of them count against the slowest
+        batch = self.options.batch_threshold * max(1, len(self.adapters))
+        self.manager = RolloutManager(manager, task_set(manager), settings.team, settings.run, batch, staleness,
+                                      clock) if manager.enabled else None
         # the run's team and those its task sources publish for (`manager.sources[].team`): their records are ours
         self.teams = self.manager.teams if self.manager else frozenset({settings.team})
-        self.adapters = tuple(t.adapter for t in adapter_trainers(settings))  # trained instead of the base, if any
         self.proxy_sync = ProxySync(self.options.command_timeout_s)
         autoscale = self.options.autoscale
         self.autoscaler = LiveAutoscaler(autoscale, self.options.heartbeat_timeout_s) if autoscale.enabled else None
