@@ -80,7 +80,7 @@ class SchedulerService:
         self.scheduler = Scheduler(self.options.policy, clock, self.options.scheduler_config(), self.view.epochs)
         staleness = self.spec.max_staleness if manager.max_staleness is None else manager.max_staleness
         self.adapters = tuple(t.adapter for t in adapter_trainers(settings))  # trained instead of the base, if any
-        # each adapter's version is one batch of its own team: rollouts for all of them count against the slowest
+        # each adapter's version is one batch of its own team's: the bound on all their rollouts counts one per team
         batch = self.options.batch_threshold * max(1, len(self.adapters))
         self.manager = RolloutManager(manager, task_set(manager), settings.team, settings.run, batch, staleness,
                                       clock) if manager.enabled else None

@@ -131,9 +131,12 @@ class ClusterView:
 
     def rollout_version(self, adapters: Sequence[str] = ()) -> int:
         """The version new rollouts' staleness is counted against: the base's, or where the stack trains the
-        teams' `adapters`, the slowest one's (each team's rollouts may run at most `max_staleness` versions
-        ahead of its own adapter; the slowest bounds them all, conservatively for the faster teams)."""
-        return min((self.adapter_versions.get(a, 0) for a in adapters), default=self.current_version)
+        teams' `adapters`, the newest one's. Not the slowest's: one staleness bound for all the teams' rollouts
+        (the manager's single ledger) counted against the slowest adapter let a faster team's groups use the
+        bound up, and the slowest team then got no task to make its next version from (seen on `make
+        up-teams`). With the newest, a slow team's rollouts may be staler than its trainer takes (it drops them,
+        `stale_dropped`); a ledger per team would bound each team by its own adapter."""
+        return max((self.adapter_versions.get(a, 0) for a in adapters), default=self.current_version)
 
     def discount(self, trajectories: int) -> None:
         """Trajectories the trainer will not train (no-signal groups) leave the buffered estimate."""
