@@ -20,7 +20,7 @@ PYTEST_ARGS ?=
 unexport PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX := $(abspath $(VENV))/pycache
 
-.PHONY: install up test test-e2e test-deps lint down docs clean-venv
+.PHONY: up-teams install up test test-e2e test-deps lint down docs clean-venv
 
 install: $(STAMP)
 
@@ -36,6 +36,15 @@ $(STAMP): pyproject.toml $(OVERRIDES) infra/kafka/jars.lock
 
 up: install
 	$(BIN)/seamlessflow up
+
+# The demo with two teams, each training its own LoRA adapter on the shared base (docs/operations/teams.md):
+# the tiny model is built once, then each team's adapter is written from it (kept on later runs).
+LORA_TARGETS := q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj
+up-teams: install
+	$(BIN)/seamlessflow model init
+	@for team in red:8 blue:16; do name=$${team%:*}; test -d .seamlessflow/adapters/$$name || \
+		$(BIN)/seamlessflow team add $$name --lora $${team#*:} --lora-targets $(LORA_TARGETS) >/dev/null || exit 1; done
+	$(BIN)/seamlessflow --config infra/examples/adapter-teams.yaml up
 
 down: install
 	$(BIN)/seamlessflow down

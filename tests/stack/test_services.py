@@ -147,3 +147,18 @@ def test_up_issues_a_key_for_each_team_whose_agent_pool_it_runs_once(tmp_path):
     assert {team: stored.team_for(key) for team, key in keys.items()} == {t: t for t in keys}
     issue_keys(settings)  # a second `up` keeps them
     assert {team: (tmp_path / f"{team}.key").read_text().strip() for team in keys} == keys
+
+
+def test_the_two_team_demo_runs_a_trainer_and_an_agent_pool_per_adapter_team(tmp_path):
+    """infra/examples/adapter-teams.yaml, what `make up-teams` starts."""
+    import yaml
+
+    from seamlessflow.scheduler.options import ManagerOptions
+    from seamlessflow.stack.services import STACK_DEFAULTS
+
+    config = yaml.safe_load((STACK_DEFAULTS.parent / "examples" / "adapter-teams.yaml").read_text())
+    settings = with_stack_defaults(Settings.model_validate({**config, "data_dir": str(tmp_path)}))
+    names = [spec.name for spec in app_services(settings)]
+    assert {"trainer-red", "trainer-blue", "agents-red-demo", "agents-blue-demo"} <= set(names)
+    assert "trainer" not in names  # the base is not trained
+    assert {s.team for s in ManagerOptions.from_settings(settings).sources} == {"red", "blue"}
