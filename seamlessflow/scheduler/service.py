@@ -76,7 +76,7 @@ class SchedulerService:
         self.topics = Topics(settings)
         self.spec = get_policy(self.options.policy)
         self.view = ClusterView(frozenset(self.options.resource_kinds), self.options.command_timeout_s,
-                                self.options.rate_window_s)
+                                self.options.rate_window_s, batch_trajectories=self.options.batch_threshold)
         self.scheduler = Scheduler(self.options.policy, clock, self.options.scheduler_config(), self.view.epochs)
         staleness = self.spec.max_staleness if manager.max_staleness is None else manager.max_staleness
         self.adapters = tuple(t.adapter for t in adapter_trainers(settings))  # trained instead of the base, if any

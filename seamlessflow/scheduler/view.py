@@ -50,7 +50,8 @@ class ClusterView:
     weights: dict[int, str] = field(default_factory=dict)  # version -> uri
     current_version: int = 0  # the base's newest version (what `load_weights` commands carry)
     adapter_versions: dict[str, int] = field(default_factory=dict)  # a team's LoRA adapter -> its newest version
-    trajectories_since_version: int = 0
+    trajectories_since_version: int = 0  # the backlog's estimate (trainers report none)
+    batch_trajectories: int = 0  # trajectories per step: what each adapter version took out of the backlog
     arrivals: deque[float] = field(default_factory=deque)
     last_ack: dict[str, CommandAck] = field(default_factory=dict)
     proxies: dict[str, tuple[int, float]] = field(default_factory=dict)  # live proxy -> (version, heartbeat)
@@ -121,8 +122,10 @@ class ClusterView:
 
     def on_weights(self, version: WeightVersion) -> None:
         if version.adapter:  # a team's adapter: its engines' workers load it themselves, never as base weights
-            self.adapter_versions[version.adapter] = max(self.adapter_versions.get(version.adapter, 0),
-                                                         version.version)
+            if version.version > self.adapter_versions.get(version.adapter, 0):
+                self.adapter_versions[version.adapter] = version.version
+                # the base never moves where adapters train: each adapter version took one step's batch instead
+                self.trajectories_since_version = max(0, self.trajectories_since_version - self.batch_trajectories)
             return
         self.weights[version.version] = version.uri
         if version.version > self.current_version:
