@@ -20,7 +20,7 @@ PYTEST_ARGS ?=
 unexport PYTHONDONTWRITEBYTECODE
 export PYTHONPYCACHEPREFIX := $(abspath $(VENV))/pycache
 
-.PHONY: up-teams install up test test-e2e test-deps lint down docs clean-venv
+.PHONY: install up up-teams test test-e2e test-deps lint down docs clean-venv
 
 install: $(STAMP)
 
