@@ -86,6 +86,7 @@ class SchedulerService:
                                       clock) if manager.enabled else None
         # the run's team and those its task sources publish for (`manager.sources[].team`): their records are ours
         self.teams = self.manager.teams if self.manager else frozenset({settings.team})
+        self._run_team = frozenset({settings.team})
         self.proxy_sync = ProxySync(self.options.command_timeout_s)
         autoscale = self.options.autoscale
         self.autoscaler = LiveAutoscaler(autoscale, self.options.heartbeat_timeout_s) if autoscale.enabled else None
@@ -148,7 +149,7 @@ class SchedulerService:
     def _teams_of(self, message: Any) -> frozenset[str]:
         """Whose records of this kind are this scheduler's: the stack's resources, acks and weights are the run's
         team's; tasks, trajectories and session ends also those of the teams its task sources publish for."""
-        return self.teams if isinstance(message, (Task, Trajectory, EpisodeEnd)) else frozenset({self.settings.team})
+        return self.teams if isinstance(message, (Task, Trajectory, EpisodeEnd)) else self._run_team
 
     def _input_topics(self) -> tuple[str, ...]:
         t = self.topics
