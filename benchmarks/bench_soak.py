@@ -35,7 +35,8 @@ from seamlessflow.chaos.run import ChaosConfig, run_chaos  # noqa: E402
 from seamlessflow.chaos.stack import stub_engine_stack  # noqa: E402
 from seamlessflow.config import Settings  # noqa: E402
 from seamlessflow.ports import free_port, free_port_block  # noqa: E402
-from seamlessflow.stack.services import run_dir, with_stack_defaults  # noqa: E402
+from seamlessflow.stack.paths import run_dir
+from seamlessflow.stack.services import with_stack_defaults  # noqa: E402
 from seamlessflow.stack.supervisor import read_state  # noqa: E402
 
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from seamlessflow.config import Settings
 from seamlessflow.ports import free_port
-from seamlessflow.stack.services import config_path
+from seamlessflow.stack.paths import config_path
 from seamlessflow.stack.supervisor import ServiceSpec
 
 STUB_OFF = {"rollout": False, "scheduler": False, "agents": False}

@@ -12,7 +12,7 @@ from seamlessflow.agents import WorkerFailed
 from seamlessflow.agents.start import NoTeamKey, agent_worker
 from seamlessflow.cli.context import pass_settings
 from seamlessflow.config import Settings
-from seamlessflow.stack.services import config_path
+from seamlessflow.stack.paths import config_path
 
 
 @click.group()

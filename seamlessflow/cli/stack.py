@@ -29,12 +29,13 @@ from seamlessflow.config import Settings
 from seamlessflow.scheduler.options import SchedulerOptions
 from seamlessflow.stack.adoption import take_over
 from seamlessflow.stack.options import ClusterOptions
+from seamlessflow.stack.paths import config_path, log_dir, run_dir
 from seamlessflow.stack.placement import Placement
 from seamlessflow.stack.placements import placement_for, recorded
 from seamlessflow.stack.processes import STACK_ENV
 from seamlessflow.stack.scale import AdviceActor, parse_change, reconcile, scale_stack
 from seamlessflow.stack.scale_edits import split_role
-from seamlessflow.stack.services import SERVICES, config_path, log_dir, run_dir, start_stack, with_stack_defaults
+from seamlessflow.stack.services import SERVICES, start_stack, with_stack_defaults
 from seamlessflow.stack.status import stack_status
 from seamlessflow.stack.supervisor import ServiceState, Supervisor, read_state
 from seamlessflow.stack.watch import ResourceWatcher

@@ -24,9 +24,9 @@ from typing import Any
 import yaml
 
 from seamlessflow.config import Settings
+from seamlessflow.stack.paths import config_path, run_dir
 from seamlessflow.stack.placement import Recorded
 from seamlessflow.stack.processes import stack_processes
-from seamlessflow.stack.services import config_path, run_dir
 
 
 def take_over(stack: Recorded, settings: Settings, say: Callable[[str], object]) -> tuple[Settings, dict[str, dict]]:

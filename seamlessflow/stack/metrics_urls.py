@@ -16,14 +16,14 @@ from urllib.parse import urlsplit
 from seamlessflow.config import Settings
 from seamlessflow.service_metrics import PORT_ENV
 from seamlessflow.stack.options import MetricsOptions
+from seamlessflow.stack.paths import run_dir
 from seamlessflow.stack.supervisor import ServiceSpec
 
 OWN_METRICS = ("proxy", "dashboard")  # serve /metrics on their own HTTP port: no port of `metrics.port`'s
 
 
 def metrics_file(settings: Settings) -> Path:
-    """`services.run_dir(settings) / "metrics.json"` (services imports this module, so not through it)."""
-    return Path(settings.data_dir).resolve() / "run" / "metrics.json"
+    return run_dir(settings) / "metrics.json"
 
 
 def listed_urls(settings: Settings) -> dict[str, str]:

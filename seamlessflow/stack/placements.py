@@ -17,12 +17,12 @@ from typing import Any
 
 from seamlessflow.config import Settings
 from seamlessflow.stack.options import ClusterOptions
+from seamlessflow.stack.paths import config_path, log_dir, run_dir
 from seamlessflow.stack.placement import Placement, PlacementError, Recorded
 from seamlessflow.stack.processes import Adopted, pid_alive, stack_processes, stop_tree
 from seamlessflow.stack.ray_placement import RayPlacement, actor_states, connect, namespace_for, stop_actors
 from seamlessflow.stack.ray_settings import for_the_cluster
 from seamlessflow.stack.rows import service_row
-from seamlessflow.stack.services import config_path, log_dir, run_dir
 from seamlessflow.stack.supervisor import ServiceState, Supervisor, read_state
 
 ONE_MACHINE = ("no stack placed on Ray runs from this data directory (the local stack runs on one machine, "

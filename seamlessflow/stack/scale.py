@@ -45,6 +45,7 @@ import yaml
 
 from seamlessflow.config import Settings
 from seamlessflow.stack.metrics_urls import add_metrics_port, drop_metrics_port
+from seamlessflow.stack.paths import config_path
 from seamlessflow.stack.placement import Placement, PlacementError
 from seamlessflow.stack.scale_edits import SCALABLE, scale_assemblers, scale_pool, split_role
 from seamlessflow.stack.supervisor import ServiceSpec, ServiceState, StartupFailed, Supervisor
@@ -97,7 +98,6 @@ def scale_stack(settings: Settings, count: int, say: Callable[[str], None],
     from this data directory (or removes `-count`), through the placement that runs it. Returns each one's
     state."""
     from seamlessflow.stack.placements import LocalRecord, recorded
-    from seamlessflow.stack.services import config_path
 
     split_role(role)
     record = recorded(settings)

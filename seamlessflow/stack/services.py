@@ -21,6 +21,7 @@ from seamlessflow.model.choice import ensure_model
 from seamlessflow.service_metrics import PORT_ENV
 from seamlessflow.stack.metrics_urls import OWN_METRICS, metrics_file, write_urls
 from seamlessflow.stack.options import AgentPoolOptions, ClusterOptions, MetricsOptions
+from seamlessflow.stack.paths import config_path
 from seamlessflow.stack.placement import Placement, expand_replicas
 from seamlessflow.stack.resources import RestartPolicy, requested
 from seamlessflow.stack.supervisor import Awaiting, ServiceSpec
@@ -34,18 +35,6 @@ if TYPE_CHECKING:
 
 SERVICES = ("assembler", "tracking", "dashboard", "rollout", "proxy", "trainer", "scheduler", "agents", "eval")
 STACK_DEFAULTS = Path(__file__).resolve().parents[2] / "infra" / "stack-defaults.yaml"
-
-
-def run_dir(settings: Settings) -> Path:
-    return Path(settings.data_dir).resolve() / "run"
-
-
-def log_dir(settings: Settings) -> Path:
-    return Path(settings.data_dir).resolve() / "logs"
-
-
-def config_path(settings: Settings) -> Path:
-    return run_dir(settings) / "config.yaml"
 
 
 def port_open(port: int, host: str = "127.0.0.1") -> bool:
@@ -113,7 +102,7 @@ def app_services(settings: Settings) -> list[ServiceSpec]:
         specs += trainer_services(settings)
     if enabled(settings, "scheduler"):
         specs.append(python_service(settings, "scheduler"))
-    for pool in (getattr(settings, "agent_pools", None) or []) if enabled(settings, "agents") else []:
+    for pool in running_pools(settings):
         specs += agent_pool_services(settings, pool)
     if enabled(settings, "eval"):
         specs.append(python_service(settings, "eval"))
@@ -254,10 +243,14 @@ def issue_keys(settings: Settings) -> dict[str, str]:
     return info
 
 
+def running_pools(settings: Settings) -> list[dict]:
+    """The `agent_pools` entries this stack runs (none when `services.agents` is off)."""
+    return (getattr(settings, "agent_pools", None) or []) if enabled(settings, "agents") else []
+
+
 def pool_teams(settings: Settings) -> set[str]:
     """The teams of the agent pools this stack runs."""
-    pools = (getattr(settings, "agent_pools", None) or []) if enabled(settings, "agents") else []
-    return {AgentPoolOptions.model_validate(pool).team or settings.team for pool in pools}
+    return {AgentPoolOptions.model_validate(pool).team or settings.team for pool in running_pools(settings)}
 
 
 def agent_pool_services(settings: Settings, entry: dict) -> list[ServiceSpec]:

@@ -22,10 +22,11 @@ from seamlessflow.config import Settings
 from seamlessflow.ports import free_port_block
 from seamlessflow.service_metrics import PORT_ENV
 from seamlessflow.stack.metrics_urls import listed_urls, write_urls
+from seamlessflow.stack.paths import config_path, log_dir, run_dir
 from seamlessflow.stack.placement import PlacementError, expand_replicas
 from seamlessflow.stack.processes import pid_alive
 from seamlessflow.stack.scale import AdviceActor, reconcile, scale_stack
-from seamlessflow.stack.services import SERVICES, app_services, config_path, log_dir, metrics_ports, run_dir
+from seamlessflow.stack.services import SERVICES, app_services, metrics_ports
 from seamlessflow.stack.supervisor import ServiceSpec, ServiceState, Supervisor
 from seamlessflow.testing.waiting import wait_until
 from seamlessflow.topics import topic_specs
