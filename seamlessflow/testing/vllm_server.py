@@ -20,6 +20,7 @@ from pathlib import Path
 import yaml
 
 from seamlessflow.ports import free_port
+from seamlessflow.rollout.core_start import ENV as CORE_START_ENV
 from seamlessflow.stack.services import STACK_DEFAULTS
 
 
@@ -38,16 +39,16 @@ def perturbed_copy(model_dir: Path, out: Path, scale: float = 0.5) -> Path:
     return out
 
 
-# Fast start for test engines: no compilation (-O0), and the model runs inside the engine-core process
-# instead of a third process. Each vLLM process imports torch and vLLM afresh (~1/3 of a start each on
-# 2 cores); vLLM-CPU keeps a worker process by default only to pin OpenMP threads, which a tiny test
-# model does not need.
+# Fast start for test engines: no compilation (-O0), the model runs inside the engine-core process instead of
+# a third process, and that core is forked from the API server, not spawned (seamlessflow.rollout.core_start).
+# A spawned vLLM process imports torch and vLLM afresh (~1/3 of a start each on 2 cores); vLLM-CPU keeps a
+# worker process by default only to pin OpenMP threads, which a tiny test model does not need.
 # The long-context engine's window is the one `up` serves, so its tests show the default stack holds long
 # prompts; its replies are capped (a random model rarely ends one by itself).
 STACK_WINDOW: int = yaml.safe_load(STACK_DEFAULTS.read_text())["rollout"]["max_model_len"]
 LONG_REPLY_TOKENS = 48
 LEAN_ENGINE_ARGS = ["--distributed-executor-backend", "uni"]
-LEAN_ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0"}
+LEAN_ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", CORE_START_ENV: "fork"}
 
 
 class VllmServer:
