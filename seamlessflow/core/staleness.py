@@ -53,6 +53,10 @@ class RolloutLedger:
             current_version, self.max_staleness, self.batch_size, self.accepted, self.running, self.max_concurrent
         )
 
+    def staleness_room(self, current_version: int) -> int:
+        """Rollouts the staleness bound alone still allows (for a caller that bounds concurrency itself)."""
+        return staleness_capacity(current_version, self.max_staleness, self.batch_size, self.accepted + self.running)
+
     def on_submitted(self, count: int = 1) -> None:
         self.submitted += count
 

@@ -2,10 +2,15 @@
 
 Capacity is the core's `RolloutLedger` counted in *groups*: at most `max_in_flight` groups published and not
 finished, and no more than the staleness bound allows for the trainer's current version (a step consumes
-`ceil(batch_threshold / group_size)` groups). A group is finished when trajectories from `group_size`
-distinct sessions have arrived (a forked session yields several trajectories but counts once; failed
-episodes still arrive as trajectories with status `failed`). A group silent for `task_timeout_s` is given
-up (`lost`), so one lost session cannot stall the pipeline; the count is reported, never hidden.
+`ceil(batch_threshold / group_size)` groups). There is one ledger per policy: the base's, and where the stack
+trains the teams' LoRA adapters (`trainer.target: adapters`), one per adapter team, each bounded by its own
+adapter's newest version (`policy_of`: team -> adapter). A team whose trainer lags then gets no more groups than
+its own trainer can still take fresh enough, while the others go on; `max_in_flight` stays one bound for all.
+
+A group is finished when trajectories from `group_size` distinct sessions have arrived (a forked session yields
+several trajectories but counts once; failed episodes still arrive as trajectories with status `failed`). A group
+silent for `task_timeout_s` is given up (`lost`), so one lost session cannot stall the pipeline; the count is
+reported, never hidden.
 
 The staleness bound assumes every finished group feeds a step. The trainer skips groups without signal
 (fewer than two trainable sessions, or all rewards equal), so such a group frees its slot instead of
@@ -37,7 +42,7 @@ from __future__ import annotations
 import collections
 import json
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from seamlessflow.core.batching import TRAINABLE_STATUSES, rewards_vary, solved_by_all
@@ -53,6 +58,7 @@ from seamlessflow.tasks import ArithmeticTask
 from seamlessflow.tasks.arithmetic import expression_of
 
 FINAL_STATUSES = (EpisodeStatus.DONE, EpisodeStatus.FAILED)  # aborted sessions are retried
+BASE = ""  # the policy key of the shared base weights (an adapter's key is its name)
 
 
 def task_set(options: ManagerOptions) -> list[ArithmeticTask]:
@@ -69,6 +75,7 @@ class Group:
     no_signal: bool = False
     source_task_id: str | None = None
     source: str = DEFAULT  # the task source's name
+    policy: str = BASE  # whose ledger the group counts in: the team's adapter, or the base
 
 
 @dataclass
@@ -80,30 +87,36 @@ class RolloutManager:
     batch_threshold: int
     max_staleness: int
     clock: Callable[[], float]
+    policy_of: Mapping[str, str] = field(default_factory=dict)  # team -> the adapter trained on its rollouts
     groups: dict[str, Group] = field(default_factory=dict)
     published: int = 0
     finished: int = 0
     lost: int = 0
     no_signal: int = 0
     trajectories: int = 0
-    unusable: collections.Counter[int] = field(default_factory=collections.Counter)  # by arrival version, untaken
+    unusable: collections.Counter[tuple[str, int]] = field(default_factory=collections.Counter)  # (policy, version)
     draining: bool = False  # no new tasks; groups in flight still finish
     too_easy: set[str] = field(default_factory=set)  # source task ids every session of a group solved
-    ledger: RolloutLedger = field(init=False)
+    ledgers: dict[str, RolloutLedger] = field(init=False)  # policy -> its staleness ledger
     sources: list[TaskSource] = field(init=False)  # `options.sources`, else one source of `tasks`
 
     def __post_init__(self) -> None:
-        batch_groups = math.ceil(self.batch_threshold / self.options.group_size)
-        self.ledger = RolloutLedger(batch_groups, self.max_staleness, self.options.max_in_flight)
         self.sources = [named(o) for o in self.options.sources] or [TaskSource(DEFAULT, self.tasks, self.options.kind)]
         self._source_named = {s.name: s for s in self.sources}
         self.teams = frozenset({self.team} | {s.team for s in self.sources if s.team})  # whose tasks are ours
         self.stages = StagePlan(self.options.stages, [s.name for s in self.sources], self.options.stage_window) \
             if self.options.stages else None
+        batch_groups = math.ceil(self.batch_threshold / self.options.group_size)
+        self.ledgers = {policy: RolloutLedger(batch_groups, self.max_staleness, self.options.max_in_flight)
+                        for policy in {self.policy(s) for s in self.sources}}
+
+    def policy(self, source: TaskSource) -> str:
+        """The policy a source's rollouts train: its team's adapter where adapters train, else the base."""
+        return self.policy_of.get(source.team or self.team, BASE)
 
     @property
     def outstanding(self) -> int:
-        return self.ledger.running
+        return sum(ledger.running for ledger in self.ledgers.values())
 
     def on_task(self, task: Task) -> None:
         """A task record of this run (ours, seen on the tasks topic or just published)."""
@@ -113,20 +126,22 @@ class RolloutManager:
         source_task_id = payload.get("source_task_id")
         source = self._source_named.get(payload.get("task_source") or DEFAULT, self.sources[0])
         self.groups[task.group_id] = Group(task.group_size, self.clock(), source_task_id=source_task_id,
-                                           source=source.name)
+                                           source=source.name, policy=self.policy(source))
         self.published += 1
         source.published += 1
         if self.stages is not None:
             self.stages.on_task(int(payload.get("stage", 0)), source.name)
-        self.ledger.on_submitted()
+        self.ledgers[self.policy(source)].on_submitted()
         position = self._position(source, source_task_id, task.task_id)
         if position is not None:  # a restarted scheduler continues the cycle after the last task published
             source.cursor = max(source.cursor, position + 1)
 
-    def on_trajectory(self, trajectory: Trajectory, version: int = 0) -> bool:
-        """Count one trajectory, which arrived while `version` was the newest weights; True when it completes
-        its group."""
+    def on_trajectory(self, trajectory: Trajectory, version: int = 0,
+                      adapter_versions: Mapping[str, int] | None = None) -> bool:
+        """Count one trajectory, which arrived while `version` was the base's newest (and `adapter_versions`
+        the adapters'); True when it completes its group."""
         group = self.groups.get(trajectory.group_id)
+        version = newest(version, adapter_versions).get(group.policy if group else BASE, 0)
         if self.stages is not None and group is not None and trajectory.status in TRAINABLE_STATUSES:
             self.stages.on_trajectory(group.source, trajectory.reward, sum(trajectory.loss_mask))
         return self._session_finished(trajectory.group_id, trajectory.session_id, trajectory.status,
@@ -150,7 +165,7 @@ class RolloutManager:
             group.arrival_versions.append(arrived_at)
         if len(group.sessions) >= group.size:
             if arrived_at is not None and group.no_signal:  # a trajectory that arrived after its group was judged
-                self.unusable[arrived_at] += 1
+                self.unusable[group.policy, arrived_at] += 1
             return False
         self.trajectories += int(trajectory)
         if session_id in group.sessions:
@@ -166,26 +181,30 @@ class RolloutManager:
         self.finished += 1
         source.finished += 1
         if rewards_vary(group.rewards):
-            self.ledger.on_accepted()
+            self.ledgers[group.policy].on_accepted()
         else:
             self.no_signal += 1
             group.no_signal = True
             self._note_too_easy(group)
-            self.unusable.update(group.arrival_versions)
-            self.ledger.on_rejected()
+            self.unusable.update((group.policy, v) for v in group.arrival_versions)
+            self.ledgers[group.policy].on_rejected()
         return True
 
     def drain(self) -> None:
         """Stop publishing; what is in flight still finishes and is counted (a clean end of a run)."""
         self.draining = True
 
-    def take_unusable(self, current_version: int = 0) -> int:
-        """Trajectories the trainer will skip (their group has no signal) that arrived since `current_version`
-        was published: the scheduler counts arrivals since the newest version as buffered, so only these
+    def take_unusable(self, current_version: int = 0,
+                      adapter_versions: Mapping[str, int] | None = None) -> dict[str, int]:
+        """Per policy, trajectories its trainer will skip (their group has no signal) that arrived since its
+        newest version was published: the scheduler counts arrivals since then as buffered, so only these
         come out of that estimate (earlier ones were never in it). Each is reported once."""
-        taken = sum(n for version, n in self.unusable.items() if version >= current_version)
+        versions, taken = newest(current_version, adapter_versions), collections.Counter[str]()
+        for (policy, version), n in self.unusable.items():
+            if version >= versions.get(policy, 0):
+                taken[policy] += n
         self.unusable.clear()
-        return taken
+        return dict(taken)
 
     def expire(self) -> list[str]:
         now, expired = self.clock(), []
@@ -193,23 +212,32 @@ class RolloutManager:
             if 0 <= len(group.sessions) < group.size and now - group.published_at > self.options.task_timeout_s:
                 group.size = -1  # closed: late trajectories are ignored
                 expired.append(group_id)
+                self.ledgers[group.policy].on_rejected()
         self.lost += len(expired)
-        self.ledger.on_rejected(len(expired))
         return expired
 
-    def next_tasks(self, current_version: int) -> list[Task]:
-        """Tasks to publish now (caller publishes them, then feeds each to `on_task`)."""
+    def next_tasks(self, current_version: int = 0, adapter_versions: Mapping[str, int] | None = None) -> list[Task]:
+        """Tasks to publish now (caller publishes them, then feeds each to `on_task`): `current_version` is the
+        base's newest, `adapter_versions` each adapter's (by name; missing: 0)."""
         if self.draining:
             return []
-        room = self.ledger.capacity(current_version)
+        versions = newest(current_version, adapter_versions)
+        room = self.options.max_in_flight - self.outstanding
         if self.options.max_tasks is not None:
             room = min(room, self.options.max_tasks - self.published)
+        fresh = {policy: ledger.staleness_room(versions.get(policy, 0))
+                 for policy, ledger in self.ledgers.items()}
         sources, weights, counts = self._shares()
         out = []
         for _ in range(max(0, room)):
-            index = next_source(weights, counts)  # each source's share of every batch (core.mixing)
+            open_ = [i for i, source in enumerate(sources) if fresh[self.policy(source)] > 0]
+            if not open_:
+                break
+            # each source's share of every batch (core.mixing), among those whose policy can take more
+            index = open_[next_source([weights[i] for i in open_], [counts[i] for i in open_])]
             counts[index] += 1
             source = sources[index]
+            fresh[self.policy(source)] -= 1
             out.append(self._task(source, self._next_position(source)))
         return out
 
@@ -268,6 +296,11 @@ class RolloutManager:
         if self.stages is not None:
             figures.update(self.stages.figures())
         return figures
+
+
+def newest(base: int, adapters: Mapping[str, int] | None) -> dict[str, int]:
+    """Each policy's newest version: the base's under BASE, each adapter's under its name."""
+    return {BASE: base, **(adapters or {})}
 
 
 def _payload(task: Task) -> dict:

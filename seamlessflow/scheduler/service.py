@@ -75,15 +75,17 @@ class SchedulerService:
         self.codec = codec or codec_for(settings)
         self.topics = Topics(settings)
         self.spec = get_policy(self.options.policy)
+        # where the teams' adapters train instead of the base, each team's rollouts are its adapter's: a
+        # staleness ledger and a backlog per adapter (the base's for every other team)
+        policy_of = {t.team: t.adapter for t in adapter_trainers(settings)}
         self.view = ClusterView(frozenset(self.options.resource_kinds), self.options.command_timeout_s,
-                                self.options.rate_window_s, batch_trajectories=self.options.batch_threshold)
+                                self.options.rate_window_s, batch_trajectories=self.options.batch_threshold,
+                                policy_of=policy_of)
         self.scheduler = Scheduler(self.options.policy, clock, self.options.scheduler_config(), self.view.epochs)
         staleness = self.spec.max_staleness if manager.max_staleness is None else manager.max_staleness
-        self.adapters = tuple(t.adapter for t in adapter_trainers(settings))  # trained instead of the base, if any
-        # each adapter's version is one batch of its own team's: the bound on all their rollouts counts one per team
-        batch = self.options.batch_threshold * max(1, len(self.adapters))
-        self.manager = RolloutManager(manager, task_set(manager), settings.team, settings.run, batch, staleness,
-                                      clock) if manager.enabled else None
+        self.manager = RolloutManager(manager, task_set(manager), settings.team, settings.run,
+                                      self.options.batch_threshold, staleness, clock, policy_of) \
+            if manager.enabled else None
         # the run's team and those its task sources publish for (`manager.sources[].team`): their records are ours
         self.teams = self.manager.teams if self.manager else frozenset({settings.team})
         self._run_team = frozenset({settings.team})
@@ -136,15 +138,17 @@ class SchedulerService:
         elif isinstance(message, WeightVersion):
             self.view.on_weights(message)
         elif isinstance(message, Trajectory):
-            self.view.on_trajectory(now)
+            self.view.on_trajectory(now, message.team)
             if self.manager:
-                self.manager.on_trajectory(message, self.view.current_version)
+                self.manager.on_trajectory(message, self.view.current_version, self.view.adapter_versions)
         elif isinstance(message, Task) and self.manager:
             self.manager.on_task(message)
         elif isinstance(message, EpisodeEnd) and self.manager:
             self.manager.on_episode_end(message)
         if self.manager:
-            self.view.discount(self.manager.take_unusable(self.view.current_version))
+            for policy, unusable in self.manager.take_unusable(self.view.current_version,
+                                                                 self.view.adapter_versions).items():
+                self.view.discount(unusable, policy)
 
     def _teams_of(self, message: Any) -> frozenset[str]:
         """Whose records of this kind are this scheduler's: the stack's resources, acks and weights are the run's
@@ -190,7 +194,7 @@ class SchedulerService:
         if self.manager:
             self.manager.expire()
             self.manager.advance_stage(self.view.trainer_figure("step") or 0.0, self.view.current_version)
-            for task in self.manager.next_tasks(self.view.rollout_version(self.adapters)):
+            for task in self.manager.next_tasks(self.view.current_version, self.view.adapter_versions):
                 self.producer.send(self.topics.tasks, task.group_id, task)
                 self.manager.on_task(task)
         if self.autoscaler:  # advice only: logged and in the heartbeat's figures, acted on by nothing

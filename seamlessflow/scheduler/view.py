@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import math
 from collections import deque
-from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from seamlessflow.core.control import Outcome
@@ -22,6 +21,7 @@ from seamlessflow.core.policies import Command, SetActive
 from seamlessflow.core.resources import EpochBook, Resource, ResourceKind, ResourceState
 from seamlessflow.core.scheduler import expect
 from seamlessflow.messages import CommandAck, ResourceStatus, WeightVersion
+from seamlessflow.scheduler.manager import BASE
 
 
 def state_of(status: ResourceStatus) -> ResourceState:
@@ -50,8 +50,9 @@ class ClusterView:
     weights: dict[int, str] = field(default_factory=dict)  # version -> uri
     current_version: int = 0  # the base's newest version (what `load_weights` commands carry)
     adapter_versions: dict[str, int] = field(default_factory=dict)  # a team's LoRA adapter -> its newest version
-    trajectories_since_version: int = 0  # the backlog's estimate (trainers report none)
-    batch_trajectories: int = 0  # trajectories per step: what each adapter version took out of the backlog
+    batch_trajectories: int = 0  # trajectories per step: what each adapter version took out of its backlog
+    policy_of: dict[str, str] = field(default_factory=dict)  # team -> the adapter trained on its rollouts
+    backlog: dict[str, int] = field(default_factory=dict)  # policy (BASE or an adapter) -> trajectories waiting
     arrivals: deque[float] = field(default_factory=deque)
     last_ack: dict[str, CommandAck] = field(default_factory=dict)
     proxies: dict[str, tuple[int, float]] = field(default_factory=dict)  # live proxy -> (version, heartbeat)
@@ -124,29 +125,27 @@ class ClusterView:
         if version.adapter:  # a team's adapter: its engines' workers load it themselves, never as base weights
             if version.version > self.adapter_versions.get(version.adapter, 0):
                 self.adapter_versions[version.adapter] = version.version
-                # the base never moves where adapters train: each adapter version took one step's batch instead
-                self.trajectories_since_version = max(0, self.trajectories_since_version - self.batch_trajectories)
+                # the adapter's step took one batch of its own team's rollouts; the rest still waits
+                self.discount(self.batch_trajectories, version.adapter)
             return
         self.weights[version.version] = version.uri
         if version.version > self.current_version:
             self.current_version = version.version
-            self.trajectories_since_version = 0
+            self.backlog[BASE] = 0
 
-    def rollout_version(self, adapters: Sequence[str] = ()) -> int:
-        """The version new rollouts' staleness is counted against: the base's, or where the stack trains the
-        teams' `adapters`, the newest one's. Not the slowest's: one staleness bound for all the teams' rollouts
-        (the manager's single ledger) counted against the slowest adapter let a faster team's groups use the
-        bound up, and the slowest team then got no task to make its next version from (seen on `make
-        up-teams`). With the newest, a slow team's rollouts may be staler than its trainer takes (it drops them,
-        `stale_dropped`); a ledger per team would bound each team by its own adapter."""
-        return max((self.adapter_versions.get(a, 0) for a in adapters), default=self.current_version)
+    @property
+    def trajectories_since_version(self) -> int:
+        """The backlog's estimate (trainers report none): the fullest policy's, as a batch is ready when one
+        policy's trainer has its batch."""
+        return max(self.backlog.values(), default=0)
 
-    def discount(self, trajectories: int) -> None:
-        """Trajectories the trainer will not train (no-signal groups) leave the buffered estimate."""
-        self.trajectories_since_version = max(0, self.trajectories_since_version - trajectories)
+    def discount(self, trajectories: int, policy: str = BASE) -> None:
+        """Trajectories the policy's trainer will not train (no-signal groups, a batch it took) leave its backlog."""
+        self.backlog[policy] = max(0, self.backlog.get(policy, 0) - trajectories)
 
-    def on_trajectory(self, now: float) -> None:
-        self.trajectories_since_version += 1
+    def on_trajectory(self, now: float, team: str = "") -> None:
+        policy = self.policy_of.get(team, BASE)
+        self.backlog[policy] = self.backlog.get(policy, 0) + 1
         self.arrivals.append(now)
 
     def on_issued(self, command: Command, now: float) -> None:

@@ -1,6 +1,6 @@
 """The rollout manager's pacing: in-flight bound, staleness bound, finished and lost groups."""
 
-from seamlessflow.scheduler.manager import RolloutManager, task_set
+from seamlessflow.scheduler.manager import BASE, RolloutManager, task_set
 from seamlessflow.scheduler.options import ManagerOptions
 from seamlessflow.testing.scheduler_fakes import trajectory
 
@@ -137,12 +137,12 @@ def test_trajectories_of_no_signal_groups_are_reported_once_whenever_they_arrive
     for session in ("a", "b"):
         m.on_episode_end(EpisodeEnd(f"{session}.end", session, "default", "default", 0.5, "done", "{}", 0, 1,
                                     group_id=flat))
-    assert m.take_unusable() == 1 and m.take_unusable() == 0  # "a" arrived before the verdict
+    assert m.take_unusable() == {BASE: 1} and m.take_unusable() == {}  # "a" arrived before the verdict
     m.on_trajectory(trajectory(flat, "b", reward=0.5))
     m.on_trajectory(trajectory(flat, "b", branch=1, reward=0.5))  # a fork
     for session, reward in (("x", 1.0), ("y", 0.0)):
         m.on_trajectory(trajectory(signal, session, reward=reward))
-    assert m.take_unusable() == 2
+    assert m.take_unusable() == {BASE: 2}
 
 
 def test_no_signal_trajectories_from_before_a_new_version_do_not_come_out_of_its_estimate():
@@ -152,9 +152,9 @@ def test_no_signal_trajectories_from_before_a_new_version_do_not_come_out_of_its
     _, flat = (f"default.{t}" for t in publish(m))
     m.on_trajectory(trajectory(flat, "a", reward=0.5), version=3)
     m.on_trajectory(trajectory(flat, "b", reward=0.5), version=4)  # version 4 came out between the two
-    assert m.take_unusable(current_version=4) == 1 and m.take_unusable(current_version=4) == 0
+    assert m.take_unusable(current_version=4) == {BASE: 1} and m.take_unusable(current_version=4) == {}
     m.on_trajectory(trajectory(flat, "b", branch=1, reward=0.5), version=4)  # a late fork of the judged group
-    assert m.take_unusable(current_version=4) == 1
+    assert m.take_unusable(current_version=4) == {BASE: 1}
 
 
 def test_a_draining_manager_publishes_nothing_but_still_finishes_what_is_in_flight():
@@ -274,3 +274,52 @@ def test_a_restarted_manager_continues_the_mix_and_each_sources_cycle():
             finish(m, task.task_id, (1.0, 0.0))
     expected = ["code:arith-1-1.r0", "math:arith-0-1.r1", "math:arith-0-0.r2", "code:arith-1-0.r1"]
     assert [t.task_id for t in restarted.next_tasks(0)] == [t.task_id for t in first.next_tasks(0)] == expected
+
+
+def two_teams(batch_threshold=2, max_staleness=0, **options) -> RolloutManager:
+    """Two task sources, one per team, each team training its own adapter (an adapters stack)."""
+    sources = [{"name": team, "team": team, "weight": 1} for team in ("red", "blue")]
+    opts = ManagerOptions(**{"group_size": 2, "demo_count": 3, "max_in_flight": 8, "sources": sources, **options})
+    return RolloutManager(opts, task_set(opts), "default", "default", batch_threshold, max_staleness, Clock(),
+                          {"red": "red-lora", "blue": "blue-lora"})
+
+
+def finish_with_signal(m: RolloutManager, tasks) -> None:
+    for task in tasks:
+        for session, reward in (("x", 1.0), ("y", 0.0)):
+            m.on_trajectory(trajectory(task.group_id, f"{task.task_id}/{session}", reward=reward))
+
+
+def test_each_adapter_team_is_bounded_by_its_own_adapters_version():
+    """One batch (one group of two) per version and staleness 0: each team gets one group per version of its
+    own adapter. Red's trainer moving on gives red more; blue, whose trainer lags, gets none until its own does,
+    however far red goes (one shared ledger gave the lagging team's share to the other, or stalled both)."""
+    m = two_teams()
+    first = m.next_tasks()
+    assert sorted(t.team for t in first) == ["blue", "red"]
+    for task in first:
+        m.on_task(task)
+    finish_with_signal(m, first)
+    assert m.next_tasks(0, {"red-lora": 0, "blue-lora": 0}) == []  # both used their bound
+    for red_version in (1, 2, 3):
+        more = m.next_tasks(0, {"red-lora": red_version})
+        assert [t.team for t in more] == ["red"], more
+        m.on_task(more[0])
+        finish_with_signal(m, more)
+    assert [t.team for t in m.next_tasks(0, {"red-lora": 3, "blue-lora": 1})] == ["blue"]
+
+
+def test_the_in_flight_bound_holds_for_all_teams_together():
+    m = two_teams(max_in_flight=3, max_staleness=10)
+    tasks = m.next_tasks(0, {})
+    assert len(tasks) == 3 and {t.team for t in tasks} == {"red", "blue"}
+
+
+def test_no_signal_trajectories_come_out_of_their_own_adapters_backlog():
+    m = two_teams()
+    red, blue = sorted(m.next_tasks(), key=lambda t: t.team != "red")
+    for task in (red, blue):
+        m.on_task(task)
+    for session in ("x", "y"):
+        m.on_trajectory(trajectory(red.group_id, f"r/{session}", reward=0.5), 0, {"red-lora": 4})
+    assert m.take_unusable(0, {"red-lora": 4}) == {"red-lora": 2}

@@ -84,22 +84,24 @@ def test_only_scheduled_kinds_and_newest_weights():
     assert (v.current_version, v.trajectories_since_version, v.weights[1]) == (2, 0, "file:///w1")
 
 
-def test_adapter_versions_are_no_base_weights_and_the_newest_bounds_staleness():
+def test_adapter_versions_are_no_base_weights_and_each_takes_a_batch_from_its_own_teams_backlog():
     """Found on `make up-teams`: an adapter trainer's versions raised the base's, so the scheduler sent the engines
     `load_weights` of adapter directories every tick (each failed: no HF model directory), pausing them all; with
-    them kept apart, the backlog's estimate never came down and the train-capable engine stayed in `train`."""
-    v = view()
-    v.batch_trajectories = 8
-    for _ in range(20):
-        v.on_trajectory(now=0.0)
+    them kept apart, the backlog's estimate never came down and the train-capable engine stayed in `train`. Each
+    team's trajectories now wait in its own adapter's backlog, and a batch is ready when one team has one."""
+    v = ClusterView(frozenset({"rollout", "trainer"}), batch_trajectories=8,
+                    policy_of={"red": "red-lora", "blue": "blue-lora"})
+    for team, count in (("red", 20), ("blue", 6)):
+        for _ in range(count):
+            v.on_trajectory(now=0.0, team=team)
+    assert v.trajectories_since_version == 20
     for adapter, version in (("red-lora", 3), ("blue-lora", 1), ("red-lora", 2)):
         v.on_weights(WeightVersion("w", version, f"file:///{adapter}/v{version}", version, "peft-lora", "t",
                                    "default", "default", 0, adapter=adapter))
     assert (v.current_version, v.weights) == (0, {})  # the base never moved: nothing to load into the engines
     assert v.adapter_versions == {"red-lora": 3, "blue-lora": 1}
-    assert v.rollout_version(("red-lora", "blue-lora")) == 3 and v.rollout_version() == 0
-    # each new adapter version took a step's batch from the backlog's estimate (the base's never resets it here):
-    assert v.trajectories_since_version == 20 - 2 * 8  # red v3 and blue v1; red's older v2 took nothing
+    # red v3 took a batch of red's (red's older v2 took nothing), blue v1 all of blue's six
+    assert v.backlog == {"red-lora": 20 - 8, "blue-lora": 0} and v.trajectories_since_version == 12
 
 
 def test_hardware_tags_reach_the_resources_the_scheduler_sees():

@@ -8,6 +8,7 @@ import pytest
 
 from seamlessflow.kafka.io import read_messages
 from seamlessflow.messages import ControlCommand, ResourceStatus, WeightVersion
+from seamlessflow.scheduler.manager import BASE
 from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
 from seamlessflow.scheduler.role_intervals import intervals_from_records
 from seamlessflow.scheduler.service import SchedulerService
@@ -210,20 +211,23 @@ def test_a_source_of_another_team_has_its_trajectories_counted(settings, codec):
         service.producer.close()
 
 
-def test_in_a_stack_that_trains_adapters_the_staleness_bound_counts_a_batch_per_team(settings, codec):
+def test_in_a_stack_that_trains_adapters_each_team_has_a_ledger_and_a_backlog_of_its_own(settings, codec):
     """Found on `make up-teams`: one batch per version for two teams' rollouts let 6 groups out in all; each team's
-    trainer waited for its next batch and no task came."""
+    trainer waited for its next batch and no task came. Each team's rollouts now count against its own adapter."""
     teams = {team: {"lora": {"name": f"{team}-lora", "path": f"/adapters/{team}", "rank": 4}} for team in ("r", "b")}
     adapters = settings.with_overrides(proxy={"teams": teams}, trainer={"target": "adapters"})
     manager = ManagerOptions(group_size=2, sources=[{"name": t, "team": t} for t in teams])
     base = SchedulerService(settings, options("multiplexed"), manager, codec)
     service = SchedulerService(adapters, options("multiplexed"), manager, codec)
     try:
-        assert service.adapters == ("r-lora", "b-lora")
         assert service.manager is not None and base.manager is not None
-        assert service.manager.ledger.batch_size == 2 * base.manager.ledger.batch_size
-        service.view.adapter_versions.update({"r-lora": 3, "b-lora": 1})
-        assert service.view.rollout_version(service.adapters) == 3
+        assert set(base.manager.ledgers) == {BASE} and set(service.manager.ledgers) == {"r-lora", "b-lora"}
+        batches = {ledger.batch_size for ledger in service.manager.ledgers.values()}
+        assert batches == {base.manager.ledgers[BASE].batch_size}  # one batch per version of each adapter
+        task = next(t for t in service.manager.next_tasks() if t.team == "r")
+        service.manager.on_task(task)
+        service.fold(dataclasses.replace(trajectory(task.group_id, "s1"), team="r"))
+        assert service.view.backlog == {"r-lora": 1}
     finally:
         base.producer.close()
         service.producer.close()
