@@ -25,6 +25,7 @@ from prometheus_client import REGISTRY, generate_latest
 from seamlessflow.config import Settings
 from seamlessflow.dashboard.options import DashboardOptions
 from seamlessflow.dashboard.state import DashboardState, Decode
+from seamlessflow.kafka.clients import private_group
 from seamlessflow.stack.supervisor import read_state
 from seamlessflow.tracking.follow import Follower
 from seamlessflow.tracking.points import PointMaker
@@ -54,7 +55,7 @@ class Dashboard:
             self._thread.join(timeout=5)
 
     def _follow(self) -> None:
-        group = f"{self.settings.topic_prefix}.dashboard-{time.monotonic_ns()}"  # never commits: reads all
+        group = private_group(self.settings, "dashboard")  # never commits: reads all
         follower = None
         while not self._stop.is_set():
             try:

@@ -9,12 +9,16 @@ client.
 
 from __future__ import annotations
 
+import time
 from typing import Any
+
+from confluent_kafka import Consumer, KafkaError, KafkaException
 
 from seamlessflow.config import Settings
 
 SESSION_TIMEOUT_MS = 6000
 HEARTBEAT_INTERVAL_MS = 1000
+REFUSED = frozenset({KafkaError.TOPIC_AUTHORIZATION_FAILED})  # metadata errors that are a refusal, not a gap
 
 
 def common_config(settings: Settings) -> dict[str, Any]:
@@ -34,6 +38,24 @@ def producer_config(settings: Settings, **extra: Any) -> dict[str, Any]:
         "message.max.bytes": settings.max_record_bytes + 65536,
         **extra,
     }
+
+
+def private_group(settings: Settings, name: str) -> str:
+    """A group id of one reader that never commits (history readers, live followers, lookups). Under the stack's
+    topic prefix, as every group of ours: on a cluster with ACLs a team's one PREFIXED group grant on
+    `<topic_prefix>.` covers it; a bare `reader-<n>` was refused there (GROUP_AUTHORIZATION_FAILED), even
+    for the team's own topics (tests/broker/test_team_acls.py)."""
+    return f"{settings.topic_prefix}.{name}-{time.monotonic_ns()}"
+
+
+def partitions_of(consumer: Consumer, topic: str, timeout_s: float) -> list[int]:
+    """The topic's partitions from the broker's metadata; [] for a topic not created yet. A refusal is raised:
+    another team's topic on a cluster with ACLs answers TOPIC_AUTHORIZATION_FAILED with no partitions, which
+    read as "empty" would hide the refusal."""
+    meta = consumer.list_topics(topic, timeout=timeout_s).topics[topic]
+    if meta.error is not None and meta.error.code() in REFUSED:
+        raise KafkaException(meta.error)
+    return sorted(meta.partitions)
 
 
 def consumer_config(settings: Settings, group_id: str, **extra: Any) -> dict[str, Any]:

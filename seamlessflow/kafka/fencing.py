@@ -18,9 +18,13 @@ itself fenced when it wakes, with no replacement, and exits; its supervisor star
 
 A fatal error of the producer (fencing is the one expected) raises `Fenced`, and keeps raising it: the
 service logs it and exits with `FENCED_EXIT_CODE` (`service_main`), since nothing it writes can be committed
-any more. An abortable error (a record not delivered in time, offsets of a group generation that moved on)
-aborts the transaction and raises `TransactionAborted`: nothing of it became visible, and the caller sends
-it again or lets a later commit cover it.
+any more. A refusal by the cluster's ACLs (no WRITE on the role's TRANSACTIONAL_ID, or on a topic it writes) is
+fatal to librdkafka too, but no newer writer holds the role: it raises `RoleRefused` instead, an error the
+service exits with as a crash, so no one reads it as "fenced: its replacement holds the role".
+
+An abortable error (a record not delivered in time, offsets of a group generation that moved on) aborts the
+transaction and raises `TransactionAborted`: nothing of it became visible, and the caller sends it again or lets
+a later commit cover it.
 
 A commit that times out is not an error to abort on: librdkafka goes on with it and lets only the same call
 resume it (any other, an abort included, is refused with _CONFLICT, and the producer stays stuck: a trainer
@@ -49,7 +53,8 @@ from seamlessflow.config import Settings
 from seamlessflow.exit_codes import FENCED_EXIT_CODE
 from seamlessflow.kafka.io import DeliveryFailed, Headers, Key, MessageProducer, OnDelivery
 
-__all__ = ["FENCED_EXIT_CODE", "WRITER_HEADER", "Fenced", "RoleWriter", "TransactionAborted", "transactional_id"]
+__all__ = ["FENCED_EXIT_CODE", "WRITER_HEADER", "Fenced", "RoleRefused", "RoleWriter", "TransactionAborted",
+           "transactional_id"]
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +75,14 @@ COMMIT_PATIENCE_S = 2 * TRANSACTION_TIMEOUT_MS / 1000  # how long a commit that 
 class Fenced(RuntimeError):
     """This process may no longer write as its role: a newer process took it (or its transactional producer
     hit another fatal error). Nothing it writes can be committed: stop."""
+
+
+class RoleRefused(RuntimeError):
+    """The cluster's ACLs do not let this principal write as the role: a setup error, not a newer writer."""
+
+
+REFUSALS = frozenset({KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED,
+                      KafkaError.CLUSTER_AUTHORIZATION_FAILED})
 
 
 class TransactionAborted(DeliveryFailed):
@@ -99,7 +112,7 @@ class RoleWriter(MessageProducer):
         self.transactional_id = transactional_id(settings, role)
         self.writer = writer_name()
         self._open = False
-        self._fenced: Fenced | None = None
+        self._fenced: Fenced | RoleRefused | None = None  # fatal: raised again by every later call
         super().__init__(settings, codec, **{"transactional.id": self.transactional_id, "enable.idempotence": True,
                                              "transaction.timeout.ms": TRANSACTION_TIMEOUT_MS, **extra})
         self._call(self._producer.init_transactions, timeout_s)  # fences the older writers, aborts what they left
@@ -197,6 +210,11 @@ class RoleWriter(MessageProducer):
         """Fatal (librdkafka's judgement: PRODUCER_FENCED is, a transaction the broker timed out is only
         abortable): `Fenced`, for good; abortable: the transaction aborted; else a plain `DeliveryFailed`."""
         error = exc.args[0] if exc.args else None
+        if isinstance(error, KafkaError) and error.code() in REFUSALS:
+            self._fenced = RoleRefused(f"{self.writer} may not write as {self.transactional_id}: {error.str()} (the "
+                                       "cluster's ACLs: docs/operations/teams.md, 'Teams on a real cluster')")
+            log.error("%s", self._fenced)
+            return self._fenced
         if isinstance(error, KafkaError) and error.fatal():
             self._fenced = Fenced(f"{self.writer} lost role {self.transactional_id}: {error.str()}")
             log.error("%s", self._fenced)

@@ -12,7 +12,7 @@ import time
 from confluent_kafka import Consumer, TopicPartition
 
 from seamlessflow.config import Settings
-from seamlessflow.kafka.clients import consumer_config
+from seamlessflow.kafka.clients import consumer_config, partitions_of, private_group
 from seamlessflow.kafka.reader import watermarks
 
 
@@ -21,10 +21,10 @@ class OffsetLookup:
 
     def __init__(self, settings: Settings, topic: str, timeout_s: float = 10.0):
         self.topic, self.timeout_s = topic, timeout_s
-        self._consumer = Consumer(consumer_config(settings, group_id=f"lookup-{time.monotonic_ns()}"))
+        self._consumer = Consumer(consumer_config(settings, group_id=private_group(settings, "lookup")))
 
     def partitions(self) -> list[int]:
-        return sorted(self._consumer.list_topics(self.topic, timeout=self.timeout_s).topics[self.topic].partitions)
+        return partitions_of(self._consumer, self.topic, self.timeout_s)
 
     def watermarks(self, partition: int) -> tuple[int, int]:
         return watermarks(self._consumer, self.topic, partition, time.monotonic() + self.timeout_s)

@@ -18,7 +18,7 @@ from confluent_kafka import Consumer, KafkaError, KafkaException, TopicPartition
 
 from seamlessflow.avro import Codec, CodecError
 from seamlessflow.config import Settings
-from seamlessflow.kafka.clients import consumer_config
+from seamlessflow.kafka.clients import consumer_config, partitions_of, private_group
 from seamlessflow.kafka.errors import retry_transient
 
 
@@ -45,10 +45,10 @@ class TopicReader:
     def __init__(self, settings: Settings, topic: str, codec: Codec | None = None,
                  start_offsets: dict[int, int] | None = None, timeout_s: float = 30.0):
         self.topic, self.codec, self.timeout_s = topic, codec, timeout_s
-        self._consumer = Consumer(consumer_config(settings, group_id=f"reader-{time.monotonic_ns()}",
+        self._consumer = Consumer(consumer_config(settings, group_id=private_group(settings, "reader"),
                                                   **{"enable.partition.eof": True}))
         try:
-            partitions = self._consumer.list_topics(topic, timeout=timeout_s).topics[topic].partitions
+            partitions = partitions_of(self._consumer, topic, timeout_s)
             deadline = time.monotonic() + timeout_s
             self.marks = {p: watermarks(self._consumer, topic, p, deadline) for p in partitions}
         except BaseException:
@@ -81,7 +81,8 @@ class TopicReader:
                 behind.discard(p)  # at the end (below the mark only where the last offsets were compacted away)
                 continue
             offset = msg.offset()
-            assert offset is not None  # a consumed message always has one (None only before a produce is delivered)
+            # a consumed message always has both (None only before a produce is delivered)
+            assert offset is not None and p is not None
             if p in behind and offset < self.ends[p]:
                 yield record_of(msg, self.codec)
             if offset + 1 >= self.ends[p]:

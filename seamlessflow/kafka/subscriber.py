@@ -15,7 +15,6 @@ they are logged and reading goes on, unless the subscriber was made with `errors
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -23,7 +22,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
-from seamlessflow.kafka.clients import consumer_config
+from seamlessflow.kafka.clients import consumer_config, partitions_of, private_group
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.errors import commit_refused
 from seamlessflow.kafka.io import DeliveryFailed
@@ -46,7 +45,7 @@ class Subscriber:
                  group_id: str | None = None, name: str = "reader", errors: Literal["log", "raise"] = "log",
                  config: dict[str, Any] | None = None):
         self.settings, self.codec, self.dead_letters, self.errors = settings, codec, dead_letters, errors
-        group = group_id or f"{name}-{time.monotonic_ns()}"
+        group = group_id or private_group(settings, name)
         self._consumer = Consumer(consumer_config(settings, group, **stats_config(group), **(config or {})))
         self._paused = False
         self._topic: str | None = None
@@ -56,7 +55,7 @@ class Subscriber:
 
     def follow(self, topic: str, start_offsets: dict[int, int] | None = None, timeout_s: float = 30.0) -> None:
         """Adds every partition of `topic`, each from its start offset (default: the beginning)."""
-        partitions = self._consumer.list_topics(topic, timeout=timeout_s).topics[topic].partitions
+        partitions = partitions_of(self._consumer, topic, timeout_s)
         starts = start_offsets or {}
         self._consumer.incremental_assign([TopicPartition(topic, p, starts.get(p, OFFSET_BEGINNING))
                                            for p in sorted(partitions)])

@@ -20,7 +20,7 @@ from confluent_kafka import OFFSET_BEGINNING, Consumer, KafkaError, KafkaExcepti
 
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
-from seamlessflow.kafka.clients import consumer_config
+from seamlessflow.kafka.clients import consumer_config, private_group
 from seamlessflow.kafka.reader import Record, record_of, watermarks
 
 
@@ -34,11 +34,11 @@ class TableFeed:
 
     def __init__(self, settings: Settings, topic: str, codec: Codec, name: str = "table", timeout_s: float = 30.0):
         self.topic, self.codec, self.timeout_s = topic, codec, timeout_s
-        config = consumer_config(settings, group_id=f"{name}-{time.monotonic_ns()}", **{"enable.partition.eof": True})
+        config = consumer_config(settings, group_id=private_group(settings, name), **{"enable.partition.eof": True})
         self._consumer = Consumer(config)
         # watermarks asked on the reading consumer's connection wait behind its fetch (up to fetch.wait.max.ms,
         # 0.5 s a partition, measured): a second consumer that fetches nothing answers at once
-        self._marks = Consumer(consumer_config(settings, group_id=f"{name}-marks-{time.monotonic_ns()}"))
+        self._marks = Consumer(consumer_config(settings, group_id=private_group(settings, f"{name}-marks")))
         try:
             self.partitions = sorted(self._consumer.list_topics(topic, timeout=timeout_s).topics[topic].partitions)
             self._consumer.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in self.partitions])
