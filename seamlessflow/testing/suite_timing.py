@@ -39,6 +39,9 @@ class FileTime:
     tests: int
     seconds: float  # setup + call + teardown, summed over the file's tests
     cpu_seconds: float = 0.0  # the test process's CPU and its reaped children's meanwhile (0: not measured)
+    began: float = 0.0  # when its first test began and its last ended (epoch seconds; 0: not recorded): with
+    ended: float = 0.0  # `worker`, the main suite's timeline, to see what ran last and on which worker
+    worker: str = ""  # the xdist worker that ran it ("" without xdist)
 
 
 CPU = "cpu_s"  # the user property each phase's report carries its CPU seconds in (xdist sends it to the controller)
@@ -82,18 +85,22 @@ class FileTimes:
         self.seconds: dict[str, float] = defaultdict(float)
         self.cpu: dict[str, float] = defaultdict(float)
         self.tests: dict[str, set[str]] = defaultdict(set)
+        self.spans: dict[str, tuple[float, float, str]] = {}
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         file = report.nodeid.split("::")[0] or report.location[0]  # the latter for a file outside the rootdir
         self.seconds[file] += report.duration
         self.cpu[file] += reported_cpu(report)
         self.tests[file].add(report.nodeid)
+        began, ended, _ = self.spans.get(file, (report.start, report.stop, ""))
+        worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "")  # xdist's (controller)
+        self.spans[file] = (min(began, report.start), max(ended, report.stop), worker)
 
     def pytest_sessionfinish(self) -> None:
         if not self.seconds:
             return
-        rows = [FileTime(file, len(self.tests[file]), round(seconds, 3), round(self.cpu[file], 3))
-                for file, seconds in self.seconds.items()]
+        rows = [FileTime(file, len(self.tests[file]), round(seconds, 3), round(self.cpu[file], 3),
+                         *self.spans[file]) for file, seconds in self.seconds.items()]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a") as out:
             out.writelines(json.dumps(asdict(row)) + "\n" for row in rows)
@@ -117,7 +124,7 @@ def aggregate(lines: Iterable[str]) -> list[FileTime]:
     tests: dict[str, int] = defaultdict(int)
     for line in lines:
         if line.strip():
-            row = FileTime(**json.loads(line))
+            row = FileTime(**json.loads(line))  # a run's lines; began/ended/worker are not summed
             seconds[row.file] += row.seconds
             cpu[row.file] += row.cpu_seconds
             tests[row.file] += row.tests
@@ -136,13 +143,32 @@ def table(rows: list[FileTime], top: int = 10) -> str:
     return "\n".join(lines)
 
 
+def last_to_end(lines: Iterable[str], count: int = 8) -> str:
+    """The files that ended last, each with its worker and its span in minutes since the first file began: where
+    a worker ran on alone at the end of the main suite (a long file scheduled last). The main suite's files
+    (those an xdist worker ran) where there are any, not the end-to-end files run apart."""
+    rows = [FileTime(**json.loads(line)) for line in lines if line.strip()]
+    rows = [row for row in rows if row.ended]
+    rows = [row for row in rows if row.worker] or rows
+    if not rows:
+        return ""  # lines of an older run
+    start = min(row.began for row in rows)
+    out = [f"The {min(count, len(rows))} files that ended last (minutes since the first began):"]
+    out += [f"  {row.worker or '-':>4}  {(row.began - start) / 60:6.1f} - {(row.ended - start) / 60:6.1f}  {row.file}"
+            for row in sorted(rows, key=lambda row: row.ended)[-count:]]
+    return "\n".join(out)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Print the slowest test files from the suite's timing lines.")
     parser.add_argument("file", type=Path, help=f"the JSON-lines file that {ENV} named")
     parser.add_argument("--top", type=int, default=10)
     args = parser.parse_args(argv)
-    rows = aggregate(args.file.read_text().splitlines()) if args.file.exists() else []
+    lines = args.file.read_text().splitlines() if args.file.exists() else []
+    rows = aggregate(lines)
     print(table(rows, args.top) if rows else f"no test timings in {args.file}")
+    if tail := last_to_end(lines) if rows else "":
+        print(tail)
     return 0
 
 

@@ -9,11 +9,11 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
-from seamlessflow.testing.suite_timing import ENV, FileTime, FileTimes, aggregate, main, table
+from seamlessflow.testing.suite_timing import ENV, FileTime, FileTimes, aggregate, last_to_end, main, table
 
 
 def report(nodeid: str, duration: float) -> SimpleNamespace:
-    return SimpleNamespace(nodeid=nodeid, duration=duration)
+    return SimpleNamespace(nodeid=nodeid, duration=duration, start=100.0, stop=100.0 + duration)
 
 
 def test_the_plugin_sums_every_phase_of_every_test_of_a_file(tmp_path):
@@ -26,6 +26,7 @@ def test_the_plugin_sums_every_phase_of_every_test_of_a_file(tmp_path):
     lines = (tmp_path / "times.jsonl").read_text().splitlines()
     assert sorted(json.loads(line)["file"] for line in lines) == ["tests/a.py", "tests/b.py"]
     assert aggregate(lines) == [FileTime("tests/a.py", 2, 3.75), FileTime("tests/b.py", 1, 0.25)]
+    assert {(row["began"], row["ended"]) for row in map(json.loads, lines)} == {(100.0, 102.0), (100.0, 100.125)}
 
 
 def test_runs_add_up_per_file_and_the_slowest_come_first():
@@ -78,3 +79,6 @@ def test_under_xdist_only_the_controller_writes_and_each_test_counts_once_with_i
     assert {file: row.tests for file, row in rows.items()} == {"test_one.py": 3, "test_two.py": 1, "test_three.py": 1}
     assert 0.5 <= rows["test_two.py"].cpu_seconds < 5, rows  # a worker's CPU reaches the controller
     assert 0.5 <= rows["test_three.py"].cpu_seconds < 5, rows  # and a process the test started and waited for
+    spans = [FileTime(**json.loads(line)) for line in lines]
+    assert all(row.worker == "gw0" and 0 < row.began <= row.ended for row in spans), spans  # the timeline's
+    assert "test_three.py" in last_to_end(lines) and "gw0" in last_to_end(lines)
