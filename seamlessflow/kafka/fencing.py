@@ -51,6 +51,7 @@ from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.exit_codes import FENCED_EXIT_CODE
+from seamlessflow.kafka.clients import REFUSED
 from seamlessflow.kafka.io import DeliveryFailed, Headers, Key, MessageProducer, OnDelivery
 
 __all__ = ["FENCED_EXIT_CODE", "WRITER_HEADER", "Fenced", "RoleRefused", "RoleWriter", "TransactionAborted",
@@ -81,8 +82,7 @@ class RoleRefused(RuntimeError):
     """The cluster's ACLs do not let this principal write as the role: a setup error, not a newer writer."""
 
 
-REFUSALS = frozenset({KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, KafkaError.TOPIC_AUTHORIZATION_FAILED,
-                      KafkaError.CLUSTER_AUTHORIZATION_FAILED})
+REFUSALS = REFUSED | {KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, KafkaError.CLUSTER_AUTHORIZATION_FAILED}
 
 
 class TransactionAborted(DeliveryFailed):
