@@ -53,21 +53,23 @@ down: install
 # all ran out of memory on 24 GB: the shared "tiny" test model had silently become 272 M parameters (fixed;
 # tests/testing/test_models.py guards it), and every in-process loop's trainer kept its Adam state. The
 # split is kept until a run of the loops in one process has been measured again.
-# Most run beside the main suite, not after it (E2E_BESIDE, the restart file first): they mostly wait on
+# Most run beside the main suite, not after it (E2E, the restart file first): they mostly wait on
 # processes (brokers, engines, trainers), and one after the other they took 41 min on 2 cores where CI allows 90
 # and we aim for 30; they write to E2E_LOG, printed whole when both are done so the two outputs never interleave.
-# The Ray loop (E2E_AFTER) runs after the main suite: beside it, its Ray cluster ran at the same time as the main
-# suite's own Ray clusters, and at load 20-25 a node of theirs could not register with its head in the 30 s Ray
-# allows, three starts in a row (seen in a clean-clone run, 2026-11-27).
+# The Ray loop runs last among them: after the main suite it ran alone on ~1.2 of the 2 cores for 7.5 min, the
+# suite's longest tail. Beside it, its Ray cluster overlaps the main suite's own (each cluster has a subnet and
+# names of its own); under load a raylet can miss the 30 s Ray gives it to register, so the test clusters start
+# a node up to 5 times (seamlessflow/testing/ray_cluster.py). Tried twice before and taken back while the suite
+# spent 4 300+ CPU-s (the machine was full either way); with the test engines' cores forked (3 300-3 500 CPU-s)
+# the whole took 1 874 s against 2 056 s with the Ray loop after (benchmarks/README.md, "The test suite").
 # Lint (ruff, mypy) runs beside them too, into LINT_LOG: ~1.5 min of CPU that no test waits on.
 # The rest runs on PYTEST_WORKERS pytest-xdist workers (0: one process): most tests wait on processes
 # (brokers, engines, trainers) more than they compute, and one process kept ~0.85 of the 2 cores busy. A
 # file's tests stay on one worker and all tests of the shared vLLM engine share one (tests/conftest.py).
 # Every pytest run appends each file's summed test durations to TEST_TIMES (tests/conftest.py); the ten
 # slowest files across the runs are printed at the end, also when a run failed (the target still fails).
-E2E_AFTER := tests/e2e/test_ray_loop.py
-E2E_BESIDE := tests/e2e/test_restart.py $(filter-out $(E2E_AFTER) tests/e2e/test_restart.py,$(wildcard tests/e2e/test_*.py))
-E2E := $(E2E_BESIDE) $(E2E_AFTER)
+E2E_LAST := tests/e2e/test_ray_loop.py
+E2E := tests/e2e/test_restart.py $(filter-out $(E2E_LAST) tests/e2e/test_restart.py,$(wildcard tests/e2e/test_*.py)) $(E2E_LAST)
 PYTEST_WORKERS ?= 2
 TEST_TIMES := $(abspath .seamlessflow/test-times.jsonl)
 E2E_LOG := $(abspath .seamlessflow/test-e2e.log)
@@ -78,12 +80,11 @@ test: install test-deps
 	@rm -f $(TEST_TIMES); mkdir -p $(dir $(E2E_LOG))
 	@echo "== lint and the end-to-end files beside the main suite (their output follows it; $(LINT_LOG), $(E2E_LOG))"
 	@$(MAKE) --no-print-directory lint >$(LINT_LOG) 2>&1 & lint=$$!; \
-		$(MAKE) --no-print-directory test-e2e E2E="$(E2E_BESIDE)" >$(E2E_LOG) 2>&1 & e2e=$$!; \
+		$(MAKE) --no-print-directory test-e2e >$(E2E_LOG) 2>&1 & e2e=$$!; \
 		$(BIN)/python -m pytest -n $(PYTEST_WORKERS) --dist loadgroup $(PYTEST_ARGS) $(addprefix --ignore=,$(E2E)); \
-		main=$$?; wait $$lint; linted=$$?; wait $$e2e; beside=$$?; cat $(LINT_LOG) $(E2E_LOG); \
-		$(MAKE) --no-print-directory test-e2e E2E="$(E2E_AFTER)"; after=$$?; $(TIMING_TABLE); \
-		echo "main suite: exit $$main; end-to-end files beside it: exit $$beside; after it: exit $$after; lint: exit $$linted"; \
-		test $$main -eq 0 -a $$beside -eq 0 -a $$after -eq 0 -a $$linted -eq 0
+		main=$$?; wait $$lint; linted=$$?; wait $$e2e; beside=$$?; cat $(LINT_LOG) $(E2E_LOG); $(TIMING_TABLE); \
+		echo "main suite: exit $$main; end-to-end files beside it: exit $$beside; lint: exit $$linted"; \
+		test $$main -eq 0 -a $$beside -eq 0 -a $$linted -eq 0
 
 # The end-to-end files alone, each in a process of its own (`make test` runs this beside the main suite).
 test-e2e: export SEAMLESSFLOW_TEST_TIMES := $(TEST_TIMES)
