@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 from pathlib import Path
+from typing import Self
 
 from seamlessflow.broker.kraft import node_processes, prepare
 from seamlessflow.config import Settings
@@ -25,15 +26,19 @@ class LocalBroker:
     def client_settings(self) -> Settings:
         return self.settings.with_overrides(bootstrap_servers=self.settings.kafka_bootstrap)
 
-    def start(self, timeout_s: float = 90) -> LocalBroker:
+    def start(self, timeout_s: float = 90) -> Self:
         logs = Path(self.settings.data_dir) / "logs"
         logs.mkdir(parents=True, exist_ok=True)
-        prepare(self.settings)
+        self.prepare()
         for spec in node_processes(self.settings):
             if spec.name not in self.procs or self.procs[spec.name].poll() is not None:
                 self.procs[spec.name] = self._spawn(spec.argv, logs / f"{spec.name}.log")
         wait_for_cluster(self.client_settings, self.settings.brokers, timeout_s)
         return self
+
+    def prepare(self) -> None:
+        """Every node's properties written and its storage formatted (a subclass may write its own after)."""
+        prepare(self.settings)
 
     @staticmethod
     def _spawn(argv: list[str], log: Path) -> subprocess.Popen:
@@ -61,7 +66,7 @@ class LocalBroker:
         self.stop(kill)
         self.start()
 
-    def __enter__(self) -> LocalBroker:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

@@ -141,7 +141,7 @@ class RolloutManager:
         """Count one trajectory, which arrived while `version` was the base's newest (and `adapter_versions`
         the adapters'); True when it completes its group."""
         group = self.groups.get(trajectory.group_id)
-        version = newest(version, adapter_versions).get(group.policy if group else BASE, 0)
+        version = version_of(group.policy if group else BASE, version, adapter_versions)
         if self.stages is not None and group is not None and trajectory.status in TRAINABLE_STATUSES:
             self.stages.on_trajectory(group.source, trajectory.reward, sum(trajectory.loss_mask))
         return self._session_finished(trajectory.group_id, trajectory.session_id, trajectory.status,
@@ -199,9 +199,11 @@ class RolloutManager:
         """Per policy, trajectories its trainer will skip (their group has no signal) that arrived since its
         newest version was published: the scheduler counts arrivals since then as buffered, so only these
         come out of that estimate (earlier ones were never in it). Each is reported once."""
-        versions, taken = newest(current_version, adapter_versions), collections.Counter[str]()
+        if not self.unusable:  # the common case: the scheduler asks after every record it folds
+            return {}
+        taken = collections.Counter[str]()
         for (policy, version), n in self.unusable.items():
-            if version >= versions.get(policy, 0):
+            if version >= version_of(policy, current_version, adapter_versions):
                 taken[policy] += n
         self.unusable.clear()
         return dict(taken)
@@ -221,11 +223,10 @@ class RolloutManager:
         base's newest, `adapter_versions` each adapter's (by name; missing: 0)."""
         if self.draining:
             return []
-        versions = newest(current_version, adapter_versions)
         room = self.options.max_in_flight - self.outstanding
         if self.options.max_tasks is not None:
             room = min(room, self.options.max_tasks - self.published)
-        fresh = {policy: ledger.staleness_room(versions.get(policy, 0))
+        fresh = {policy: ledger.staleness_room(version_of(policy, current_version, adapter_versions))
                  for policy, ledger in self.ledgers.items()}
         sources, weights, counts = self._shares()
         out = []
@@ -298,9 +299,9 @@ class RolloutManager:
         return figures
 
 
-def newest(base: int, adapters: Mapping[str, int] | None) -> dict[str, int]:
-    """Each policy's newest version: the base's under BASE, each adapter's under its name."""
-    return {BASE: base, **(adapters or {})}
+def version_of(policy: str, base: int, adapters: Mapping[str, int] | None) -> int:
+    """A policy's newest version: the base's for BASE, else its adapter's (0 before its first)."""
+    return base if policy == BASE else (adapters or {}).get(policy, 0)
 
 
 def _payload(task: Task) -> dict:

@@ -19,10 +19,9 @@ from __future__ import annotations
 import secrets
 from pathlib import Path
 
-from seamlessflow.broker.kraft import Node, node_processes, nodes, prepare, server_properties
+from seamlessflow.broker.kraft import Node, nodes, server_properties
 from seamlessflow.broker.local import LocalBroker
 from seamlessflow.config import Settings
-from seamlessflow.kafka.admin import wait_for_cluster
 
 AUTHORIZER = "org.apache.kafka.metadata.authorizer.StandardAuthorizer"
 LOGIN_MODULE = "org.apache.kafka.common.security.plain.PlainLoginModule"
@@ -45,20 +44,12 @@ class SecuredBroker(LocalBroker):
     def client_settings(self) -> Settings:
         return self.settings_for("admin")
 
-    def start(self, timeout_s: float = 90) -> SecuredBroker:
-        """`prepare` formats the storage with the plain properties (PLAIN keeps no credentials there); the
-        node then runs with the secured ones."""
-        prepare(self.settings)
+    def prepare(self) -> None:
+        """The storage formatted with the plain properties (PLAIN keeps no credentials there); the node then
+        runs with the secured ones."""
+        super().prepare()
         node = nodes(self.settings)[0]
         node.properties.write_text("".join(f"{k}={v}\n" for k, v in self.properties(node).items()))
-        (logs := Path(self.settings.data_dir) / "logs").mkdir(parents=True, exist_ok=True)
-        for spec in node_processes(self.settings):
-            self.procs[spec.name] = self._spawn(spec.argv, logs / f"{spec.name}.log")
-        wait_for_cluster(self.client_settings, 1, timeout_s)
-        return self
-
-    def __enter__(self) -> SecuredBroker:
-        return self.start()
 
     def properties(self, node: Node) -> dict[str, str]:
         accounts = " ".join(f'user_{user}="{password}"' for user, password in self.users.items())
