@@ -11,10 +11,13 @@ from seamlessflow.sections import LIST_SECTIONS, SECTIONS
 
 
 def command_paths(command: click.Command, path: str) -> list[str]:
+    """Every command's path, found as click finds them (the top-level group loads its commands by name)."""
     paths = [path]
     if isinstance(command, click.Group):
-        for name, sub in command.commands.items():
-            if not sub.hidden:
+        ctx = click.Context(command, info_name=path)
+        for name in command.list_commands(ctx):
+            sub = command.get_command(ctx, name)
+            if sub is not None and not sub.hidden:
                 paths += command_paths(sub, f"{path} {name}")
     return paths
 
