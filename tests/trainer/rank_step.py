@@ -1,6 +1,8 @@
 """One optimizer step on a fixed batch under a launcher (`python -m torch.distributed.run ... rank_step.py
-MODEL OUT [ZERO_STAGE]`): the leader passes the batch, every rank trains its share, rank 0 saves the
-resulting weights and the step's figures to OUT (tests/trainer/test_ranks.py compares 1 and 2 ranks).
+MODEL OUT STAGES`, STAGES e.g. 1,3): for each ZeRO stage, from the same start weights, the leader passes the
+batch, every rank trains its share, and rank 0 saves each stage's resulting weights and figures to OUT, a map
+from the stage (tests/trainer/test_ranks.py compares 1 and 2 ranks). All stages in one launch: starting the
+ranks costs more than the steps.
 
 `rank_step.py MODEL OUT STAGES trees` (STAGES e.g. 1,3): for each ZeRO stage and each step of
 `seamlessflow.testing.tree_batches`, one step flat and one on trees, each from the same start weights, in one
@@ -51,10 +53,10 @@ def step(model_dir: str, config: dict, groups: list[KeptGroup], memory: MemoryCo
     return result
 
 
-def main(model_dir: str, out: str, stage: str | None = None) -> None:
-    result = step(model_dir, sgd_config(stage), batch())
+def main(model_dir: str, out: str, stages: str) -> None:
+    results = {int(stage): step(model_dir, sgd_config(stage), batch()) for stage in stages.split(",")}
     if torch.distributed.get_rank() == 0:
-        torch.save(result, out)
+        torch.save(results, out)
 
 
 TREE_BUDGET = 256  # a rank's share of each tree step in one micro-batch, so its positions are its whole trie
