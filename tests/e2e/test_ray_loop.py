@@ -80,8 +80,9 @@ def loop_config(tmp_path: Path, model_dir: Path, store: ObjectStore) -> tuple[Pa
                     "workers": {rid: {"capability_tags": ["rollout"]} for rid in ENGINES}},
         # checkpoints go where a trainer on any node finds them, every 5th version: a restart replays the steps
         # since (the audit checks none is trained twice); every version's upload kept the test's in-process
-        # object store busy for 100 of the test's 740 CPU-s
-        "trainer": {"group_size": 2, "batch_threshold": 1, "checkpoint_every": 5,
+        # object store busy for 100 of the test's 740 CPU-s. A step takes two groups (the default): one group a
+        # step made ~45 versions a minute, each downloaded and loaded by every engine
+        "trainer": {"group_size": 2, "checkpoint_every": 5,
                     "checkpoint_uri": store.make_bucket("checkpoints") + "/run-1",
                     "checkpoint_storage": store.storage_options()},
         "scheduler": {"policy": "disaggregated"},
