@@ -27,15 +27,14 @@ def batch() -> list[KeptGroup]:
     return [KeptGroup("g1", "t", samples[:5], [1.0] * 5), KeptGroup("g2", "t", samples[5:], [1.0, 0.5, 1.0, 1.0])]
 
 
-def sgd_config(stage: str | None) -> dict:
+def sgd_config(stage: str) -> dict:
     config = json.loads((DEEPSPEED_CONFIGS / "cpu_zero1.json").read_text())
     config["train_micro_batch_size_per_gpu"] = 2
     # plain SGD, no clipping: the update is the gradient itself, so a gradient off by the world size shows
     # (AdamW's first step is about lr * sign(gradient) and would hide it); torch's SGD under ZeRO-1
     config.update(optimizer={"type": "SGD", "params": {"lr": 0.5}}, gradient_clipping=0.0,
                   zero_allow_untested_optimizer=True)
-    if stage is not None:  # e.g. 3: the same check with parameters, gradients and optimizer partitioned
-        config["zero_optimization"] = {"stage": int(stage)}
+    config["zero_optimization"] = {"stage": int(stage)}  # 3: parameters, gradients and optimizer partitioned
     return config
 
 

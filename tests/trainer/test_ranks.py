@@ -36,11 +36,12 @@ def test_two_ranks_and_one_rank_train_the_same_batch_to_the_same_weights(tiny_mo
     ones = run_step(1, tiny_model_dir, tmp_path / "one.pt", STAGES)
     twos = run_step(2, tiny_model_dir, tmp_path / "two.pt", STAGES)
     assert sorted(ones) == sorted(twos) == list(STAGES)
+    start = dict(AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).named_parameters())
     for stage in STAGES:
-        same_step(ones[stage], twos[stage], tiny_model_dir)
+        same_step(ones[stage], twos[stage], start)
 
 
-def same_step(one: dict, two: dict, tiny_model_dir) -> None:
+def same_step(one: dict, two: dict, start: dict) -> None:
     """One rank's step and two ranks' step of the same batch: the same figures and weights."""
     assert (one["world"], two["world"]) == (1, 2)
     assert {p.dtype for p in two["weights"].values()} == {torch.float32}  # no silent bf16 (see trainer/model.py)
@@ -49,7 +50,6 @@ def same_step(one: dict, two: dict, tiny_model_dir) -> None:
     assert two["metrics"]["loss"] == pytest.approx(one["metrics"]["loss"], abs=1e-6)
     for name, p in one["weights"].items():
         assert torch.allclose(two["weights"][name], p, rtol=0, atol=TOLERANCE), name
-    start = dict(AutoModelForCausalLM.from_pretrained(tiny_model_dir, dtype=torch.float32).named_parameters())
     moved = max(float((one["weights"][n] - start[n].detach()).abs().max()) for n in one["weights"])
     assert moved > 1000 * TOLERANCE  # the step moved the weights far more than the tolerance (a gradient
     # off by the world size would leave half of that between the two)
