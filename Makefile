@@ -51,10 +51,11 @@ up-teams: install
 down: install
 	$(BIN)/seamlessflow down
 
-# The end-to-end loops run each in a pytest process of its own. That began when one process holding them
-# all ran out of memory on 24 GB: the shared "tiny" test model had silently become 272 M parameters (fixed;
-# tests/testing/test_models.py guards it), and every in-process loop's trainer kept its Adam state. The
-# split is kept until a run of the loops in one process has been measured again.
+# The end-to-end loops run in one pytest process, in the order of E2E. They ran each in a process of its own
+# after one process holding them all ran out of memory on 24 GB, when the shared "tiny" test model had silently
+# become 272 M parameters (fixed; tests/testing/test_models.py guards it). Measured again at 2026-12-06: six of
+# them in one process peaked at 1.8 GB resident; one process spares seven pytest starts, each with its own
+# session broker and test models (benchmarks/README.md, "The test suite").
 # Most run beside the main suite, not after it (E2E, the restart file first): they mostly wait on
 # processes (brokers, engines, trainers), and one after the other they took 41 min on 2 cores where CI allows 90
 # and we aim for 30; they write to E2E_LOG, printed whole when both are done so the two outputs never interleave.
@@ -88,11 +89,11 @@ test: install test-deps
 		echo "main suite: exit $$main; end-to-end files beside it: exit $$beside; lint: exit $$linted"; \
 		test $$main -eq 0 -a $$beside -eq 0 -a $$linted -eq 0
 
-# The end-to-end files alone, each in a process of its own (`make test` runs this beside the main suite).
+# The end-to-end files alone, in one process (`make test` runs this beside the main suite).
 test-e2e: export SEAMLESSFLOW_TEST_TIMES := $(TEST_TIMES)
 test-e2e: install
-	@rc=0; for f in $(E2E); do echo "== $$f (a process of its own)"; \
-		$(BIN)/python -m pytest $(PYTEST_ARGS) $$f || rc=1; done; exit $$rc
+	@echo "== $(E2E) (one process)"
+	$(BIN)/python -m pytest $(PYTEST_ARGS) $(E2E)
 
 # The dashboard test drives a real headless Chromium: Debian's `chromium`, installed only when missing
 # (as root, else through sudo). Playwright only drives it; it never downloads a browser.

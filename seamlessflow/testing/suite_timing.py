@@ -8,8 +8,8 @@ SEAMLESSFLOW_TEST_TIMES names. On 2 cores the suite is CPU-bound, so the CPU col
 others running beside it, which its wall time does not. `python -m seamlessflow.testing.suite_timing FILE`
 then prints the slowest files.
 
-Why a file of lines and not pytest's `--durations`: `make test` runs the main suite on xdist workers and each
-end-to-end file in a pytest process of its own, and the table is across all of them; each run appends its
+Why a file of lines and not pytest's `--durations`: `make test` runs the main suite on xdist workers and the
+end-to-end files in a pytest process of their own, and the table is across all of them; each run appends its
 lines. Under xdist every worker's reports also reach the controller, so only the controller writes.
 """
 
