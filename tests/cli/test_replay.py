@@ -2,6 +2,7 @@
 
 import dataclasses
 import json
+import time
 
 from click.testing import CliRunner
 
@@ -11,6 +12,11 @@ from seamlessflow.replay import read_archive
 from seamlessflow.testing.replay_samples import expected_two_turn, forked_session, produce, two_turn_session
 from seamlessflow.topics import Topics
 
+# Record times an hour ago and later, not in 1970: records older than the topics' retention (7 days) are deleted
+# by the broker's next retention check (every 5 minutes), and one once fell between a test's writes and reads.
+EARLY_MS = int(time.time() * 1000) - 3_600_000
+LATE_MS, BETWEEN = EARLY_MS + 1_000_000, str(EARLY_MS + 500_000)
+
 
 def invoke(settings, *args):
     return CliRunner().invoke(replay, list(args), obj=settings, catch_exceptions=False)
@@ -18,8 +24,8 @@ def invoke(settings, *args):
 
 def publish_good_run(settings, codec):
     names = Topics(settings)
-    produce(settings, codec, names.session_events, two_turn_session("s1") + forked_session("f1"), 1_000_000)
-    produce(settings, codec, names.session_events, two_turn_session("s2", team="blue"), 2_000_000)
+    produce(settings, codec, names.session_events, two_turn_session("s1") + forked_session("f1"), EARLY_MS)
+    produce(settings, codec, names.session_events, two_turn_session("s2", team="blue"), LATE_MS)
     produce(settings, codec, names.trajectories, [expected_two_turn("s1"), expected_two_turn("s2", team="blue")])
 
 
@@ -39,8 +45,8 @@ def test_jsonl_filters_by_session_team_and_time(settings, codec):
 
     assert [d["session_id"] for d in lines("--session", "f1")] == ["f1"]
     assert [d["session_id"] for d in lines("--team", "blue")] == ["s2"]
-    assert [d["session_id"] for d in lines("--since", "1500000")] == ["s2"]
-    assert sorted(d["session_id"] for d in lines("--until", "1500000")) == ["f1", "s1"]
+    assert [d["session_id"] for d in lines("--since", BETWEEN)] == ["s2"]
+    assert sorted(d["session_id"] for d in lines("--until", BETWEEN)) == ["f1", "s1"]
     (fork,) = lines("--session", "f1")
     assert [t["outcome"] for t in fork["turns"]] == ["start", "fork"]
     trajectories = lines("trajectories", "--min-reward", "0.5", "--team", "red")
