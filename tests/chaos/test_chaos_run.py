@@ -1,5 +1,5 @@
 """A short seeded chaos run passes its audit (slow: a DeepSpeed trainer, the assembler, the proxy and a stub
-engine as supervised processes on the session's broker; run under the heavy-jobs lock).
+engine as supervised processes on the session's broker; `make test` runs it with the end-to-end files).
 
 Four faults: kill -9 or freeze of proxy, assembler, trainer and the engine, one pair at once; and a fifth:
 the trainer frozen, replaced and woken (a zombie, which the broker has fenced by then). The audit must find
