@@ -12,6 +12,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import httpx
 import yaml
 
 from seamlessflow.broker.kraft import node_processes, prepare
@@ -46,6 +47,19 @@ def port_open(port: int, host: str = "127.0.0.1") -> bool:
 def listening(host: str, port: int) -> Awaiting:
     """A readiness check: the service accepts connections on host:port."""
     return lambda: "" if port_open(port, host) else f"{host}:{port} to accept connections"
+
+
+def routing(host: str, port: int) -> Awaiting:
+    """A readiness check: the proxy accepts connections and can route a call (its /healthz counts a routable
+    engine). Accepting connections alone was not enough: it learns the engines from their heartbeats, and a
+    call sent the moment `up --detach` returned was refused with 503 until the next one came."""
+    def check() -> str:
+        try:
+            status = httpx.get(f"http://{host}:{port}/healthz", timeout=5).json().get("status")
+        except (httpx.HTTPError, ValueError):
+            return f"{host}:{port} to answer /healthz"
+        return "" if status == "ok" else f"the proxy at {host}:{port} to route to an engine"
+    return check
 
 
 def brokers_registered(client: Settings, brokers: int) -> Awaiting:
@@ -97,7 +111,7 @@ def app_services(settings: Settings) -> list[ServiceSpec]:
         # agents start only once the engines are up (vLLM takes ~40 s, minutes on a loaded machine)
         specs[-1].ready, specs[-1].ready_timeout_s = engines_up(settings, ids), rollout.health_timeout_s
     if enabled(settings, "proxy"):
-        specs += proxy_services(ProxyOptions.from_settings(settings), settings)
+        specs += proxy_services(ProxyOptions.from_settings(settings), settings, enabled(settings, "rollout"))
     if enabled(settings, "trainer"):
         specs += trainer_services(settings)
     if enabled(settings, "scheduler"):
@@ -173,12 +187,13 @@ def copies(name: str, count: int) -> list[str]:
     return [name, *(f"{name}-{i}" for i in range(1, count))]
 
 
-def proxy_services(proxy: ProxyOptions, settings: Settings) -> list[ServiceSpec]:
+def proxy_services(proxy: ProxyOptions, settings: Settings, engines: bool = False) -> list[ServiceSpec]:
     """`proxy.workers` processes on one address (SO_REUSEPORT: the kernel spreads connections over them).
     Any of them serves any call: engines are picked by hashing the session id over the same engine table
     (config and status topic), so a session keeps its engine whichever worker serves it; each worker is
-    its own resource (`<id>-<i>`) on the control and status topics, so the scheduler pauses every one."""
-    ready = listening(proxy.host, proxy.port)
+    its own resource (`<id>-<i>`) on the control and status topics, so the scheduler pauses every one.
+    With the stack's own `engines` (started and up before the proxy) it is ready once it can route to one."""
+    ready = routing(proxy.host, proxy.port) if engines else listening(proxy.host, proxy.port)
     if proxy.workers == 1:
         return [python_service(settings, "proxy", ready=ready)]
     return [python_service(settings, f"proxy-{i}", "--worker", str(i), module="proxy", ready=ready)

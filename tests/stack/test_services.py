@@ -1,9 +1,14 @@
 """What `seamlessflow up` runs on the embedded default, and that its pieces agree with each other."""
 
+import json
+import threading
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
 import pytest
 from pydantic import ValidationError
 
 from seamlessflow.config import Settings
+from seamlessflow.ports import free_port
 from seamlessflow.proxy import ProxyOptions
 from seamlessflow.rollout.options import RolloutOptions
 from seamlessflow.service_metrics import PORT_ENV
@@ -162,3 +167,36 @@ def test_the_two_team_demo_runs_a_trainer_and_an_agent_pool_per_adapter_team(tmp
     assert {"trainer-red", "trainer-blue", "agents-red-demo", "agents-blue-demo"} <= set(names)
     assert "trainer" not in names  # the base is not trained
     assert {s.team for s in ManagerOptions.from_settings(settings).sources} == {"red", "blue"}
+
+
+def test_a_proxy_with_the_stacks_engines_is_ready_once_it_can_route_to_one(tmp_path):
+    """`up --detach` came back while the proxy still knew no engine: a call sent then was refused (503)."""
+    health = {"status": "no_engines"}
+
+    class Healthz(BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = json.dumps(health).encode()
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        def log_message(self, *args) -> None:
+            pass
+
+    port = free_port()
+    settings = with_stack_defaults(Settings(data_dir=tmp_path)).with_overrides(proxy={"port": port})
+    [proxy] = [s for s in app_services(settings) if s.name == "proxy"]
+    assert proxy.ready is not None and "to answer /healthz" in proxy.ready()  # nothing listens yet
+    server = ThreadingHTTPServer(("127.0.0.1", port), Healthz)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    without_engines = settings.with_overrides(services={"rollout": False})
+    [listening_only] = [s for s in app_services(without_engines) if s.name == "proxy"]
+    try:
+        assert "to route to an engine" in proxy.ready()
+        assert listening_only.ready is not None and listening_only.ready() == ""  # no engines of the stack's own
+        health["status"] = "ok"
+        assert proxy.ready() == ""
+    finally:
+        server.shutdown()
+        server.server_close()
