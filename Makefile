@@ -53,7 +53,7 @@ down: install
 
 # The end-to-end loops run in one pytest process, in the order of E2E. They ran each in a process of its own
 # after one process holding them all ran out of memory on 24 GB, when the shared "tiny" test model had silently
-# become 272 M parameters (fixed; tests/testing/test_models.py guards it). Measured again at 2026-12-06: six of
+# become 272 M parameters (fixed; tests/testing/test_models.py guards it). Measured again at 2026-12-06: all of
 # them in one process peaked at 1.8 GB resident; one process spares seven pytest starts, each with its own
 # session broker and test models (benchmarks/README.md, "The test suite").
 # Most run beside the main suite, not after it (E2E, the restart file first): they mostly wait on

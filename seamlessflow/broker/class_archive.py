@@ -1,10 +1,11 @@
 """The broker JVM's class archive (AppCDS): Kafka's classes parsed and verified once, at install, then mapped.
 
 Why: a broker's start is mostly loading and verifying Kafka's classes. Measured on 2 cores with Kafka 4.3 and
-Java 17 (`benchmarks/README.md`, "The test suite"), mapping them from an archive took a start from 2.6 to 1.3 s
-and a broker's life (format, start, stop) from 4.8 to 2.7 CPU-s; the test suite starts about thirty brokers
-and every `up` one or three. `python -m seamlessflow.broker.warmup` (run by `make install`) dumps the archive
-from one broker's start; without one the brokers run as before.
+Java 17 (`benchmarks/bench_broker.py --class-archive`; `benchmarks/README.md`, "Embedded broker"), mapping them
+from an archive took a broker's life (format, start, stop) from 8.1 to 5.0 CPU-s with `up`'s JVM options and
+from 4.9 to 2.7 with the test suite's C1-only ones, and it answered 1.7-3.4 s sooner; the test suite starts
+about thirty brokers and every `up` one or three. `python -m seamlessflow.broker.warmup` (run by `make
+install`) dumps the archive from one broker's start; without one the brokers run as before.
 
 The archive is valid for one Java build and one classpath, so its name carries both: another Java, or new jars
 after a version change, look for an archive of their own (the JVM also checks it, and runs without it when it
