@@ -5,7 +5,9 @@ exercises exactly the code that runs in production. One step:
 
 1. resources whose heartbeat is older than `heartbeat_timeout_s` are declared failed and left out, so the
    policy reassigns their role to the healthy ones;
-2. the named policy maps (healthy resources, pipeline state, now) to commands;
+2. the named policy maps (healthy resources, pipeline state, now) to commands, except for resources whose role
+   is decided outside it (`roles`: the training time share's turns, `core.train_share`), which are steered to
+   that role under the same dwell rules;
 3. each command is stamped with the resource's next epoch.
 
 `expect` gives the state a resource should be in once it has received a command; the service uses it
@@ -14,7 +16,7 @@ between issuing a command and hearing the ack, so the next step does not issue t
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 
 from seamlessflow.core.policies import (
@@ -27,8 +29,9 @@ from seamlessflow.core.policies import (
     SchedulerConfig,
     SetActive,
     get_policy,
+    hold_role,
 )
-from seamlessflow.core.resources import EpochBook, Resource, ResourceState, heartbeat_expired
+from seamlessflow.core.resources import EpochBook, Resource, ResourceState, Tag, heartbeat_expired
 
 
 @dataclass(frozen=True)
@@ -65,10 +68,16 @@ def plan(
     pipeline: PipelineState,
     config: SchedulerConfig,
     now: float,
+    roles: Mapping[str, Tag] | None = None,
 ) -> Plan:
     spec = get_policy(policy) if isinstance(policy, str) else policy
     healthy, failed = split_failed(resources, now, config.heartbeat_timeout_s)
-    return Plan(tuple(spec.decide(healthy, pipeline, config, now)), tuple(failed))
+    roles = roles or {}
+    commands = [c for c in spec.decide(healthy, pipeline, config, now) if c.resource_id not in roles]
+    for resource in healthy:
+        if resource.id in roles:
+            commands += hold_role(resource, roles[resource.id], pipeline, config, now)
+    return Plan(tuple(commands), tuple(failed))
 
 
 def expect(resource: Resource, command: Command, now: float) -> Resource:
@@ -106,8 +115,8 @@ class Scheduler:
         return get_policy(self.policy)
 
     def step(
-        self, resources: Sequence[Resource], pipeline: PipelineState
+        self, resources: Sequence[Resource], pipeline: PipelineState, roles: Mapping[str, Tag] | None = None
     ) -> tuple[list[StampedCommand], tuple[str, ...]]:
-        decision = plan(self.spec, resources, pipeline, self.config, self.clock())
+        decision = plan(self.spec, resources, pipeline, self.config, self.clock(), roles)
         stamped = [StampedCommand(self.epochs.issue(c.resource_id), c) for c in decision.commands]
         return stamped, decision.failed

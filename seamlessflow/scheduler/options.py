@@ -13,6 +13,7 @@ from seamlessflow.core.autoscale import ScalingLimits
 from seamlessflow.core.policies import SchedulerConfig
 from seamlessflow.core.resources import ResourceKind
 from seamlessflow.core.stages import StageEnd
+from seamlessflow.core.train_share import ShareConfig
 
 _LIMITS = ScalingLimits()  # the policy's defaults, read once: the options below start from them
 
@@ -70,6 +71,25 @@ class AutoscaleOptions(BaseModel):
         return ScalingLimits(**{k: v for k, v in self.model_dump().items() if k in names})
 
 
+class TrainShareOptions(BaseModel):
+    """`scheduler.train_share`: training time shared by team weight (`core.train_share`), for a stack that trains
+    the teams' adapters (`trainer.target: adapters`) on devices its trainers share. Each team's weight is its
+    trainer's `share_weight` (`trainer.teams.<team>.share_weight`, default 1)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    enabled: bool = False
+    """Give the adapter trainers turns (train role) by weight; false: every trainer trains whenever it has work."""
+    concurrent: int = Field(default=1, ge=1)
+    """Trainers that hold a turn at once (1: the devices go to one team's trainer at a time)."""
+    slice_s: float = Field(default=60.0, gt=0)
+    """A turn's length: then the turn goes to the busy trainer least served for its weight (maybe the same one).
+    Keep it above `min_dwell_s`, which bounds how fast a role can change."""
+
+    def share_config(self) -> ShareConfig:
+        return ShareConfig(concurrent=self.concurrent, slice_s=self.slice_s)
+
+
 class SchedulerOptions(SectionOptions):
     """`policy` picks the core policy; the `*_s` knobs price switches (see core.policies.base)."""
 
@@ -107,6 +127,8 @@ class SchedulerOptions(SectionOptions):
     """Wrap weight loads in a proxy pause and resume (`scheduler.proxy_sync`)."""
     autoscale: AutoscaleOptions = Field(default_factory=AutoscaleOptions)
     """The autoscaling policy, advisory: how many rollout engines it would run, and why (`scheduler.autoscaling`)."""
+    train_share: TrainShareOptions = Field(default_factory=TrainShareOptions)
+    """Training time shared by team weight among the teams' adapter trainers (`scheduler.train_turns`)."""
 
     @classmethod
     def section_data(cls, settings: Settings) -> dict[str, Any]:

@@ -58,6 +58,7 @@ from seamlessflow.scheduler.manager import RolloutManager, task_set
 from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
 from seamlessflow.scheduler.proxy_sync import ProxySync
 from seamlessflow.scheduler.reading import records_until
+from seamlessflow.scheduler.train_turns import TrainTurns
 from seamlessflow.scheduler.view import ClusterView
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.teams import adapter_trainers
@@ -77,7 +78,8 @@ class SchedulerService:
         self.spec = get_policy(self.options.policy)
         # where the teams' adapters train instead of the base, each team's rollouts are its adapter's: a
         # staleness ledger and a backlog per adapter (the base's for every other team)
-        policy_of = {t.team: t.adapter for t in adapter_trainers(settings)}
+        trainers = adapter_trainers(settings)
+        policy_of = {t.team: t.adapter for t in trainers}
         self.view = ClusterView(frozenset(self.options.resource_kinds), self.options.command_timeout_s,
                                 self.options.rate_window_s, batch_trajectories=self.options.batch_threshold,
                                 policy_of=policy_of)
@@ -92,6 +94,9 @@ class SchedulerService:
         self.proxy_sync = ProxySync(self.options.command_timeout_s)
         autoscale = self.options.autoscale
         self.autoscaler = LiveAutoscaler(autoscale, self.options.heartbeat_timeout_s) if autoscale.enabled else None
+        share = self.options.train_share  # turns by team weight, where the teams' adapter trainers share devices
+        self.train_turns = TrainTurns(share, trainers, self.options.heartbeat_timeout_s) \
+            if share.enabled and trainers else None
         # the one scheduler of this run: a newer one fences this one's commands and tasks (before it rebuilds)
         self.producer = RoleWriter(settings, self.codec, f"scheduler.{self.options.resource_id}")
         self.dead_letters = DeadLetters(settings, self.codec, "scheduler", self.producer.send)
@@ -176,7 +181,8 @@ class SchedulerService:
 
     def tick(self) -> list[ControlCommand]:
         now = self.clock()
-        stamped, failed = self.scheduler.step(self.view.resources(now), self.pipeline())
+        roles = self.train_turns.step(self.view, now) if self.train_turns else None
+        stamped, failed = self.scheduler.step(self.view.resources(now), self.pipeline(), roles)
         for resource_id in failed:
             self._publish_failed(resource_id)
         pairs = [(item.epoch, item.command) for item in stamped]
@@ -247,6 +253,8 @@ class SchedulerService:
             figures.update({k: float(v) for k, v in self.manager.figures().items()})
         if self.autoscaler:
             figures.update(self.autoscaler.figures())
+        if self.train_turns:
+            figures.update(self.train_turns.figures())
         return resource_status(
             self.options.resource_id,
             ResourceKind.SCHEDULER,

@@ -174,6 +174,9 @@ class TrainerOptions(SectionOptions):
     per team with an adapter, `proxy.teams.<team>.lora`, each on its team's trajectories; the base stays frozen)."""
     teams: dict[str, dict[str, Any]] = Field(default_factory=dict)
     """Per-team settings over this section for that team's adapter trainer, e.g. `{red: {kl_coef: 0.01}}`."""
+    share_weight: float = Field(default=1.0, gt=0)
+    """An adapter trainer's weight in the scheduler's training time share (`scheduler.train_share`): where the
+    teams' trainers share devices, each busy one holds turns in proportion to it. Set per team under `teams`."""
     adapter: str | None = None
     """The team whose LoRA adapter (`proxy.teams.<team>.lora`) this trainer trains, on the frozen base, on that
     team's trajectories only; None: it trains the base on all. Set by `up` for each trainer under `target: adapters`."""

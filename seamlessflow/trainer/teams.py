@@ -21,6 +21,7 @@ class AdapterTrainer:
     team: str
     adapter: str  # the adapter's name (`proxy.teams.<team>.lora.name`), what its versions carry
     resource_id: str  # its trainer's resource id (`TrainerOptions.for_adapter(team).resource_id`)
+    share_weight: float = 1.0  # its weight in the training time share (`scheduler.train_share`)
 
 
 def adapter_trainers(settings: Settings) -> tuple[AdapterTrainer, ...]:
@@ -33,5 +34,6 @@ def adapter_trainers(settings: Settings) -> tuple[AdapterTrainer, ...]:
     trainer = TrainerOptions.from_settings(settings)
     if trainer.target != "adapters":
         return ()
-    return tuple(AdapterTrainer(team, lora.name, trainer.for_adapter(team).resource_id)
+    own = {team: trainer.for_adapter(team) for team in team_adapters(settings)}
+    return tuple(AdapterTrainer(team, lora.name, own[team].resource_id, own[team].share_weight)
                  for team, lora in team_adapters(settings).items())

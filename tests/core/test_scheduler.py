@@ -1,5 +1,7 @@
 """The decision step around the policies: failures, epochs, the injected clock, expected states."""
 
+from dataclasses import replace
+
 from seamlessflow.core.policies import LoadWeights, Pause, PipelineState, Resume, SetActive
 from seamlessflow.core.resources import EpochBook, ResourceState, make_resource
 from seamlessflow.core.scheduler import Scheduler, expect, expect_all, plan, split_failed
@@ -62,3 +64,18 @@ def test_expect_follows_the_weight_update_sequence():
     assert paused.state is ResourceState.PAUSED
     assert expect(paused, LoadWeights("r", 2), now=1.0).state is ResourceState.PAUSED
     assert expect(paused, Resume("r"), now=1.0).state is ResourceState.ACTIVE
+
+
+def test_roles_decided_outside_the_policy_steer_those_resources_under_its_dwell_rules():
+    """The training share's turns: red's trainer goes idle, blue's to train, once each has dwelt its minimum."""
+    red = make_resource("trainer-red", "train", state=ACTIVE, active="train", last_heartbeat=100.0, last_switch=0.0)
+    blue = make_resource("trainer-blue", "train", state=ACTIVE, active="idle", last_heartbeat=100.0,
+                         last_switch=95.0)
+    roles = {"trainer-red": "idle", "trainer-blue": "train"}
+    decision = plan("disaggregated", [red, blue], PipelineState(), DEFAULT_CONFIG, now=100.0, roles=roles)
+    assert decision.commands == (SetActive("trainer-red", "idle"),)  # blue switched 5 s ago: it waits
+    red, blue = (replace(r, last_heartbeat=120.0) for r in (red, blue))
+    later = plan("disaggregated", [red, blue], PipelineState(), DEFAULT_CONFIG, now=120.0, roles=roles)
+    assert set(later.commands) == {SetActive("trainer-red", "idle"), SetActive("trainer-blue", "train")}
+    assert plan("disaggregated", [red, blue], PipelineState(), DEFAULT_CONFIG, now=120.0).commands == (
+        SetActive("trainer-blue", "train"),)  # without the roles, the policy trains every trainer

@@ -17,6 +17,7 @@ from seamlessflow.core.policies.base import (
     Resume,
     SchedulerConfig,
     SetActive,
+    hold_role,
 )
 from seamlessflow.core.policies.colocated import colocated
 from seamlessflow.core.policies.disaggregated import disaggregated, train_pool
@@ -64,5 +65,6 @@ __all__ = [
     "SchedulerConfig",
     "SetActive",
     "get_policy",
+    "hold_role",
     "train_pool",
 ]
