@@ -203,11 +203,14 @@ class Trainer:
         elif self.version > 0:
             self._export_version()  # no committed record names files of the newest version here
             self._announce_written(self.writer.drain())
+        stepped = False
         try:
             while not self.stopping:
                 for command in listener.commands():
                     self._apply(command)
-                self._take(self.source.poll(0.2))
+                # right after a step another batch may be waiting: no wait then (a reader paused because it is
+                # ahead would otherwise spend the whole timeout between two steps for records it will not take)
+                self._take(self.source.poll(0.0 if stepped else 0.2))
                 self._hold_back_when_ahead()
                 self._announce_written(self.writer.written())
                 if self.transfer is not None:
@@ -215,7 +218,8 @@ class Trainer:
                 self.heartbeat.beat()  # last, so the turn's transaction is open from here to the commit only
                 self._commit_turn()
                 started = time.perf_counter()
-                if self.control.role == Tag.TRAIN and self._train_if_ready():
+                stepped = self.control.role == Tag.TRAIN and self._train_if_ready()
+                if stepped:
                     self.busy_s += time.perf_counter() - started
                     self.heartbeat.soon()  # a heartbeat after every step: the step's figures reach the trackers
                     if self.config.max_steps is not None and self.step >= self.config.max_steps:
@@ -462,7 +466,8 @@ class Trainer:
                    "too_easy_tasks": float(len(self.builder.too_easy_tasks)),
                    "publish_time_s": self.publish_time_s, "publish_wait_s": self.publish_wait_s,
                    "checkpoint_time_s": self.checkpoint_time_s,
-                   "busy_s": self.busy_s, "ranks": float(self.ranks.world)}
+                   "busy_s": self.busy_s, "ranks": float(self.ranks.world),
+                   "steps_ready": float(self.builder.steps_ready())}
         if self.team_adapter is not None:
             figures["other_teams_skipped"] = float(self.other_teams_skipped)
         if self.transfer is not None:  # measured per version: the scheduler prices switches with it
