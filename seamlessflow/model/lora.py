@@ -50,14 +50,22 @@ class TeamAdapter(BaseModel):
     """Its LoRA rank; the engines' `--max-lora-rank` must be at least the largest team's."""
 
 
-def engine_args(adapters: Iterable[TeamAdapter]) -> list[str]:
+def engine_args(adapters: Iterable[TeamAdapter], max_loras: int | None = None,
+                max_cpu_loras: int | None = None) -> list[str]:
     """The vLLM arguments that serve every adapter (one per name) beside the base; [] for none. `--max-lora-rank`
-    is the largest rank rounded up to one vLLM accepts."""
+    is the largest rank rounded up to one vLLM accepts.
+
+    Room: an engine reserves device memory for `--max-loras` adapters at the largest rank (the adapters one batch
+    can mix), default one per team; with many teams, fewer slots than teams keep that reserve small, and
+    `--max-cpu-loras` (default: the slots) bounds the adapters kept in host memory. An adapter evicted from either
+    is loaded again from its path by its next call (vLLM's LRU caches): that call is slower, never refused."""
     unique = list({a.name: a for a in adapters}.values())
     if not unique:
         return []
     rank = next(r for r in VLLM_LORA_RANKS if r >= max(a.rank for a in unique))
-    return ["--enable-lora", "--max-loras", str(len(unique)), "--max-lora-rank", str(rank),
+    slots = min(max_loras or len(unique), len(unique))
+    room = ["--max-cpu-loras", str(max(max_cpu_loras, slots))] if max_cpu_loras else []
+    return ["--enable-lora", "--max-loras", str(slots), *room, "--max-lora-rank", str(rank),
             "--lora-modules", *(f"{a.name}={a.path}" for a in unique)]
 
 

@@ -99,6 +99,12 @@ class RolloutOptions(SectionOptions):
     lora_adapters: list[TeamAdapter] = Field(default_factory=list)
     """The LoRA adapters every engine serves beside the base (`--enable-lora ... --lora-modules name=path`);
     unset: those of `proxy.teams`. Not added when `extra_args` has its own `--enable-lora`."""
+    max_loras: int | None = Field(default=None, ge=1)
+    """Adapters one batch may mix (`--max-loras`: device memory is reserved for that many at the largest rank);
+    None: one per adapter. Fewer than the teams' adapters: the least recently used is evicted and reloaded on its
+    next call."""
+    max_cpu_loras: int | None = Field(default=None, ge=1)
+    """Adapters kept in host memory (`--max-cpu-loras`, at least `max_loras`); None: vLLM's default (`max_loras`)."""
     env: dict[str, str] = Field(default_factory=dict)
     """Extra environment variables for every engine."""
     workers: dict[str, WorkerSpec] = Field(default_factory=dict)

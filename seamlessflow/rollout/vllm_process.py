@@ -73,7 +73,7 @@ class EngineProcess:
         if o.weight_transfer:
             argv += ["--weight-transfer-config", json.dumps({"backend": o.weight_transfer})]
         if "--enable-lora" not in o.extra_args:  # the user's own LoRA flags win
-            argv += engine_args(o.lora_adapters)
+            argv += engine_args(o.lora_adapters, o.max_loras, o.max_cpu_loras)
         return argv + list(o.extra_args)
 
     def environment(self) -> dict[str, str]:

@@ -39,3 +39,14 @@ def test_adapters_named_in_the_rollout_section_replace_the_proxys(tmp_path):
     argv = engine_argv({"proxy": {"teams": TEAMS}, "rollout": {"lora_adapters": mine}}, tmp_path)
     assert argv[-7:] == ["--enable-lora", "--max-loras", "1", "--max-lora-rank", "32", "--lora-modules", "mine=/a/mine"]
     assert "red-lora=/a/red" not in argv
+
+
+def test_fewer_adapter_slots_than_teams_bound_the_engines_reserve(tmp_path):
+    """Many teams on one engine: `max_loras` slots on the device, `max_cpu_loras` in host memory (never below the
+    slots); every team's adapter is still named, and an evicted one is reloaded by its next call."""
+    argv = engine_argv({"proxy": {"teams": TEAMS}, "rollout": {"max_loras": 1, "max_cpu_loras": 1}}, tmp_path)
+    assert argv[argv.index("--enable-lora"):] == [
+        "--enable-lora", "--max-loras", "1", "--max-cpu-loras", "1", "--max-lora-rank", "16",
+        "--lora-modules", "red-lora=/a/red", "blue-lora=/a/blue"]
+    argv = engine_argv({"proxy": {"teams": TEAMS}, "rollout": {"max_loras": 8}}, tmp_path)
+    assert argv[argv.index("--max-loras") + 1] == "2" and "--max-cpu-loras" not in argv  # no more slots than adapters
