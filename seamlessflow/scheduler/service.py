@@ -82,7 +82,7 @@ class SchedulerService:
         policy_of = {t.team: t.adapter for t in trainers}
         self.view = ClusterView(frozenset(self.options.resource_kinds), self.options.command_timeout_s,
                                 self.options.rate_window_s, batch_trajectories=self.options.batch_threshold,
-                                policy_of=policy_of)
+                                policy_of=policy_of, trainer_of={t.resource_id: t.adapter for t in trainers})
         self.scheduler = Scheduler(self.options.policy, clock, self.options.scheduler_config(), self.view.epochs)
         staleness = self.spec.max_staleness if manager.max_staleness is None else manager.max_staleness
         self.manager = RolloutManager(manager, task_set(manager), settings.team, settings.run,

@@ -52,6 +52,7 @@ class ClusterView:
     adapter_versions: dict[str, int] = field(default_factory=dict)  # a team's LoRA adapter -> its newest version
     batch_trajectories: int = 0  # trajectories per step: what each adapter version took out of its backlog
     policy_of: dict[str, str] = field(default_factory=dict)  # team -> the adapter trained on its rollouts
+    trainer_of: dict[str, str] = field(default_factory=dict)  # an adapter trainer's resource id -> its adapter
     backlog: dict[str, int] = field(default_factory=dict)  # policy (BASE or an adapter) -> trajectories waiting
     arrivals: deque[float] = field(default_factory=deque)
     last_ack: dict[str, CommandAck] = field(default_factory=dict)
@@ -83,6 +84,16 @@ class ClusterView:
         if status.epoch > self.epochs.issued.get(status.resource_id, 0):  # it applied epochs we never saw
             self.epochs.issued[status.resource_id] = status.epoch
         self.tracked[status.resource_id] = tracked
+        if status.resource_id in self.trainer_of:
+            self._true_up_backlog(self.trainer_of[status.resource_id], status.figures)
+
+    def _true_up_backlog(self, adapter: str, figures: dict[str, float]) -> None:
+        """An adapter trainer that has read every record so far (`read_up`) holds its whole backlog: the samples it
+        has not trained yet (`pending_samples`). The estimate only adds arrivals and takes a batch per version, so
+        it runs above that whenever the trainer finishes trajectories untrained that the manager counts as usable
+        (groups of a task it already found too easy); brought down to the trainer's count, it cannot drift."""
+        if figures.get("read_up") == 1.0 and "pending_samples" in figures:
+            self.backlog[adapter] = min(self.backlog.get(adapter, 0), int(figures["pending_samples"]))
 
     def _on_proxy(self, status: ResourceStatus, now: float) -> None:
         if status.epoch > self.epochs.issued.get(status.resource_id, 0):

@@ -104,6 +104,25 @@ def test_adapter_versions_are_no_base_weights_and_each_takes_a_batch_from_its_ow
     assert v.backlog == {"red-lora": 20 - 8, "blue-lora": 0} and v.trajectories_since_version == 12
 
 
+def test_an_adapter_trainer_that_has_read_everything_brings_its_backlog_down_to_what_it_holds():
+    """Found on `make up-teams` with the training time share: the demo's tasks come again, and a trainer finishes
+    untrained the groups of a task it already found too easy; the manager counts them as usable, so red's estimate
+    stood at 13 while red held no sample, the train-capable engine stayed in `train` and red kept turns it could
+    not use. A trainer that waited and read nothing new (`read_up`) holds its whole backlog."""
+    v = ClusterView(frozenset({"rollout", "trainer"}), batch_trajectories=8,
+                    policy_of={"red": "red-lora", "blue": "blue-lora"},
+                    trainer_of={"trainer-0-red": "red-lora", "trainer-0-blue": "blue-lora"})
+    for team in ("red",) * 13 + ("blue",) * 9:
+        v.on_trajectory(now=0.0, team=team)
+    v.on_status(status("trainer-0-red", 1.0, "train", kind="trainer", tags=("train",), read_up=1.0,
+                       pending_samples=2.0), 1.0)
+    v.on_status(status("trainer-0-blue", 1.0, "idle", kind="trainer", tags=("train",), read_up=0.0,
+                       pending_samples=0.0), 1.0)  # paused: its team's records wait unread
+    assert v.backlog == {"red-lora": 2, "blue-lora": 9}
+    v.on_trajectory(now=2.0, team="red")
+    assert v.backlog["red-lora"] == 3  # arrivals count on from there
+
+
 def test_hardware_tags_reach_the_resources_the_scheduler_sees():
     v = view()
     v.on_status(status("r0", 0, "rollout", hardware=("bandwidth", "h20")), now=0.0)
