@@ -8,7 +8,9 @@ least for its weight (turn seconds / weight). Over time each busy trainer's shar
 weight, as in weighted fair queueing:
 
 - **Work-conserving.** A trainer with nothing to train is passed over, and a turn ends early once its trainer
-  has no batch waiting; a trainer alone with work holds the turns for as long as it has work.
+  has no batch waiting (not before `min_turn_s`: a role cannot change back faster than the scheduler's dwell
+  time, and a turn given and taken back before its trainer even switched would leave both trainers idle); a
+  trainer alone with work holds the turns for as long as it has work.
 - **No credit saved while idle.** A trainer that waited without work (or is new) comes back level with the
   least served of those with work (WFQ's virtual time): it does not then hold the turns until it has "caught
   up" on the time it did not want.
@@ -31,6 +33,7 @@ class ShareConfig:
 
     concurrent: int
     slice_s: float
+    min_turn_s: float = 0.0  # a turn ends early, for want of work, no sooner than this (the roles' dwell time)
 
 
 @dataclass(frozen=True)
@@ -58,14 +61,19 @@ class TrainShare:
         self._charge(by_id, now)
         self._level(contenders)
         for rid, began in list(self.turns.items()):
-            holder = by_id.get(rid)
-            if holder is None or not holder.ready or now - began >= self.config.slice_s:
+            if self._turn_over(by_id.get(rid), now - began):
                 del self.turns[rid]
         waiting = sorted((c for c in contenders if c.ready and c.resource_id not in self.turns),
                          key=lambda c: (self.served[c.resource_id], c.resource_id))
         for contender in waiting[:max(0, self.config.concurrent - len(self.turns))]:
             self.turns[contender.resource_id] = now
         return frozenset(self.turns)
+
+    def _turn_over(self, holder: Contender | None, held_s: float) -> bool:
+        """Its trainer is gone, its slice is used, or it has no work and has held the turn its minimum."""
+        if holder is None or held_s >= self.config.slice_s:
+            return True
+        return not holder.ready and held_s >= self.config.min_turn_s
 
     def _charge(self, by_id: dict[str, Contender], now: float) -> None:
         """Each holder pays for the time since the last tick, at its weight (one gone since pays nothing)."""

@@ -86,8 +86,9 @@ class TrainShareOptions(BaseModel):
     """A turn's length: then the turn goes to the busy trainer least served for its weight (maybe the same one).
     Keep it above `min_dwell_s`, which bounds how fast a role can change."""
 
-    def share_config(self) -> ShareConfig:
-        return ShareConfig(concurrent=self.concurrent, slice_s=self.slice_s)
+    def share_config(self, min_dwell_s: float = 0.0) -> ShareConfig:
+        """The core's view; a turn lasts at least the roles' dwell time (`scheduler.min_dwell_s`)."""
+        return ShareConfig(concurrent=self.concurrent, slice_s=self.slice_s, min_turn_s=min(min_dwell_s, self.slice_s))
 
 
 class SchedulerOptions(SectionOptions):

@@ -95,7 +95,7 @@ class SchedulerService:
         autoscale = self.options.autoscale
         self.autoscaler = LiveAutoscaler(autoscale, self.options.heartbeat_timeout_s) if autoscale.enabled else None
         share = self.options.train_share  # turns by team weight, where the teams' adapter trainers share devices
-        self.train_turns = TrainTurns(share, trainers, self.options.heartbeat_timeout_s) \
+        self.train_turns = TrainTurns(share, trainers, self.options.heartbeat_timeout_s, self.options.min_dwell_s) \
             if share.enabled and trainers else None
         # the one scheduler of this run: a newer one fences this one's commands and tasks (before it rebuilds)
         self.producer = RoleWriter(settings, self.codec, f"scheduler.{self.options.resource_id}")

@@ -25,8 +25,9 @@ from seamlessflow.trainer.teams import AdapterTrainer
 class TrainTurns:
     """The share on the scheduler's timer; `roles()` for the plan, `figures()` for the scheduler's heartbeat."""
 
-    def __init__(self, options: TrainShareOptions, trainers: tuple[AdapterTrainer, ...], heartbeat_timeout_s: float):
-        self.share = TrainShare(options.share_config())
+    def __init__(self, options: TrainShareOptions, trainers: tuple[AdapterTrainer, ...], heartbeat_timeout_s: float,
+                 min_dwell_s: float = 0.0):
+        self.share = TrainShare(options.share_config(min_dwell_s))
         self.trainers = {t.resource_id: t for t in trainers}
         self.timeout_s = heartbeat_timeout_s
         self.holders: frozenset[str] = frozenset()

@@ -44,6 +44,15 @@ def test_a_turn_ends_early_when_its_trainer_runs_out_of_work():
     assert share.step([Contender("a", 1, False), Contender("b", 1, True)], 2.0) == {"b"}
 
 
+def test_a_turn_ends_for_want_of_work_no_sooner_than_the_roles_can_change():
+    """Found on `make up-teams`: turns passed back and forth each tick while the roles, held by a 4 s dwell, lagged;
+    both trainers were in `train` or both `idle` at times. A turn now lasts the dwell time at least."""
+    share = TrainShare(ShareConfig(concurrent=1, slice_s=60, min_turn_s=4))
+    assert share.step([Contender("a", 1, True), Contender("b", 1, True)], 0.0) == {"a"}
+    assert share.step([Contender("a", 1, False), Contender("b", 1, True)], 2.0) == {"a"}
+    assert share.step([Contender("a", 1, False), Contender("b", 1, True)], 4.0) == {"b"}
+
+
 def test_a_trainer_back_from_idle_saves_no_credit():
     """Blue wanted nothing for 1000 s while red trained: back, blue shares from then on at the weights (1:1), it
     does not hold every turn until it has caught up on those 1000 s."""
