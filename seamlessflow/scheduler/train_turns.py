@@ -23,7 +23,7 @@ from seamlessflow.trainer.teams import AdapterTrainer
 
 
 class TrainTurns:
-    """The share on the scheduler's timer; `roles()` for the plan, `figures()` for the scheduler's heartbeat."""
+    """The share on the scheduler's timer: `step` gives the roles for the plan, `figures` what its heartbeat carries."""
 
     def __init__(self, options: TrainShareOptions, trainers: tuple[AdapterTrainer, ...], heartbeat_timeout_s: float,
                  min_dwell_s: float = 0.0):
