@@ -35,8 +35,9 @@ class Placement(Protocol):
     def check(self) -> None:
         """Refreshes the services' states (and restarts dead ones, where the placement does that itself)."""
 
-    def stop(self, name: str) -> None:
-        """Stops one service for good (it is not restarted): e.g. the load generators before a drain."""
+    def stop(self, name: str, grace_s: float | None = None) -> None:
+        """Stops one service for good (it is not restarted): e.g. the load generators before a drain. `grace_s`:
+        how long it may take after SIGTERM (None: the stack's grace), e.g. a drained agent worker's hand-back."""
 
     def stop_all(self) -> None:
         """Stops every service, in reverse start order."""

@@ -270,9 +270,10 @@ class RayPlacement:
         if added:
             self._adopt({"services": added, "info": {}, "ready": self.ready})
 
-    def stop(self, name: str) -> None:
-        """Stops one service's actor and its process for good (Ray does not restart a killed actor)."""
-        stop_actors(self.namespace, [name], self.grace_s)
+    def stop(self, name: str, grace_s: float | None = None) -> None:
+        """Stops one service's actor and its process for good (Ray does not restart a killed actor), giving the
+        process `grace_s` after SIGTERM (None: the stack's grace)."""
+        stop_actors(self.namespace, [name], self.grace_s if grace_s is None else grace_s)
         self.actors.pop(name, None)
         self.states[name].state, self.states[name].pid = "stopped", None
         self.write_state()

@@ -19,8 +19,9 @@ its engine stops, its actor ends for good, and Ray has its resources back. The e
 config, so nothing starts them again.
 
 Assembler and agent workers are members of one consumer group each (`assembler.workers`,
-`agent_pools[].workers`: `scale_edits`), on this machine's supervisor only (`RAY_SCALES_ENGINES_ONLY`). A
-new member takes partitions in the rebalance it causes. A drained assembler worker, on SIGTERM, flushes its
+`agent_pools[].workers`: `scale_edits`): this machine's supervisor reconciles with the edited config, and on Ray
+`scale` places the new members or stops the drained ones itself (`change_members_on_ray`). A new member takes
+partitions in the rebalance it causes. A drained assembler worker, on SIGTERM, flushes its
 outputs, saves its replay end and commits (never past the first event of a session still open), then leaves
 the group; the worker that gets its partitions rebuilds those sessions from the commit and publishes nothing
 below the replay end (`assembler/book.py`), so nothing is assembled twice. A drained agent worker, on
@@ -53,10 +54,6 @@ from seamlessflow.stack.supervisor import ServiceSpec, ServiceState, StartupFail
 ENGINE_ID = re.compile(r"rollout-(\d+)$")
 # what is one engine's own and must not be copied into another's spec: its port, its cores, its GPUs
 OWN_FIELDS = ("port", "cpus", "gpu")
-RAY_SCALES_ENGINES_ONLY = (
-    "on Ray only engines scale yet (rollout=+N|-N): the Ray placement keeps no role for the actors it runs, so "
-    "nothing there reconciles a changed assembler.workers or agent_pools[].workers with them; change the count in "
-    "the config and start the stack again")
 
 
 def added_engines(workers: dict[str, dict], count: int, rollout_only: bool = False) -> dict[str, dict]:
@@ -106,8 +103,29 @@ def scale_stack(settings: Settings, count: int, say: Callable[[str], None],
         names = changed_services(config_path(settings), role, count)
         return record.scale(holder, names, count > 0, say, scale_timeout_s(settings, role, len(names)))
     if role != "rollout":
-        raise PlacementError(RAY_SCALES_ENGINES_ONLY)
+        return change_members_on_ray(record.attach(say), config_path(settings), role, count)
     return change_engines_on_ray(record.attach(say), config_path(settings), count)
+
+
+def change_members_on_ray(placement: Placement, effective: Path, role: str, count: int) -> dict[str, ServiceState]:
+    """`count` more assembler or agent workers placed by Ray (or the `-count` newest drained, each with its drain
+    grace, as `reconcile` drains them here): the effective config is edited first, so a restarted actor and a later
+    `up` find the count; returns each changed service's state."""
+    names = changed_services(effective, role, count)
+    settings = read_settings(effective)
+    base, _ = split_role(role)
+    wanted = wanted_services(settings, [base])
+    for name in names:
+        if count > 0:
+            spec = wanted[name]()
+            add_metrics_port(settings, spec)
+            placement.start(spec)
+        else:
+            placement.stop(name, drain_grace_s(settings, base))
+            drop_metrics_port(settings, name)
+    changed = {name: placement.states[name] if count > 0 else placement.states.pop(name) for name in names}
+    placement.write_state()
+    return changed
 
 
 def change_engines_on_ray(placement: Placement, effective: Path, count: int,

@@ -82,6 +82,7 @@ def _up_call_status_down(tmp_path, cluster, engine_port):
                  timeout=60).stdout
         return "s-ray-1" in out
     wait_until(assembled, 120, "the assembler on node_b to publish the session's trajectory", every_s=2)
+    _scale_the_assembler_on_ray(config, cluster.node("node_b").ip)
 
     stopped = sf(config, "down")
     assert stopped.returncode == 0 and "stopped 3 actor(s)" in stopped.stdout, stopped.stdout + stopped.stderr
@@ -89,3 +90,18 @@ def _up_call_status_down(tmp_path, cluster, engine_port):
     assert wait_until(lambda: not [p for p in pids if pid_alive(p)], 30, f"the services' processes {pids} to end")
     after = json.loads(sf(config, "status", "--json").stdout)
     assert not after["running"] and {s["state"] for s in after["services"]} == {"gone"}
+
+
+def _scale_the_assembler_on_ray(config, node_b: str):
+    """`scale assembler=+1` places a second member of the assembler's group by the role's resources (node_b);
+    `scale assembler=-1` drains it, its actor ends and the stack's state no longer lists it."""
+    grown = sf(config, "scale", "assembler=+1")
+    assert grown.returncode == 0, grown.stdout + grown.stderr
+    services = {s["name"]: s for s in json.loads(sf(config, "status", "--json").stdout)["services"]}
+    assert services["assembler-1"]["state"] == "running" and services["assembler-1"]["node_ip"] == node_b, services
+    pid = services["assembler-1"]["pid"]
+    shrunk = sf(config, "scale", "assembler=-1")
+    assert shrunk.returncode == 0, shrunk.stdout + shrunk.stderr
+    services = {s["name"]: s for s in json.loads(sf(config, "status", "--json").stdout)["services"]}
+    assert "assembler-1" not in services and services["assembler"]["state"] == "running", services
+    assert wait_until(lambda: not pid_alive(pid), 30, f"the drained member's process {pid} to end")

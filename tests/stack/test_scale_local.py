@@ -257,7 +257,8 @@ def test_assembler_and_agent_workers_scale_up_and_down_on_a_live_supervisor(sett
             scale_stack(stack, -1, print, "assembler")
 
 
-def test_only_engines_scale_on_ray_and_a_role_that_does_not_scale_is_refused(tmp_path):
+def test_scaling_agents_on_an_unreachable_ray_cluster_edits_nothing_and_a_role_that_does_not_scale_is_refused(
+        tmp_path):
     from click.testing import CliRunner
 
     from seamlessflow.cli.main import cli
@@ -265,7 +266,8 @@ def test_only_engines_scale_on_ray_and_a_role_that_does_not_scale_is_refused(tmp
     (tmp_path / "run").mkdir()
     (tmp_path / "run" / "state.json").write_text(json.dumps({"services": {}, "placement": {
         "engine": "ray", "address": "127.0.0.1:1", "namespace": "seamlessflow-gone"}}))
-    with pytest.raises(PlacementError, match="on Ray only engines scale yet"):
+    with pytest.raises(PlacementError, match="cannot reach the Ray cluster at 127.0.0.1:1"):
         scale_stack(Settings(data_dir=tmp_path), 1, print, "agents")
+    assert not (tmp_path / "run" / "config.yaml").exists()  # refused before any edit
     refused = CliRunner().invoke(cli, ["--data-dir", str(tmp_path), "scale", "trainer=+1"])
     assert refused.exit_code == 2 and "scale rollout, assembler or agents" in refused.output.replace("\n", " ")
