@@ -241,7 +241,8 @@ def scale(settings: Settings, change: str) -> None:
     routing (its calls in flight continue on the others), stops, and frees its resources.
 
     `scale assembler=+1|-1` changes `assembler.workers` (on Ray, the new worker is placed by the role's
-    resources): a worker joins or leaves the assembler's consumer group, whose partitions rebalance (nothing is assembled twice).
+    resources): a worker joins or leaves the assembler's consumer group, whose partitions rebalance (nothing is
+    assembled twice).
     `scale agents=+1|-1` (`agents:<team>-<pool>=+1` when there are several pools) changes the pool's
     `agent_pools[].workers`: a drained worker finishes its running tasks within `agents.revoke_grace_s` and
     hands the others back to the pool. One of each always stays; the newest go first."""

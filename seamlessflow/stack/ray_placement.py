@@ -275,7 +275,8 @@ class RayPlacement:
         process `grace_s` after SIGTERM (None: the stack's grace)."""
         stop_actors(self.namespace, [name], self.grace_s if grace_s is None else grace_s)
         self.actors.pop(name, None)
-        self.states[name].state, self.states[name].pid = "stopped", None
+        state = self.states.setdefault(name, ServiceState(name))  # one the config named but never started too
+        state.state, state.pid = "stopped", None
         self.write_state()
 
     def stop_all(self) -> None:
