@@ -131,7 +131,6 @@ class Trainer:
         self.busy_s = 0.0  # seconds in optimizer steps and publishing (heartbeat figure; timeline's train time)
         self.publish_time_s = self.publish_wait_s = self.checkpoint_time_s = 0.0  # the last ones (heartbeat)
         self.stopping = False
-        self.reading = self.read_up = False  # its reader fetches; it waited and found nothing new (heartbeat)
         self.writer = WeightWriter()
         self.weights_server = weights_server(self.config, self.weights_root)  # started by `run`
         self.store = checkpoint_store(self.config)
@@ -211,11 +210,7 @@ class Trainer:
                     self._apply(command)
                 # right after a step another batch may be waiting: no wait then (a reader paused because it is
                 # ahead would otherwise spend the whole timeout between two steps for records it will not take)
-                wait_s = 0.0 if stepped else 0.2
-                records = self.source.poll(wait_s)
-                if wait_s:  # a reader that waited and found nothing has every record so far (`read_up`)
-                    self.read_up = self.reading and not records
-                self._take(records)
+                self._take(self.source.poll(0.0 if stepped else 0.2))
                 self._hold_back_when_ahead()
                 self._announce_written(self.writer.written())
                 if self.transfer is not None:
@@ -285,9 +280,7 @@ class Trainer:
         than the agents would otherwise hold the whole backlog in memory (the soak's trainer grew without
         end); Kafka keeps it instead, and the samples taken are fresher when their step comes."""
         ahead = self.builder.steps_ready() >= self.config.prefetch_steps
-        self.reading = self.control.role == Tag.TRAIN and not ahead
-        self.read_up = self.read_up and self.reading  # paused, records it does not fetch may be waiting
-        self.source.set_paused(not self.reading)
+        self.source.set_reading(self.control.role == Tag.TRAIN and not ahead)
 
     def _rebuild_after_revoke(self) -> None:
         """Partitions moved: held samples are dropped and read again from the committed offsets."""
@@ -474,7 +467,7 @@ class Trainer:
                    "publish_time_s": self.publish_time_s, "publish_wait_s": self.publish_wait_s,
                    "checkpoint_time_s": self.checkpoint_time_s,
                    "busy_s": self.busy_s, "ranks": float(self.ranks.world),
-                   "steps_ready": float(self.builder.steps_ready()), "read_up": float(self.read_up)}
+                   "steps_ready": float(self.builder.steps_ready()), "read_up": float(self.source.read_up)}
         if self.team_adapter is not None:
             figures["other_teams_skipped"] = float(self.other_teams_skipped)
         if self.transfer is not None:  # measured per version: the scheduler prices switches with it

@@ -41,6 +41,8 @@ class TrajectorySource:
         self.codec = codec
         self.dead_letters = dead_letters  # poison is filed there and finished at once: never trained, never blocking
         self.revoked = False  # set when partitions were taken away: the caller rebuilds its buffers
+        self.reading = False  # it fetches (`set_reading`)
+        self.read_up = False  # it fetched, waited and found nothing new: every record so far has been read
         self._member = GroupMember(settings, topic, group_id, dead_letters, on_revoke=self._on_revoke,
                                    with_checkpoint=True, start_offsets=start_offsets, errors="raise",
                                    consumer={} if fetch_queue_mib is None else
@@ -51,7 +53,12 @@ class TrajectorySource:
         self.revoked = True
 
     def poll(self, timeout_s: float, max_records: int = 256) -> list[Incoming]:
-        return [Incoming(d.partition, d.offset, d.message) for d in self._member.poll_many(timeout_s, max_records)]
+        """The records that arrived within `timeout_s`; a wait that found nothing while reading sets `read_up`
+        (the trainer's heartbeat says so: the scheduler trues up its backlog estimate with it)."""
+        records = [Incoming(d.partition, d.offset, d.message) for d in self._member.poll_many(timeout_s, max_records)]
+        if timeout_s:
+            self.read_up = self.reading and not records
+        return records
 
     def done(self, partition: int, offset: int) -> None:
         """Trained or discarded: the offset may be committed with the next checkpoint."""
@@ -68,9 +75,12 @@ class TrajectorySource:
         now: the checkpoint saved just before carries the same points, and the next commit covers them)."""
         return self._member.commit()
 
-    def set_paused(self, paused: bool) -> None:
-        """Stops fetching while idle (the group membership stays alive through polls)."""
-        self._member.set_paused(paused)
+    def set_reading(self, reading: bool) -> None:
+        """Fetches only while `reading`; paused, the group membership stays alive through polls, and records it
+        does not fetch may be waiting (so it is not `read_up`)."""
+        self.reading = reading
+        self.read_up = self.read_up and reading
+        self._member.set_paused(not reading)
 
     def close(self) -> None:
         self._member.close()

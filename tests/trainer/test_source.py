@@ -59,3 +59,26 @@ def test_packed_array_and_pre_packing_trajectories_read_alike(settings, codec):
     finally:
         source.close()
     assert [i.trajectory for i in got] == [dataclasses.replace(TRAJECTORY, event_id=f"s1/{n}") for n in range(3)]
+
+
+def test_a_reader_that_waited_and_found_nothing_has_read_up_and_a_paused_one_has_not(settings, codec):
+    """`read_up` lets the scheduler true up its backlog estimate: only a wait that fetched and found nothing new."""
+    topic = Topics(settings).trajectories
+    producer = MessageProducer(settings, codec)
+    producer.send_and_wait(topic, "g1", TRAJECTORY)
+    source = TrajectorySource(settings, codec, topic, "trainer-read-up",
+                              DeadLetters(settings, codec, "trainer", producer.send))
+    try:
+        source.set_reading(True)
+        got, deadline = [], time.monotonic() + 30
+        while not got and time.monotonic() < deadline:
+            got = source.poll(0.5)
+        assert got and not source.read_up  # it found a record: more may follow
+        assert source.poll(0.0) == [] and not source.read_up  # no wait, no verdict
+        assert source.poll(0.5) == [] and source.read_up
+        source.set_reading(False)
+        assert not source.read_up
+        producer.send_and_wait(topic, "g1", dataclasses.replace(TRAJECTORY, event_id="later"))
+        assert source.poll(0.5) == [] and not source.read_up  # paused: the new record waits unread
+    finally:
+        source.close()
