@@ -30,6 +30,7 @@ sys.path.insert(0, str(ROOT))
 from seamlessflow.broker.local import LocalBroker  # noqa: E402
 from seamlessflow.config import Settings  # noqa: E402
 from seamlessflow.kafka.admin import ensure_topics  # noqa: E402
+from seamlessflow.kafka.codecs import codec_for  # noqa: E402
 from seamlessflow.kafka.io import MessageProducer, read_messages  # noqa: E402
 from seamlessflow.messages import ResourceStatus  # noqa: E402
 from seamlessflow.topics import Topics  # noqa: E402
@@ -54,7 +55,7 @@ def publish_work(settings: Settings, model_dir: Path, groups: int, tokens: int) 
     """`groups` GRPO groups (two trajectories, rewards 1 and 0) per team, `tokens` long, half of them trained."""
     from seamlessflow.testing.trainer_records import trajectory
 
-    producer = MessageProducer(settings, codec_of(settings))
+    producer = MessageProducer(settings, codec_for(settings))
     ids = [(i * 7919) % 16000 + 10 for i in range(tokens)]
     mask = [0] * (tokens // 2) + [1] * (tokens - tokens // 2)
     templates = [trajectory(model_dir, f"t{i}/0", "g", ids[:-1] + [11 + i], mask, float(1 - i)) for i in (0, 1)]
@@ -69,16 +70,10 @@ def publish_work(settings: Settings, model_dir: Path, groups: int, tokens: int) 
     producer.flush(60)
 
 
-def codec_of(settings: Settings):
-    from seamlessflow.kafka.codecs import codec_for
-
-    return codec_for(settings)
-
-
 def busy(settings: Settings) -> dict[str, tuple[float, float]]:
     """Each trainer's newest (busy_s, step) from the status topic."""
     out: dict[str, tuple[float, float]] = {}
-    for status in read_messages(settings, Topics(settings).status, codec_of(settings)):
+    for status in read_messages(settings, Topics(settings).status, codec_for(settings)):
         if isinstance(status, ResourceStatus) and status.kind == "trainer" and "busy_s" in status.figures:
             team = status.resource_id.rsplit("-", 1)[-1]
             out[team] = (status.figures["busy_s"], status.figures["step"])
