@@ -109,6 +109,13 @@ class ClusterOptions(SectionOptions):
     """With ray: each node's own directory for a service's config and data."""
     resources: dict[str, ServiceResources] = Field(default_factory=dict)
     """Requests and restart policy by service name (`rollout-1`) or role (`rollout`, `agents`, ...)."""
+    autoscaler: bool = False
+    """With ray: the cluster adds nodes for pending demands (Ray's autoscaler, KubeRay's). A service that no node
+    present can hold is then started anyway and waits for a node that joins (`node_wait_s`); without it, such a
+    service is refused at once, naming what it asked for."""
+    node_wait_s: float = Field(default=900.0, gt=0)
+    """With ray and `autoscaler`: how long a service waits for a node that can hold it to join; past it, its
+    actor is removed (so the demand does not linger) and the start fails."""
 
     @model_validator(mode="after")
     def _replicas_only_where_copies_are_alike(self) -> ClusterOptions:

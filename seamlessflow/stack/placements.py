@@ -42,7 +42,8 @@ def placement_for(settings: Settings, say: Callable[[str], None] = print,
     if not cluster.address:
         raise PlacementError("cluster.engine is ray but no address: `up --ray HOST:PORT` or cluster.address")
     placement = RayPlacement(cluster.address, namespace_for(settings.generation), run_dir(settings),
-                             cluster.node_data_dir, config_path(settings), settings.stop_grace_s, say)
+                             cluster.node_data_dir, config_path(settings), settings.stop_grace_s, say,
+                             node_wait_s=cluster.node_wait_s if cluster.autoscaler else None)
     return placement, for_the_cluster(settings, placement.driver_ip)
 
 
@@ -177,9 +178,13 @@ class RayRecord:
         return True
 
     def attach(self, say: Callable[[str], None]) -> Placement:
+        """Whether the cluster adds nodes is the running stack's (its effective config), as are its services'
+        requests."""
         cluster = ClusterOptions.from_settings(self.settings)
+        started = ClusterOptions.from_settings(Settings.load(config_path(self.settings), env={}))
         return RayPlacement.attach(self.state, run_dir(self.settings), cluster.node_data_dir,
-                                   config_path(self.settings), self.settings.stop_grace_s, say)
+                                   config_path(self.settings), self.settings.stop_grace_s, say,
+                                   node_wait_s=started.node_wait_s if started.autoscaler else None)
 
 
 def _holder_words(state: dict[str, Any]) -> str:

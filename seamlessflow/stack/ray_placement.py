@@ -5,17 +5,21 @@ Each actor asks Ray for the spec's resources (CPUs, GPUs, memory, custom resourc
 gets `max_restarts` from its restart policy, so placement and the restart of a lost actor are Ray's; nothing
 here places or restarts anything by hand. Before any actor starts, every spec is checked against the nodes
 Ray reports: a request no node can give is an error naming the service, what it asked for and what each node
-has, never a wait. The embedded broker is pinned to the driver's node (its files were prepared there), and so
-are the proxy and the dashboard unless configured elsewhere (agents and users reach them where `up` said).
+has, never a wait, unless the cluster adds nodes (`cluster.autoscaler`): then it waits as a pending demand, which
+Ray's autoscaler meets with a node, for `cluster.node_wait_s` at most. The embedded broker is pinned to the
+driver's node (its files were prepared there), and so are the proxy and the dashboard unless configured
+elsewhere (agents and users reach them where `up` said).
 `state.json` in the run directory records the address and namespace, so `status` and `down` find the actors.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
 import socket
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -23,7 +27,7 @@ from typing import Any
 from seamlessflow.stack import ray_gang
 from seamlessflow.stack.placement import PlacementError, resource_words
 from seamlessflow.stack.resources import Resources
-from seamlessflow.stack.supervisor import ServiceSpec, ServiceState, StartupFailed, await_ready
+from seamlessflow.stack.supervisor import NoNodeJoined, ServiceSpec, ServiceState, StartupFailed, await_ready
 
 NAMESPACE_PREFIX = "seamlessflow-"
 ON_THE_DRIVERS_NODE = ("broker", "proxy", "dashboard")
@@ -129,9 +133,12 @@ class RayPlacement:
     shares_disk = False  # each service has its own node's data_dir: what it needs is built or fetched there
 
     def __init__(self, address: str, namespace: str, run_dir: Path, node_dir: str, config: Path | None = None,
-                 grace_s: float = 10.0, say: Callable[[str], None] = print, keep: dict | None = None):
+                 grace_s: float = 10.0, say: Callable[[str], None] = print, keep: dict | None = None,
+                 node_wait_s: float | None = None):
+        """`node_wait_s`: the cluster adds nodes (`cluster.autoscaler`), and a service that no node present can
+        hold waits that long for one; None: such a service is refused at once."""
         self.address, self.namespace, self.run_dir, self.node_dir = address, namespace, run_dir, node_dir
-        self.config, self.grace_s, self.say = config, grace_s, say
+        self.config, self.grace_s, self.say, self.node_wait_s = config, grace_s, say, node_wait_s
         self.info: dict[str, str] = {"ray": f"{address} (namespace {namespace})"}
         self.ready = False
         self.states: dict[str, ServiceState] = {}
@@ -150,11 +157,12 @@ class RayPlacement:
 
     @classmethod
     def attach(cls, state: dict, run_dir: Path, node_dir: str, config: Path, grace_s: float = 10.0,
-               say: Callable[[str], None] = print) -> RayPlacement:
+               say: Callable[[str], None] = print, node_wait_s: float | None = None) -> RayPlacement:
         """The placement of a stack already running (`state`: its state.json), to start more services in it
         (`scale`); what it records keeps every service listed there."""
         placement = state["placement"]
-        return cls(placement["address"], placement["namespace"], run_dir, node_dir, config, grace_s, say, keep=state)
+        return cls(placement["address"], placement["namespace"], run_dir, node_dir, config, grace_s, say, keep=state,
+                   node_wait_s=node_wait_s)
 
     def _adopt(self, state: dict) -> None:
         """Takes over the services a state file lists (started by another `up` or `scale`)."""
@@ -172,15 +180,28 @@ class RayPlacement:
             self.states[name] = state_of(recorded)
 
     def check_all(self, specs: list[ServiceSpec]) -> None:
-        check_feasible([self._pinned(spec) for spec in specs], node_table())
+        for spec in specs:
+            self._awaits_a_node(self._pinned(spec))
+
+    def _awaits_a_node(self, spec: ServiceSpec) -> bool:
+        """Whether no node present can hold the spec and it is to wait for one that joins (`node_wait_s`, a
+        cluster that adds nodes); raises when none present can and none is awaited. A gang is never awaited:
+        its reservation is all or none, at once (`ray_gang`)."""
+        try:
+            check_feasible([spec], node_table())
+        except PlacementError as exc:
+            if self.node_wait_s is None or spec.gang > 1:
+                raise
+            self.say(f"{spec.name}: no node present can hold it; it waits up to {self.node_wait_s:.0f} s for a node "
+                     f"that joins (cluster.autoscaler): {exc}")
+            return True
+        return False
 
     def _pinned(self, spec: ServiceSpec) -> ServiceSpec:
         """The broker runs where its files are, and the proxy and the dashboard where `up` printed them: the
         driver's node, unless `cluster.resources` says where (a node, or a custom resource that picks nodes)."""
         if spec.role == "broker" and not spec.resources.node or (
                 spec.role in ON_THE_DRIVERS_NODE and not placed_by_request(spec.resources)):
-            import dataclasses
-
             resources = dataclasses.replace(spec.resources, node=f"node:{self.driver_ip}")
             return dataclasses.replace(spec, resources=resources)
         return spec
@@ -192,8 +213,8 @@ class RayPlacement:
             self._start_gang(spec)
             return
         spec = self._pinned(spec)
-        check_feasible([spec], node_table())
-        self._await(spec, self._launch(spec, {}))
+        awaits_a_node = self._awaits_a_node(spec)
+        self._await(spec, self._launch(spec, {}), awaits_a_node)
         self.write_state()
 
     def _start_gang(self, spec: ServiceSpec) -> None:
@@ -224,12 +245,16 @@ class RayPlacement:
         self.write_state()
         return ready is not None
 
-    def _await(self, spec: ServiceSpec, on_node: bool) -> None:
+    def _await(self, spec: ServiceSpec, on_node: bool, awaits_a_node: bool = False) -> None:
         """Waits for the actor to run its process, then for the readiness check (on the service's node when
-        the check can travel there, else here), saying what it waits for; fails when the process died."""
+        the check can travel there, else here), saying what it waits for; fails when the process died. One
+        that awaits a node that joins has `node_wait_s` more, and is removed if none joined by then."""
         import ray
 
         actor = self.actors[spec.name]
+        if awaits_a_node:
+            spec = dataclasses.replace(spec, ready_timeout_s=spec.ready_timeout_s + (self.node_wait_s or 0.0))
+        since = time.monotonic()
 
         def still_awaited() -> str:
             self._refresh(spec.name)
@@ -237,6 +262,10 @@ class RayPlacement:
             if state.state == "failed":
                 raise StartupFailed(f"{spec.name} failed on {state.node_ip} (exit code {state.exit_code}); see "
                                     f"{state.log} there")
+            if not state.pid and awaits_a_node:
+                if time.monotonic() - since > (self.node_wait_s or 0.0):
+                    self._give_up(spec.name)
+                return "a node that can hold it to join (cluster.autoscaler)"
             if not state.pid:
                 return "Ray to place it and start its process"
             if spec.ready is None:
@@ -244,6 +273,17 @@ class RayPlacement:
             return ray.get(actor.awaiting.remote()) if on_node else spec.ready()
 
         await_ready(spec, self.states[spec.name], still_awaited, self.say)
+
+    def _give_up(self, name: str) -> None:
+        """Removes the actor of a service no node joined for, so its demand does not keep Ray's autoscaler
+        asking for a node, and says so."""
+        import ray
+
+        ray.kill(self.actors.pop(name), no_restart=True)
+        self.states[name].state = "failed"
+        self.write_state()
+        raise NoNodeJoined(f"{name}: no node that can hold it joined within {self.node_wait_s:.0f} s "
+                           f"(cluster.node_wait_s); its actor is removed")
 
     def _refresh(self, name: str) -> None:
         import ray

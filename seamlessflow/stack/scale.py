@@ -49,7 +49,7 @@ from seamlessflow.stack.metrics_urls import add_metrics_port, drop_metrics_port
 from seamlessflow.stack.paths import config_path
 from seamlessflow.stack.placement import Placement, PlacementError
 from seamlessflow.stack.scale_edits import SCALABLE, scale_assemblers, scale_pool, split_role
-from seamlessflow.stack.supervisor import ServiceSpec, ServiceState, StartupFailed, Supervisor
+from seamlessflow.stack.supervisor import NoNodeJoined, ServiceSpec, ServiceState, StartupFailed, Supervisor
 
 ENGINE_ID = re.compile(r"rollout-(\d+)$")
 # what is one engine's own and must not be copied into another's spec: its port, its cores, its GPUs
@@ -115,11 +115,11 @@ def change_members_on_ray(placement: Placement, effective: Path, role: str, coun
     settings = read_settings(effective)
     base, _ = split_role(role)
     wanted = wanted_services(settings, [base])
-    for name in names:
+    for index, name in enumerate(names):
         if count > 0:
             spec = wanted[name]()
             add_metrics_port(settings, spec)
-            placement.start(spec)
+            _start_or_forget(placement, effective, role, names[index:], spec)
         else:
             placement.stop(name, drain_grace_s(settings, base))
             drop_metrics_port(settings, name)
@@ -133,7 +133,7 @@ def change_engines_on_ray(placement: Placement, effective: Path, count: int,
     """`count` more engines placed by Ray (or the `-count` newest drained), the effective config and the stack's
     state written to match; returns each changed engine's state."""
     if count > 0:
-        added = scale_engines(effective, count, placement.start, rollout_only)
+        added = scale_engines(effective, count, placement, rollout_only)
         changed = {name: placement.states[name] for name in added}
     else:
         drained = drain_engines(effective, -count, placement.stop)
@@ -169,18 +169,37 @@ def drain_engines(effective: Path, count: int, stop: Callable[[str], None]) -> l
     return gone
 
 
-def scale_engines(effective: Path, count: int, start: Callable[[ServiceSpec], None],
-                  rollout_only: bool = False) -> list[str]:
+def scale_engines(effective: Path, count: int, placement: Placement, rollout_only: bool = False) -> list[str]:
     """Adds `count` engines to the stack whose effective config is `effective` (written by `up`) and starts
-    each through `start` (a placement's), on a /metrics port of its own (`add_metrics_port`). Returns the new
-    resource ids."""
+    each through `placement`, on a /metrics port of its own (`add_metrics_port`). Returns the new resource
+    ids."""
     new = edit_engines(effective, count, rollout_only)  # a restarted actor reads its spec from the config
+    from seamlessflow.stack.services import rollout_service_name
+
     settings = read_settings(effective)
-    for resource_id in new:
+    for index, resource_id in enumerate(new):
         spec = rollout_spec(settings, resource_id)
         add_metrics_port(settings, spec)
-        start(spec)
+        _start_or_forget(placement, effective, "rollout", [rollout_service_name(r) for r in new[index:]], spec)
     return new
+
+
+def _start_or_forget(placement: Placement, effective: Path, role: str, unstarted: list[str],
+                     spec: ServiceSpec) -> None:
+    """Starts `spec`, the first of the added services still `unstarted`. If no node can hold it (refused at
+    once, or a cluster that adds nodes added none in time: `NoNodeJoined`), it and those after it never run: they
+    leave the effective config, their /metrics ports and the stack's state, so no later `up` or advice counts
+    them or asks for them again."""
+    try:
+        placement.start(spec)
+    except (PlacementError, NoNodeJoined):
+        edit_role(effective, role, -len(unstarted))  # the newest: the ones added last
+        settings = read_settings(effective)
+        for name in unstarted:
+            drop_metrics_port(settings, name)
+            placement.states.pop(name, None)
+        placement.write_state()
+        raise
 
 
 def edit_engines(effective: Path, count: int, rollout_only: bool = False) -> list[str]:

@@ -89,6 +89,11 @@ class StartupFailed(RuntimeError):
     pass
 
 
+class NoNodeJoined(StartupFailed):
+    """A service that waited for a node to join the cluster (`cluster.autoscaler`), and none did: it never ran,
+    and its placement removed it."""
+
+
 def await_ready(spec: ServiceSpec, state: ServiceState, awaited: Awaiting, say: Callable[[str], object],
                 on_change: Callable[[], object] = lambda: None, where: str = "") -> None:
     """One readiness wait for every placement: `awaited()` says what the service still waits for ("" once

@@ -19,7 +19,7 @@ from seamlessflow.stack.processes import pid_alive
 from seamlessflow.stack.ray_placement import PlacementError, RayPlacement, stop_actors
 from seamlessflow.stack.resources import Resources, RestartPolicy
 from seamlessflow.stack.services import listening
-from seamlessflow.stack.supervisor import ServiceSpec, StartupFailed
+from seamlessflow.stack.supervisor import NoNodeJoined, ServiceSpec, StartupFailed
 from seamlessflow.testing.ray_cluster import can_make_namespaces, ray_cluster
 from seamlessflow.testing.waiting import wait_until
 
@@ -148,6 +148,31 @@ def test_a_request_no_node_can_give_is_an_error_before_anything_starts(cluster, 
     for node in cluster.nodes:  # what each node has, by address
         assert node.ip in message and f"{node.name} 1" in message
     assert stop_actors(placement.namespace) == []  # nothing was started
+
+
+def test_where_the_cluster_adds_nodes_such_a_request_waits_for_one_and_is_removed_when_none_joins(cluster, placement):
+    """`cluster.autoscaler` (`node_wait_s`): the request waits as a pending demand (Ray's autoscaler would add a
+    node: tests/stack/test_ray_autoscaler.py); this cluster adds none, so after `node_wait_s` its actor is
+    removed, leaving no demand behind. A gang is still refused at once (its reservation is all or none)."""
+    import dataclasses
+
+    import ray
+
+    said: list[str] = []
+    placement.node_wait_s, placement.say = 3.0, said.append
+    impossible = ServiceSpec("rollout-gpu", [sys.executable, "-c", "pass"], role="rollout",
+                             resources=Resources(cpus=1, gpus=1, custom={"h100": 1}))
+    placement.check_all([impossible])  # no error: it would wait
+    started = time.monotonic()
+    with pytest.raises(NoNodeJoined, match="rollout-gpu: no node that can hold it joined within 3 s"):
+        placement.start(impossible)
+    assert 3 <= time.monotonic() - started < 30
+    assert any("rollout-gpu: no node present can hold it; it waits up to 3 s" in line for line in said), said
+    with pytest.raises(ValueError):  # the actor is gone, and its demand with it
+        ray.get_actor("rollout-gpu", namespace=placement.namespace)
+    assert placement.states["rollout-gpu"].state == "failed" and "rollout-gpu" not in placement.actors
+    with pytest.raises(PlacementError, match="on each of 2 nodes"):
+        placement.check_all([dataclasses.replace(impossible, name="trainer", gang=2)])
 
 
 def test_an_unreachable_address_is_one_line_naming_it(tmp_path):

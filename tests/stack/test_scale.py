@@ -18,7 +18,7 @@ from seamlessflow.stack.scale import (
     scale_engines,
 )
 from seamlessflow.stack.scale_edits import scale_assemblers, scale_pool, split_role
-from seamlessflow.stack.supervisor import ServiceSpec, ServiceState
+from seamlessflow.stack.supervisor import NoNodeJoined, ServiceSpec, ServiceState
 
 
 def test_new_engines_follow_the_highest_id_and_copy_the_last_spec_but_its_own_port_cores_and_gpus():
@@ -67,11 +67,11 @@ def test_scale_writes_the_new_engines_into_the_effective_config_and_starts_each_
     effective.write_text(yaml.safe_dump({
         "data_dir": str(tmp_path), "rollout": {"workers": {"rollout-0": {"hardware_tags": ["h100"]}}},
         "cluster": {"resources": {"rollout": {"cpus": 2}}}}))
-    started = []
-    assert scale_engines(effective, 1, started.append) == ["rollout-1"]
+    placement = RayPlacementStandIn(["rollout-0"])
+    assert scale_engines(effective, 1, placement) == ["rollout-1"]
     assert yaml.safe_load(effective.read_text())["rollout"]["workers"] == {
         "rollout-0": {"hardware_tags": ["h100"]}, "rollout-1": {"hardware_tags": ["h100"]}}
-    (spec,) = started
+    (spec,) = placement.started
     assert spec.name == "rollout-1" and spec.argv[-2:] == ["--resource-id", "rollout-1"]
     assert str(effective) in spec.argv and spec.ready is not None
     assert spec.resources.cpus == 2 and spec.resources.custom == {"h100": 1.0}
@@ -133,13 +133,19 @@ class RayPlacementStandIn:
     def __init__(self, running: list[str], refuse: str = ""):
         self.states = {name: ServiceState(name, state="running") for name in running}
         self.calls: list[tuple[str, str]] = []
+        self.started: list[ServiceSpec] = []
         self.refuse = refuse  # check_feasible's refusal, when no node of the cluster could hold the engine
+        self.no_node_joins = False  # a cluster that adds nodes (`cluster.autoscaler`) added none in time
 
     def start(self, spec: ServiceSpec) -> None:
         self.calls.append(("start", spec.name))
+        self.started.append(spec)
         if self.refuse:
             raise PlacementError(self.refuse)
         self.states[spec.name] = ServiceState(spec.name, state="running")
+        if self.no_node_joins:
+            self.states[spec.name].state = "failed"
+            raise NoNodeJoined(f"{spec.name}: no node that can hold it joined")
 
     def stop(self, name: str) -> None:
         self.calls.append(("stop", name))
@@ -170,3 +176,23 @@ def test_the_advice_on_ray_places_rollout_only_engines_and_drains_the_newest(tmp
     row["figures"]["autoscale_change"] = 1
     assert actor.step([row], now_s=actor.done_at + 30.0) == 0  # refused and said: `up --ray` goes on
     assert said[-1] == f"autoscale advice not carried out: {placement.refuse}"
+    assert list(yaml.safe_load(effective.read_text())["rollout"]["workers"]) == ["rollout-0"]  # never ran: forgotten
+
+
+def test_engines_no_node_joined_for_leave_the_config_and_the_state_and_the_advice_goes_on(tmp_path):
+    """`cluster.autoscaler`: the placement waited for a node to join and none did (`NoNodeJoined`). The engines
+    of that change never ran: none of them stays in the config (where the advice's limits count them) or the
+    stack's state, and the advice is asked again only after its settle time."""
+    effective = tmp_path / "run" / "config.yaml"
+    effective.parent.mkdir()
+    effective.write_text(yaml.safe_dump({"data_dir": str(tmp_path), "rollout": {"workers": {"rollout-0": {}}}}))
+    placement = RayPlacementStandIn(["rollout-0"])
+    placement.no_node_joins = True
+    said: list[str] = []
+    actor = AdviceActor(effective, AdviceActor.on_ray(effective, placement), said.append, engines=(1, 4))
+    row = {"kind": "scheduler", "figures": {"autoscale_change": 2}, "heartbeat_age_s": 0.0, "note": "advice +2"}
+    assert actor.step([row], now_s=100.0) == 0
+    assert said[-1] == "autoscale advice not carried out: rollout-1: no node that can hold it joined"
+    assert list(yaml.safe_load(effective.read_text())["rollout"]["workers"]) == ["rollout-0"]
+    assert list(placement.states) == ["rollout-0"] and placement.calls[-1] == ("write_state", "")
+    assert actor.step([row], now_s=105.0) == 0 and len(placement.started) == 1  # within the settle time
