@@ -21,6 +21,10 @@ from seamlessflow.testing.vllm_server import LONG_REPLY_TOKENS, STACK_WINDOW, Vl
 # Kafka reaches ready on about half the CPU of a tiered start (5.1 vs 9.1 CPU-s measured per broker), and the
 # suite is CPU-bound on 2 cores. Children inherit it; `up` outside the suite keeps the JVM's defaults.
 os.environ.setdefault("SEAMLESSFLOW_BROKER_JVM_OPTIONS", "-XX:TieredStopAtLevel=1")
+# Ray 2.60 turns token authentication on for any process that finds ~/.ray/auth_token (which a local `ray.init()`
+# writes once), but the test clusters' helpers ask their GCS with a client that sends no token: so on a machine
+# where one was ever written, every test cluster looked dead ("waited 120 s for the Ray head"). Off for the suite.
+os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 
 def pytest_configure(config):

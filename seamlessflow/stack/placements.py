@@ -152,8 +152,8 @@ class RayRecord:
             live = actor_states(where["namespace"], names)
         except PlacementError as exc:
             live = {name: {"state": "unknown", "waiting_for": str(exc)} for name in names}
-        rows = [service_row(name, svc, svc.get("state") == "running", svc.get("state", "gone"))
-                for name, svc in live.items()]
+        rows = [service_row(name, svc, svc.get("state") in ("running", "pending", "unknown"), svc.get("state", "gone"))
+                for name, svc in live.items()]  # a pending or unknown one: what it waits for is shown
         return any(row["state"] not in ("gone", "stopped", "unknown") for row in rows), rows
 
     def without_holder(self) -> dict[str, int]:
@@ -181,9 +181,11 @@ class RayRecord:
         """Whether the cluster adds nodes is the running stack's (its effective config), as are its services'
         requests."""
         cluster = ClusterOptions.from_settings(self.settings)
-        started = ClusterOptions.from_settings(Settings.load(config_path(self.settings), env={}))
+        effective = config_path(self.settings)
+        started = ClusterOptions.from_settings(Settings.load(effective, env={}) if effective.exists()
+                                               else self.settings)
         return RayPlacement.attach(self.state, run_dir(self.settings), cluster.node_data_dir,
-                                   config_path(self.settings), self.settings.stop_grace_s, say,
+                                   effective, self.settings.stop_grace_s, say,
                                    node_wait_s=started.node_wait_s if started.autoscaler else None)
 
 

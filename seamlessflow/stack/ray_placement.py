@@ -31,6 +31,7 @@ from seamlessflow.stack.supervisor import NoNodeJoined, ServiceSpec, ServiceStat
 
 NAMESPACE_PREFIX = "seamlessflow-"
 ON_THE_DRIVERS_NODE = ("broker", "proxy", "dashboard")
+PENDING = "Ray to place it (a node with room for it, or one that joins)"
 
 
 def placed_by_request(resources: Resources) -> bool:
@@ -272,7 +273,7 @@ class RayPlacement:
                 return ""
             return ray.get(actor.awaiting.remote()) if on_node else spec.ready()
 
-        await_ready(spec, self.states[spec.name], still_awaited, self.say)
+        await_ready(spec, self.states[spec.name], still_awaited, self.say, on_change=self.write_state)
 
     def _give_up(self, name: str) -> None:
         """Removes the actor of a service no node joined for, so its demand does not keep Ray's autoscaler
@@ -384,8 +385,15 @@ def actor_states(namespace: str, names: list[str]) -> dict[str, dict]:
     out: dict[str, dict] = {}
     for name in names:
         try:
-            info: Any = ray.get(ray.get_actor(name, namespace=namespace).info.remote(), timeout=10)
+            actor = ray.get_actor(name, namespace=namespace)
+        except ValueError:  # stopped for good, or never created
+            out[name] = {"name": name, "state": "gone"}
+            continue
+        try:
+            info: Any = ray.get(actor.info.remote(), timeout=10)
             out[name] = info
-        except Exception:
+        except ray.exceptions.GetTimeoutError:  # not placed yet (no node with room, or one to join)
+            out[name] = {"name": name, "state": "pending", "waiting_for": PENDING}
+        except Exception:  # dead, and not to be restarted
             out[name] = {"name": name, "state": "gone"}
     return out
