@@ -232,13 +232,17 @@ def status(settings: Settings, as_json: bool) -> None:
 
 @click.command()
 @click.argument("change", metavar="ROLE=+N|ROLE=-N")
+@click.option("--engine", "engines", multiple=True, metavar="ID",
+              help="With rollout=-N: drain these N engines (e.g. rollout-3, one on a node to be reclaimed) "
+                   "instead of the newest. Repeat for several.")
 @pass_settings
-def scale(settings: Settings, change: str) -> None:
+def scale(settings: Settings, change: str, engines: tuple[str, ...]) -> None:
     """Add or remove engines, assembler workers or agent workers of a running stack; nothing else restarts.
 
     `scale rollout=+1`: one more engine, placed by Ray where there is room (a node that just joined), or started
     by this machine's supervisor, serving as soon as it is up. `scale rollout=-1`: the newest engine leaves
-    routing (its calls in flight continue on the others), stops, and frees its resources.
+    routing (its calls in flight continue on the others), stops, and frees its resources;
+    `scale rollout=-1 --engine rollout-3` drains that one.
 
     `scale assembler=+1|-1` changes `assembler.workers` (on Ray, the new worker is placed by the role's
     resources): a worker joins or leaves the assembler's consumer group, whose partitions rebalance (nothing is
@@ -254,7 +258,7 @@ def scale(settings: Settings, change: str) -> None:
     console = Console(width=160)
     with placement_errors():
         try:
-            changed = scale_stack(settings, count, console.print, role)
+            changed = scale_stack(settings, count, console.print, role, engines)
         except ValueError as exc:
             raise click.BadParameter(str(exc), param_hint="ROLE=-N") from None
     for name, service in changed.items():

@@ -71,11 +71,18 @@ def added_engines(workers: dict[str, dict], count: int, rollout_only: bool = Fal
     return {f"rollout-{first + i}": dict(template) for i in range(count)}
 
 
-def removed_engines(workers: dict[str, dict], count: int) -> list[str]:
-    """The `count` newest engines (highest `rollout-<n>`, what scale-ups added last); one always stays."""
-    numbered = sorted((int(m.group(1)), rid) for rid in workers if (m := ENGINE_ID.match(rid)))
+def removed_engines(workers: dict[str, dict], count: int, named: tuple[str, ...] = ()) -> list[str]:
+    """The `count` newest engines (highest `rollout-<n>`, what scale-ups added last), or the engines `named`
+    (an engine on a node to be reclaimed, say: `count` of them); one always stays."""
     if count < 1 or count >= len(workers):
         raise ValueError(f"scale can remove 1 to {len(workers) - 1} of the {len(workers)} engines (one stays)")
+    if named:
+        if len(named) != count or len(set(named)) != count:
+            raise ValueError(f"rollout=-{count} drains {count} engine(s): name {count} different ones with --engine")
+        if unknown := [rid for rid in named if rid not in workers]:
+            raise ValueError(f"no engine {', '.join(unknown)} in the stack (it has {', '.join(workers)})")
+        return list(named)
+    numbered = sorted((int(m.group(1)), rid) for rid in workers if (m := ENGINE_ID.match(rid)))
     if len(numbered) < count:
         raise ValueError(f"only {len(numbered)} engines are named rollout-<n>; stop others with `down`")
     return [rid for _, rid in numbered[-count:]]
@@ -89,22 +96,24 @@ def parse_change(change: str) -> tuple[str, int]:
     return role, int(amount)
 
 
-def scale_stack(settings: Settings, count: int, say: Callable[[str], None],
-                role: str = "rollout") -> dict[str, ServiceState]:
+def scale_stack(settings: Settings, count: int, say: Callable[[str], None], role: str = "rollout",
+                named: tuple[str, ...] = ()) -> dict[str, ServiceState]:
     """Adds `count` services of `role` (`rollout`, `assembler`, `agents[:<team>-<pool>]`) to the stack running
-    from this data directory (or removes `-count`), through the placement that runs it. Returns each one's
-    state."""
+    from this data directory (or removes `-count`: the newest, or the engines `named`), through the placement
+    that runs it. Returns each one's state."""
     from seamlessflow.stack.placements import LocalRecord, recorded
 
     split_role(role)
+    if named and (role != "rollout" or count > 0):
+        raise ValueError("--engine names engines to drain: only with rollout=-N")
     record = recorded(settings)
     if isinstance(record, LocalRecord):
         holder = record.holder()  # before the edit: no supervisor, nothing to reconcile it
-        names = changed_services(config_path(settings), role, count)
+        names = changed_services(config_path(settings), role, count, named)
         return record.scale(holder, names, count > 0, say, scale_timeout_s(settings, role, len(names)))
     if role != "rollout":
         return change_members_on_ray(record.attach(say), config_path(settings), role, count)
-    return change_engines_on_ray(record.attach(say), config_path(settings), count)
+    return change_engines_on_ray(record.attach(say), config_path(settings), count, named=named)
 
 
 def change_members_on_ray(placement: Placement, effective: Path, role: str, count: int) -> dict[str, ServiceState]:
@@ -128,15 +137,15 @@ def change_members_on_ray(placement: Placement, effective: Path, role: str, coun
     return changed
 
 
-def change_engines_on_ray(placement: Placement, effective: Path, count: int,
-                          rollout_only: bool = False) -> dict[str, ServiceState]:
-    """`count` more engines placed by Ray (or the `-count` newest drained), the effective config and the stack's
-    state written to match; returns each changed engine's state."""
+def change_engines_on_ray(placement: Placement, effective: Path, count: int, rollout_only: bool = False,
+                          named: tuple[str, ...] = ()) -> dict[str, ServiceState]:
+    """`count` more engines placed by Ray (or the `-count` newest drained, or those `named`), the effective
+    config and the stack's state written to match; returns each changed engine's state."""
     if count > 0:
         added = scale_engines(effective, count, placement, rollout_only)
         changed = {name: placement.states[name] for name in added}
     else:
-        drained = drain_engines(effective, -count, placement.stop)
+        drained = drain_engines(effective, -count, placement.stop, named)
         changed = {name: placement.states.pop(name) for name in drained}  # no longer the stack's: `status` omits
     placement.write_state()
     return changed
@@ -151,8 +160,9 @@ def scale_timeout_s(settings: Settings, role: str, services: int) -> float:
     return (drain_grace_s(settings, "agents") or 0.0) * services + 60
 
 
-def drain_engines(effective: Path, count: int, stop: Callable[[str], None]) -> list[str]:
-    """Stops the `count` newest engines of the stack whose effective config is `effective` through `stop` (a
+def drain_engines(effective: Path, count: int, stop: Callable[[str], None], named: tuple[str, ...] = ()) -> list[str]:
+    """Stops the `count` newest engines (or those `named`) of the stack whose effective config is `effective`
+    through `stop` (a
     placement's: the worker retires its engine from routing before it stops it), then drops them from the
     config and the stack's metrics.json. Returns their resource ids."""
     from seamlessflow.stack.services import rollout_service_name
@@ -160,7 +170,7 @@ def drain_engines(effective: Path, count: int, stop: Callable[[str], None]) -> l
     settings = read_settings(effective)
     data = yaml.safe_load(effective.read_text()) or {}
     workers = (data.get("rollout") or {}).get("workers") or {}
-    gone = removed_engines(workers, count)
+    gone = removed_engines(workers, count, named)
     for resource_id in gone:
         stop(resource_id)
         drop_metrics_port(settings, rollout_service_name(resource_id))
@@ -202,15 +212,16 @@ def _start_or_forget(placement: Placement, effective: Path, role: str, unstarted
         raise
 
 
-def edit_engines(effective: Path, count: int, rollout_only: bool = False) -> list[str]:
-    """Adds `count` rollout workers to the effective config (`-count`: removes the newest); returns their ids."""
+def edit_engines(effective: Path, count: int, rollout_only: bool = False, named: tuple[str, ...] = ()) -> list[str]:
+    """Adds `count` rollout workers to the effective config (`-count`: removes the newest, or those `named`);
+    returns their ids."""
     data = yaml.safe_load(effective.read_text()) or {}
     workers = data.setdefault("rollout", {}).setdefault("workers", {}) or {}
     if count > 0:
         changed = list(new := added_engines(workers, count, rollout_only))
         data["rollout"]["workers"] = {**workers, **new}
     else:
-        changed = removed_engines(workers, -count)
+        changed = removed_engines(workers, -count, named)
         data["rollout"]["workers"] = {rid: spec for rid, spec in workers.items() if rid not in changed}
     effective.write_text(yaml.safe_dump(data, sort_keys=False))
     return changed
@@ -228,11 +239,12 @@ def rollout_spec(settings: Settings, resource_id: str) -> ServiceSpec:
     return with_requests(settings, [spec], rollout)[0]
 
 
-def edit_role(effective: Path, role: str, count: int) -> None:
-    """Adds `count` services of `role` to the effective config (`-count`: removes); ValueError when it cannot."""
+def edit_role(effective: Path, role: str, count: int, named: tuple[str, ...] = ()) -> None:
+    """Adds `count` services of `role` to the effective config (`-count`: removes the newest, or the engines
+    `named`); ValueError when it cannot."""
     base, which = split_role(role)
     if base == "rollout":
-        edit_engines(effective, count)
+        edit_engines(effective, count, named=named)
         return
     data = yaml.safe_load(effective.read_text()) or {}
     if base == "assembler":
@@ -242,7 +254,7 @@ def edit_role(effective: Path, role: str, count: int) -> None:
     effective.write_text(yaml.safe_dump(data, sort_keys=False))
 
 
-def changed_services(effective: Path, role: str, count: int) -> list[str]:
+def changed_services(effective: Path, role: str, count: int, named: tuple[str, ...] = ()) -> list[str]:
     """Edits the effective config (`edit_role`) and returns the services it names more (or no longer)."""
     from seamlessflow.stack.services import enabled
 
@@ -251,7 +263,7 @@ def changed_services(effective: Path, role: str, count: int) -> list[str]:
     if base != "rollout" and not enabled(settings, base):
         raise ValueError(f"the stack runs no {base} (services.{base} is off in its config)")
     before = wanted_services(settings, [base])
-    edit_role(effective, role, count)
+    edit_role(effective, role, count, named)
     after = wanted_services(read_settings(effective), [base])
     return [n for n in after if n not in before] if count > 0 else [n for n in before if n not in after]
 

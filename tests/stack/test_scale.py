@@ -16,6 +16,7 @@ from seamlessflow.stack.scale import (
     parse_change,
     removed_engines,
     scale_engines,
+    scale_stack,
 )
 from seamlessflow.stack.scale_edits import scale_assemblers, scale_pool, split_role
 from seamlessflow.stack.supervisor import NoNodeJoined, ServiceSpec, ServiceState
@@ -59,6 +60,30 @@ def test_a_scale_down_drains_the_newest_engines_and_drops_them_from_the_effectiv
         removed_engines({"rollout-0": {}}, 1)
     with pytest.raises(ValueError, match="named rollout-<n>"):
         removed_engines({"rollout-0": {}, "fast": {}, "slow": {}}, 2)
+
+
+def test_a_scale_down_can_name_the_engines_it_drains(tmp_path):
+    """`scale rollout=-1 --engine rollout-0`: an operator drains the engine on a node to be reclaimed, not the
+    newest; on one machine the supervisor then drains what the config no longer names (`reconcile`)."""
+    effective = tmp_path / "config.yaml"
+    workers = {"rollout-0": {}, "rollout-1": {}, "rollout-2": {}}
+    effective.write_text(yaml.safe_dump({"data_dir": str(tmp_path), "rollout": {"workers": workers}}))
+    (tmp_path / "run").mkdir()
+    stopped: list[str] = []
+    assert drain_engines(effective, 1, stopped.append, ("rollout-0",)) == ["rollout-0"] == stopped
+    assert list(yaml.safe_load(effective.read_text())["rollout"]["workers"]) == ["rollout-1", "rollout-2"]
+    assert changed_services(effective, "rollout", -1, ("rollout-2",)) == ["rollout-2"]  # the local path's edit
+    assert list(yaml.safe_load(effective.read_text())["rollout"]["workers"]) == ["rollout-1"]
+    for named, count, message in [(("rollout-0", "rollout-1"), 1, "name 1 different ones"),
+                                  (("rollout-1", "rollout-1"), 2, "name 2 different ones"),
+                                  (("rollout-9",), 1, "no engine rollout-9 in the stack"),
+                                  (("rollout-0",), 3, "one stays")]:
+        with pytest.raises(ValueError, match=message):
+            removed_engines(workers, count, named)
+    with pytest.raises(ValueError, match="only with rollout=-N"):
+        scale_stack(Settings(data_dir=tmp_path), 1, print, "rollout", ("rollout-1",))
+    with pytest.raises(ValueError, match="only with rollout=-N"):
+        scale_stack(Settings(data_dir=tmp_path), -1, print, "assembler", ("rollout-1",))
 
 
 def test_scale_writes_the_new_engines_into_the_effective_config_and_starts_each_with_its_request(tmp_path):
