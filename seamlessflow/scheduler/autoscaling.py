@@ -1,8 +1,9 @@
 """The autoscaling policy (`core.autoscale`) run live in the scheduler, advisory: each tick, from the heartbeats
 the view already holds to a decision, logged when the target changes and published as scheduler figures.
 
-Why advisory: nothing here adds or drains an engine; `seamlessflow scale rollout=+N|-N` does, by hand (on Ray).
-The scheduler says how many engines it would run and why, so an operator can act on it. Because nothing acts,
+Why advisory: nothing here adds or drains an engine; the process holding the stack does with
+`scheduler.autoscale.act` (`stack.scale.AdviceActor`), else an operator with `seamlessflow scale rollout=+N|-N`.
+The scheduler says how many engines it would run and why. Because nothing acts,
 an advice stands through its cool-down (the policy holds then anyway) and is withdrawn after it when the load
 no longer asks for it; acted on, the engines reach the target and the change shown becomes 0.
 
@@ -36,6 +37,8 @@ from seamlessflow.scheduler.options import AutoscaleOptions
 from seamlessflow.scheduler.view import ClusterView
 
 log = logging.getLogger("seamlessflow.scheduler")
+ADVICE_ONLY = "advice only: `seamlessflow scale` carries it out"
+ACTED_ON = "advice, carried out by the process holding the stack: scheduler.autoscale.act"
 
 
 @dataclass
@@ -89,6 +92,7 @@ class LiveAutoscaler:
 
     def __init__(self, options: AutoscaleOptions, heartbeat_timeout_s: float):
         self.limits = options.limits()
+        self.acted_on = options.act  # by the process holding the stack, not the scheduler (`stack.scale`)
         self.policy = Autoscaler(self.limits)
         self.idle = IdleMeter(options.trainer_idle_window_s)
         self.timeout_s = heartbeat_timeout_s
@@ -111,8 +115,8 @@ class LiveAutoscaler:
         if decision.change or now - decision.changed_at >= self.limits.cooldown_s:
             self.advice = decision
         if self.target != before:
-            log.info("autoscale (advice only, nothing acts on it): %d -> %s engines: %s", self.engines,
-                     self.target, decision.reason)
+            log.info("autoscale (%s): %d -> %s engines: %s", ACTED_ON if self.acted_on else ADVICE_ONLY,
+                     self.engines, self.target, decision.reason)
         return decision
 
     def note(self) -> str | None:

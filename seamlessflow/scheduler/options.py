@@ -29,8 +29,9 @@ class AutoscaleOptions(BaseModel):
     enabled: bool = False
     """Evaluate the policy every tick and publish its target and reason."""
     act: bool = False
-    """The supervisor of a stack on one machine starts and drains engines as advised (`up` in the foreground or
-    detached); false: advice only. Not on Ray yet (run `seamlessflow scale` there)."""
+    """The process holding the stack starts and drains engines as advised: on one machine its supervisor (`up` in
+    the foreground or detached), on Ray a foreground `up --ray` (a detached stack on Ray has no such process:
+    advice only there). False: advice only, carried out by `seamlessflow scale`."""
     min_engines: int = Field(default=_LIMITS.min_engines, ge=0)
     """Fewest rollout engines the policy asks for."""
     max_engines: int = Field(default=_LIMITS.max_engines, ge=0)

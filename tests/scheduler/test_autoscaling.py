@@ -88,8 +88,20 @@ def test_a_backlog_asks_for_engines_with_its_reason_then_the_cool_down_holds(cap
     assert (figures["autoscale_target"], figures["autoscale_change"], figures["autoscale_backlog"]) == (4, 2, 320)
     assert figures["autoscale_kv_use"] == 0.9
     [line] = [r.getMessage() for r in caplog.records if "autoscale" in r.getMessage()]  # logged once
-    assert line == ("autoscale (advice only, nothing acts on it): 2 -> 4 engines: "
+    assert line == ("autoscale (advice only: `seamlessflow scale` carries it out): 2 -> 4 engines: "
                     "160.0 sessions waiting per engine > 2: +2")
+
+
+def test_the_log_says_who_carries_the_advice_out(caplog):
+    acted = LiveAutoscaler(OPTIONS.model_copy(update={"act": True}), heartbeat_timeout_s=10.0)
+    v = view()
+    for now in (0.0, 10.0):
+        busy_cluster(v, now=now)
+        with caplog.at_level(logging.INFO, logger="seamlessflow.scheduler"):
+            acted.step(v, PIPELINE, now=now)
+    [line] = [r.getMessage() for r in caplog.records if "autoscale" in r.getMessage()]
+    assert line.startswith("autoscale (advice, carried out by the process holding the stack: "
+                           "scheduler.autoscale.act): 2 -> 4 engines: ")
 
 
 def test_an_advice_acted_on_shows_no_change_and_one_not_is_withdrawn_when_the_load_passes():
@@ -139,5 +151,5 @@ def test_the_service_publishes_the_advice_only_when_enabled(settings, codec, cap
     assert not any(name.startswith("autoscale") for name in disabled._status().figures)
     assert disabled._status().note is None
     lines = [r.getMessage() for r in caplog.records if "autoscale" in r.getMessage()]
-    assert lines == ["autoscale (advice only, nothing acts on it): 2 -> 4 engines: "
+    assert lines == ["autoscale (advice only: `seamlessflow scale` carries it out): 2 -> 4 engines: "
                      "50.0 sessions waiting per engine > 2: +2"]
