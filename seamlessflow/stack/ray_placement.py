@@ -181,15 +181,16 @@ class RayPlacement:
             self.states[name] = state_of(recorded)
 
     def check_all(self, specs: list[ServiceSpec]) -> None:
+        nodes = node_table()  # asked of Ray once for the whole stack
         for spec in specs:
-            self._awaits_a_node(self._pinned(spec))
+            self._awaits_a_node(self._pinned(spec), nodes)
 
-    def _awaits_a_node(self, spec: ServiceSpec) -> bool:
-        """Whether no node present can hold the spec and it is to wait for one that joins (`node_wait_s`, a
-        cluster that adds nodes); raises when none present can and none is awaited. A gang is never awaited:
-        its reservation is all or none, at once (`ray_gang`)."""
+    def _awaits_a_node(self, spec: ServiceSpec, nodes: list[dict[str, Any]] | None = None) -> bool:
+        """Whether no node present (`nodes`, else Ray's now) can hold the spec and it is to wait for one that
+        joins (`node_wait_s`, a cluster that adds nodes); raises when none present can and none is awaited. A
+        gang is never awaited: its reservation is all or none, at once (`ray_gang`)."""
         try:
-            check_feasible([spec], node_table())
+            check_feasible([spec], node_table() if nodes is None else nodes)
         except PlacementError as exc:
             if self.node_wait_s is None or spec.gang > 1:
                 raise

@@ -38,7 +38,7 @@ class AutoscalingCluster:
         return alive_nodes(self.address)
 
 
-def autoscaling_config(port: int, head_cpus: int, node_types: dict[str, dict[str, float]],
+def autoscaling_config(head: str, head_cpus: int, node_types: dict[str, dict[str, float]],
                        idle_timeout_s: float) -> dict:
     """The cluster config of Ray's fake multi-node provider: the head (no room for anything but `head_cpus`)
     and each node type of `node_types` (its resources, at most one node of it)."""
@@ -47,7 +47,7 @@ def autoscaling_config(port: int, head_cpus: int, node_types: dict[str, dict[str
         types[name] = {"resources": resources, "node_config": {}, "min_workers": 0, "max_workers": 1}
     return {"cluster_name": "seamlessflow-fake", "max_workers": len(node_types),
             "provider": {"type": "fake_multinode", "use_node_id_as_ip": True, "disable_node_updaters": True,
-                         "disable_launch_config_check": True, "gcs_address": f"{_this_ip()}:{port}"},
+                         "disable_launch_config_check": True, "gcs_address": head},
             "available_node_types": types, "head_node_type": "ray.head.default", "auth": {},
             "upscaling_speed": 1.0, "idle_timeout_minutes": idle_timeout_s / 60, "docker": {},
             "initialization_commands": [], "setup_commands": [], "head_setup_commands": [],
@@ -69,18 +69,18 @@ def autoscaling_ray_cluster(node_types: dict[str, dict[str, float]], head_cpus: 
     """A head whose autoscaler adds a node of a type in `node_types` for a demand no present node can hold, and
     terminates it after `idle_timeout_s` idle. The autoscaler looks every second (Ray's default: 5 s)."""
     root = Path(tempfile.mkdtemp(prefix="sf-ray-autoscaling-"))
-    port = free_port_block(1)
+    ip, port = _this_ip(), free_port_block(1)
+    cluster = AutoscalingCluster(f"{ip}:{port}", root)
     config = root / "autoscaling.json"
-    config.write_text(json.dumps(autoscaling_config(port, head_cpus, node_types, idle_timeout_s)))
+    config.write_text(json.dumps(autoscaling_config(cluster.address, head_cpus, node_types, idle_timeout_s)))
     env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0", "RAY_FAKE_CLUSTER": "1",
            "AUTOSCALER_UPDATE_INTERVAL_S": "1"}
-    argv = [RAY, "start", "--head", "--block", f"--port={port}", f"--node-ip-address={_this_ip()}",
+    argv = [RAY, "start", "--head", "--block", f"--port={port}", f"--node-ip-address={ip}",
             f"--num-cpus={head_cpus}", "--include-dashboard=false", "--disable-usage-stats",
             f"--autoscaling-config={config}", f"--temp-dir={root / 'ray'}"]
     with open(root / "head.log", "ab") as log:
         head = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, env=env,
                                 start_new_session=True)
-    cluster = AutoscalingCluster(f"{_this_ip()}:{port}", root)
     try:
         wait_until(lambda: cluster.alive() >= 1, 120, "the Ray head", every_s=1, alive=[head])
         yield cluster

@@ -33,12 +33,10 @@ def sf(config, *args, timeout=300):
 def write_config(path, tmp_path, cluster: dict) -> None:
     from seamlessflow.ports import free_port_block
 
-    old = yaml.safe_load(path.read_text()) if path.exists() else {}
-    config = old or {"data_dir": str(tmp_path / "driver"), "broker_port": free_port_block(2),
-                     "metrics": {"port": free_port_block(4)},
-                     "services": {**SMALL_STACK, "proxy": False}}
-    config["cluster"] = {"node_data_dir": str(tmp_path / "nodes"), **cluster}
-    path.write_text(yaml.safe_dump(config))
+    path.write_text(yaml.safe_dump({
+        "data_dir": str(tmp_path / "driver"), "broker_port": free_port_block(2),
+        "metrics": {"port": free_port_block(4)}, "services": {**SMALL_STACK, "proxy": False},
+        "cluster": {"node_data_dir": str(tmp_path / "nodes"), **cluster}}))
 
 
 def services(config) -> dict[str, dict]:
