@@ -119,6 +119,19 @@ class TokenIO:
     # the LoRA adapter the engines served the call with (the team's `proxy.teams.<team>.lora.name`); None: the
     # base model. `versions` stays the policy version of the shared engines (adapters' own versions: later)
     adapter: str | None = None
+    # How the engine sampled the completion (`rollout.sampling`, applied by the proxy before the call went out),
+    # and what `logprobs` are: "processed" (the log-probability of each token under the distribution it was
+    # sampled from: after temperature and truncation) or "raw" (before them: every record written before these
+    # fields). top_k 0 and min_p 0.0: off. The trainer applies `temperature` in its forward
+    # (`Trajectory.temperatures`), so its logprobs and these are of the same distribution.
+    temperature: Float32 = 1.0
+    top_p: Float32 = 1.0
+    top_k: Int32 = 0
+    min_p: Float32 = 0.0
+    logprob_space: str = "raw"
+    # completion tokens the engine gave no finite logprob for (null, -inf, or a count that did not match the
+    # tokens): NaN in `logprobs`, never trained (`Trajectory.masked_tokens`)
+    invalid_logprobs: Int32 = 0
 
 
 @dataclass
@@ -166,6 +179,15 @@ class Trajectory(Enumerated):
     # prompt delta, then its completion); turn_rewards[k] is the reward the agent gave that call (0.0: none)
     turn_ends: list[Int32] = field(default_factory=list)
     turn_rewards: list[Float64] = field(default_factory=list)
+    # the LoRA adapter whose calls wrote the sequence (`TokenIO.adapter`); None: the base model. A base trainer
+    # never trains an adapter's tokens, an adapter trainer only its own
+    adapter: str | None = None
+    # per token, the temperature of the distribution it was sampled from (`TokenIO.temperature`) where generated,
+    # 1.0 elsewhere; empty: 1.0 everywhere (records before the field, whose logprobs were raw)
+    temperatures: PackedFloat32 = field(default_factory=list)
+    # generated tokens without a valid behaviour logprob (NaN in `logprobs`, `TokenIO.invalid_logprobs`): the
+    # trainer masks them out of the loss and counts them
+    masked_tokens: Int32 = 0
 
 
 @dataclass
