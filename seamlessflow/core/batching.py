@@ -36,9 +36,14 @@ class TrajectorySample:
     status: TrajectoryStatus = TrajectoryStatus.DONE
     turn_ends: tuple[int, ...] = ()  # the assembler's turns and the agent's reward for each (`Trajectory`)
     turn_rewards: tuple[float, ...] = ()
+    # the temperature each token was sampled at (`Trajectory.temperatures`); empty: 1.0 everywhere. ``logprobs``
+    # are of that distribution, so the trainer computes its own at the same temperature
+    temperatures: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         lengths = {len(self.tokens), len(self.loss_mask), len(self.logprobs), len(self.versions)}
+        if self.temperatures:
+            lengths.add(len(self.temperatures))
         if len(lengths) != 1:
             raise ValueError(f"trajectory {self.trajectory_id}: per-token fields differ in length {lengths}")
 
