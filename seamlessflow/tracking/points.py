@@ -2,11 +2,13 @@
 what the dashboard plots. Pure: messages in, points out.
 
 Why from heartbeats: the trainer's heartbeat carries its last optimizer step's figures (`step`, `loss`,
-`reward_mean`, ...), so the records on the status topic are the step records; a point is made when a
-trainer's `step` figure moves (a heartbeat repeating the same step adds nothing). Throughput is per step
-too: the rollout workers' `tokens_per_s` heartbeats are summed per heartbeat round and averaged over the
-time since the previous step. Evaluation records (topic `eval`) are pinned to a policy version and plotted
-at that version's training step when the weights topic (or a trainer heartbeat) said which step it was.
+`reward_mean`, ...), so the records on the status topic are the step records; a point is made when a trainer's
+`step` figure moves (a heartbeat repeating the same step adds nothing); the train-inference mismatch figures
+(`MISMATCH_FIGURES`) come the same way, as `train/mismatch_abs_mean`, `train/stale_kl`, ... (a figure a step did not
+define, missing or NaN, e.g. with no token of the current version, makes no point). Throughput is per step too: the
+rollout workers' `tokens_per_s` heartbeats are summed per heartbeat round and averaged over the time since the
+previous step. Evaluation records (topic `eval`) are pinned to a policy version and plotted at that version's
+training step when the weights topic (or a trainer heartbeat) said which step it was.
 The eval and weights topics are read by one consumer with no order between them, so an eval of a version
 whose step is not known yet waits for it, `eval_wait_s` at most, and is then plotted at the version: a
 TensorBoard point cannot be moved once written.
@@ -39,8 +41,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
+# the train-inference mismatch monitor (#61): the trainer's logprobs against the engine's recorded ones, for the
+# tokens of the version it holds (`mismatch_*`, ~0 when healthy) and of older versions (`stale_*`, staleness)
+MISMATCH_FIGURES = tuple(f"{kind}_{figure}" for kind in ("mismatch", "stale")
+                         for figure in ("abs_mean", "abs_max", "kl", "share", "tokens")) + ("masked_tokens",)
 TRAIN_FIGURES = ("reward_mean", "reward_std", "loss", "kl_mean", "clip_fraction", "logprob_abs_diff",
-                 "step_time_s", "tokens_trained", "sequences", "groups")
+                 "step_time_s", "tokens_trained", "sequences", "groups", *MISMATCH_FIGURES)
 EVAL_FIELDS = ("accuracy", "mean_reward", "mean_length")
 
 

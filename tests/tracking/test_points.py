@@ -187,3 +187,26 @@ def test_the_maker_learns_the_adapter_trainers_from_the_settings(tmp_path):
     assert maker.trainers == {"t-red": "red", "t-blue": "blue"}  # TrainerOptions.for_adapter's ids; green: none
     assert maker.adapters == {"red-lora": "red", "blue-lora": "blue"}
     assert PointMaker.for_settings(Settings(data_dir=tmp_path)).teams == []
+
+
+def with_mismatch(status, **figures):
+    """A trainer heartbeat carrying the train-inference mismatch figures of its step (#61)."""
+    status.figures.update({"mismatch_abs_mean": 0.002, "mismatch_abs_max": 0.03, "mismatch_kl": 1e-5,
+                           "mismatch_share": 0.0, "mismatch_tokens": 96.0, "stale_abs_mean": 0.08,
+                           "stale_abs_max": 0.9, "stale_kl": 0.004, "stale_share": 0.2, "stale_tokens": 160.0,
+                           "masked_tokens": 2.0, **figures})
+    return status
+
+
+def test_the_mismatch_figures_are_tracked_per_step_and_per_teams_trainer():
+    maker = PointMaker("default", "default")
+    out = tags(maker.feed(with_mismatch(trainer_status(1, 0.1, 1000))))
+    out |= tags(maker.feed(with_mismatch(trainer_status(2, 0.2, 2000), mismatch_abs_mean=float("nan"))))
+    assert out[("train/mismatch_abs_mean", 1)] == 0.002 and out[("train/stale_abs_mean", 2)] == 0.08
+    assert out[("train/mismatch_kl", 1)] == 1e-5 and out[("train/masked_tokens", 1)] == 2.0
+    assert ("train/mismatch_abs_mean", 2) not in out  # NaN: no token of the current version at that step
+    assert {tag for tag, _ in out if "mismatch" in tag or "stale" in tag} == {
+        f"train/{kind}_{figure}" for kind in ("mismatch", "stale")
+        for figure in ("abs_mean", "abs_max", "kl", "share", "tokens")}
+    red = tags(adapter_maker().feed(with_mismatch(trainer_status(3, 0.1, 1000, resource_id="trainer-0-red"))))
+    assert red[("train/red/mismatch_abs_mean", 3)] == 0.002 and red[("train/red/stale_kl", 3)] == 0.004
