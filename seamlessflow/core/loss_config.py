@@ -27,6 +27,12 @@ class PolicyLossConfig:
     of its tokens' ratios s_i = exp(mean_t(log pi - log pi_old)), clipped as a whole, each sequence's
     tokens weighted 1/|y_i| so a sequence counts once whatever its length (pass the step's sequence count
     as ``normaliser``). GSPO clips far tighter than PPO (the paper: 3e-4 / 4e-4).
+
+    ``dual_clip`` c is dual-clip PPO (Ye et al. 2020; verl's ``clip_ratio_c``): for a negative advantage a
+    token's term is min(PPO-clip term, -A * c), so a ratio far above 1 (a token the rollout policy found
+    unlikely and the trainer does not) pushes down no harder than a ratio of c, with no gradient. It applies to
+    whichever ratio is clipped: the token's, or under GSPO the sequence's s_i. Must exceed 1, as in verl;
+    None: off.
     """
 
     clip_low: float
@@ -34,3 +40,9 @@ class PolicyLossConfig:
     kl_coef: float
     tis_cap: float | None
     ratio: Literal["token", "sequence"]
+    dual_clip: float | None
+
+    def __post_init__(self) -> None:
+        if self.dual_clip is not None and self.dual_clip <= 1:
+            raise ValueError(f"dual_clip {self.dual_clip} must exceed 1: at or below it, it would silence "
+                             "negative-advantage tokens the policy has not moved")

@@ -135,6 +135,7 @@ class PolicyLoss:
     ratio_mean: float
     kl_mean: float
     is_weight_mean: float
+    dual_clip_fraction: float = 0.0  # trained tokens whose term the dual clip bounded (`PolicyLossConfig.dual_clip`)
 
 
 def ppo_clip_loss(
@@ -162,6 +163,12 @@ def ppo_clip_loss(
     grad by the weights the batch's first optimizer step starts from. None: ``logprobs.detach()``, exact only
     when those weights compute ``logprobs``, i.e. the batch gets one optimizer step (the trainer's case,
     `trainer.policy_engine.PolicyEngine.train_share`); a caller that steps several times on a batch passes them.
+
+    Every log-ratio is clamped to +-20 before its exp (`_log_ratio`), so loss and gradient stay finite whatever
+    logprobs the engine reported. ``config.dual_clip`` bounds a negative advantage's term at -A * c after PPO's
+    clip and before the TIS, staleness and 1/|y_i| weights, on the token ratio or GSPO's sequence ratio alike
+    (verl has it for the token ratio only; a sequence with ratio above c and A < 0 is as far off-policy).
+    ``dual_clip_fraction`` is the share of trained tokens where that bound was taken.
     """
     mask = loss_mask.to(logprobs.dtype)
     adv = advantages[:, None] if advantages.dim() == 1 else advantages
@@ -171,12 +178,13 @@ def ppo_clip_loss(
                                                                     config.tis_cap, sequence_index)
         normaliser = sequences if normaliser is None else normaliser
     else:
-        ratio = torch.exp(logprobs - proximal)
-        is_weight = _behaviour_weight(proximal - behaviour_logprobs, config.tis_cap)
+        ratio = torch.exp(_log_ratio(logprobs, proximal))
+        is_weight = _behaviour_weight(_log_ratio(proximal, behaviour_logprobs), config.tis_cap)
         token_weight = torch.ones_like(mask)
     unclipped = -adv * ratio
     clipped = -adv * ratio.clamp(1 - config.clip_low, 1 + config.clip_high)
-    per_token = torch.maximum(unclipped, clipped) * is_weight
+    ppo, dual_clipped = _dual_clip(torch.maximum(unclipped, clipped), adv, config.dual_clip)
+    per_token = ppo * is_weight
     kl = torch.zeros_like(per_token)
     if ref_logprobs is not None and config.kl_coef > 0:
         kl = k3_kl(logprobs, ref_logprobs)
@@ -193,6 +201,7 @@ def ppo_clip_loss(
         ratio_mean=float(masked_mean(ratio.detach(), mask)),
         kl_mean=float(masked_mean(kl.detach(), mask)),
         is_weight_mean=float(masked_mean(is_weight, mask)),
+        dual_clip_fraction=float(masked_mean(dual_clipped.float(), mask)),
     )
 
 
@@ -216,6 +225,27 @@ def _behaviour_weight(log_weight: torch.Tensor, tis_cap: float | None) -> torch.
     return torch.exp(log_weight).clamp(max=tis_cap)
 
 
+LOG_RATIO_BOUND = 20.0  # verl's: e^20 is far beyond any clip, and exp of it is finite in fp32 and bf16
+
+
+def _log_ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:
+    """log(numerator / denominator) clamped to +-LOG_RATIO_BOUND before any exp: a token the engine reported at
+    -9999 (vLLM's -inf) would otherwise give an infinite ratio, and autograd's 0 * inf a NaN gradient even
+    where the clip does not pick that term. A clamped token has no gradient through its ratio."""
+    return (numerator - denominator).clamp(-LOG_RATIO_BOUND, LOG_RATIO_BOUND)
+
+
+def _dual_clip(ppo: torch.Tensor, adv: torch.Tensor, bound: float | None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Dual-clip PPO (Ye et al. 2020, verl's ``compute_policy_loss`` with ``clip_ratio_c``): where A < 0 the
+    term is min(PPO-clip term, -A * bound), since PPO's clip leaves a negative advantage's ratio unbounded above.
+    Returns the terms and where the bound was taken (all False when ``bound`` is None)."""
+    if bound is None:
+        return ppo, torch.zeros_like(ppo, dtype=torch.bool)
+    capped = -adv * bound
+    taken = (adv < 0) & (ppo > capped)
+    return torch.where(adv < 0, torch.minimum(ppo, capped), ppo), taken
+
+
 def _sequence_ratio(logprobs: torch.Tensor, behaviour: torch.Tensor, proximal: torch.Tensor, mask: torch.Tensor,
                     tis_cap: float | None,
                     sequence_index: torch.Tensor | None) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor, int]:
@@ -224,7 +254,9 @@ def _sequence_ratio(logprobs: torch.Tensor, behaviour: torch.Tensor, proximal: t
     term is s_i * grad log pi(y_t), so with 1/|y_i| per token a sequence's terms add up to exactly GSPO's
     sequence term (and per-token advantages, as per-turn rewards give, are well defined). With TIS the ratio is
     taken against the proximal policy (pi_old is pi_prox) and the train/inference mismatch becomes a capped
-    per-sequence weight, the geometric mean of pi_prox / pi_rollout over its tokens.
+    per-sequence weight, the geometric mean of pi_prox / pi_rollout over its tokens. Each token's log-ratio is
+    clamped (`_log_ratio`) before the mean, so a -9999 token does not make s_i infinite, nor a -inf one on a
+    masked position the sum NaN (inf * 0).
     Returns (ratio, importance weight, per-token weight 1/|y_i|, sequence count)."""
     if sequence_index is None:  # one sequence per row
         sequence_index = torch.arange(logprobs.shape[0], device=logprobs.device)[:, None].expand_as(logprobs)
@@ -236,9 +268,9 @@ def _sequence_ratio(logprobs: torch.Tensor, behaviour: torch.Tensor, proximal: t
         sums = values.new_zeros(count).index_add_(0, ids, (values * mask).reshape(-1))
         return (sums / lengths.clamp(min=1))[ids].view_as(values)
 
-    log_s = sequence_mean(logprobs.detach() - proximal)
+    log_s = sequence_mean(_log_ratio(logprobs.detach(), proximal))
     ratio = torch.exp(log_s + logprobs - logprobs.detach())
-    is_weight = _behaviour_weight(sequence_mean(proximal - behaviour), tis_cap)
+    is_weight = _behaviour_weight(sequence_mean(_log_ratio(proximal, behaviour)), tis_cap)
     token_weight = 1.0 / lengths.clamp(min=1)[ids].view_as(logprobs)
     return ratio, is_weight, token_weight, int((lengths > 0).sum())
 

@@ -92,6 +92,9 @@ class TrainerOptions(SectionOptions):
     by min(pi_prox / pi_rollout, tis_cap); None: off (the ratio is taken against pi_rollout)."""
     ratio: Literal["token", "sequence"] = "token"
     """Importance ratio per `token` (PPO) or per `sequence` (GSPO; clip about 3e-4 / 4e-4)."""
+    dual_clip: float | None = Field(default=3.0, gt=1.0)
+    """Dual-clip PPO (verl's clip_ratio_c): a negative-advantage token's loss is at most -A * dual_clip, so a ratio
+    blown up by a token the rollout policy found unlikely cannot dominate the step; None: off."""
     # per-turn rewards (seamlessflow.core.turn_advantages): session | return_to_go | per_turn_group
     advantages: AdvantageRule = AdvantageRule.SESSION
     """How rewards become advantages: session | return_to_go | per_turn_group (`core.turn_advantages`)."""
@@ -233,7 +236,8 @@ class TrainerOptions(SectionOptions):
         )
 
     def loss_config(self) -> PolicyLossConfig:
-        return PolicyLossConfig(self.clip_low, self.clip_high, self.kl_coef, self.tis_cap, self.ratio)
+        return PolicyLossConfig(self.clip_low, self.clip_high, self.kl_coef, self.tis_cap, self.ratio,
+                                self.dual_clip)
 
     def memory_config(self) -> MemoryConfig:
         """The frozen plain view the trainer's `PolicyEngine` takes."""
