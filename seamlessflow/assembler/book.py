@@ -22,7 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from seamlessflow.assembler.convert import attempt_of, call_from_token_io, trajectory_of
+from seamlessflow.assembler.convert import attempt_of, call_from_token_io, provenance_of, trajectory_of
 from seamlessflow.assembler.options import AssemblerOptions
 from seamlessflow.avro import Codec
 from seamlessflow.core.assembler import SessionAssembler, SessionStatus
@@ -113,7 +113,7 @@ class SessionBook:
             entry = self.open[msg.session_id] = _Open(assembler, partition, offset, 0.0)
         entry.last_seen = self.clock()
         try:
-            outcome = entry.session.add(call_from_token_io(msg), attempt_of(msg))
+            outcome = entry.session.add(call_from_token_io(msg), attempt_of(msg), provenance_of(msg))
         except InvalidCall as exc:
             out.dead_letters.append(self._dead_letter(partition, offset, key, value, f"invalid call: {exc}"))
             return msg.session_id

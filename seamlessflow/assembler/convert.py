@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import replace
 
-from seamlessflow.core.assembler import AssembledSequence, Attempt, Turns
+from seamlessflow.core.assembler import AssembledSequence, Attempt, Provenance, Turns
 from seamlessflow.core.episodes import TrajectoryStatus
 from seamlessflow.core.prefix_tree import Call, PromptBase
 from seamlessflow.messages import EpisodeEnd, TokenIO, Trajectory
@@ -17,6 +17,17 @@ def call_from_token_io(record: TokenIO) -> Call:
     recorded as a delta keeps its base, which the session's assembler resolves."""
     base = PromptBase(record.prompt_base_id, record.prompt_base_tokens) if record.prompt_base_id is not None else None
     return Call(record.event_id, record.prompt_ids, record.completion_ids, record.logprobs, record.versions, base)
+
+
+PROCESSED = "processed"  # `TokenIO.logprob_space` of logprobs taken after temperature (and truncation)
+
+
+def provenance_of(record: TokenIO) -> Provenance:
+    """The adapter that served the record and the temperature its logprobs are at: its sampling temperature where
+    they are "processed"; 1.0 for "raw" ones (every record before the field), which are at temperature 1 whatever
+    the call sampled at, so the trainer must not divide its own logits for them."""
+    temperature = float(record.temperature) if record.logprob_space == PROCESSED else 1.0
+    return Provenance(record.adapter, temperature)
 
 
 def attempt_of(record: TokenIO) -> Attempt:
@@ -72,4 +83,7 @@ def trajectory_of(
         info_json=json.dumps(info or {}, sort_keys=True),
         turn_ends=list(turns.ends) if turns else [],
         turn_rewards=list(turns.rewards) if turns else [],
+        adapter=seq.adapter,
+        temperatures=seq.temperatures,
+        masked_tokens=seq.masked_tokens,
     )

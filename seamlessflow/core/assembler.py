@@ -10,6 +10,12 @@ too (its reply came too late, or was lost), the session holds both answers; the 
 attempt's, and its later calls continue from it. So a leaf that ends in an attempt a later attempt of the
 same request superseded is an orphan: it is dropped at `finish` (counted as `abandoned_attempts`), never
 trained with a reward the agent earned from another answer. Their shared prompt stays in the kept leaf.
+
+Provenance: the tree knows tokens and labels only; which LoRA adapter served a call and at which temperature its
+logprobs are is kept here, per call id (only where it differs from the base at temperature 1.0), and read along a
+leaf's lineage at `finish`: each generated token gets its call's temperature, and the leaf names every adapter
+that generated any of its tokens (`AssembledSequence.adapters`; more than one is a sequence no single policy
+wrote, which `check_sequence` refuses).
 """
 
 from __future__ import annotations
@@ -18,9 +24,9 @@ import enum
 import json
 import zlib
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
-from seamlessflow.core.prefix_tree import Call, InvalidCall, LineageEntry, Outcome, PrefixTree, as_ids
+from seamlessflow.core.prefix_tree import Call, InvalidCall, Leaf, LineageEntry, Outcome, PrefixTree, as_ids
 
 
 class Selection(enum.Enum):
@@ -53,6 +59,18 @@ class Attempt:
 
 
 @dataclass(frozen=True)
+class Provenance:
+    """How the engines served a call: with which LoRA adapter (None: the base) and at which sampling temperature
+    its logprobs are (1.0 for logprobs of the raw distribution, whatever the call sampled at)."""
+
+    adapter: str | None = None
+    temperature: float = 1.0
+
+
+BASE = Provenance()
+
+
+@dataclass(frozen=True)
 class Turns:
     """The turns (requests) that wrote one sequence: turn k ends at ``ends[k]`` and was rewarded ``rewards[k]``."""
 
@@ -74,10 +92,25 @@ class AssembledSequence:
     truncated: bool  # the session hit its token bound before the episode ended
     lineage: tuple[LineageEntry, ...]  # which call wrote which positions
     last_call: Call  # tokens == last_call.prompt_ids + last_call.completion_ids
+    temperatures: list[float] = field(default_factory=list)  # per token as `logprobs`; empty: 1.0 everywhere
+    adapters: tuple[str | None, ...] = (None,)  # of the calls that generated its tokens (the last call's if none)
 
     @property
     def generated(self) -> int:
         return sum(self.loss_mask)
+
+    @property
+    def masked_tokens(self) -> int:
+        """Generated tokens whose logprob the engine did not give (NaN): the trainer leaves them out of the loss."""
+        return sum(1 for m, lp in zip(self.loss_mask, self.logprobs, strict=True) if m and lp != lp)
+
+    @property
+    def adapter(self) -> str | None:
+        """The one adapter that wrote the sequence (None: the base). ValueError when calls of several did: such a
+        sequence is no one policy's, and picking one would train it on tokens another sampled."""
+        if len(self.adapters) != 1:
+            raise ValueError(f"branch {self.branch_id}: written by several adapters {self.adapters}")
+        return self.adapters[0]
 
 
 class SessionAssembler:
@@ -91,11 +124,13 @@ class SessionAssembler:
         self.status = SessionStatus.OPEN
         self.attempts: dict[str, Attempt] = {}  # call (event) id -> the highest attempt it answered
         self.last_attempt: dict[str, int] = {}  # request id -> its highest attempt answered
+        self.temperatures: dict[str, float] = {}  # stored call id -> its logprobs' temperature, where not 1.0
+        self.adapters: dict[str, str] = {}  # stored call id -> the adapter that served it, where not the base
 
-    def add(self, call: Call, attempt: Attempt | None = None) -> Outcome:
+    def add(self, call: Call, attempt: Attempt | None = None, provenance: Provenance = BASE) -> Outcome:
         """Match one call into the session; raises InvalidCall for malformed calls (a prompt recorded as a
         delta whose base this session does not hold included). `attempt`: which request and client attempt
-        the call answered (None: not known, never superseded)."""
+        the call answered (None: not known, never superseded). `provenance`: how the engines served it."""
         if attempt is not None:
             self._note(call.call_id, attempt)
         if call.call_id in self.seen_call_ids:
@@ -109,7 +144,16 @@ class SessionAssembler:
         outcome = self.tree.insert(call, budget=self.config.max_tokens)
         if outcome is Outcome.TRUNCATED:
             self.status = SessionStatus.TRUNCATED
+        else:
+            self._keep(call.call_id, provenance)
         return self._count(outcome)
+
+    def _keep(self, call_id: str, provenance: Provenance) -> None:
+        """Only what differs from the base at temperature 1.0 is held: most sessions hold nothing."""
+        if provenance.temperature != 1.0:
+            self.temperatures[call_id] = provenance.temperature
+        if provenance.adapter is not None:
+            self.adapters[call_id] = provenance.adapter
 
     def _note(self, call_id: str, attempt: Attempt) -> None:
         """A copy of a call under a later attempt (the same tokens again) counts as that later attempt."""
@@ -145,10 +189,28 @@ class SessionAssembler:
         return [
             AssembledSequence(
                 leaf.branch_id, leaf.tokens, leaf.loss_mask, leaf.logprobs, leaf.versions,
-                forks, truncated, leaf.lineage, leaf.last_call,
+                forks, truncated, leaf.lineage, leaf.last_call, self._temperatures(leaf), self._adapters(leaf),
             )
             for leaf in leaves
         ]
+
+    def _temperatures(self, leaf: Leaf) -> list[float]:
+        """Each generated token's call's temperature, 1.0 on fed tokens; [] when all are 1.0 (the record's
+        default: no bytes spent on it)."""
+        if not any(entry.call_id in self.temperatures for entry in leaf.lineage):
+            return []
+        out = [1.0] * len(leaf.tokens)
+        for entry in leaf.lineage:
+            t = self.temperatures.get(entry.call_id)
+            if t is not None:
+                out[entry.start : entry.end] = [t if m else 1.0 for m in leaf.loss_mask[entry.start : entry.end]]
+        return out
+
+    def _adapters(self, leaf: Leaf) -> tuple[str | None, ...]:
+        """The adapters of the calls that generated the leaf's tokens, in order of first appearance (the last call's
+        alone when none did). A call that only fed tokens (its prompt, cut at a fork) sampled none of them."""
+        writers = [e.call_id for e in leaf.lineage if any(leaf.loss_mask[e.start : e.end])] or [leaf.last_call.call_id]
+        return tuple(dict.fromkeys(self.adapters.get(call_id) for call_id in writers))
 
     def request_positions(self) -> dict[str, int]:
         """Each request's position in the session (0-based): the order in which its first record arrived. A
@@ -205,6 +267,8 @@ class SessionAssembler:
             "max_tokens": self.config.max_tokens,
             "selection": self.config.selection.value,
             "attempts": {call_id: [a.request_id, a.number] for call_id, a in self.attempts.items()},
+            "temperatures": self.temperatures,
+            "adapters": self.adapters,
         }
 
     @classmethod
@@ -218,6 +282,8 @@ class SessionAssembler:
         session.status = SessionStatus(data["status"])
         for call_id, (request_id, number) in data.get("attempts", {}).items():  # absent in older snapshots
             session._note(call_id, Attempt(request_id, number))
+        session.temperatures = dict(data.get("temperatures", {}))  # absent in older snapshots: all base, 1.0
+        session.adapters = dict(data.get("adapters", {}))
         return session
 
     def to_bytes(self) -> bytes:

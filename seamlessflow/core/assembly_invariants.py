@@ -4,11 +4,15 @@ Why: a trajectory that is off by one token or carries the wrong logprob trains t
 something inference never produced, silently. The stream job runs ``check_sequence`` on every
 trajectory before publishing it (and dead-letters failures); tests run ``check_against_calls``,
 which also checks every earlier call that wrote part of the sequence.
+
+A logprob the engine did not give is NaN (the trainer masks it out), so logprobs are compared NaN == NaN: a
+sequence that carries NaN where the engine gave no logprob is exact, not broken.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from array import array
+from collections.abc import Mapping, Sequence
 from itertools import compress
 
 from seamlessflow.core.assembler import AssembledSequence
@@ -17,7 +21,7 @@ from seamlessflow.core.prefix_tree import NOT_GENERATED_LOGPROB, NOT_GENERATED_V
 
 def check_sequence(seq: AssembledSequence) -> list[str]:
     """Problems with ``seq`` judged against its own last call; empty when it is sound."""
-    problems = _shape_problems(seq)
+    problems = _adapter_problems(seq) + _shape_problems(seq)
     if problems:
         return problems
     call = seq.last_call
@@ -57,6 +61,26 @@ def check_against_calls(seq: AssembledSequence, calls: Mapping[str, Call]) -> li
     return problems
 
 
+def _adapter_problems(seq: AssembledSequence) -> list[str]:
+    """Calls of different adapters (or an adapter and the base) generated its tokens (a team's adapter changed
+    mid-session): no one policy sampled it, so no trainer may take it. A problem here, not a mark on the record:
+    the assembler dead-letters it with the adapters named (kept, visible, counted), where a mark would be one more
+    field every trainer must remember to read, and a trajectory can name only one adapter."""
+    if len(seq.adapters) == 1:
+        return []
+    names = ", ".join("the base" if a is None else repr(a) for a in seq.adapters)
+    return [f"branch {seq.branch_id}: calls of different adapters generated its tokens ({names})"]
+
+
+def same_floats(a: Sequence[float], b: Sequence[float]) -> bool:
+    """Equal lists of floats, NaN equal to NaN (an engine's missing logprob); compared as float64 bytes first."""
+    if len(a) != len(b):
+        return False
+    if array("d", a).tobytes() == array("d", b).tobytes():
+        return True
+    return all(x == y or (x != x and y != y) for x, y in zip(a, b, strict=True))
+
+
 def _shape_problems(seq: AssembledSequence) -> list[str]:
     n = len(seq.tokens)
     lengths = (len(seq.loss_mask), len(seq.logprobs), len(seq.versions))
@@ -75,7 +99,7 @@ def _completion_problems(seq: AssembledSequence, call: Call, n_prompt: int, end:
     problems = []
     if seq.loss_mask[n_prompt:end] != [1] * k:
         problems.append(f"branch {seq.branch_id}: completion of {call.call_id!r} not masked 1")
-    if seq.logprobs[n_prompt:end] != list(call.logprobs[:k]):
+    if not same_floats(seq.logprobs[n_prompt:end], call.logprobs[:k]):
         problems.append(f"branch {seq.branch_id}: logprobs differ from {call.call_id!r}")
     if seq.versions[n_prompt:end] != list(call.versions[:k]):
         problems.append(f"branch {seq.branch_id}: versions differ from {call.call_id!r}")
