@@ -8,6 +8,7 @@ the engine had when the tokens arrived. Chat chunks (`/v1/chat/completions`) and
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -77,9 +78,18 @@ def _completion_piece(choice: dict) -> Piece:
     )
 
 
+INVALID_LOGPROB = float("nan")  # what a token's logprob is recorded as when the engine gave none usable
+MINUS_INF_AS_SENT = -9999.0  # vLLM writes -inf in JSON as -9999.0
+
+
 def _finite(value: Any) -> float:
-    """vLLM sends -inf as -9999.0 and may send null; Avro floats want a number."""
-    return float(value) if isinstance(value, (int, float)) else 0.0
+    """The engine's logprob, or NaN for one it did not give as a finite number: null, -inf (sent as -9999.0),
+    anything not a number. Never 0.0 (probability 1, which a ratio would trust): a NaN is masked out of the loss
+    and counted (`TokenIO.invalid_logprobs`, `Trajectory.masked_tokens`)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return INVALID_LOGPROB
+    value = float(value)
+    return value if math.isfinite(value) and value > MINUS_INF_AS_SENT else INVALID_LOGPROB
 
 
 @dataclass
@@ -98,7 +108,9 @@ class ChoiceCapture:
     chat_logprobs: list[dict] = field(default_factory=list)
     completion_logprobs: dict[str, list] = field(default_factory=dict)
     role: str = "assistant"
-    mismatched_logprobs: bool = False  # the engine sent a different number of logprobs than token ids
+    # completion tokens without a finite logprob from the engine (NaN in `logprobs`): a piece whose logprobs did not
+    # match its token ids in number counts whole, as no logprob of it can be tied to its token
+    invalid_logprobs: int = 0
 
     @property
     def finished(self) -> bool:
@@ -108,8 +120,8 @@ class ChoiceCapture:
         ids = piece.token_ids
         logprobs = piece.logprobs
         if len(logprobs) != len(ids):
-            self.mismatched_logprobs = True
-            logprobs = (logprobs + [0.0] * len(ids))[: len(ids)]
+            logprobs = [INVALID_LOGPROB] * len(ids)
+        self.invalid_logprobs += sum(1 for value in logprobs if math.isnan(value))
         self.completion_ids.extend(ids)
         self.logprobs.extend(logprobs)
         self.versions.extend([version] * len(ids))

@@ -20,6 +20,7 @@ import aiohttp
 import orjson
 
 from seamlessflow.core.routing import Profile
+from seamlessflow.core.sampling import upstream_sampling
 from seamlessflow.proxy.capture import CallCapture, ChoiceCapture, UpstreamFormatError, read_chunk
 from seamlessflow.proxy.errors import ProxyError, explain_window
 from seamlessflow.proxy.options import ProxyOptions
@@ -351,7 +352,7 @@ class CallRun:
     def _continuation_body(self, choice: ChoiceCapture) -> dict | None:
         request = self.request
         generated = len(choice.completion_ids)
-        body = {k: request.body[k] for k in SAMPLING_KEYS if k in request.body}
+        body = upstream_sampling({k: request.body[k] for k in SAMPLING_KEYS if k in request.body}, request.sampled)
         if request.max_tokens is not None:
             if request.max_tokens - generated <= 0:
                 return None

@@ -35,6 +35,15 @@ class ProxyMetrics:
         )
         self.engines_routable = Gauge("seamlessflow_proxy_engines_routable", "Engines taking sessions now", registry=r)
         self.rejected = Counter("seamlessflow_proxy_rejected", "Requests refused, by reason", ["reason"], registry=r)
+        # `rollout.sampling` (`proxy/sampling.py`): an agent's own settings the trainer cannot reproduce, replaced
+        self.sampling_overridden = Counter(
+            "seamlessflow_proxy_sampling_overridden", "Calls whose sampling setting was overridden, by team and setting",
+            ["team", "setting"], registry=r,
+        )
+        self.invalid_logprobs = Counter(
+            "seamlessflow_proxy_invalid_logprobs", "Generated tokens the engine gave no finite logprob for (never "
+            "trained)", ["team"], registry=r,
+        )
         # per team (`quotas.py`): every team's calls are counted, whether or not it has a quota
         self.team_admitted = Counter(
             "seamlessflow_proxy_team_admitted", "Calls let through by their team's quota", ["team"], registry=r

@@ -11,11 +11,12 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from seamlessflow.avro import CodecError
+from seamlessflow.core.sampling import TRUNCATION, Sampled
 from seamlessflow.messages import TokenIO, now_ms
 from seamlessflow.proxy.capture import CallCapture, ChoiceCapture
 from seamlessflow.proxy.deltas import PromptBases, token_sequence
@@ -46,6 +47,7 @@ class CallResult:
     engine_ids: tuple[str, ...]
     timings_ms: tuple[float, float, float]  # queued, first token, total
     adapter: str | None = None  # the team's LoRA adapter that served it; None: the base model
+    sampled: Sampled = field(default_factory=lambda: Sampled(1.0))  # how the engine sampled it (`rollout.sampling`)
 
 
 class Recorder:
@@ -98,7 +100,15 @@ class Recorder:
             prompt_base_tokens=base[1] if base else 0,
             attempt=who.attempt,
             adapter=result.adapter,
+            temperature=result.sampled.temperature,
+            top_p=float(TRUNCATION["top_p"]),  # the rule sends every truncation off (`core.sampling`)
+            top_k=int(TRUNCATION["top_k"]),
+            min_p=float(TRUNCATION["min_p"]),
+            logprob_space=result.sampled.logprob_space.value,
+            invalid_logprobs=choice.invalid_logprobs,
         )
+        if choice.invalid_logprobs:
+            self.metrics.invalid_logprobs.labels(who.team).inc(choice.invalid_logprobs)
         return event, sequence
 
     async def publish(self, events: list, key: str) -> None:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal, overload
 
+from seamlessflow.core.sampling import Sampled, upstream_sampling
 from seamlessflow.proxy.errors import ProxyError
 
 Kind = Literal["chat", "completions"]
@@ -31,9 +32,12 @@ class CallRequest:
     # the client's body as its front door took it, where the door turned it into another form (a Responses
     # request into a chat call): what the reply echoes, and what a stored response keeps
     source: dict[str, Any] = field(default_factory=dict)
+    # how the engine samples it (`rollout.sampling`, applied by the proxy once the call is parsed): what the
+    # engine is sent and what the call's records say
+    sampled: Sampled = field(default_factory=lambda: Sampled(1.0))
 
     def upstream_body(self, served_model: str | None = None) -> dict[str, Any]:
-        body = dict(self.body)
+        body = upstream_sampling(self.body, self.sampled)
         body["stream"] = True
         body["stream_options"] = {"include_usage": False}
         body["return_token_ids"] = True

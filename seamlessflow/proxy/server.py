@@ -30,6 +30,7 @@ from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.core.episodes import EpisodeStatus
 from seamlessflow.core.routing import parse_profile
+from seamlessflow.model.sampling import SamplingOptions
 from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.messages import EpisodeEnd, now_ms
 from seamlessflow.ports import reachable_host
@@ -47,6 +48,7 @@ from seamlessflow.proxy.openapi import openapi_document
 from seamlessflow.proxy.options import ProxyOptions
 from seamlessflow.proxy.publisher import EventPublisher
 from seamlessflow.proxy.quotas import QuotaExceeded, Quotas
+from seamlessflow.proxy.sampling import SamplingGate
 from seamlessflow.proxy.recording import CallIdentity, CallResult, Recorder
 from seamlessflow.proxy.requests import CallRequest
 from seamlessflow.proxy.response_store import ResponseStore
@@ -150,6 +152,7 @@ class ProxyServer:
         self.stored = StoredResponses(store, c, settings.run, settings.max_record_bytes, self._team)
         self.admission = Admission(c.max_inflight, c.max_queued, c.pause_timeout_s, c.retry_after_s)
         self.quotas = Quotas(c.teams, self.metrics, c.retry_after_s)  # each team's share, before a slot
+        self.sampling = SamplingGate(SamplingOptions.of(settings).rule(), self.metrics)
         self.http: aiohttp.ClientSession | None = None
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
@@ -304,6 +307,7 @@ class ProxyServer:
         """One call from its parsed body on, for the HTTP routes and each `response.create` on a Responses WebSocket
         (`socket`: its stream and last response; its call id is its frame's digest, not the upgrade's headers)."""
         call = door.parse(body, self.config.max_n)
+        self.sampling.admit(call, team)
         session_id, generated = session
         if isinstance(door, ResponsesDoor):  # a continuation belongs to its stored response's session
             recent = socket.recent if socket else None
@@ -348,7 +352,8 @@ class ProxyServer:
             run.emit = lambda chunks: stream.write(b"".join(map(events.chunk, chunks)))
         try:
             capture = await run.run()
-            await self.recorder.record(CallResult(who, capture, tuple(run.engine_ids), run.timings_ms(), run.adapter))
+            await self.recorder.record(CallResult(who, capture, tuple(run.engine_ids), run.timings_ms(), run.adapter,
+                                                  call.sampled))
         except ClientGone:
             assert stream is not None  # only a streaming reply's writes raise it
             return stream.response

@@ -23,6 +23,7 @@ from seamlessflow.config import SectionOptions, Settings
 from seamlessflow.core.control import PauseMode
 from seamlessflow.core.resources import Tag
 from seamlessflow.model.lora import TeamAdapter, adapters_in
+from seamlessflow.model.sampling import SamplingOptions
 
 SWAP_METHODS: tuple[Literal["reload", "restart"], ...] = ("reload", "restart")
 
@@ -96,6 +97,9 @@ class RolloutOptions(SectionOptions):
     """vLLM's tool-call parser for `tool_choice: auto` (`pythonic`, `hermes`, ...); None: no parser (vLLM's 400)."""
     extra_args: list[str] = Field(default_factory=list)
     """Extra command-line arguments for every engine (`vllm serve ...`)."""
+    sampling: SamplingOptions = Field(default_factory=SamplingOptions)
+    """How every call is sampled and what happens to an agent's own sampling settings (`model.sampling`): the
+    proxy applies it, the engines return the logprobs it names, the trainer reproduces the temperature."""
     lora_adapters: list[TeamAdapter] = Field(default_factory=list)
     """The LoRA adapters every engine serves beside the base (`--enable-lora ... --lora-modules name=path`);
     unset: those of `proxy.teams`. Not added when `extra_args` has its own `--enable-lora`."""

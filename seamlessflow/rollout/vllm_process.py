@@ -61,7 +61,7 @@ class EngineProcess:
         o = self.options
         argv = [sys.executable, "-m", "vllm.entrypoints.openai.api_server", "--model", str(model_dir),
                 "--served-model-name", o.served_model_name, "--host", o.host, "--port", str(self.port),
-                "--dtype", o.dtype, "--seed", str(o.seed)]
+                "--dtype", o.dtype, "--seed", str(o.seed), "--logprobs-mode", o.sampling.vllm_logprobs_mode]
         if o.max_model_len is not None:
             argv += ["--max-model-len", str(o.max_model_len)]
         if o.tool_call_parser:

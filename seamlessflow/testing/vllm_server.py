@@ -94,6 +94,8 @@ class VllmServer:
             "float32",
             "--seed",
             "0",
+            "--logprobs-mode",  # as the stack starts its engines (`rollout.sampling.engine_logprobs`)
+            "processed_logprobs",
             "--enable-auto-tool-choice",
             "--tool-call-parser",
             "pythonic",
