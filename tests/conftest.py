@@ -13,7 +13,7 @@ import pytest
 from seamlessflow.broker.local import LocalBroker
 from seamlessflow.config import Settings
 from seamlessflow.kafka.admin import ensure_topics
-from seamlessflow.testing import suite_timing
+from seamlessflow.testing import suite_timing, timeout_logs
 from seamlessflow.testing.models import build_long_context_tiny_model, build_random_tiny_model
 from seamlessflow.testing.vllm_server import LONG_REPLY_TOKENS, STACK_WINDOW, VllmServer
 
@@ -29,8 +29,10 @@ os.environ.setdefault("RAY_AUTH_MODE", "disabled")
 
 def pytest_configure(config):
     """With SEAMLESSFLOW_TEST_TIMES set (`make test` sets it), each file's summed test durations are appended
-    there, for the suite's timing table (`python -m seamlessflow.testing.suite_timing`)."""
+    there, for the suite's timing table (`python -m seamlessflow.testing.suite_timing`). A test stopped by its
+    timeout (pyproject.toml) reports the end of its services' logs beside its threads' stacks."""
     suite_timing.register(config)
+    timeout_logs.register(config)
 
 
 def pytest_itemcollected(item):
