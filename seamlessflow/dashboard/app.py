@@ -4,8 +4,9 @@ state; the page polls the endpoints every few seconds. Nothing is fetched from t
 script and plots (plain SVG) ship with the package.
 
 Endpoints: `/api/overview` (resources with tags, roles, versions; the stack's services when run beside
-`seamlessflow up`), `/api/curves` (scalar points per step), `/api/timeline` (role intervals, bubble
-ratio), `/api/sessions`, `/api/sessions/{id}` (a session the way `replay` shows it), `/metrics`.
+`seamlessflow up`), `/api/curves` (scalar points per step; the mismatch curve's threshold), `/api/timeline`
+(role intervals, bubble ratio), `/api/sessions`, `/api/sessions/{id}` (a session the way `replay` shows it),
+`/metrics`.
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ class Dashboard:
         self.settings = settings
         # in an adapters stack each team's trainer has curves of its own (which is whose: from the settings)
         self.state = DashboardState(settings.team, settings.run, decode=decode,
-                                    maker=PointMaker.for_settings(settings))
+                                    maker=PointMaker.for_settings(settings), mismatch_warn=mismatch_warn(settings))
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
 
@@ -132,6 +133,19 @@ def _finite(value: object) -> object:
     if isinstance(value, (list, tuple)):
         return [_finite(v) for v in value]
     return value
+
+
+def mismatch_warn(settings: Settings) -> float | None:
+    """The trainer's warning threshold on the train-inference mismatch (`trainer.mismatch_warn`), as the trainer
+    reads it; None when the trainer's options do not say (or do not validate: the trainer reports that)."""
+    from pydantic import ValidationError
+
+    from seamlessflow.trainer.options import TrainerOptions
+
+    try:
+        return getattr(TrainerOptions.from_settings(settings), "mismatch_warn", None)
+    except ValidationError:
+        return None
 
 
 def model_decoder(settings: Settings, tokenizer: str | None = None) -> Decode | None:

@@ -1,6 +1,6 @@
 """What the dashboard shows, built from the records it reads (no database of its own): the latest heartbeat
-per resource, the status history for the role timeline, the scalar points for the curves, and the most
-recent sessions for the sessions browser.
+per resource, the status history for the role timeline, the scalar points for the curves (reward, eval, the
+train-inference mismatch, ...: `tracking.points`), and the most recent sessions for the sessions browser.
 
 Records are fed in by one thread (`seamlessflow.dashboard.follow`) and read as JSON by the web handlers;
 a lock keeps the two apart. Memory is bounded: the newest `max_sessions` sessions and `max_statuses`
@@ -31,10 +31,13 @@ Decode = Callable[[Sequence[int]], str]
 
 class DashboardState:
     def __init__(self, team: str, run: str, max_sessions: int = 300, max_statuses: int = 50_000,
-                 decode: Decode | None = None, max_points: int = 4096, maker: PointMaker | None = None):
+                 decode: Decode | None = None, max_points: int = 4096, maker: PointMaker | None = None,
+                 mismatch_warn: float | None = None):
         """`maker`: the run's (`PointMaker.for_settings`: in an adapters stack each team's trainer has curves of
-        its own)."""
+        its own). `mismatch_warn`: the trainer's warning threshold on the train-inference mismatch
+        (`trainer.mismatch_warn`), drawn on the mismatch curve; None: not known here, no line."""
         self.team, self.run = team, run
+        self.mismatch_warn = mismatch_warn
         self.decode = decode
         self.latest: dict[str, ResourceStatus] = {}
         self.history: deque[ResourceStatus | CommandAck] = deque(maxlen=max_statuses)
@@ -107,9 +110,10 @@ class DashboardState:
                                    for team, evals in sorted(self.team_evals.items())}}
 
     def curves_json(self) -> dict:
-        """`steps`: each team's adapter trainer's newest step ({} in a stack that trains the base)."""
+        """`steps`: each team's adapter trainer's newest step ({} in a stack that trains the base);
+        `mismatch_warn`: the threshold line of the mismatch curve (`train/mismatch_abs_mean`), or None."""
         with self._lock:
-            return {"step": self.maker.step, "steps": self.maker.team_steps(),
+            return {"step": self.maker.step, "steps": self.maker.team_steps(), "mismatch_warn": self.mismatch_warn,
                     "curves": {tag: curve.points() for tag, curve in sorted(self.curves.items())}}
 
     def timeline_json(self) -> dict:

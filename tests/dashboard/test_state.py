@@ -91,3 +91,48 @@ def test_an_adapters_stack_shows_each_teams_reward_and_eval_curves(tmp_path):
     assert overview["evals"] == {} and overview["team_evals"] == {
         "red": {"1": {"accuracy": 0.3, "mean_reward": 0.3, "mean_length": 10.0}},
         "blue": {"1": {"accuracy": 0.9, "mean_reward": 0.9, "mean_length": 10.0}}}
+
+
+def with_mismatch(status, abs_mean, stale_abs_mean):
+    """A trainer heartbeat with its step's train-inference mismatch figures (#61)."""
+    status.figures.update({"mismatch_abs_mean": abs_mean, "mismatch_kl": abs_mean ** 2 / 2, "mismatch_tokens": 64.0,
+                           "stale_abs_mean": stale_abs_mean, "stale_tokens": 32.0, "masked_tokens": 0.0})
+    return status
+
+
+def test_the_mismatch_curves_one_per_trainer_with_the_warning_threshold(tmp_path):
+    base = fed([with_mismatch(trainer_status(1, 0.1, 1000), 0.001, 0.05),
+                with_mismatch(trainer_status(2, 0.2, 2000), 0.002, 0.07)])
+    curves = base.curves_json()
+    assert curves["curves"]["train/mismatch_abs_mean"] == [(1, 0.001), (2, 0.002)]
+    assert curves["curves"]["train/stale_abs_mean"] == [(1, 0.05), (2, 0.07)]
+    assert curves["curves"]["train/mismatch_kl"] == [(1, 0.001 ** 2 / 2), (2, 0.002 ** 2 / 2)]
+    assert curves["mismatch_warn"] is None  # the threshold not known: no line
+
+    from seamlessflow.config import Settings
+    from seamlessflow.testing.tracking_records import adapter_stack
+
+    maker = PointMaker.for_settings(adapter_stack(Settings(data_dir=tmp_path)))  # red and blue train their adapters
+    state = DashboardState("default", "default", maker=maker, mismatch_warn=0.05)
+    for m in [with_mismatch(trainer_status(1, 0.1, 1000, resource_id="trainer-0-red"), 0.001, 0.04),
+              with_mismatch(trainer_status(3, 0.6, 1000, resource_id="trainer-0-blue"), 0.3, 0.5)]:
+        state.feed(Incoming("t", m.created_at_ms, m))
+    curves = state.curves_json()
+    assert curves["curves"]["train/red/mismatch_abs_mean"] == [(1, 0.001)]
+    assert curves["curves"]["train/blue/mismatch_abs_mean"] == [(3, 0.3)]  # blue's engines and trainer differ
+    assert curves["curves"]["train/blue/stale_abs_mean"] == [(3, 0.5)]
+    assert curves["mismatch_warn"] == 0.05
+
+
+def test_the_dashboard_reads_the_threshold_as_the_trainer_does(tmp_path):
+    import pytest
+
+    from seamlessflow.config import Settings
+    from seamlessflow.dashboard.app import mismatch_warn
+    from seamlessflow.trainer.options import TrainerOptions
+
+    if "mismatch_warn" not in TrainerOptions.model_fields:
+        pytest.skip("trainer.mismatch_warn is not an option of this checkout's trainer yet")
+    assert mismatch_warn(Settings(data_dir=tmp_path)) == TrainerOptions().mismatch_warn
+    assert mismatch_warn(Settings(data_dir=tmp_path, trainer={"mismatch_warn": 0.2})) == 0.2
+    assert mismatch_warn(Settings(data_dir=tmp_path, trainer={"mismatch_warn": "high"})) is None  # the trainer says why

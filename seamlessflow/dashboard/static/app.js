@@ -59,6 +59,25 @@ function rewardSeries(curves, teams) {
                                                    colour: s.colour, points: movingMean(s.points, 10), line: true})));
 }
 
+// The train-inference mismatch, one colour per trainer: the base's (mismatch, stale dashed, the mismatch's KL) and
+// each team's adapter trainer's (mismatch, stale dashed). `mismatch`: tokens of the version the trainer held, ~0
+// when healthy; `stale`: older versions' tokens, grows with staleness.
+function mismatchSeries(curves, teams) {
+  const figures = [["mismatch_abs_mean", "mismatch |Δ|", false], ["stale_abs_mean", "stale |Δ|", true]];
+  const out = [];
+  [null, ...teams].forEach((team, i) => {
+    const colour = PALETTE[team === null ? 0 : (i + 1) % PALETTE.length];  // PALETTE[1]: the KL's
+    for (const [figure, words, dash] of figures) {
+      const tag = team === null ? `train/${figure}` : `train/${team}/${figure}`;
+      if (curves[tag]) out.push({name: tag, label: team === null ? words : `${team} ${words}`, colour, dash,
+                                 points: curves[tag]});
+    }
+    if (team === null && curves["train/mismatch_kl"])
+      out.push({name: "train/mismatch_kl", label: "mismatch KL", colour: PALETTE[1], points: curves["train/mismatch_kl"]});
+  });
+  return out;
+}
+
 function movingMean(points, n) {
   return points.map((p, i) => {
     const window = points.slice(Math.max(0, i - n + 1), i + 1);
@@ -77,6 +96,9 @@ async function refreshCurves() {
   lineChart(document.getElementById("chart-throughput"),
             withTeams(c, teams, "throughput", ["rollout_tokens_per_s", "trained_tokens_per_s"]), {yMin: 0});
   lineChart(document.getElementById("chart-loss"), withTeams(c, teams, "train", ["loss", "kl_mean"]));
+  lineChart(document.getElementById("chart-mismatch"), mismatchSeries(c, teams), {yMin: 0,
+            threshold: data.mismatch_warn === null || data.mismatch_warn === undefined ? null :
+              {y: data.mismatch_warn, label: "trainer.mismatch_warn"}});
   const steps = Object.entries(data.steps || {});  // each team's adapter trainer counts its own steps
   document.getElementById("step").textContent = steps.length ?
     steps.map(([team, step]) => `${team} step ${step}`).join(" · ") : `step ${data.step}`;

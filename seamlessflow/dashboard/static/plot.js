@@ -24,11 +24,12 @@ function niceTicks(lo, hi, count) {
 
 function fmt(v) {
   if (Number.isInteger(v)) return String(v);
-  const a = Math.abs(v);
-  return a >= 1000 ? v.toFixed(0) : a >= 10 ? v.toFixed(1) : v.toFixed(2);
+  const a = Math.abs(v);  // a small figure (a mismatch of 0.002, a KL) keeps two significant digits
+  return a >= 1000 ? v.toFixed(0) : a >= 10 ? v.toFixed(1) : a >= 0.1 ? v.toFixed(2) : String(Number(v.toPrecision(2)));
 }
 
-// series: [{name, label?, line?, colour?, points: [[x, y], ...]}]; draws axes, a polyline and a circle per point.
+// series: [{name, label?, line?, dash?, colour?, points: [[x, y], ...]}]; draws axes, a polyline and a circle per
+// point. opts: xLabel, yMin, yMax, threshold ({y, label}: a dashed horizontal line, kept in view).
 function lineChart(svg, series, opts) {
   opts = opts || {};
   while (svg.firstChild) svg.removeChild(svg.firstChild);
@@ -43,6 +44,8 @@ function lineChart(svg, series, opts) {
   let [x0, x1, y0, y1] = [Math.min(...xs), Math.max(...xs), Math.min(...ys), Math.max(...ys)];
   if (opts.yMin !== undefined) y0 = Math.min(y0, opts.yMin);
   if (opts.yMax !== undefined) y1 = Math.max(y1, opts.yMax);
+  const threshold = opts.threshold;
+  if (threshold) y1 = Math.max(y1, threshold.y);
   if (x1 === x0) x1 = x0 + 1;
   if (y1 === y0) y1 = y0 + 1;
   const X = x => m.l + (x - x0) / (x1 - x0) * (w - m.l - m.r);
@@ -55,15 +58,20 @@ function lineChart(svg, series, opts) {
     el("text", {x: X(t), y: h - m.b + 14, "text-anchor": "middle", class: "tick"}, svg).textContent = fmt(t);
   }
   el("text", {x: (w + m.l) / 2, y: h - 4, "text-anchor": "middle", class: "axis"}, svg).textContent = opts.xLabel || "step";
+  if (threshold) {
+    el("line", {x1: m.l, x2: w - m.r, y1: Y(threshold.y), y2: Y(threshold.y), class: "threshold"}, svg);
+    el("text", {x: w - m.r, y: Y(threshold.y) - 3, "text-anchor": "end", class: "threshold-label"}, svg)
+      .textContent = `${threshold.label} ${fmt(threshold.y)}`;
+  }
   let legendX = m.l;
   series.forEach((s, i) => {
     const colour = s.colour || PALETTE[i % PALETTE.length];  // a moving mean: its series' colour
     const label = s.label || s.name;  // the legend's words; `name` (the tag) marks the points
-    el("text", {x: legendX, y: 14, fill: colour, class: "legend-label"}, svg).textContent = "● " + label;
+    el("text", {x: legendX, y: 14, fill: colour, class: "legend-label"}, svg).textContent = (s.dash ? "╌ " : "● ") + label;
     legendX += 6.5 * label.length + 28;
     if (!s.points.length) return;
     el("polyline", {points: s.points.map(p => `${X(p[0])},${Y(p[1])}`).join(" "), fill: "none",
-                    stroke: colour, "stroke-width": s.line ? 2.5 : 1.2}, svg);
+                    stroke: colour, "stroke-width": s.line ? 2.5 : 1.2, "stroke-dasharray": s.dash ? "5 3" : "none"}, svg);
     for (const p of (s.line ? [] : s.points)) {  // a derived line (a moving mean) has no points of its own
       const dot = el("circle", {cx: X(p[0]), cy: Y(p[1]), r: 2.5, fill: colour, class: "point",
                                 "data-series": s.name}, svg);
