@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 
 from rich.console import Group, RenderableType
@@ -74,9 +75,34 @@ def render_status(data: dict, rewards: dict[int, float] | None = None,
         )
     parts: list[RenderableType] = [services, resources]
     parts += [f"{row['id']}: {row['note']}" for row in data.get("resources", []) if row.get("note")]
+    parts += [line for row in data.get("resources", []) if (line := mismatch_line(row))]
     if rewards is not None:
         parts.append(reward_curve(rewards))
     return Group(*parts)
+
+
+def mismatch_line(row: dict) -> str | None:
+    """A trainer's train-inference mismatch at its last step (#61), one line below the table; None for a row
+    without those figures. `mismatch`: the tokens of the version it held (~0 when healthy); `stale`: older
+    versions' tokens (grows with staleness)."""
+    figures = row["figures"]
+    if "mismatch_abs_mean" not in figures and "stale_abs_mean" not in figures:
+        return None
+
+    def part(kind: str) -> str:
+        mean, kl, tokens = (figures.get(f"{kind}_{name}") for name in ("abs_mean", "kl", "tokens"))
+        counted = f" ({tokens:.0f} tokens)" if _finite(tokens) else ""
+        if not _finite(mean):  # no token of that kind at this step
+            return f"{kind} -{counted}"
+        return f"{kind} |Δ| {mean:.3g}" + (f" KL {kl:.2g}" if _finite(kl) else "") + counted
+
+    masked = figures.get("masked_tokens")
+    tail = f" · {masked:.0f} masked" if _finite(masked) and masked else ""
+    return f"{row['id']}: {part('mismatch')} · {part('stale')}{tail}"
+
+
+def _finite(value: object) -> bool:
+    return isinstance(value, (int, float)) and math.isfinite(value)
 
 
 def _kind(row: dict, adapter_team: str | None = None) -> str:

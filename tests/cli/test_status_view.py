@@ -1,5 +1,7 @@
 """The status table: a trainer group is one row, its ranks shown with its kind."""
 
+import time
+
 from rich.console import Console
 
 from seamlessflow.cli.status_view import render_status
@@ -62,3 +64,44 @@ def test_each_adapter_trainer_row_says_whose_adapter_it_trains(tmp_path):
     [red] = [line for line in lines if "trainer-0-red" in line]
     [blue] = [line for line in lines if "trainer-0-blue" in line]
     assert "trainer · red's adapter" in red and "trainer (2 ranks) · blue's adapter" in blue
+
+
+MISMATCH = {"mismatch_abs_mean": 0.0021, "mismatch_abs_max": 0.03, "mismatch_kl": 1.2e-5, "mismatch_share": 0.0,
+            "mismatch_tokens": 96.0, "stale_abs_mean": 0.081, "stale_abs_max": 0.9, "stale_kl": 0.0043,
+            "stale_share": 0.2, "stale_tokens": 160.0, "masked_tokens": 2.0}  # a trainer's step's (#61)
+
+
+def test_each_trainer_shows_its_train_inference_mismatch_on_a_line_below_the_table():
+    nothing_current = {**MISMATCH, "mismatch_abs_mean": float("nan"), "mismatch_kl": float("nan"),
+                       "mismatch_tokens": 0.0, "masked_tokens": 0.0}
+    data = {"running": True, "bootstrap_servers": "x:9092", "broker_reachable": False, "services": [],
+            "resources": [row("trainer-0-red", "trainer", MISMATCH), row("trainer-0-blue", "trainer", nothing_current),
+                          row("rollout-0", "rollout", {"tokens_per_s": 50.0})]}
+    console = Console(width=200, record=True)
+    console.print(render_status(data))
+    lines = console.export_text().splitlines()
+    assert "trainer-0-red: mismatch |Δ| 0.0021 KL 1.2e-05 (96 tokens) · stale |Δ| 0.081 KL 0.0043 (160 tokens) · " \
+           "2 masked" in lines
+    assert "trainer-0-blue: mismatch - (0 tokens) · stale |Δ| 0.081 KL 0.0043 (160 tokens)" in lines
+    assert not [line for line in lines if line.startswith("rollout-0:")]
+
+
+def test_status_json_shows_a_trainers_mismatch_figures(settings, codec):
+    import json
+
+    from click.testing import CliRunner
+
+    from seamlessflow.cli.stack import status
+    from seamlessflow.kafka.io import MessageProducer
+    from seamlessflow.testing.tracking_records import trainer_status
+    from seamlessflow.topics import Topics
+
+    heartbeat = trainer_status(3, 0.5, int(time.time() * 1000), version=2)
+    heartbeat.figures.update(MISMATCH)
+    producer = MessageProducer(settings, codec)
+    producer.send(Topics(settings).status, "trainer-0", heartbeat)
+    producer.flush()
+    out = CliRunner().invoke(status, ["--json"], obj=settings)
+    assert out.exit_code == 0, out.output
+    [trainer] = [r for r in json.loads(out.output)["resources"] if r["id"] == "trainer-0"]
+    assert {k: trainer["figures"][k] for k in MISMATCH} == MISMATCH
