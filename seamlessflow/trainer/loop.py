@@ -118,6 +118,9 @@ class Trainer:
         self.team_adapter = self.config.team_adapter(settings)  # None: it trains the base
         self.engine = engine or PolicyEngine.from_options(self.config, self.team_adapter)
         self.other_teams_skipped = 0  # an adapter's trainer: trajectories of other teams, finished untrained
+        # the policy whose samples it trains: its adapter's name, or None (the base: records before `adapter` too)
+        self.policy = self.team_adapter.name if self.team_adapter is not None else None
+        self.other_adapters_skipped = 0  # trajectories another policy sampled (`Trajectory.adapter`), untrained
         self.ranks = self.engine.ranks
         if not self.ranks.leader:
             raise ValueError(f"rank {self.ranks.rank} is a follower: it runs `Follower`, not the trainer loop")
@@ -269,6 +272,9 @@ class Trainer:
                 self.source.done(item.partition, item.offset)
             elif self.team_adapter is not None and item.trajectory.team != self.config.adapter:
                 self.other_teams_skipped += 1  # another team's adapter wrote it: its own trainer trains it
+                self.source.done(item.partition, item.offset)
+            elif item.trajectory.adapter != self.policy:  # the base never learns from an adapter's samples, nor
+                self.other_adapters_skipped += 1  # an adapter from the base's or another adapter's
                 self.source.done(item.partition, item.offset)
             elif self.builder.add(sample_from_record(item.trajectory), now):
                 self._offsets_by_id[item.trajectory.event_id] = (item.partition, item.offset)
@@ -470,6 +476,7 @@ class Trainer:
                    "steps_ready": float(self.builder.steps_ready()), "read_up": float(self.source.read_up)}
         if self.team_adapter is not None:
             figures["other_teams_skipped"] = float(self.other_teams_skipped)
+        figures["other_adapters_skipped"] = float(self.other_adapters_skipped)
         if self.transfer is not None:  # measured per version: the scheduler prices switches with it
             figures.update(
                 {"weight_update_s": self.transfer.update_s, "transfer_engines": float(len(self.transfer.pids))}

@@ -1,5 +1,6 @@
-"""An adapter team's trainer loop through the real broker: team red's trajectories are trained, team blue's are
-finished untrained and counted, and the version announced is red's adapter as a PEFT directory."""
+"""An adapter team's trainer loop through the real broker: team red's trajectories its adapter sampled are trained,
+team blue's and red's the base sampled (an old record without `adapter`) are finished untrained and counted, and the
+version announced is red's adapter as a PEFT directory."""
 
 from __future__ import annotations
 
@@ -27,9 +28,10 @@ def test_adapter_trainer_trains_its_team_only_and_publishes_a_peft_version(setti
         proxy={"teams": {"red": {"lora": {"name": "red-lora", "path": str(adapter), "rank": 4}}}})
     topics = Topics(settings)
     producer = MessageProducer(settings, codec)
-    blue = [dataclasses.replace(t, team="blue") for t in group(tiny_model_dir, "gb")]
-    red = [dataclasses.replace(t, team="red") for t in group(tiny_model_dir, "gr")]
-    for record in blue + red:  # blue first, on one partition: the commit covers red's only if blue's were finished
+    blue = [dataclasses.replace(t, team="blue", adapter="blue-lora") for t in group(tiny_model_dir, "gb")]
+    red_base = [dataclasses.replace(t, team="red") for t in group(tiny_model_dir, "go")]  # adapter None: the base's
+    red = [dataclasses.replace(t, team="red", adapter="red-lora") for t in group(tiny_model_dir, "gr")]
+    for record in blue + red_base + red:  # on one partition: the commit covers red's only if the others finished
         producer.send(topics.trajectories, "one-partition", record)
     producer.flush(30)
 
@@ -52,12 +54,13 @@ def test_adapter_trainer_trains_its_team_only_and_publishes_a_peft_version(setti
     assert set(tensors) == set(load_file(f"{adapter}/adapter_model.safetensors"))
     assert all(k.endswith((".lora_A.weight", ".lora_B.weight")) for k in tensors)
     assert trainer.last_metrics.sequences == 2 and trainer.other_teams_skipped == 2
-    assert trainer.builder.counters.groups_kept == 1  # blue's never reached the batch builder
+    assert trainer.other_adapters_skipped == 2  # red's the base sampled
+    assert trainer.builder.counters.groups_kept == 1  # blue's and the base's never reached the batch builder
 
     beats = [s for s in wait_for(settings, codec, topics.status,
                                  lambda s: isinstance(s, ResourceStatus) and s.kind == "trainer")]
-    assert beats[-1].figures["other_teams_skipped"] == 2.0
+    assert (beats[-1].figures["other_teams_skipped"], beats[-1].figures["other_adapters_skipped"]) == (2.0, 2.0)
     marks = CommittedOffsets(settings, config.group_id(settings), topics.trajectories, timeout_s=30)
     committed = marks.read([0, 1])
     marks.close()
-    assert sum(v for v in committed.values() if v > 0) == 4  # blue's offsets were finished with red's
+    assert sum(v for v in committed.values() if v > 0) == 6  # the skipped offsets were finished with red's
