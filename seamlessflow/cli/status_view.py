@@ -92,7 +92,7 @@ def mismatch_line(row: dict) -> str | None:
     def part(kind: str) -> str:
         mean, kl, tokens = (figures.get(f"{kind}_{name}") for name in ("abs_mean", "kl", "tokens"))
         counted = f" ({tokens:.0f} tokens)" if _finite(tokens) else ""
-        if not _finite(mean):  # no token of that kind at this step
+        if not _finite(mean) or tokens == 0:  # no token of that kind at this step (the trainer then says 0)
             return f"{kind} -{counted}"
         return f"{kind} |Δ| {mean:.3g}" + (f" KL {kl:.2g}" if _finite(kl) else "") + counted
 

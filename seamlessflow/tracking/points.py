@@ -5,10 +5,10 @@ Why from heartbeats: the trainer's heartbeat carries its last optimizer step's f
 `reward_mean`, ...), so the records on the status topic are the step records; a point is made when a trainer's
 `step` figure moves (a heartbeat repeating the same step adds nothing); the train-inference mismatch figures
 (`MISMATCH_FIGURES`) come the same way, as `train/mismatch_abs_mean`, `train/stale_kl`, ... (a figure a step did not
-define, missing or NaN, e.g. with no token of the current version, makes no point). Throughput is per step too: the
-rollout workers' `tokens_per_s` heartbeats are summed per heartbeat round and averaged over the time since the
-previous step. Evaluation records (topic `eval`) are pinned to a policy version and plotted at that version's
-training step when the weights topic (or a trainer heartbeat) said which step it was.
+define makes no point: missing, NaN, or a mismatch kind's figures at a step with no token of that kind). Throughput
+is per step too: the rollout workers' `tokens_per_s` heartbeats are summed per heartbeat round and averaged over the
+time since the previous step. Evaluation records (topic `eval`) are pinned to a policy version and plotted at that
+version's training step when the weights topic (or a trainer heartbeat) said which step it was.
 The eval and weights topics are read by one consumer with no order between them, so an eval of a version
 whose step is not known yet waits for it, `eval_wait_s` at most, and is then plotted at the version: a
 TensorBoard point cannot be moved once written.
@@ -277,8 +277,8 @@ class PointMaker:
         self.trainer_steps[status.resource_id] = step
         self.step = max(self.step, step)
         lane = self._trainer_lane(status.resource_id)
-        points = [Point(lane.tag("train", name), step, float(status.figures[name]), wall)
-                  for name in TRAIN_FIGURES if name in status.figures and math.isfinite(status.figures[name])]
+        points = [Point(lane.tag("train", name), step, value, wall)
+                  for name, value in train_figures(status.figures).items()]
         points.append(Point(lane.tag("train", "weight_version"), step, float(status.weight_version), wall))
         if self._buffered is not None:
             points.append(Point(lane.tag("pipeline", "buffered"), step, self._buffered, wall))
@@ -303,6 +303,16 @@ class PointMaker:
         if not self.teams:
             return [self._lane(None)]
         return [lane for team, lane in self._lanes.items() if team is not None or lane.last_step_time_s is not None]
+
+
+def train_figures(figures: Mapping[str, float]) -> dict[str, float]:
+    """The `TRAIN_FIGURES` a trainer heartbeat defines: finite ones, and a mismatch kind's figures only when the
+    step had tokens of that kind (with `mismatch_tokens` 0 the trainer says 0 for each: no measure, not a perfect
+    one)."""
+    empty = {kind for kind in ("mismatch", "stale") if figures.get(f"{kind}_tokens") == 0}
+    return {name: float(figures[name]) for name in TRAIN_FIGURES
+            if name in figures and math.isfinite(figures[name])
+            and not (name.split("_")[0] in empty and not name.endswith("_tokens"))}
 
 
 def eval_points(result: EvalFigures, step: int, team: str | None = None) -> list[Point]:

@@ -204,7 +204,12 @@ def test_the_mismatch_figures_are_tracked_per_step_and_per_teams_trainer():
     out |= tags(maker.feed(with_mismatch(trainer_status(2, 0.2, 2000), mismatch_abs_mean=float("nan"))))
     assert out[("train/mismatch_abs_mean", 1)] == 0.002 and out[("train/stale_abs_mean", 2)] == 0.08
     assert out[("train/mismatch_kl", 1)] == 1e-5 and out[("train/masked_tokens", 1)] == 2.0
-    assert ("train/mismatch_abs_mean", 2) not in out  # NaN: no token of the current version at that step
+    assert ("train/mismatch_abs_mean", 2) not in out  # NaN: not defined
+    # a step with no token of an older version: the trainer says 0 for each stale figure, which is no measure
+    out |= tags(maker.feed(with_mismatch(trainer_status(3, 0.3, 3000), stale_abs_mean=0.0, stale_abs_max=0.0,
+                                         stale_kl=0.0, stale_share=0.0, stale_tokens=0.0)))
+    assert [k for k in out if k[1] == 3 and "stale" in k[0]] == [("train/stale_tokens", 3)]
+    assert out[("train/mismatch_abs_mean", 3)] == 0.002
     assert {tag for tag, _ in out if "mismatch" in tag or "stale" in tag} == {
         f"train/{kind}_{figure}" for kind in ("mismatch", "stale")
         for figure in ("abs_mean", "abs_max", "kl", "share", "tokens")}
