@@ -150,6 +150,8 @@ class Counters:
     late: int = 0
     bad_status: int = 0
     stale_dropped: int = 0
+    stale_at_train: int = 0  # dropped when taken for training: they went stale while their group waited
+    groups_stale_at_train: int = 0  # kept groups then discarded whole: too few samples or no signal left
     groups_kept: int = 0
     groups_skipped_equal: int = 0
     groups_too_small: int = 0
@@ -188,6 +190,7 @@ class BatchBuilder:
         self._closed_ids = RecentIds(config.dedup_window)
         self._closed: list[_OpenGroup] = []
         self._ready: list[KeptGroup] = []
+        self._ready_version: int | None = None  # the version the ready groups were last weighed at
         self._discarded: list[TrajectorySample] = []
 
     def add(self, sample: TrajectorySample, now: float) -> bool:
@@ -214,9 +217,11 @@ class BatchBuilder:
         return trainable
 
     def poll(self, current_version: int, now: float) -> PollResult:
-        """Close timed-out groups, judge closed ones against ``current_version``, and hand out the oldest
-        ready groups that just reach the threshold (the rest wait for the next poll)."""
+        """Close timed-out groups, judge closed ones against ``current_version`` (and ready ones again when it
+        moved), and hand out the oldest ready groups that just reach the threshold (the rest wait for the next
+        poll)."""
         self._close_timed_out(now)
+        self._rejudge_ready(current_version)
         for group in self._closed:
             self._judge(group, current_version)
         self._closed.clear()
@@ -264,10 +269,33 @@ class BatchBuilder:
         for group_id in [g for g, o in self._open.items() if now - o.first_seen >= timeout]:
             self._close(group_id)
 
+    def _weigh(self, samples: list[TrajectorySample],
+               current_version: int) -> tuple[list[tuple[TrajectorySample, float]], list[TrajectorySample]]:
+        """(kept samples with their staleness weights, dropped samples) at ``current_version``."""
+        weighted = [(s, self.config.staleness.weight(s, current_version)) for s in samples]
+        return [(s, w) for s, w in weighted if w > 0], [s for s, w in weighted if w == 0]
+
+    def _rejudge_ready(self, current_version: int) -> None:
+        """The staleness rule must hold when a group is trained, not only when it closed: a kept group may wait
+        in the ready queue while the trainer's version moves on. So when the version moved, every ready group is
+        weighed again: samples now beyond the bound are dropped (`stale_at_train`) or weigh less, and a group
+        left with fewer than two samples or no signal is discarded whole (`groups_stale_at_train`)."""
+        if current_version == self._ready_version:
+            return
+        self._ready_version, ready, self._ready = current_version, self._ready, []
+        for group in ready:
+            kept, dropped = self._weigh(group.samples, current_version)
+            samples = [s for s, _ in kept]
+            self.counters.stale_at_train += len(dropped)
+            self._discarded.extend(dropped)
+            if dropped and (len(samples) < 2 or not self._has_signal(samples)):
+                self.counters.groups_stale_at_train += 1
+                self._discarded.extend(samples)
+            else:
+                self._ready.append(KeptGroup(group.group_id, group.task_id, samples, [w for _, w in kept]))
+
     def _judge(self, group: _OpenGroup, current_version: int) -> None:
-        weighted = [(s, self.config.staleness.weight(s, current_version)) for s in group.samples]
-        kept = [(s, w) for s, w in weighted if w > 0]
-        dropped = [s for s, w in weighted if w == 0]
+        kept, dropped = self._weigh(group.samples, current_version)
         self.counters.stale_dropped += len(dropped)
         self._discarded.extend(dropped)
         samples = [s for s, _ in kept]

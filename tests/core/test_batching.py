@@ -137,6 +137,47 @@ def test_downweighted_samples_carry_weights():
     assert group.weights == [0.25, 1.0]
 
 
+def _two_groups_closed_at_once(builder):
+    """g1 and g2 close in the same poll at version 0; a batch is one group, so g2 waits in the ready queue."""
+    for tid, group, reward in [("a", "g1", 1.0), ("b", "g1", 0.0), ("c0", "g2", 0.0), ("c1", "g2", 1.0)]:
+        builder.add(sample(tid, group, reward, versions=(-1, 0)), 0)
+
+
+def test_a_group_that_went_stale_while_it_waited_is_dropped_when_taken():
+    builder = BatchBuilder(batch_config(group_size=2, staleness=staleness(max_staleness=1, mode="drop")))
+    _two_groups_closed_at_once(builder)
+    [first] = builder.poll(current_version=0, now=0).batch
+    assert first.group_id == "g1" and builder.steps_ready() == 1  # g2 kept at version 0, waiting
+    result = builder.poll(current_version=2, now=0)  # the trainer moved 2 versions on: g2 is beyond the bound
+    assert result.batch == []
+    assert sorted(s.trajectory_id for s in result.discarded) == ["c0", "c1"]
+    assert (builder.counters.stale_at_train, builder.counters.groups_stale_at_train) == (2, 1)
+    assert builder.counters.stale_dropped == 0 and builder.pending_samples == []
+
+
+def test_a_group_that_went_stale_while_it_waited_weighs_less_when_taken():
+    builder = BatchBuilder(batch_config(group_size=2, staleness=staleness(max_staleness=0, mode="downweight",
+                                                                          decay=0.5)))
+    _two_groups_closed_at_once(builder)
+    assert builder.poll(current_version=0, now=0).batch[0].weights == [1.0, 1.0]
+    [second] = builder.poll(current_version=2, now=0).batch
+    assert second.group_id == "g2" and second.weights == [0.25, 0.25]
+    assert builder.counters.stale_at_train == 0
+
+
+def test_a_waiting_group_loses_its_stale_sample_and_is_trained_on_the_rest():
+    builder = BatchBuilder(batch_config(group_size=3, staleness=staleness(max_staleness=1, mode="drop")))
+    for tid, group, reward, version in [("a", "g1", 1.0, 1), ("b", "g1", 0.0, 1), ("c", "g1", 0.0, 1),
+                                         ("c0", "g2", 0.0, 0), ("c1", "g2", 1.0, 1), ("c2", "g2", 0.0, 1)]:
+        builder.add(sample(tid, group, reward, versions=(-1, version)), 0)
+    builder.poll(current_version=1, now=0)  # g1 taken; g2 kept whole at version 1 (c0 lags by 1: within)
+    result = builder.poll(current_version=2, now=0)
+    [second] = result.batch
+    assert [s.trajectory_id for s in second.samples] == ["c1", "c2"] and second.weights == [1.0, 1.0]
+    assert [s.trajectory_id for s in result.discarded] == ["c0"]
+    assert (builder.counters.stale_at_train, builder.counters.groups_stale_at_train) == (1, 0)
+
+
 def test_timeout_closes_incomplete_group_and_late_members_are_discarded():
     builder = BatchBuilder(batch_config(group_size=4, group_timeout_s=10))
     builder.add(sample("a", reward=1.0), now=0)
