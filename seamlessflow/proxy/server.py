@@ -57,6 +57,7 @@ from seamlessflow.proxy.responses_socket import ResponsesSockets, SocketCall
 from seamlessflow.proxy.routing import EngineTable
 from seamlessflow.proxy.sessions import SessionOwnedByOtherTeam, SessionState, SessionTable
 from seamlessflow.proxy.stored_responses import StoredResponses
+from seamlessflow.proxy.team_models import check_model
 from seamlessflow.teams import TeamKeys
 from seamlessflow.topics import Topics
 
@@ -307,6 +308,7 @@ class ProxyServer:
         """One call from its parsed body on, for the HTTP routes and each `response.create` on a Responses WebSocket
         (`socket`: its stream and last response; its call id is its frame's digest, not the upgrade's headers)."""
         call = door.parse(body, self.config.max_n)
+        check_model(self.config, team, call.model)  # another team's adapter: refused, nothing claimed
         self.sampling.admit(call, team)
         session_id, generated = session
         if isinstance(door, ResponsesDoor):  # a continuation belongs to its stored response's session
