@@ -34,8 +34,12 @@ def token_logprobs(
     tokens: torch.Tensor,
     head: Callable[[torch.Tensor], torch.Tensor] | None = None,
     chunk_tokens: int | None = None,
+    temperatures: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Per-token logprobs [B, T] of ``tokens`` [B, T]; 0 at t = 0.
+
+    ``temperatures`` [B, T]: the temperature token t was sampled at (its logits are divided by it before the
+    log-softmax), so the logprob is of the distribution the engine drew it from (`core.sampling`); None: 1.
 
     ``states`` are causal-LM logits [B, T, V] when ``head`` is None, else the last hidden states [B, T, H]
     that ``head`` (the LM head, a module so that ZeRO-3 can gather its weight) turns into logits.
@@ -48,7 +52,8 @@ def token_logprobs(
     """
     batch, length = tokens.shape
     flat = states[:, :-1].reshape(-1, states.shape[-1])
-    picked = pair_logprobs(flat, tokens[:, 1:].reshape(-1), head, chunk_tokens)
+    tempered = None if temperatures is None else temperatures[:, 1:].reshape(-1)
+    picked = pair_logprobs(flat, tokens[:, 1:].reshape(-1), head, chunk_tokens, tempered)
     return F.pad(picked.view(batch, length - 1), (1, 0))
 
 
@@ -57,15 +62,17 @@ def pair_logprobs(
     targets: torch.Tensor,
     head: Callable[[torch.Tensor], torch.Tensor] | None = None,
     chunk_tokens: int | None = None,
+    temperatures: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """Logprobs [E] of ``targets`` [E] under the next-token distribution of each of ``states`` [E, V or H]
-    (see `token_logprobs` for ``head`` and the chunks): the consecutive pairs of a sequence, or the
-    (parent, child) pairs of a token tree (`core.token_tree.edges`)."""
+    (see `token_logprobs` for ``head``, the chunks and ``temperatures`` [E]): the consecutive pairs of a
+    sequence, or the (parent, child) pairs of a token tree (`core.token_tree.edges`)."""
     step = chunk_tokens or max(len(targets), 1)
     keep_graph = torch.is_grad_enabled() and (states.requires_grad or _has_trainable_parameters(head))
     pieces = []
     for begin in range(0, len(targets), step):
-        args = (states[begin:begin + step], targets[begin:begin + step], head)
+        chunk = None if temperatures is None else temperatures[begin:begin + step]
+        args = (states[begin:begin + step], targets[begin:begin + step], head, chunk)
         if keep_graph and chunk_tokens is not None:
             pieces.append(checkpoint(_picked_logprobs, *args, use_reentrant=False))
         else:
@@ -74,8 +81,11 @@ def pair_logprobs(
 
 
 def _picked_logprobs(states: torch.Tensor, targets: torch.Tensor,
-                     head: Callable[[torch.Tensor], torch.Tensor] | None) -> torch.Tensor:
+                     head: Callable[[torch.Tensor], torch.Tensor] | None,
+                     temperatures: torch.Tensor | None = None) -> torch.Tensor:
     logits = (states if head is None else head(states)).float()
+    if temperatures is not None:
+        logits = logits / temperatures.to(logits.device, torch.float32)[:, None]
     return logits.gather(-1, targets[:, None]).squeeze(-1) - logits.logsumexp(-1)
 
 

@@ -37,7 +37,7 @@ class ProxyMetrics:
         self.rejected = Counter("seamlessflow_proxy_rejected", "Requests refused, by reason", ["reason"], registry=r)
         # `rollout.sampling` (`proxy/sampling.py`): an agent's own settings the trainer cannot reproduce, replaced
         self.sampling_overridden = Counter(
-            "seamlessflow_proxy_sampling_overridden", "Calls whose sampling setting was overridden, by team and setting",
+            "seamlessflow_proxy_sampling_overridden", "Calls whose sampling setting was overridden, by team, setting",
             ["team", "setting"], registry=r,
         )
         self.invalid_logprobs = Counter(

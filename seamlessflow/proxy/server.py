@@ -30,9 +30,9 @@ from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.core.episodes import EpisodeStatus
 from seamlessflow.core.routing import parse_profile
-from seamlessflow.model.sampling import SamplingOptions
 from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.messages import EpisodeEnd, now_ms
+from seamlessflow.model.sampling import SamplingOptions
 from seamlessflow.ports import reachable_host
 from seamlessflow.proxy.admission import Admission
 from seamlessflow.proxy.call_rewards import CallRewardRequest, call_id_of_key, finite_rewards, on_the_wire, wire_key
@@ -48,13 +48,13 @@ from seamlessflow.proxy.openapi import openapi_document
 from seamlessflow.proxy.options import ProxyOptions
 from seamlessflow.proxy.publisher import EventPublisher
 from seamlessflow.proxy.quotas import QuotaExceeded, Quotas
-from seamlessflow.proxy.sampling import SamplingGate
 from seamlessflow.proxy.recording import CallIdentity, CallResult, Recorder
 from seamlessflow.proxy.requests import CallRequest
 from seamlessflow.proxy.response_store import ResponseStore
 from seamlessflow.proxy.responses_api import ResponsesDoor
 from seamlessflow.proxy.responses_socket import ResponsesSockets, SocketCall
 from seamlessflow.proxy.routing import EngineTable
+from seamlessflow.proxy.sampling import SamplingGate
 from seamlessflow.proxy.sessions import SessionOwnedByOtherTeam, SessionState, SessionTable
 from seamlessflow.proxy.stored_responses import StoredResponses
 from seamlessflow.proxy.team_models import check_model

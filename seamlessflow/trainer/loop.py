@@ -75,6 +75,7 @@ from seamlessflow.trainer.checkpoints import (
 from seamlessflow.trainer.checkpoints import tag as checkpoint_tag
 from seamlessflow.trainer.commands import ControlState
 from seamlessflow.trainer.follower import Follower, Order, OrderKind
+from seamlessflow.trainer.mismatch_watch import MismatchWatch
 from seamlessflow.trainer.model import zero_stage
 from seamlessflow.trainer.options import TrainerOptions
 from seamlessflow.trainer.policy_engine import PolicyEngine, StepMetrics
@@ -131,6 +132,7 @@ class Trainer:
         self.heartbeat = Heartbeat(self.producer.send, self.topics.status, self.config.heartbeat_s,
                                    lambda: self._status(ResourceState.ACTIVE))
         self.last_metrics: StepMetrics | None = None
+        self.mismatch_watch = MismatchWatch.of(self.config)
         self.busy_s = 0.0  # seconds in optimizer steps and publishing (heartbeat figure; timeline's train time)
         self.publish_time_s = self.publish_wait_s = self.checkpoint_time_s = 0.0  # the last ones (heartbeat)
         self.stopping = False
@@ -183,7 +185,7 @@ class Trainer:
 
         return EngineTransfer(self.settings, self.codec, self.producer, self.config.weight_transfer,
                               self.config.transfer_host, self.config.transfer_bucket_mb << 20,
-                              self.config.resource_id, transfer_client)
+                              self.config.resource_id, transfer_client, timeout_s=self.config.transfer_timeout_s)
 
     def _batch_builder(self, state: TrainerState) -> BatchBuilder:
         """The builder as the checkpoint left it: what was trained above the offsets is not trained again."""
@@ -306,7 +308,8 @@ class Trainer:
         if not result.batch:
             return False
         self.ranks.broadcast(Order(OrderKind.STEP))
-        metrics = self.engine.train_step(result.batch)
+        metrics = self.engine.train_step(result.batch, self.version)
+        self.mismatch_watch.check(metrics, self.step + 1)
         self.step += 1
         trained = [s.trajectory_id for g in result.batch for s in g.samples]
         self._finish(trained)

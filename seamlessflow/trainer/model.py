@@ -116,20 +116,25 @@ class TokenLogprobModel(torch.nn.Module):
         self._attention: str = str(config._attn_implementation)
 
     def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor | None = None,
-                position_ids: torch.Tensor | None = None, tree: TreeLayout | None = None) -> torch.Tensor:
+                position_ids: torch.Tensor | None = None, tree: TreeLayout | None = None,
+                temperatures: torch.Tensor | None = None) -> torch.Tensor:
         """Logprobs [rows, T] of ``input_ids`` (0 at each row's first position); with ``tree`` (a token tree
         packed in one row, `core.token_tree`, attended chain by chain: `trainer.tree_attention`) the logprob
-        [N] of each node's token read from its parent's output (0 at roots)."""
+        [N] of each node's token read from its parent's output (0 at roots). ``temperatures`` (shaped as
+        ``input_ids``): the temperature each token was sampled at, applied to its logits (None: 1)."""
         base = getattr(self, self._prefix)
         if tree is None:
             hidden = base(input_ids=input_ids, attention_mask=attention_mask, position_ids=position_ids,
                           use_cache=False).last_hidden_state
-            return token_logprobs(hidden, input_ids, head=self.lm_head, chunk_tokens=self.chunk_tokens)
+            return token_logprobs(hidden, input_ids, head=self.lm_head, chunk_tokens=self.chunk_tokens,
+                                  temperatures=temperatures)
         if not self.takes_trees:
             raise ValueError(f"{self._attention} attention takes no token tree (use sdpa)")
         # an all-ones mask: no padding, so transformers builds no mask (SDPA's is_causal) and does not read the
         # tree's restarting position ids as packed sequences; the tree's attention ignores it anyway
         hidden = base(input_ids=input_ids, attention_mask=torch.ones_like(input_ids), position_ids=position_ids,
                       use_cache=False, tree_layout=tree).last_hidden_state
-        picked = pair_logprobs(hidden[0, tree.parents], input_ids[0, tree.children], self.lm_head, self.chunk_tokens)
+        tempered = None if temperatures is None else temperatures[0, tree.children]
+        picked = pair_logprobs(hidden[0, tree.parents], input_ids[0, tree.children], self.lm_head, self.chunk_tokens,
+                               tempered)
         return hidden.new_zeros(input_ids.shape[1], dtype=torch.float32).index_put((tree.children,), picked)

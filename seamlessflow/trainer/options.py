@@ -92,6 +92,9 @@ class TrainerOptions(SectionOptions):
     by min(pi_prox / pi_rollout, tis_cap); None: off (the ratio is taken against pi_rollout)."""
     ratio: Literal["token", "sequence"] = "token"
     """Importance ratio per `token` (PPO) or per `sequence` (GSPO; clip about 3e-4 / 4e-4)."""
+    mismatch_warn: float | None = Field(default=0.05, gt=0)
+    """A warning in the log (naming the cause it suspects) when a step's mean |trainer - engine logprob| on tokens
+    of the version the trainer holds exceeds this (`mismatch_*` figures on its heartbeat); None: never."""
     dual_clip: float | None = Field(default=3.0, gt=1.0)
     """Dual-clip PPO (verl's clip_ratio_c): a negative-advantage token's loss is at most -A * dual_clip, so a ratio
     blown up by a token the rollout policy found unlikely cannot dominate the step; None: off."""
@@ -138,6 +141,9 @@ class TrainerOptions(SectionOptions):
     """The address the engines reach this trainer at for the live transfer."""
     transfer_bucket_mb: int = 64
     """Size of one bucket of the live weight transfer, in MiB."""
+    transfer_timeout_s: float = Field(default=300.0, gt=0)
+    """An engine that has not joined, or not taken a version, this long after it began is dropped from that version
+    (taken out of routing; it catches up from files) without holding up the others or the trainer."""
     files_every: int = 1
     """With a live transfer: versions per file archive (the fallback); 1 = every version."""
     # version files over HTTP (seamlessflow/weights/http_files.py) for engines without this node's directory:

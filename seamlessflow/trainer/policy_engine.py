@@ -26,6 +26,7 @@ import deepspeed
 import torch
 
 from seamlessflow.core.batching import KeptGroup, TrajectorySample
+from seamlessflow.core.behaviour import behaviour_of
 from seamlessflow.core.losses import (
     PolicyLoss,
     PolicyLossConfig,
@@ -35,6 +36,7 @@ from seamlessflow.core.losses import (
     reward_stats,
 )
 from seamlessflow.core.micro_batches import plan_micro_batches, split_across_ranks
+from seamlessflow.core.mismatch import Drift, split_by_version
 from seamlessflow.core.tree_shares import split_trees_across_ranks
 from seamlessflow.core.turn_advantages import AdvantageRule, token_advantages
 from seamlessflow.model.lora import TeamAdapter
@@ -78,9 +80,13 @@ class StepMetrics:
     positions: int = 0  # token positions computed, all ranks; below flat_positions when trees shared prefixes
     flat_positions: int = 0  # what the step's sequences take flat
     positions_largest_rank: int = 0  # the busiest rank's positions (the step waits for it): the split's balance
+    masked_tokens: int = 0  # generated tokens without a usable behaviour logprob, kept out of the loss
+    mismatch: Drift = Drift()  # trainer vs recorded logprobs on tokens of the version it held (`core.mismatch`)
+    stale: Drift = Drift()  # the same on tokens of older versions
 
     def figures(self) -> dict[str, float]:
-        return {k: float(v) for k, v in vars(self).items()}
+        plain = {k: float(v) for k, v in vars(self).items() if not isinstance(v, Drift)}
+        return {**plain, **self.mismatch.figures("mismatch"), **self.stale.figures("stale")}
 
 
 @dataclass(frozen=True)
@@ -94,13 +100,19 @@ class MicroStep:
     kl_mean: float
     positions: int  # token positions computed (the tree's when it ran as one)
     flat_positions: int  # what the same sequences take flat
+    mismatch: Drift = Drift()
+    stale: Drift = Drift()
 
     def sums(self) -> list[float]:
         """The figures that add up over micro-batches and ranks: loss and tokens as they are, the per-token
-        means weighted by tokens (divided by the step's tokens once summed), the positions."""
+        means weighted by tokens (divided by the step's tokens once summed), the positions, the drift sums
+        (their maxima are taken apart, `maxima`)."""
         weighted = (self.logprob_abs_diff, self.clip_fraction, self.kl_mean)
         return [self.loss, self.tokens, *(mean * self.tokens for mean in weighted), self.positions,
-                self.flat_positions]
+                self.flat_positions, *self.mismatch.sums(), *self.stale.sums()]
+
+    def maxima(self) -> list[float]:
+        return [self.mismatch.abs_max, self.stale.abs_max]
 
 
 @dataclass
@@ -119,6 +131,8 @@ class StepShare:
     reward_mean: float
     reward_std: float
     token_advantages: list[list[float]] | None = None  # under a per-turn rule: one per token, beside `advantages`
+    version: int = -1  # the policy version of the weights the step starts from (the mismatch monitor's "own")
+    masked_tokens: int = 0  # the whole step's, like the batch figures
 
 
 def step_advantages(groups: list[KeptGroup], scale_by_std: bool, rule: AdvantageRule = AdvantageRule.SESSION,
@@ -282,13 +296,14 @@ class PolicyEngine:
         """The HF model (for `save_pretrained`); its parameters are the engine's."""
         return self.engine.module.causal_lm
 
-    def train_step(self, groups: list[KeptGroup] | None) -> StepMetrics:
+    def train_step(self, groups: list[KeptGroup] | None, version: int = -1) -> StepMetrics:
         """One optimizer step over every sample of ``groups``, all ranks together: the leader passes the
-        batch (other ranks None) and every rank trains its token-balanced share; the figures are the step's."""
-        shares = self.split_step(groups or [], self.ranks.world) if self.ranks.leader else None
+        batch (other ranks None) and every rank trains its token-balanced share; the figures are the step's.
+        ``version``: the policy version of the weights held now (tokens it generated are the mismatch's own)."""
+        shares = self.split_step(groups or [], self.ranks.world, version) if self.ranks.leader else None
         return self.train_share(self.ranks.scatter(shares))
 
-    def split_step(self, groups: list[KeptGroup], ranks: int) -> list[StepShare]:
+    def split_step(self, groups: list[KeptGroup], ranks: int, version: int = -1) -> list[StepShare]:
         """The batch cut into ``ranks`` shares: balanced by tree tokens with each shared prefix on one rank
         when the step trains as trees (`core.tree_shares`), by flat tokens otherwise
         (`core.micro_batches.split_across_ranks`)."""
@@ -296,12 +311,13 @@ class PolicyEngine:
         weights = [w for g in groups for w in g.weights]
         rewards = torch.tensor([s.reward for s in samples])
         advantages, per_token = step_advantages(groups, self.scale_by_std, self.advantages, self.discount)
+        masked = [behaviour_of(s).masked for s in samples]
         normaliser = len(samples) if self.loss_config.ratio == "sequence" else \
-            sum(max(s.trained_tokens - s.loss_mask[0], 0) for s in samples)
+            sum(max(s.trained_tokens - s.loss_mask[0] - m, 0) for s, m in zip(samples, masked, strict=True))
         reward_mean, reward_std = reward_stats(rewards.tolist())
         return [StepShare([samples[i] for i in chosen], [advantages[i] for i in chosen], [weights[i] for i in chosen],
                           normaliser, len(groups), len(samples), reward_mean, reward_std,
-                          [per_token[i] for i in chosen] if per_token is not None else None)
+                          [per_token[i] for i in chosen] if per_token is not None else None, version, sum(masked))
                 for chosen in self.rank_shares(samples, ranks)]
 
     def rank_shares(self, samples: list[TrajectorySample], ranks: int) -> list[list[int]]:
@@ -323,27 +339,31 @@ class PolicyEngine:
         self.engine.train()
         plan = self.plan(samples) if samples else []
         count = self.ranks.max(len(plan))
-        totals = [0.0] * 7  # `MicroStep.sums`: loss, tokens, diff, clip and kl weighted by tokens, positions
+        totals = [0.0] * 15  # `MicroStep.sums`: loss, tokens, diff, clip and kl by tokens, positions, two drifts
+        maxima = [0.0, 0.0]  # `MicroStep.maxima`
         for n in range(count):
             self.engine.set_gradient_accumulation_boundary(n == count - 1)
             if n < len(plan):
                 chosen = plan[n]
                 part = self._micro_step([samples[i] for i in chosen], self._advantages_of(share, chosen),
-                                        weights[chosen], share.normaliser)
+                                        weights[chosen], share.normaliser, share.version)
             else:  # computes two padding positions, which are no part of the step's work
                 part = replace(self._micro_step([self._idle_sample()], torch.zeros(1), torch.zeros(1),
-                                                share.normaliser), positions=0, flat_positions=0)
+                                                share.normaliser, share.version), positions=0, flat_positions=0)
             totals = [total + x for total, x in zip(totals, part.sums(), strict=True)]
+            maxima = [max(m, x) for m, x in zip(maxima, part.maxima(), strict=True)]
         self.engine.step()
         self.trees.forget()  # the step's tries, each built once (`TreeChoice.trie`)
-        largest_rank = self.ranks.max(int(totals[-2]))
-        loss, tokens, *weighted, positions, flat_positions = self.ranks.sum(totals)
-        diff, clip, kl = (w / max(tokens, 1) for w in weighted)
+        largest_rank = self.ranks.max(int(totals[6]))
+        loss, tokens, diff, clip, kl, positions, flat_positions, *drifts = self.ranks.sum(totals)
+        own_max, stale_max = self.ranks.maxima(maxima)
         return StepMetrics(
             loss=loss / self.ranks.world, reward_mean=share.reward_mean, reward_std=share.reward_std,
-            groups=share.groups, sequences=share.sequences, tokens_trained=int(tokens), logprob_abs_diff=diff,
-            clip_fraction=clip, kl_mean=kl, step_time_s=time.perf_counter() - start, positions=int(positions),
-            flat_positions=int(flat_positions), positions_largest_rank=largest_rank,
+            groups=share.groups, sequences=share.sequences, tokens_trained=int(tokens),
+            logprob_abs_diff=diff / max(tokens, 1), clip_fraction=clip / max(tokens, 1), kl_mean=kl / max(tokens, 1),
+            step_time_s=time.perf_counter() - start, positions=int(positions), flat_positions=int(flat_positions),
+            positions_largest_rank=largest_rank, masked_tokens=share.masked_tokens,
+            mismatch=Drift(*drifts[:4], own_max), stale=Drift(*drifts[4:], stale_max),
         )
 
     @staticmethod
@@ -366,18 +386,19 @@ class PolicyEngine:
         return plan_micro_batches([len(s.tokens) for s in samples], budget, per_gpu, self.packing)
 
     def _micro_step(self, samples: list[TrajectorySample], advantages: torch.Tensor | list[torch.Tensor],
-                    weights: torch.Tensor,
-                    normaliser: int) -> MicroStep:
+                    weights: torch.Tensor, normaliser: int, version: int = -1) -> MicroStep:
         flat_positions = sum(len(s.tokens) for s in samples)
         tree = self.trees.batch(samples, self.pad_id)
         batch = (tree or collate(samples, self.pad_id, packed=self.packing)).to(self.engine.device)
         out, logprobs = micro_batch_loss(self.engine, batch, advantages, weights, normaliser, self.loss_config,
                                          self.reference, self.ranks.world)
         self.engine.backward(out.loss, scale_wrt_gas=False)
-        diff = logprob_abs_diff(logprobs, batch.flat.logprobs, batch.flat.loss_mask)
+        flat = batch.flat
+        diff = logprob_abs_diff(logprobs, flat.logprobs, flat.loss_mask)
+        own, stale = split_by_version(logprobs, flat.logprobs, flat.loss_mask, flat.versions, version)
         positions = tree.tree.size if tree is not None else flat_positions
         return MicroStep(float(out.loss.detach()), out.tokens, diff, out.clip_fraction, out.kl_mean, positions,
-                         flat_positions)
+                         flat_positions, own, stale)
 
     def save_checkpoint(self, directory: Path, tag: str, client_state: dict[str, Any]) -> None:
         """This rank's part of `tag`, without touching `latest`: the leader names a checkpoint there only after

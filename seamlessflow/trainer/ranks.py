@@ -69,3 +69,11 @@ class RankGroup:
         tensor = torch.tensor([value], dtype=torch.int64)
         dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=self._group)
         return int(tensor.item())
+
+    def maxima(self, values: list[float]) -> list[float]:
+        """Element-wise max over ranks."""
+        if self.world == 1:
+            return list(values)
+        tensor = torch.tensor(values, dtype=torch.float64)
+        dist.all_reduce(tensor, op=dist.ReduceOp.MAX, group=self._group)
+        return tensor.tolist()

@@ -23,6 +23,7 @@ from typing import Any
 import torch
 
 from seamlessflow.core.batching import TrajectorySample
+from seamlessflow.core.behaviour import behaviour_of
 from seamlessflow.core.micro_batches import plan_micro_batches, plan_tree_micro_batches
 from seamlessflow.core.token_tree import PackedTree, build_tree, gather_sequences, tree_pays
 from seamlessflow.trainer.samples import MicroBatch, collate
@@ -38,23 +39,46 @@ class TreeBatch:
     position_ids: torch.Tensor  # [1, N]
     layout: TreeLayout
     flat: MicroBatch
+    temperatures: torch.Tensor | None = None  # [1, N]: each node's sampling temperature; None: 1.0 everywhere
 
     def logprobs_of(self, model: torch.nn.Module) -> torch.Tensor:
         """Per-sequence logprobs [S, T] (what the flat batch's `logprobs_of` gives) from one forward of the
         tree; ``model`` is a `TokenLogprobModel` or a DeepSpeed engine around one."""
-        nodes = model(input_ids=self.tokens, position_ids=self.position_ids, tree=self.layout)
+        nodes = model(input_ids=self.tokens, position_ids=self.position_ids, tree=self.layout,
+                      temperatures=self.temperatures)
         return gather_sequences(nodes, self.tree)
 
     def to(self, device: torch.device | str) -> TreeBatch:
+        temperatures = None if self.temperatures is None else self.temperatures.to(device)
         return TreeBatch(self.tree, self.tokens.to(device), self.position_ids.to(device), self.layout.to(device),
-                         self.flat.to(device))
+                         self.flat.to(device), temperatures)
 
 
 def tree_batch(samples: list[TrajectorySample], pad_id: int = 0, tree: PackedTree | None = None) -> TreeBatch:
     """The samples as one tree batch; ``tree`` their trie where it is built already."""
     tree = tree if tree is not None else build_tree([s.tokens for s in samples])
+    temperatures = node_temperatures(samples, tree)
     return TreeBatch(tree, torch.tensor([tree.tokens]), torch.tensor([tree.position_ids]), tree_layout(tree),
-                     collate(samples, pad_id))
+                     collate(samples, pad_id), None if temperatures is None else torch.tensor([temperatures]))
+
+
+class MixedTemperatures(ValueError):
+    """Two sequences through one trie node sampled its token at different temperatures: no one node value holds."""
+
+
+def node_temperatures(samples: list[TrajectorySample], tree: PackedTree) -> list[float] | None:
+    """Each trie node's sampling temperature (as the flat batch applies it, `core.behaviour`); None when every
+    token's is 1.0. MixedTemperatures where sequences sharing a node disagree (that batch trains flat)."""
+    if not any(s.temperatures for s in samples):
+        return None
+    out: list[float | None] = [None] * tree.size
+    for sample, path in zip(samples, tree.paths, strict=True):
+        for node, temperature in zip(path, behaviour_of(sample).temperatures or (1.0,) * len(path), strict=True):
+            if out[node] is None:
+                out[node] = temperature
+            elif out[node] != temperature:
+                raise MixedTemperatures(f"trie node {node}: temperatures {out[node]} and {temperature}")
+    return [1.0 if t is None else t for t in out]
 
 
 @dataclass(frozen=True)
@@ -102,6 +126,10 @@ class TreeChoice:
         if not self.enabled or len(samples) < 2:
             return False
         tree = self.trie(samples)
+        try:
+            node_temperatures(samples, tree)
+        except MixedTemperatures:
+            return False
         return tree.size < tree.flat_size and (self.mode is not None
                                                or tree_pays(tree, *self.shape, self.causal_chains))
 

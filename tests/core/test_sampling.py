@@ -53,7 +53,8 @@ def test_greedy_calls_are_kept_for_masking_or_refused():
 
 def test_raw_logprob_engines_sample_at_temperature_one_the_only_one_their_logprobs_describe():
     sampled = SamplingRule(engine_logprobs=LogprobSpace.RAW).apply({"temperature": 0.5})
-    assert sampled.temperature == 1.0 and sampled.logprob_space is LogprobSpace.RAW and "temperature" in sampled.overridden
+    assert sampled.temperature == 1.0 and sampled.logprob_space is LogprobSpace.RAW
+    assert "temperature" in sampled.overridden
 
 
 @pytest.mark.parametrize("body", [{"temperature": "hot"}, {"temperature": -1}, {"top_p": "all"}])

@@ -37,7 +37,8 @@ async def test_the_agents_temperature_is_served_and_recorded_and_its_truncation_
     assert event.temperature == pytest.approx(0.6) and event.logprob_space == "processed"
     assert (event.top_p, event.top_k, event.min_p, event.invalid_logprobs) == (1.0, 0, 0.0, 0)
     metrics = proxy.server.metrics.sampling_overridden
-    assert metrics.labels("alpha", "top_p")._value.get() == 1 and metrics.labels("alpha", "logit_bias")._value.get() == 1
+    assert metrics.labels("alpha", "top_p")._value.get() == 1
+    assert metrics.labels("alpha", "logit_bias")._value.get() == 1
 
 
 async def test_a_call_that_sets_no_temperature_is_sampled_and_recorded_at_one(proxy, stub, settings, codec):
