@@ -26,7 +26,7 @@ INT32_MAX = 2**31 - 1
 ERRORS = {
     "400": "the body, a field or the session id is invalid",
     "401": "missing or unknown API key",
-    "403": "the session id belongs to another team",
+    "403": "the session id belongs to another team, or the call names another team's LoRA adapter as its model",
     "404": "no such route",
     "405": "method not allowed on this route",
     "409": "the session still has calls in flight (episode end)",
