@@ -1,6 +1,12 @@
-"""The audit's rules for a stack that trains teams' adapters (`trainer.target: adapters`): every call served by
-its team's adapter, every trajectory trained into its own team's adapter only, every trainer publishing
-versions of its one adapter and nothing of the base.
+"""The audit's rules for teams' adapters: every call served by its team's adapter (any stack: one that trains the
+base may serve teams' adapters too); in a stack that trains teams' adapters (`trainer.target: adapters`) every
+trajectory trained into its own team's adapter only, and only when that adapter sampled it, every trainer
+publishing versions of its one adapter and nothing of the base; in a stack that trains the base, no trajectory an
+adapter sampled trained into the base.
+
+What the audit cannot see: the `model` a call asked for (a record names the adapter the proxy chose, not what
+the client named); the proxy refuses another team's adapter before recording (`proxy/team_models.py`), so a
+call recorded under its team's adapter is what was served.
 
 Pure, as the audit: what the collector read (`collect.adapter_logs`) in, violations out.
 """
@@ -36,16 +42,17 @@ class TeamAdapters:
     trainers: Mapping[str, str]
 
 
-def check_adapters(adapters: TeamAdapters, calls: Iterable[TokenIO], stored: Mapping[str, Trajectory],
-                   weights: Iterable[Record], report: Findings) -> None:
-    _check_served(adapters, calls, report)
+def check_adapters(adapters: TeamAdapters, stored: Mapping[str, Trajectory], weights: Iterable[Record],
+                   report: Findings) -> None:
     _check_trained(adapters, stored, report)
     _check_published(adapters, weights, report)
 
 
-def _check_served(adapters: TeamAdapters, calls: Iterable[TokenIO], report: Findings) -> None:
+def check_served(names: Mapping[str, str], calls: Iterable[TokenIO], report: Findings) -> None:
+    """`names`: each team's adapter (a team absent: the base). A call recorded under another adapter than its
+    team's (or under one where its team has none) was served what its team's config does not give it."""
     for call in calls:
-        wanted = adapters.names.get(call.team)
+        wanted = names.get(call.team)
         if call.adapter != wanted:
             report.fail("served by the wrong adapter", f"{call.event_id} of team {call.team} names adapter "
                                                        f"{call.adapter!r}, its team's is {wanted!r}")
@@ -60,7 +67,23 @@ def _check_trained(adapters: TeamAdapters, stored: Mapping[str, Trajectory], rep
             if trajectory is not None and trajectory.team != team:
                 report.fail("trained into the wrong adapter", f"{tid} of team {trajectory.team} was trained into "
                                                               f"team {team}'s adapter")
+            elif trajectory is not None and trajectory.adapter != adapters.names[team]:
+                report.fail("trained another policy's samples", f"{tid}, sampled by {_policy(trajectory.adapter)}, "
+                                                                f"was trained into adapter {adapters.names[team]}")
             report.counts[f"trajectories trained into adapter {adapters.names[team]}"] += 1
+
+
+def check_base_trained(steps: Sequence[dict], stored: Mapping[str, Trajectory], report: Findings) -> None:
+    """The base's trainer: no step of it holds a trajectory an adapter sampled."""
+    for tid in (tid for step in steps for tid in step.get("trajectory_ids", [])):
+        trajectory = stored.get(tid)
+        if trajectory is not None and trajectory.adapter is not None:
+            report.fail("trained another policy's samples", f"{tid}, sampled by adapter {trajectory.adapter!r}, "
+                                                            "was trained into the base")
+
+
+def _policy(adapter: str | None) -> str:
+    return "the base" if adapter is None else f"adapter {adapter!r}"
 
 
 def _check_published(adapters: TeamAdapters, weights: Iterable[Record], report: Findings) -> None:

@@ -6,6 +6,9 @@ longest-prefix matching (`oracle.py`). Re-deliveries that Kafka's at-least-once 
 published again with the same id and contents) are counted, not failed; anything lost, invented, changed,
 or trained twice is a violation. A role's process frozen and replaced (a zombie, `Zombie`) must have written
 nothing after its replacement began, let the trainer's committed offsets go back, or outlived its waking.
+Provenance is judged too: each trajectory names the adapter of the calls that generated it and carries their
+temperatures, a leaf two adapters generated is dead-lettered and never published, every call names its team's
+adapter (`served`), and no trainer trained another policy's samples (`adapters.py`).
 Pure: records in, a report out.
 """
 
@@ -13,12 +16,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import struct
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
+from typing import Any
 
-from seamlessflow.chaos.adapters import TeamAdapters, check_adapters
+from seamlessflow.chaos.adapters import TeamAdapters, check_adapters, check_base_trained, check_served
 from seamlessflow.chaos.oracle import Leaf, OracleCall, derive
 from seamlessflow.chaos.stored import AckedResponse
 from seamlessflow.kafka.fencing import FENCED_EXIT_CODE, WRITER_HEADER
@@ -27,6 +32,8 @@ from seamlessflow.messages import DeadLetter, EpisodeEnd, TokenIO, Trajectory, W
 from seamlessflow.rewards.request import SCORE_KEY, UNSCORABLE, pending_request
 
 SCORING_DETAILS = ("worker", "attempts", "elapsed_s")  # which worker scored, how often, how long: may differ
+PROCESSED = "processed"  # `TokenIO.logprob_space` of logprobs at the call's temperature (raw ones are at 1.0)
+MIXED_ADAPTERS = "calls of different adapters"  # what the assembler's dead letter of such a leaf says
 
 
 @dataclass(frozen=True)
@@ -98,17 +105,20 @@ class _Session:
     calls: list[OracleCall] = field(default_factory=list)
     late_calls: int = 0
     end: EpisodeEnd | None = None
+    end_at: tuple[str, int, int] = ("", -1, -1)  # where `end` was read: the assembler's letters about it point there
     end_ids: set[str] = field(default_factory=set)
     sequences: dict[str, list[int]] = field(default_factory=dict)  # event id -> prompt + completion (for deltas)
 
 
 def audit(session_events: Sequence[Record], trajectories: Sequence[Record], dead_letters: Sequence[Record] = (),
           weights: Sequence[Record] = (), steps: Sequence[dict] | None = None, ledger: Ledger | None = None,
-          rules: Rules = Rules(), role_records: Sequence[Record] = (), adapters: TeamAdapters | None = None
-          ) -> AuditReport:
+          rules: Rules = Rules(), role_records: Sequence[Record] = (), adapters: TeamAdapters | None = None,
+          served: Mapping[str, str] | None = None) -> AuditReport:
     """`role_records`: what the single-writer roles write besides `weights` (commands, tasks, status), with
     their headers, for the zombie rule. `adapters`: a stack that trains teams' adapters (`TeamAdapters`); its
-    trainers' step logs stand for `steps`."""
+    trainers' step logs stand for `steps`, its teams' adapters for `served`. `served`: each team's adapter
+    (`proxy.teams.<team>.lora.name`; a team absent is served the base) in a stack that trains the base; None: not
+    known, the calls' adapters are not judged."""
     report = AuditReport()
     letters = _dead_letters(dead_letters, report)
     sessions, token_ids = _sessions(session_events, letters, report)
@@ -116,11 +126,15 @@ def audit(session_events: Sequence[Record], trajectories: Sequence[Record], dead
         _check_ledger(ledger, token_ids, sessions, report)
     stored = _stored_trajectories(trajectories, report)
     _check_trajectories(sessions, stored, letters, rules, report)
+    served = adapters.names if adapters is not None else served
+    if served is not None:
+        check_served(served, token_ids.values(), report)
     if adapters is not None:
         _check_steps(list(adapters.steps.values()), stored, report)
-        check_adapters(adapters, token_ids.values(), stored, weights, report)
+        check_adapters(adapters, stored, weights, report)
     elif steps is not None:
         _check_steps([steps], stored, report)
+        check_base_trained(steps, stored, report)
     _check_versions(weights, report)
     for zombie in ledger.zombies if ledger is not None else ():
         check_zombie(zombie, [*weights, *dead_letters, *role_records], report)
@@ -156,16 +170,17 @@ def check_zombie(zombie: Zombie, records: Iterable[Record], report: AuditReport)
         report.counts[f"zombies exited with {zombie.exit_code} (not fenced)"] += 1
 
 
-def _dead_letters(records: Iterable[Record], report: AuditReport) -> dict[tuple[str, int, int], DeadLetter]:
-    """Letters by (source topic, partition, offset); counted by service and the head of the reason."""
-    out = {}
+def _dead_letters(records: Iterable[Record], report: AuditReport) -> dict[tuple[str, int, int], list[DeadLetter]]:
+    """Letters by (source topic, partition, offset) (an episode end may give several: one per leaf refused);
+    counted by service and the head of the reason."""
+    out: dict[tuple[str, int, int], list[DeadLetter]] = {}
     for record in records:
         letter = record.message
         if not isinstance(letter, DeadLetter):
             report.fail("dead-letter topic", f"record @{record.offset} is not a DeadLetter: {record.error}")
             continue
         report.dead_letters[(letter.service, letter.reason.split(":")[0][:60])] += 1
-        out[(letter.source_topic, letter.partition, letter.offset)] = letter
+        out.setdefault((letter.source_topic, letter.partition, letter.offset), []).append(letter)
     return out
 
 
@@ -189,7 +204,8 @@ def _sessions(
                 session.late_calls += 1
                 continue
             session.calls.append(OracleCall(message.event_id, message.prompt_ids, message.completion_ids,
-                                            message.logprobs, message.versions, message.call_id, message.attempt))
+                                            message.logprobs, message.versions, message.call_id, message.attempt,
+                                            message.adapter, _temperature(message)))
         elif isinstance(message, EpisodeEnd):
             session = sessions.setdefault(message.session_id, _Session())
             if message.event_id in session.end_ids:
@@ -197,7 +213,7 @@ def _sessions(
             elif session.end is not None:
                 report.counts["second episode ends (ignored)"] += 1
             else:
-                session.end = message
+                session.end, session.end_at = message, (record.topic, record.partition, record.offset)
             session.end_ids.add(message.event_id)
         elif (record.topic, record.partition, record.offset) in letters:
             report.counts["poison records dead-lettered"] += 1
@@ -209,6 +225,16 @@ def _sessions(
     report.counts["sessions still open"] = sum(1 for s in sessions.values() if s.end is None)
     report.counts["calls after their session's end"] = sum(s.late_calls for s in sessions.values())
     return sessions, first
+
+
+def _temperature(message: TokenIO) -> float:
+    """The temperature the record's logprobs are at: its sampling temperature where they are processed, 1.0 where
+    raw (every record before the field), as a trajectory's float32 carries it."""
+    return _float32(message.temperature) if message.logprob_space == PROCESSED else 1.0
+
+
+def _float32(x: float) -> float:
+    return struct.unpack("<f", struct.pack("<f", x))[0]
 
 
 def _whole_prompt(message: TokenIO, session: _Session, report: AuditReport) -> TokenIO:
@@ -285,6 +311,9 @@ def _check_trajectories(sessions: dict[str, _Session], stored: dict[str, Traject
         status = "truncated" if derived.truncated else end.status
         for branch, leaf in leaves:
             tid = f"{session_id}/{branch}"
+            if len(leaf.sampled_by()) > 1:
+                _check_mixed(tid, leaf, stored.get(tid), letters.get(session.end_at, []), report)
+                continue
             expected.add(tid)
             got = stored.get(tid)
             if got is None:
@@ -299,8 +328,25 @@ def _check_trajectories(sessions: dict[str, _Session], stored: dict[str, Traject
         report.fail("unexpected trajectory", f"{tid}: no ended session's events give this trajectory")
 
 
+def _check_mixed(tid: str, leaf: Leaf, got: Trajectory | None, letters: Sequence[DeadLetter],
+                 report: AuditReport) -> None:
+    """A leaf whose tokens calls of two adapters (or an adapter and the base) generated is no one policy's sample:
+    the assembler must dead-letter its session's end for it (naming the branch), never publish it under one."""
+    names = sorted(map(str, leaf.sampled_by()))
+    if got is not None:
+        report.fail("trajectory of mixed adapters published", f"{tid}: generated by {names}, published as "
+                                                              f"{got.adapter!r}")
+        return
+    branch = tid.rsplit("/", 1)[1]
+    if any(f"branch {branch}: {MIXED_ADAPTERS}" in letter.reason for letter in letters):
+        report.counts["leaves of mixed adapters dead-lettered"] += 1
+    else:
+        report.fail("trajectory missing", f"{tid}: generated by {names}, neither published nor dead-lettered")
+
+
 def _differences(leaf: Leaf, end: EpisodeEnd, status: str, calls: int, got: Trajectory) -> list[str]:
     n = leaf.exact_from  # labels before it are one of several valid ones (twin histories; see oracle.py)
+    [adapter] = leaf.sampled_by()
     want = {
         "tokens": leaf.tokens,
         "loss_mask": leaf.mask[n:],
@@ -313,6 +359,9 @@ def _differences(leaf: Leaf, end: EpisodeEnd, status: str, calls: int, got: Traj
         "team": end.team,
         "run": end.run,
         "num_calls": calls,
+        "adapter": adapter,
+        "temperatures": leaf.temperatures[n:],
+        "masked_tokens": sum(1 for m, lp in zip(got.loss_mask, got.logprobs, strict=False) if m and math.isnan(lp)),
     }
     problems = []
     if pending_request(end.info_json) is not None:  # the session asked a reward worker for its reward
@@ -321,9 +370,16 @@ def _differences(leaf: Leaf, end: EpisodeEnd, status: str, calls: int, got: Traj
             del want["status"]
         if not _was_scored(got):
             problems.append("published with its reward request unanswered")
-    labels = ("loss_mask", "logprobs", "versions")
+    labels = ("loss_mask", "logprobs", "versions", "temperatures")
     return problems + [f"{name} differs" for name, value in want.items()
-                       if _bits(value) != _bits(getattr(got, name)[n:] if name in labels else getattr(got, name))]
+                       if _bits(value) != _bits(_got(got, name)[n:] if name in labels else _got(got, name))]
+
+
+def _got(t: Trajectory, name: str) -> Any:
+    """A trajectory's field; `temperatures` as one per token (empty on the record: 1.0 everywhere)."""
+    if name == "temperatures" and not t.temperatures:
+        return [1.0] * len(t.tokens)
+    return getattr(t, name)
 
 
 def _was_scored(t: Trajectory) -> bool:
@@ -385,9 +441,10 @@ def _check_versions(weights: Iterable[Record], report: AuditReport) -> None:
 
 
 def _bits(value: object) -> object:
-    """Floats by their bits (NaN == NaN, -0.0 != 0.0); dataclasses field by field."""
+    """Floats by their bits (any NaN == any NaN: a logprob the engine did not give; -0.0 != 0.0); dataclasses
+    field by field."""
     if isinstance(value, float):
-        return struct.pack("<d", value)
+        return b"nan" if math.isnan(value) else struct.pack("<d", value)
     if isinstance(value, list | tuple):
         return [_bits(v) for v in value]
     if hasattr(value, "__dataclass_fields__"):

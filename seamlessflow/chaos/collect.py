@@ -93,8 +93,9 @@ def audit_topics(settings: Settings, ledger: Ledger | None = None, timeout_s: fl
     trajectories = before_the_cut(read(topics.trajectories), events, cut_ms)
     roles = [r for topic in (topics.control, topics.tasks, topics.status) for r in read(topic)] if (
         ledger is not None and ledger.zombies) else []  # only the zombie rule reads them
+    served = {team: adapter.name for team, adapter in team_adapters(settings).items()}  # any stack may serve them
     return audit(events, trajectories, read(topics.dead_letter), read(topics.weights), steps, ledger,
-                 rules_for(settings), roles, adapters)
+                 rules_for(settings), roles, adapters, served)
 
 
 def before_the_cut(trajectories: Sequence[Record], events: Sequence[Record], cut_ms: int) -> list[Record]:

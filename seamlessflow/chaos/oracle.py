@@ -12,8 +12,10 @@ with different labels (a retry or n>1 sampling the same text) and a later call f
 copy's labels the fork inherits is a tie the assembler's tree breaks by its internal node order; such a
 leaf's `exact_from` says where its labels become certain; the audit checks all its tokens and the labels
 from there on. A client's retry: a leaf whose last call answered an attempt of a request that a later
-answered attempt superseded is not trained (`Derived.abandoned`, the README's retry rule). Pure: plain
-values in, plain values out (quadratic, fine for an audit).
+answered attempt superseded is not trained (`Derived.abandoned`, the README's retry rule). Each position also
+keeps the adapter and the temperature of the call that generated it (None and 1.0 where fed), so the audit can
+say which policy sampled a leaf, at which temperature. Pure: plain values in, plain values out (quadratic, fine
+for an audit).
 """
 
 from __future__ import annotations
@@ -34,6 +36,8 @@ class OracleCall:
     versions: Sequence[int]
     request_id: str = ""  # the request it answered (a client's retries share it)
     attempt: int = 0  # which of the client's attempts at that request
+    adapter: str | None = None  # the LoRA adapter that served it (None: the base)
+    temperature: float = 1.0  # the temperature its logprobs are at
 
 
 @dataclass
@@ -44,12 +48,20 @@ class Leaf:
     versions: list[int] = field(default_factory=list)
     exact_from: int = 0  # labels before this position are one of several equally valid ones (see derive)
     last_call: str = ""  # the id of the call that wrote its end
+    adapters: list[str | None] = field(default_factory=list)  # per token: its generating call's adapter; None fed
+    temperatures: list[float] = field(default_factory=list)  # per token: its generating call's; 1.0 fed
+    last_adapter: str | None = None  # the adapter of the call that wrote its end
 
     def cut(self, n: int) -> Leaf:
-        return Leaf(self.tokens[:n], self.mask[:n], self.logprobs[:n], self.versions[:n], min(self.exact_from, n))
+        return Leaf(self.tokens[:n], self.mask[:n], self.logprobs[:n], self.versions[:n], min(self.exact_from, n),
+                    adapters=self.adapters[:n], temperatures=self.temperatures[:n])
 
-    def labels(self, n: int) -> tuple[list[int], list[float], list[int]]:
-        return self.mask[:n], self.logprobs[:n], self.versions[:n]
+    def labels(self, n: int) -> tuple[list[int], list[float], list[int], list[str | None], list[float]]:
+        return self.mask[:n], self.logprobs[:n], self.versions[:n], self.adapters[:n], self.temperatures[:n]
+
+    def sampled_by(self) -> set[str | None]:
+        """The adapters of the calls that generated its tokens (None: the base); the last call's when none did."""
+        return {a for a, m in zip(self.adapters, self.mask, strict=True) if m} or {self.last_adapter}
 
     def write(self, call: OracleCall) -> None:
         """Appends the call's prompt beyond what is stored (fed) and its completion (generated)."""
@@ -58,7 +70,9 @@ class Leaf:
         self.mask += [0] * len(gap) + [1] * len(call.completion)
         self.logprobs += [FED_LOGPROB] * len(gap) + list(call.logprobs)
         self.versions += [FED_VERSION] * len(gap) + list(call.versions)
-        self.last_call = call.call_id
+        self.adapters += [None] * len(gap) + [call.adapter] * len(call.completion)
+        self.temperatures += [1.0] * len(gap) + [call.temperature] * len(call.completion)
+        self.last_call, self.last_adapter = call.call_id, call.adapter
 
 
 @dataclass

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from seamlessflow.assembler.options import AssemblerOptions
 from seamlessflow.chaos.oracle import OracleCall, derive
-from seamlessflow.core.assembler import Attempt, SessionAssembler, SessionStatus
+from seamlessflow.core.assembler import Attempt, Provenance, SessionAssembler, SessionStatus
 from seamlessflow.testing.sessions import sessions
 
 
@@ -77,3 +77,23 @@ def test_oracle_drops_the_same_abandoned_attempts_as_the_core(sent, data):
     kept = [(branch, leaf.tokens) for branch, leaf in enumerate(derived.leaves) if branch not in derived.abandoned]
     assert kept == [(s.branch_id, s.tokens) for s in core.finish()]
     assert len(derived.abandoned) == core.abandoned_attempts
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(sessions(), st.data())
+def test_oracle_gives_the_cores_temperatures_and_adapters(sent, data):
+    """Each call served by a random adapter (or the base) at a random temperature: both give each leaf the same
+    per-token temperatures and the same adapters that generated it."""
+    adapters, temperatures = st.sampled_from([None, "r", "b"]), st.sampled_from([1.0, 0.5])
+    served = {c.call_id: Provenance(data.draw(adapters), data.draw(temperatures)) for c in sent}
+    core = SessionAssembler(AssemblerOptions().assembler_config())
+    for call in sent:
+        core.add(call, provenance=served[call.call_id])
+    derived = derive([OracleCall(c.call_id, c.prompt_ids, c.completion_ids, c.logprobs, c.versions,
+                                 adapter=served[c.call_id].adapter, temperature=served[c.call_id].temperature)
+                      for c in sent])
+    for leaf, s in zip(derived.leaves, core.finish(), strict=True):
+        n = leaf.exact_from
+        assert leaf.temperatures[n:] == (s.temperatures or [1.0] * len(s.tokens))[n:]
+        if n == 0:  # twin histories may differ in who generated the tokens before `exact_from`
+            assert leaf.sampled_by() == set(s.adapters)
