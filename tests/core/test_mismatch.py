@@ -5,8 +5,8 @@ import math
 import pytest
 import torch
 
-from seamlessflow.core.behaviour import behaviour_of
 from seamlessflow.core.batching import TrajectorySample
+from seamlessflow.core.behaviour import behaviour_of
 from seamlessflow.core.mismatch import drift, split_by_version, suspected_cause
 
 
