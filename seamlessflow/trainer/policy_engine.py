@@ -77,6 +77,7 @@ class StepMetrics:
     clip_fraction: float
     kl_mean: float
     step_time_s: float
+    dual_clip_fraction: float = 0.0  # trained tokens whose negative-advantage loss the dual clip bounded
     positions: int = 0  # token positions computed, all ranks; below flat_positions when trees shared prefixes
     flat_positions: int = 0  # what the step's sequences take flat
     positions_largest_rank: int = 0  # the busiest rank's positions (the step waits for it): the split's balance
@@ -100,6 +101,7 @@ class MicroStep:
     kl_mean: float
     positions: int  # token positions computed (the tree's when it ran as one)
     flat_positions: int  # what the same sequences take flat
+    dual_clip_fraction: float = 0.0
     mismatch: Drift = Drift()
     stale: Drift = Drift()
 
@@ -107,7 +109,7 @@ class MicroStep:
         """The figures that add up over micro-batches and ranks: loss and tokens as they are, the per-token
         means weighted by tokens (divided by the step's tokens once summed), the positions, the drift sums
         (their maxima are taken apart, `maxima`)."""
-        weighted = (self.logprob_abs_diff, self.clip_fraction, self.kl_mean)
+        weighted = (self.logprob_abs_diff, self.clip_fraction, self.kl_mean, self.dual_clip_fraction)
         return [self.loss, self.tokens, *(mean * self.tokens for mean in weighted), self.positions,
                 self.flat_positions, *self.mismatch.sums(), *self.stale.sums()]
 
@@ -339,7 +341,7 @@ class PolicyEngine:
         self.engine.train()
         plan = self.plan(samples) if samples else []
         count = self.ranks.max(len(plan))
-        totals = [0.0] * 15  # `MicroStep.sums`: loss, tokens, diff, clip and kl by tokens, positions, two drifts
+        totals = [0.0] * 16  # `MicroStep.sums`: loss, tokens, diff, clip, kl, dual clip by tokens, positions, drifts
         maxima = [0.0, 0.0]  # `MicroStep.maxima`
         for n in range(count):
             self.engine.set_gradient_accumulation_boundary(n == count - 1)
@@ -355,7 +357,7 @@ class PolicyEngine:
         self.engine.step()
         self.trees.forget()  # the step's tries, each built once (`TreeChoice.trie`)
         largest_rank = self.ranks.max(int(totals[6]))
-        loss, tokens, diff, clip, kl, positions, flat_positions, *drifts = self.ranks.sum(totals)
+        loss, tokens, diff, clip, kl, dual, positions, flat_positions, *drifts = self.ranks.sum(totals)
         own_max, stale_max = self.ranks.maxima(maxima)
         return StepMetrics(
             loss=loss / self.ranks.world, reward_mean=share.reward_mean, reward_std=share.reward_std,
@@ -363,6 +365,7 @@ class PolicyEngine:
             logprob_abs_diff=diff / max(tokens, 1), clip_fraction=clip / max(tokens, 1), kl_mean=kl / max(tokens, 1),
             step_time_s=time.perf_counter() - start, positions=int(positions), flat_positions=int(flat_positions),
             positions_largest_rank=largest_rank, masked_tokens=share.masked_tokens,
+            dual_clip_fraction=dual / max(tokens, 1),
             mismatch=Drift(*drifts[:4], own_max), stale=Drift(*drifts[4:], stale_max),
         )
 
@@ -398,7 +401,7 @@ class PolicyEngine:
         own, stale = split_by_version(logprobs, flat.logprobs, flat.loss_mask, flat.versions, version)
         positions = tree.tree.size if tree is not None else flat_positions
         return MicroStep(float(out.loss.detach()), out.tokens, diff, out.clip_fraction, out.kl_mean, positions,
-                         flat_positions, own, stale)
+                         flat_positions, out.dual_clip_fraction, own, stale)
 
     def save_checkpoint(self, directory: Path, tag: str, client_state: dict[str, Any]) -> None:
         """This rank's part of `tag`, without touching `latest`: the leader names a checkpoint there only after
