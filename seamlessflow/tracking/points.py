@@ -45,8 +45,8 @@ log = logging.getLogger(__name__)
 # tokens of the version it holds (`mismatch_*`, ~0 when healthy) and of older versions (`stale_*`, staleness)
 MISMATCH_FIGURES = tuple(f"{kind}_{figure}" for kind in ("mismatch", "stale")
                          for figure in ("abs_mean", "abs_max", "kl", "share", "tokens")) + ("masked_tokens",)
-TRAIN_FIGURES = ("reward_mean", "reward_std", "loss", "kl_mean", "clip_fraction", "dual_clip_fraction", "logprob_abs_diff",
-                 "step_time_s", "tokens_trained", "sequences", "groups", *MISMATCH_FIGURES)
+TRAIN_FIGURES = ("reward_mean", "reward_std", "loss", "kl_mean", "clip_fraction", "dual_clip_fraction",
+                 "logprob_abs_diff", "step_time_s", "tokens_trained", "sequences", "groups", *MISMATCH_FIGURES)
 EVAL_FIELDS = ("accuracy", "mean_reward", "mean_length")
 
 
