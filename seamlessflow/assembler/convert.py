@@ -9,6 +9,7 @@ from dataclasses import replace
 from seamlessflow.core.assembler import AssembledSequence, Attempt, Provenance, Turns
 from seamlessflow.core.episodes import TrajectoryStatus
 from seamlessflow.core.prefix_tree import Call, PromptBase
+from seamlessflow.core.sampling import LogprobSpace
 from seamlessflow.messages import EpisodeEnd, TokenIO, Trajectory
 
 
@@ -19,14 +20,11 @@ def call_from_token_io(record: TokenIO) -> Call:
     return Call(record.event_id, record.prompt_ids, record.completion_ids, record.logprobs, record.versions, base)
 
 
-PROCESSED = "processed"  # `TokenIO.logprob_space` of logprobs taken after temperature (and truncation)
-
-
 def provenance_of(record: TokenIO) -> Provenance:
     """The adapter that served the record and the temperature its logprobs are at: its sampling temperature where
     they are "processed"; 1.0 for "raw" ones (every record before the field), which are at temperature 1 whatever
     the call sampled at, so the trainer must not divide its own logits for them."""
-    temperature = float(record.temperature) if record.logprob_space == PROCESSED else 1.0
+    temperature = float(record.temperature) if record.logprob_space == LogprobSpace.PROCESSED else 1.0
     return Provenance(record.adapter, temperature)
 
 

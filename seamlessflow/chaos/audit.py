@@ -26,13 +26,13 @@ from typing import Any
 from seamlessflow.chaos.adapters import TeamAdapters, check_adapters, check_base_trained, check_served
 from seamlessflow.chaos.oracle import Leaf, OracleCall, derive
 from seamlessflow.chaos.stored import AckedResponse
+from seamlessflow.core.sampling import LogprobSpace
 from seamlessflow.kafka.fencing import FENCED_EXIT_CODE, WRITER_HEADER
 from seamlessflow.kafka.io import Record
 from seamlessflow.messages import DeadLetter, EpisodeEnd, TokenIO, Trajectory, WeightVersion
 from seamlessflow.rewards.request import SCORE_KEY, UNSCORABLE, pending_request
 
 SCORING_DETAILS = ("worker", "attempts", "elapsed_s")  # which worker scored, how often, how long: may differ
-PROCESSED = "processed"  # `TokenIO.logprob_space` of logprobs at the call's temperature (raw ones are at 1.0)
 MIXED_ADAPTERS = "calls of different adapters"  # what the assembler's dead letter of such a leaf says
 
 
@@ -230,7 +230,7 @@ def _sessions(
 def _temperature(message: TokenIO) -> float:
     """The temperature the record's logprobs are at: its sampling temperature where they are processed, 1.0 where
     raw (every record before the field), as a trajectory's float32 carries it."""
-    return _float32(message.temperature) if message.logprob_space == PROCESSED else 1.0
+    return _float32(message.temperature) if message.logprob_space == LogprobSpace.PROCESSED else 1.0
 
 
 def _float32(x: float) -> float:
