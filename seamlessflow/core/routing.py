@@ -108,6 +108,12 @@ def route(session_id: str, profile: Profile | None, candidates: Sequence[E], tab
     return max(pool, key=lambda e: rendezvous_score(e.id, session_id))
 
 
+# ProfileLearner's defaults (the proxy's `routing` options default to these too): see its docstring
+LEARNER_RATIO = 4.0
+LEARNER_MIN_TOKENS = 256
+LEARNER_HYSTERESIS = 2.0
+
+
 @dataclass(slots=True)  # one per session in the proxy's table
 class ProfileLearner:
     """Learns a session's profile from its calls: prompt tokens fed vs tokens generated.
@@ -125,9 +131,9 @@ class ProfileLearner:
     does not bounce between engines (each move costs its prefix cache).
     """
 
-    ratio: float = 4.0
-    min_tokens: int = 256
-    hysteresis: float = 2.0
+    ratio: float = LEARNER_RATIO
+    min_tokens: int = LEARNER_MIN_TOKENS
+    hysteresis: float = LEARNER_HYSTERESIS
     fed: int = 0
     generated: int = 0
     last_context: int = 0

@@ -7,7 +7,14 @@ from typing import Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from seamlessflow.config import SectionOptions
-from seamlessflow.core.routing import FitTable, ProfileLearner
+from seamlessflow.core.routing import (
+    DEFAULT_FIT,
+    LEARNER_HYSTERESIS,
+    LEARNER_MIN_TOKENS,
+    LEARNER_RATIO,
+    FitTable,
+    ProfileLearner,
+)
 from seamlessflow.model.lora import TeamAdapter
 
 
@@ -38,15 +45,15 @@ class RoutingOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
-    fit: dict[str, list[str]] = Field(default_factory=lambda: {"prefill": ["compute"], "decode": ["bandwidth"]})
+    fit: dict[str, list[str]] = Field(default_factory=lambda: {p.value: sorted(t) for p, t in DEFAULT_FIT.items()})
     """Session profile (prefill | decode) -> the hardware tags of the engines that suit it."""
     learn: bool = True
     """Learn undeclared profiles online (prompt tokens fed vs tokens generated)."""
-    ratio: float = 4.0
+    ratio: float = LEARNER_RATIO
     """Prefill-heavy when fed >= ratio x generated."""
-    min_tokens: int = 256
+    min_tokens: int = LEARNER_MIN_TOKENS
     """Tokens seen before a profile is decided."""
-    hysteresis: float = 2.0
+    hysteresis: float = LEARNER_HYSTERESIS
     """A decided profile flips only past ratio x hysteresis (or below ratio / hysteresis)."""
 
     @field_validator("fit")
