@@ -30,8 +30,9 @@ import yaml
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
+from seamlessflow.chaos.config import ChaosConfig  # noqa: E402
 from seamlessflow.chaos.report import render, summary  # noqa: E402
-from seamlessflow.chaos.run import ChaosConfig, run_chaos  # noqa: E402
+from seamlessflow.chaos.run import run_chaos  # noqa: E402
 from seamlessflow.chaos.stack import stub_engine_stack  # noqa: E402
 from seamlessflow.config import Settings  # noqa: E402
 from seamlessflow.ports import free_port, free_port_block  # noqa: E402

@@ -27,24 +27,7 @@ from pathlib import Path
 
 import aiohttp
 
-
-@dataclass
-class DriverConfig:
-    """Where the driver's agents call and how many run (from the chaos run's parameters; not a settings section)."""
-
-    proxy_url: str  # http://host:port (no /v1)
-    api_key: str
-    ledger: Path
-    concurrency: int = 8
-    group_size: int = 2  # sessions per group_id (a GRPO group)
-    max_turns: int = 4
-    max_tokens: int = 4
-    vocab: int = 100  # prompt token ids are drawn from [1, vocab)
-    retry_for_s: float = 90.0  # a call (or end) is retried this long before the session gives up
-    seed: int = 0
-    team: str = "default"  # the team `api_key` belongs to (written with each stored response)
-    stored_every: int = 20  # every k-th session also makes a chain of stored Responses (0: none)
-    stored_chain: int = 2  # responses in such a chain
+from seamlessflow.chaos.config import ChaosConfig
 
 
 @dataclass
@@ -59,15 +42,20 @@ class DriverStats:
 
 
 class Driver:
-    """Runs sessions on a background thread until `stop()`; then finishes the sessions in flight."""
+    """Runs sessions on a background thread until `stop()`; then finishes the sessions in flight.
 
-    def __init__(self, options: DriverConfig):
-        self.options = options
+    `proxy_url`: http://host:port (no /v1); `team`: the team `api_key` belongs to (written with each stored
+    response); `ledger`: the JSON-lines file every acknowledged call is appended to."""
+
+    def __init__(self, proxy_url: str, api_key: str, ledger: Path, options: ChaosConfig | None = None,
+                 team: str = "default"):
+        self.proxy_url, self.api_key, self.team = proxy_url, api_key, team
+        self.options = options or ChaosConfig()
         self.stats = DriverStats()
-        self._rng = random.Random(options.seed)
+        self._rng = random.Random(self.options.seed)
         self._stop = threading.Event()
         self._lock = threading.Lock()
-        self._ledger = open(options.ledger, "a", buffering=1)
+        self._ledger = open(ledger, "a", buffering=1)
         self._thread = threading.Thread(target=lambda: asyncio.run(self._main()), name="chaos-driver", daemon=True)
 
     def start(self) -> Driver:
@@ -138,7 +126,7 @@ class Driver:
             reply = await self._post(http, f"/sessions/{session}/v1/responses", body)
             if reply is None:
                 return False
-            self._record({"stored": reply["id"], "team": self.options.team, "session": session,
+            self._record({"stored": reply["id"], "team": self.team, "session": session,
                           "previous": previous, "output": reply["output"]})
             self.stats.stored_acknowledged += 1
             previous = reply["id"]
@@ -146,12 +134,12 @@ class Driver:
 
     async def _post(self, http: aiohttp.ClientSession, path: str, body: dict) -> dict | None:
         """POST with retries under one idempotency key; the reply's JSON on 200, None after `retry_for_s`."""
-        headers = {"Authorization": f"Bearer {self.options.api_key}", "Idempotency-Key": uuid.uuid4().hex}
+        headers = {"Authorization": f"Bearer {self.api_key}", "Idempotency-Key": uuid.uuid4().hex}
         deadline = time.monotonic() + self.options.retry_for_s
         delay = 0.2
         while True:
             try:
-                async with http.post(self.options.proxy_url + path, json=body, headers=headers) as response:
+                async with http.post(self.proxy_url + path, json=body, headers=headers) as response:
                     if response.status == 200:
                         return await response.json()
                     reason = f"http {response.status}"

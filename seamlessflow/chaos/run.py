@@ -22,7 +22,8 @@ from pathlib import Path
 
 from seamlessflow.chaos.audit import AuditReport, Zombie
 from seamlessflow.chaos.collect import audit_topics, read_ledger, rules_for, zombie_line
-from seamlessflow.chaos.driver import Driver, DriverConfig, DriverStats
+from seamlessflow.chaos.config import ChaosConfig
+from seamlessflow.chaos.driver import Driver, DriverStats
 from seamlessflow.chaos.inject import Injected, Injector, SupervisorReplacer
 from seamlessflow.chaos.recovery import Recovery, recoveries
 from seamlessflow.chaos.schedule import KILL, REPLACE, SINGLE_WRITERS, plan
@@ -39,25 +40,6 @@ from seamlessflow.stack.services import enabled, start_stack
 from seamlessflow.stack.supervisor import ServiceSpec, Supervisor
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.options import TrainerOptions
-
-
-@dataclass
-class ChaosConfig:
-    """One chaos run's parameters (`seamlessflow chaos`'s flags; not a settings section)."""
-
-    seed: int = 0
-    faults: int = 12
-    every_s: float = 10.0
-    freeze_share: float = 0.2
-    replace: bool = True  # freeze, replace and wake each single-writer role among the targets once (a zombie)
-    targets: tuple[str, ...] = ()  # default: every service of the stack
-    concurrency: int = 8
-    group_size: int = 2
-    stored_every: int = 20  # every k-th session of the driver's also makes a chain of stored Responses (0: none)
-    warmup_s: float = 120.0  # longest wait for the first acknowledged call
-    settle_s: float = 15.0  # after the last fault, before the agents stop
-    drain_s: float = 90.0  # longest wait for the trajectories of ended sessions and the trainer's
-    recover_within_s: float = 90.0  # a fault not recovered from within this is a violation
 
 
 @dataclass
@@ -125,9 +107,7 @@ def _drive(settings: Settings, options: ChaosConfig, placement: Placement | None
     path = _ledger_path(settings)
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text("")
-    driver = Driver(DriverConfig(f"http://{proxy.host}:{proxy.port}", key, path, options.concurrency,
-                                  options.group_size, seed=options.seed, team=settings.team,
-                                  stored_every=options.stored_every)).start()
+    driver = Driver(f"http://{proxy.host}:{proxy.port}", key, path, options, team=settings.team).start()
     injector = _injector(settings, options, placement, pids)
     targets = list(options.targets) or injector.targets()
     replace = SINGLE_WRITERS if options.replace and injector.replacer is not None else ()

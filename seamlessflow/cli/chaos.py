@@ -77,8 +77,9 @@ def chaos(
     """Kill -9 and freeze services on a seeded schedule while agents run sessions, then audit the topics
     (every acknowledged call recorded once, every ended session's leaves assembled bit-exact, nothing
     trained twice, versions only increasing, poison dead-lettered). Exits 1 on any violation."""
+    from seamlessflow.chaos.config import ChaosConfig
     from seamlessflow.chaos.report import json_line, render
-    from seamlessflow.chaos.run import ChaosConfig, run_chaos
+    from seamlessflow.chaos.run import run_chaos
     from seamlessflow.chaos.stack import reward_worker_specs, stub_engine_stack
 
     options = ChaosConfig(

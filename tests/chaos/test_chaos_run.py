@@ -12,7 +12,8 @@ version after it).
 
 import pytest
 
-from seamlessflow.chaos.run import ChaosConfig, run_chaos
+from seamlessflow.chaos.config import ChaosConfig
+from seamlessflow.chaos.run import run_chaos
 from seamlessflow.chaos.schedule import KILL, REPLACE
 from seamlessflow.chaos.stack import stub_engine_stack
 from seamlessflow.ports import free_port

@@ -7,7 +7,8 @@ import dataclasses
 
 from seamlessflow.chaos.audit import AuditReport
 from seamlessflow.chaos.collect import read_ledger
-from seamlessflow.chaos.driver import Driver, DriverConfig
+from seamlessflow.chaos.config import ChaosConfig
+from seamlessflow.chaos.driver import Driver
 from seamlessflow.chaos.stored import AckedResponse, ReadBack, Reply, check_stored, output_key, read_back
 from seamlessflow.testing.proxy_harness import KEYS
 
@@ -57,8 +58,8 @@ async def test_the_drivers_stored_chains_read_back_through_a_real_proxy_and_prov
 ):
     ledger = tmp_path / "ledger.jsonl"
     url = proxy.base_url.removesuffix("/v1")
-    driver = Driver(DriverConfig(url, KEYS["alpha"], ledger, concurrency=1, group_size=1, max_turns=1,
-                                 team="alpha", stored_every=1)).start()
+    driver = Driver(url, KEYS["alpha"], ledger, ChaosConfig(concurrency=1, group_size=1, max_turns=1, stored_every=1),
+                    team="alpha").start()
     for _ in range(600):
         if driver.stats.stored_acknowledged >= 2:
             break

@@ -11,7 +11,8 @@ from collections import Counter
 
 import pytest
 
-from seamlessflow.chaos.driver import Driver, DriverConfig
+from seamlessflow.chaos.config import ChaosConfig
+from seamlessflow.chaos.driver import Driver
 from seamlessflow.chaos.stack import random_tiny_model
 from seamlessflow.config import Settings
 from seamlessflow.kafka.codecs import codec_for
@@ -151,7 +152,8 @@ def test_up_after_the_supervisor_was_killed_runs_one_of_each_service(tmp_path):
     try:
         first = up()
         assert first.returncode == 0, first.stdout + first.stderr
-        driver = Driver(DriverConfig(f"http://127.0.0.1:{proxy}", key, tmp_path / "ledger.jsonl", 4, 2)).start()
+        driver = Driver(f"http://127.0.0.1:{proxy}", key, tmp_path / "ledger.jsonl",
+                        ChaosConfig(concurrency=4, group_size=2)).start()
         wait_until(versions, 240, "a version from the trainer", every_s=2)
         before, state = versions()[-1], read_state(run)
         services = {name: svc["pid"] for name, svc in state["services"].items()}

@@ -41,7 +41,8 @@ import yaml
 
 from seamlessflow.chaos.audit import Zombie
 from seamlessflow.chaos.collect import audit_topics, read_ledger
-from seamlessflow.chaos.driver import Driver, DriverConfig
+from seamlessflow.chaos.config import ChaosConfig
+from seamlessflow.chaos.driver import Driver
 from seamlessflow.chaos.run import all_ended_assembled
 from seamlessflow.config import Settings
 from seamlessflow.kafka.codecs import codec_for
@@ -111,8 +112,8 @@ def test_the_loop_on_ray_across_nodes_survives_lost_nodes_and_grows_onto_a_new_o
         assert up.returncode == 0, up.stdout + up.stderr + _logs(tmp_path)
         print(f"up --ray (the loop): ready in {time.monotonic() - started:.1f} s")
         key = (tmp_path / "driver" / "default.key").read_text().strip()
-        driver = Driver(DriverConfig(f"http://{ips['node_a']}:{proxy_port}", key, tmp_path / "ledger.jsonl",
-                                      concurrency=2)).start()  # acknowledged calls, for the audit
+        driver = Driver(f"http://{ips['node_a']}:{proxy_port}", key, tmp_path / "ledger.jsonl",
+                        ChaosConfig(concurrency=2)).start()  # acknowledged calls, for the audit
         status: dict = {"services": []}
         try:
             status = _placed_and_trained(config, tmp_path, ips)
