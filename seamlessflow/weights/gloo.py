@@ -17,10 +17,11 @@ from __future__ import annotations
 
 import concurrent.futures as cf
 import math
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
 from datetime import timedelta
-from typing import Any, ClassVar, Self, cast
+from typing import Any, ClassVar, Self, TypeVar, cast
 
 import torch
 import torch.distributed as dist
@@ -41,6 +42,25 @@ from seamlessflow.weights.plugin import BACKEND
 
 DEFAULT_BUCKET_BYTES = 64 << 20
 DEFAULT_TIMEOUT_S = 120.0
+
+T = TypeVar("T")
+
+
+def abandonable(call: Callable[[], T], name: str = "weight-transfer") -> cf.Future[T]:
+    """`call` in a daemon thread, its outcome as a future. A peer that stalls mid-transfer blocks the thread
+    that talks to it for as long as it stalls; whoever waits on the future may give up and abandon the thread,
+    which then holds back neither them nor the interpreter's exit (a ThreadPoolExecutor's threads are joined at
+    both)."""
+    future: cf.Future[T] = cf.Future()
+
+    def run() -> None:
+        try:
+            future.set_result(call())
+        except BaseException as exc:  # the waiter decides what it means
+            future.set_exception(exc)
+
+    threading.Thread(target=run, name=name, daemon=True).start()
+    return future
 
 
 @dataclass(kw_only=True)
@@ -184,17 +204,13 @@ class GlooTrainerWeightTransferEngine(TrainerWeightTransferEngine[GlooTrainerIni
             world_size=init_info.world_size, bucket_bytes=init_info.bucket_bytes, timeout_s=init_info.timeout_s)
         # The engine blocks in its init until the group forms, so both sides run at once; whichever fails
         # first (an engine that rejects the request, say) ends the wait instead of the rendezvous timeout.
-        executor = cf.ThreadPoolExecutor(max_workers=2)
-        try:
-            joined = executor.submit(client.init_weight_transfer_engine, asdict(worker_info))
-            opened = executor.submit(GlooGroup, init_info.master_address, init_info.master_port, 0,
-                                     init_info.world_size, init_info.timeout_s)
-            pending: list[cf.Future[Any]] = [joined, opened]
-            cf.wait(pending, return_when=cf.FIRST_EXCEPTION)
-            joined.result()
-            engine.group = opened.result()
-        finally:
-            executor.shutdown(wait=False)
+        joined = abandonable(lambda: client.init_weight_transfer_engine(asdict(worker_info)))
+        opened = abandonable(lambda: GlooGroup(init_info.master_address, init_info.master_port, 0,
+                                               init_info.world_size, init_info.timeout_s))
+        pending: list[cf.Future[Any]] = [joined, opened]
+        cf.wait(pending, return_when=cf.FIRST_EXCEPTION)
+        joined.result()
+        engine.group = opened.result()
         return engine
 
     def send_weights(self) -> None:
@@ -208,13 +224,10 @@ class GlooTrainerWeightTransferEngine(TrainerWeightTransferEngine[GlooTrainerIni
         update = GlooWeightTransferUpdateInfo(names, [str(m.dtype).removeprefix("torch.") for m in meta],
                                               [list(m.shape) for m in meta])
         self.client.start_weight_update()
-        executor = cf.ThreadPoolExecutor(max_workers=1)
-        try:
-            receiving = executor.submit(self.client.update_weights, asdict(update))
-            self._broadcast(meta, receiving)
-            receiving.result()
-        finally:
-            executor.shutdown(wait=False)  # a receiver stuck after a failed broadcast must not hang us
+        # A receiver stuck after a failed broadcast must not hang us, nor our exit: its thread is abandoned.
+        receiving = abandonable(lambda: self.client.update_weights(asdict(update)))
+        self._broadcast(meta, receiving)
+        receiving.result()
         self.client.finish_weight_update()
 
     def _broadcast(self, meta: list[ParamMeta], receiving: cf.Future) -> None:
