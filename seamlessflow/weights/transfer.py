@@ -40,7 +40,13 @@ from seamlessflow.kafka.records import resource_status
 from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.messages import ResourceStatus, now_ms
 from seamlessflow.topics import Topics
-from seamlessflow.weights.broadcast import EngineLink, PolicyBroadcaster, SnapshotSource, init_info_for
+from seamlessflow.weights.broadcast import (
+    DEFAULT_SEND_TIMEOUT_S,
+    EngineLink,
+    PolicyBroadcaster,
+    SnapshotSource,
+    init_info_for,
+)
 from seamlessflow.weights.fence import ProxyFence, proxy_fence_url
 
 log = logging.getLogger(__name__)
@@ -78,16 +84,17 @@ class EngineTransfer:
     """The publishing rank's view of the serving engines and its transfer group with each of them."""
 
     def __init__(self, settings: Settings, codec: Codec, producer: MessageProducer, backend: str, host: str,
-                 bucket_bytes: int, trainer_id: str, connect: Callable[[str], EngineLink]):
+                 bucket_bytes: int, trainer_id: str, connect: Callable[[str], EngineLink],
+                 timeout_s: float = DEFAULT_SEND_TIMEOUT_S):
         self.settings, self.producer, self.trainer_id = settings, producer, trainer_id
         self.topics = Topics(settings)
         self.source = CurrentVersion()
         self.lasting = True  # `source` still holds `version` after `deliver` (a host snapshot, not live weights)
         self.proxies: dict[str, str] = {}  # proxy resource id -> its fence URL (from its heartbeat)
         self.fence = ProxyFence(lambda: self.proxies.values())
-        self.broadcaster = PolicyBroadcaster(None, init_info_for(backend, host, bucket_bytes), connect,
+        self.broadcaster = PolicyBroadcaster(None, init_info_for(backend, host, bucket_bytes, timeout_s), connect,
                                              on_failed=self._route_out, source_for=lambda url: self.source,
-                                             fence=self.fence)
+                                             fence=self.fence, timeout_s=timeout_s)
         self.engines: dict[str, EngineSeen] = {}  # resource id -> latest heartbeat
         self.statuses: dict[str, ResourceStatus] = {}  # resource id -> that heartbeat as it came
         self.pids: dict[str, int] = {}  # joined URL -> engine pid at the join
