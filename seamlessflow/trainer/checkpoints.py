@@ -30,8 +30,8 @@ from seamlessflow.trainer.ranks import RankGroup
 STEP_LOG = "steps.jsonl"  # which trajectories each step trained: travels with the checkpoints
 
 
-def checkpoint_store(config: TrainerOptions) -> CheckpointStore | None:
-    return CheckpointStore(config.checkpoint_uri, config.checkpoint_storage) if config.checkpoint_uri else None
+def checkpoint_store(options: TrainerOptions) -> CheckpointStore | None:
+    return CheckpointStore(options.checkpoint_uri, options.checkpoint_storage) if options.checkpoint_uri else None
 
 
 def first_on_node() -> bool:

@@ -17,16 +17,16 @@ from pathlib import Path
 from seamlessflow.trainer.options import TrainerOptions
 
 
-def launcher_argv(config: TrainerOptions, config_path: str | Path | None) -> list[str] | None:
+def launcher_argv(options: TrainerOptions, config_path: str | Path | None) -> list[str] | None:
     """The launcher command for the group, or None when the trainer is a lone process."""
-    if config.ranks <= 1 and config.nnodes <= 1:
+    if options.ranks <= 1 and options.nnodes <= 1:
         return None
-    argv = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={config.ranks}", "--max-restarts=0"]
-    if config.nnodes <= 1:
+    argv = [sys.executable, "-m", "torch.distributed.run", f"--nproc-per-node={options.ranks}", "--max-restarts=0"]
+    if options.nnodes <= 1:
         argv.append("--standalone")
     else:
-        argv += [f"--nnodes={config.nnodes}", f"--node-rank={config.node_rank}",
-                 f"--master-addr={config.master_addr}", f"--master-port={config.master_port}"]
+        argv += [f"--nnodes={options.nnodes}", f"--node-rank={options.node_rank}",
+                 f"--master-addr={options.master_addr}", f"--master-port={options.master_port}"]
     return argv + ["-m", "services.trainer"] + (["--config", str(config_path)] if config_path else [])
 
 

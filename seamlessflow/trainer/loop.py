@@ -104,20 +104,20 @@ class Trainer:
     """The leader rank (rank 0, the only one of a one-rank group): reads Kafka and the control topic, forms
     the batches, publishes versions and records, checkpoints and commits; the other ranks are `Follower`s."""
 
-    def __init__(self, settings: Settings, config: TrainerOptions | None = None, engine: PolicyEngine | None = None):
+    def __init__(self, settings: Settings, options: TrainerOptions | None = None, engine: PolicyEngine | None = None):
         self.settings = settings
-        self.config = config or TrainerOptions.from_settings(settings).with_model(settings)
+        self.options = options or TrainerOptions.from_settings(settings).with_model(settings)
         self.topics = Topics(settings)
         self.codec = codec_for(settings)
-        self.work = self.config.work_dir(settings)
+        self.work = self.options.work_dir(settings)
         self.weights_root = self.work / "weights"
-        self.checkpoints = self.config.checkpoint_dir(settings)
+        self.checkpoints = self.options.checkpoint_dir(settings)
         self.steps_log = self.work / "steps.jsonl"
         self.work.mkdir(parents=True, exist_ok=True)
-        self.control = ControlState(self.config.resource_id, settings.team, settings.run, self.config.initial_role,
+        self.control = ControlState(self.options.resource_id, settings.team, settings.run, self.options.initial_role,
                                     settings.generation)
-        self.team_adapter = self.config.team_adapter(settings)  # None: it trains the base
-        self.engine = engine or PolicyEngine.from_options(self.config, self.team_adapter)
+        self.team_adapter = self.options.team_adapter(settings)  # None: it trains the base
+        self.engine = engine or PolicyEngine.from_options(self.options, self.team_adapter)
         self.other_teams_skipped = 0  # an adapter's trainer: trajectories of other teams, finished untrained
         # the policy whose samples it trains: its adapter's name, or None (the base: records before `adapter` too)
         self.policy = self.team_adapter.name if self.team_adapter is not None else None
@@ -125,20 +125,20 @@ class Trainer:
         self.ranks = self.engine.ranks
         if not self.ranks.leader:
             raise ValueError(f"rank {self.ranks.rank} is a follower: it runs `Follower`, not the trainer loop")
-        self.producer = RoleWriter(settings, self.codec, f"trainer.{self.config.resource_id}")  # fences older ones
+        self.producer = RoleWriter(settings, self.codec, f"trainer.{self.options.resource_id}")  # fences older ones
         self.incarnation = uuid.uuid4().hex[:6]  # names this process's checkpoint tags and version directories
         self.dead_letters = DeadLetters(settings, self.codec, "trainer", self.producer.send)
         self.transfer = self._engine_transfer()
-        self.heartbeat = Heartbeat(self.producer.send, self.topics.status, self.config.heartbeat_s,
+        self.heartbeat = Heartbeat(self.producer.send, self.topics.status, self.options.heartbeat_s,
                                    lambda: self._status(ResourceState.ACTIVE))
         self.last_metrics: StepMetrics | None = None
-        self.mismatch_watch = MismatchWatch.of(self.config)
+        self.mismatch_watch = MismatchWatch.of(self.options)
         self.busy_s = 0.0  # seconds in optimizer steps and publishing (heartbeat figure; timeline's train time)
         self.publish_time_s = self.publish_wait_s = self.checkpoint_time_s = 0.0  # the last ones (heartbeat)
         self.stopping = False
         self.writer = WeightWriter()
-        self.weights_server = weights_server(self.config, self.weights_root)  # started by `run`
-        self.store = checkpoint_store(self.config)
+        self.weights_server = weights_server(self.options, self.weights_root)  # started by `run`
+        self.store = checkpoint_store(self.options)
         state = self._restore()
         self.step = state.step
         self._number_versions(state)
@@ -151,9 +151,9 @@ class Trainer:
         self._offsets_by_id: dict[str, tuple[int, int]] = {}  # held samples -> where to finish them
         self._trained_since_publish: list[dict] = []
         self.source = TrajectorySource(settings, self.codec, self.topics.trajectories,
-                                       self.config.group_id(settings), self.dead_letters, state.offsets,
-                                       self.config.fetch_queue_mib, writer=self.producer)
-        log.info("trainer %s at step %d, version %d, offsets %s, %d rank(s), incarnation %s", self.config.resource_id,
+                                       self.options.group_id(settings), self.dead_letters, state.offsets,
+                                       self.options.fetch_queue_mib, writer=self.producer)
+        log.info("trainer %s at step %d, version %d, offsets %s, %d rank(s), incarnation %s", self.options.resource_id,
                  self.step, self.version, state.offsets, self.ranks.world, self.incarnation)
 
     def _restore(self) -> TrainerState:
@@ -167,29 +167,29 @@ class Trainer:
         node without the old work dir. The newest is announced again at start (`run`) when a committed record
         names it and its files (if any) are here; otherwise (its files are on another node, or only a fenced
         trainer's directory holds it) the restored weights are exported as the next version at start."""
-        announced = newest_announced(self.settings, self.codec, self.topics.weights, self.config.resource_id)
+        announced = newest_announced(self.settings, self.codec, self.topics.weights, self.options.resource_id)
         self.version = max(state.version, latest_version(self.weights_root), announced.version if announced else 0)
         whole = announced is not None and announced.version == self.version and (
             not announced.uri or (self.weights_root / uri_name(announced.uri)).is_dir())
         self._announced = announced if whole else None
 
     def _engine_transfer(self) -> EngineTransfer | None:
-        if self.config.weight_transfer == "none":
+        if self.options.weight_transfer == "none":
             return None
-        if (self.config.weight_transfer == "nccl" and self.ranks.world > 1
-                and zero_stage(self.config.deepspeed_dict()) == 3):
+        if (self.options.weight_transfer == "nccl" and self.ranks.world > 1
+                and zero_stage(self.options.deepspeed_dict()) == 3):
             raise ValueError("weight_transfer nccl under ZeRO-3 on several ranks needs every rank to join each "
                              "bucket's gather, which the follower ranks do not do yet: use gloo or files")
         from seamlessflow.weights.engine_client import transfer_client
         from seamlessflow.weights.transfer import EngineTransfer  # imports vLLM: only when configured
 
-        return EngineTransfer(self.settings, self.codec, self.producer, self.config.weight_transfer,
-                              self.config.transfer_host, self.config.transfer_bucket_mb << 20,
-                              self.config.resource_id, transfer_client, timeout_s=self.config.transfer_timeout_s)
+        return EngineTransfer(self.settings, self.codec, self.producer, self.options.weight_transfer,
+                              self.options.transfer_host, self.options.transfer_bucket_mb << 20,
+                              self.options.resource_id, transfer_client, timeout_s=self.options.transfer_timeout_s)
 
     def _batch_builder(self, state: TrainerState) -> BatchBuilder:
         """The builder as the checkpoint left it: what was trained above the offsets is not trained again."""
-        return BatchBuilder(self.config.batch_config(), seen_ids=state.finished_ids,
+        return BatchBuilder(self.options.batch_config(), seen_ids=state.finished_ids,
                             too_easy_tasks=state.too_easy_tasks)
 
     # -- the loop ---------------------------------------------------------------------------------------
@@ -227,7 +227,7 @@ class Trainer:
                 if stepped:
                     self.busy_s += time.perf_counter() - started
                     self.heartbeat.soon()  # a heartbeat after every step: the step's figures reach the trackers
-                    if self.config.max_steps is not None and self.step >= self.config.max_steps:
+                    if self.options.max_steps is not None and self.step >= self.options.max_steps:
                         break
                 else:
                     self.ranks.broadcast(None)  # followers wait in this call; a turn without work still ends it
@@ -272,7 +272,7 @@ class Trainer:
         for item in records:
             if is_eval_group(item.trajectory.group_id):  # an evaluation pass's session: measured, never trained
                 self.source.done(item.partition, item.offset)
-            elif self.team_adapter is not None and item.trajectory.team != self.config.adapter:
+            elif self.team_adapter is not None and item.trajectory.team != self.options.adapter:
                 self.other_teams_skipped += 1  # another team's adapter wrote it: its own trainer trains it
                 self.source.done(item.partition, item.offset)
             elif item.trajectory.adapter != self.policy:  # the base never learns from an adapter's samples, nor
@@ -287,7 +287,7 @@ class Trainer:
         """Reads on only while fewer than `prefetch_steps` batches are judged and waiting: a trainer slower
         than the agents would otherwise hold the whole backlog in memory (the soak's trainer grew without
         end); Kafka keeps it instead, and the samples taken are fresher when their step comes."""
-        ahead = self.builder.steps_ready() >= self.config.prefetch_steps
+        ahead = self.builder.steps_ready() >= self.options.prefetch_steps
         self.source.set_reading(self.control.role == Tag.TRAIN and not ahead)
 
     def _rebuild_after_revoke(self) -> None:
@@ -332,7 +332,7 @@ class Trainer:
         self._counters_at_step = Counters(**vars(self.builder.counters))
         log.info("step %d: %s | %s | %s", self.step, fmt_figures(metrics.figures()), fmt_figures(vars(counts)),
                  "; ".join(f"{name}: {fmt_figures(figures)}" for name, figures in sorted(sources.items())))
-        if self.step % self.config.publish_every == 0:
+        if self.step % self.options.publish_every == 0:
             self._publish_step()
         return True
 
@@ -340,8 +340,8 @@ class Trainer:
         """Exports version N+1, then checkpoints when one is due."""
         self._export_version()
         versions_since = self.version - self._checkpointed_version
-        minutes = self.config.checkpoint_minutes
-        if versions_since >= self.config.checkpoint_every or (
+        minutes = self.options.checkpoint_minutes
+        if versions_since >= self.options.checkpoint_every or (
                 minutes is not None and time.monotonic() - self._checkpointed[1] >= minutes * 60):
             self._checkpoint_and_commit()
 
@@ -351,15 +351,15 @@ class Trainer:
         start = time.perf_counter()
         self.version += 1
         self.ranks.broadcast(Order(OrderKind.EXPORT))
-        version, root, base = self.version, self.weights_root, self.config.model_path
+        version, root, base = self.version, self.weights_root, self.options.model_path
         save = partial(save_weights, self.engine.module) if self.engine.adapter is None else \
             partial(save_adapter_version, self.engine.adapter)  # an adapter's version: a PEFT directory
         state: dict = {}
-        if snapshot_needed(self.config.weight_transfer, version, self.config.files_every):
+        if snapshot_needed(self.options.weight_transfer, version, self.options.files_every):
             state = host_snapshot(self.engine.export_state())
         if self.transfer is not None:  # returns once every serving engine has it or is routed out
             self._deliver(version, state)
-        if self.transfer is None or version % self.config.files_every == 0:
+        if self.transfer is None or version % self.options.files_every == 0:
             self.publish_wait_s = self.writer.submit(
                 version, self.step, lambda: save(root, version, base, state, self.incarnation))
         else:  # transfer only: announced now, after the versions before it (in order)
@@ -377,19 +377,19 @@ class Trainer:
         """Version `version` into the serving engines: the host snapshot over gloo; with NCCL the module's
         own device memory, bucket by bucket (no host copy; `weights.device_source`)."""
         assert self.transfer is not None
-        if self.config.weight_transfer != "nccl":
+        if self.options.weight_transfer != "nccl":
             self.transfer.deliver(version, state)
             return
         from seamlessflow.weights.device_source import DeviceBucketSource  # imports vLLM: only when configured
 
-        source = DeviceBucketSource(self.engine.module, self.config.transfer_bucket_mb << 20)
+        source = DeviceBucketSource(self.engine.module, self.options.transfer_bucket_mb << 20)
         self.transfer.deliver(version, source, lasting=False)
 
     def _announce_written(self, written: list[PendingVersion]) -> None:
         """Publishes each version whose directory is complete, in order, then prunes old directories."""
         for pending in written:
             self._publish_version(pending.version, pending.step)
-            prune_versions(self.weights_root, self.config.keep_weight_versions, pending.version, self.incarnation)
+            prune_versions(self.weights_root, self.options.keep_weight_versions, pending.version, self.incarnation)
             self.announced_version = pending.version
             log.info("published version %d", pending.version)
 
@@ -441,20 +441,20 @@ class Trainer:
         append_steps(self.steps_log, self.version, self._trained_since_publish)  # durable now (`step_log`)
         self._trained_since_publish = []
         name_latest(self.checkpoints, tag)
-        mark_complete(self.store, tag, self.steps_log, self.config.keep_checkpoints)
+        mark_complete(self.store, tag, self.steps_log, self.options.keep_checkpoints)
         (self.work / "too_easy_tasks.json").write_text(json.dumps(list(self.builder.too_easy_tasks)))
-        prune_tags(self.checkpoints, tag, self.config.keep_checkpoints)
+        prune_tags(self.checkpoints, tag, self.options.keep_checkpoints)
 
     # -- records ----------------------------------------------------------------------------------------
 
     def _publish_version(self, version: int, step: int) -> None:
         files = version_dir(self.weights_root, version, self.incarnation)  # none for a version sent by transfer only
         record = WeightVersion(
-            event_id=f"{self.settings.run}/{self.config.resource_id}/v{version}", version=version,
+            event_id=f"{self.settings.run}/{self.options.resource_id}/v{version}", version=version,
             uri=version_uri(files, self.weights_server), step=step,
             format="hf-safetensors" if self.team_adapter is None else ADAPTER_FORMAT,
             adapter=self.team_adapter.name if self.team_adapter is not None else None,
-            trainer_id=self.config.resource_id, team=self.settings.team, run=self.settings.run,
+            trainer_id=self.options.resource_id, team=self.settings.team, run=self.settings.run,
             created_at_ms=now_ms(),
         )
         # patient: a broker that restarts just now must not kill the trainer (seen in a full-stack chaos run)
@@ -467,7 +467,7 @@ class Trainer:
             log.info("role -> %s (epoch %d)", decision.role, command.epoch)
         if decision.shutdown:
             self.stopping = True
-        self.producer.send(self.topics.status, f"{self.config.resource_id}/ack", decision.ack)
+        self.producer.send(self.topics.status, f"{self.options.resource_id}/ack", decision.ack)
         self.heartbeat.beat(force=True)
 
     def _status(self, state: ResourceState) -> ResourceStatus:
@@ -488,7 +488,7 @@ class Trainer:
         if self.last_metrics is not None:
             figures.update(self.last_metrics.figures())
         return resource_status(
-            self.config.resource_id,
+            self.options.resource_id,
             ResourceKind.TRAINER,
             state,
             self.control.role,
@@ -503,8 +503,8 @@ class Trainer:
 def start_rank(settings: Settings) -> Trainer | Follower:
     """This rank's part of the trainer group: the leader's loop on rank 0, a follower's on the others (each
     has `run()`; the leader stops when its `stopping` is set, the followers when the leader orders it)."""
-    config = TrainerOptions.from_settings(settings).with_model(settings)
-    engine = PolicyEngine.from_options(config, config.team_adapter(settings))
+    options = TrainerOptions.from_settings(settings).with_model(settings)
+    engine = PolicyEngine.from_options(options, options.team_adapter(settings))
     if not engine.ranks.leader:
-        return Follower(engine, config.checkpoint_dir(settings), checkpoint_store(config))
-    return Trainer(settings, config, engine)
+        return Follower(engine, options.checkpoint_dir(settings), checkpoint_store(options))
+    return Trainer(settings, options, engine)

@@ -253,10 +253,10 @@ class PolicyEngine:
                                 causal_chains=merges_chains(model, self.engine.device))
 
     @classmethod
-    def from_options(cls, config: TrainerOptions, adapter: TeamAdapter | None = None) -> PolicyEngine:
+    def from_options(cls, options: TrainerOptions, adapter: TeamAdapter | None = None) -> PolicyEngine:
         """This rank's DeepSpeed engine (every rank builds one; its `ranks` tell the leader from a follower)."""
-        return cls(config.model_path, config.deepspeed_dict(), config.loss_config(), config.scale_by_std,
-                   config.memory_config(), config.advantages, config.discount, adapter)
+        return cls(options.model_path, options.deepspeed_dict(), options.loss_config(), options.scale_by_std,
+                   options.memory_config(), options.advantages, options.discount, adapter)
 
     def _load_reference(self, model_path: str | Path, ds_config: dict[str, Any]) -> torch.nn.Module:
         """The frozen start model for the KL term, in the training dtype; offloaded or sharded as asked."""

@@ -20,12 +20,12 @@ from seamlessflow.trainer.options import TrainerOptions
 from seamlessflow.weights.http_files import WeightsServer
 
 
-def weights_server(config: TrainerOptions, root: Path) -> WeightsServer | None:
+def weights_server(options: TrainerOptions, root: Path) -> WeightsServer | None:
     """The leader's server for its weights root when it serves (`TrainerOptions.serves_weights`), not started."""
-    if not config.serves_weights():
+    if not options.serves_weights():
         return None
-    host = config.advertised_weights_host()
-    return WeightsServer(root, host=config.weights_bind or host, port=config.weights_port, advertised_host=host)
+    host = options.advertised_weights_host()
+    return WeightsServer(root, host=options.weights_bind or host, port=options.weights_port, advertised_host=host)
 
 
 def version_uri(files: Path, server: WeightsServer | None) -> str:
