@@ -41,13 +41,13 @@ POLL_TIMEOUT_S = 0.1
 class Assembler:
     """Owns the session book, the group member, the producer and the published marks; one thread."""
 
-    def __init__(self, settings: Settings, config: AssemblerOptions | None = None):
+    def __init__(self, settings: Settings, options: AssemblerOptions | None = None):
         self.settings = settings
-        self.config = config or AssemblerOptions.from_settings(settings)
+        self.options = options or AssemblerOptions.from_settings(settings)
         self.topics = Topics(settings)
         self.codec = codec_for(settings)
-        self.group_id = f"{settings.topic_prefix}.{self.config.app_id}"
-        self.book = SessionBook(self.config, self.codec, self.topics.session_events, settings.team, settings.run)
+        self.group_id = f"{settings.topic_prefix}.{self.options.app_id}"
+        self.book = SessionBook(self.options, self.codec, self.topics.session_events, settings.team, settings.run)
         self.producer = MessageProducer(settings, self.codec)
         self.marks = PublishedMarks(settings, f"{self.group_id}.published", self.topics.session_events)
         self.source = Subscriber(settings, None, None, group_id=self.group_id, name="assembler")
@@ -56,14 +56,14 @@ class Assembler:
     def run(self, stop: threading.Event) -> None:
         """Assemble until `stop` is set; then checkpoint once more and leave the group."""
         self.source.subscribe(self.topics.session_events, on_assign=self._on_assigned, on_revoke=self._on_revoked)
-        next_checkpoint = time.monotonic() + self.config.checkpoint_interval_s
+        next_checkpoint = time.monotonic() + self.options.checkpoint_interval_s
         try:
             while not stop.is_set():
-                for record in self.source.poll(POLL_TIMEOUT_S, self.config.batch_max):
+                for record in self.source.poll(POLL_TIMEOUT_S, self.options.batch_max):
                     self._on_record(record)
                 if time.monotonic() >= next_checkpoint:
                     self.checkpoint()
-                    next_checkpoint = time.monotonic() + self.config.checkpoint_interval_s
+                    next_checkpoint = time.monotonic() + self.options.checkpoint_interval_s
             self.checkpoint()
         finally:
             self.source.close()

@@ -62,9 +62,9 @@ class _Held:
 
 
 class SessionBook:
-    def __init__(self, config: AssemblerOptions, codec: Codec, source_topic: str, team: str = "", run: str = "",
+    def __init__(self, options: AssemblerOptions, codec: Codec, source_topic: str, team: str = "", run: str = "",
                  clock: Callable[[], float] = time.monotonic):
-        self.config, self.codec, self.source_topic = config, codec, source_topic
+        self.options, self.codec, self.source_topic = options, codec, source_topic
         self.team, self.run, self.clock = team, run, clock
         self.open: dict[str, _Open] = {}
         self.closed: collections.OrderedDict[str, str] = collections.OrderedDict()  # session -> end event id
@@ -109,7 +109,7 @@ class SessionBook:
             return None
         entry = self.open.get(msg.session_id)
         if entry is None:
-            assembler = SessionAssembler(self.config.assembler_config())
+            assembler = SessionAssembler(self.options.assembler_config())
             entry = self.open[msg.session_id] = _Open(assembler, partition, offset, 0.0)
         entry.last_seen = self.clock()
         try:
@@ -140,7 +140,7 @@ class SessionBook:
     def _finish(self, entry: _Open, end: EpisodeEnd, partition: int, offset: int, key: bytes | None,
                 value: bytes | None, out: Output) -> None:
         self.stats["sessions_closed"] += 1
-        if end.status is EpisodeStatus.ABORTED and not self.config.keep_aborted:
+        if end.status is EpisodeStatus.ABORTED and not self.options.keep_aborted:
             self.stats["aborted_dropped"] += 1
             return
         session = entry.session
@@ -174,7 +174,7 @@ class SessionBook:
         now = self.clock()
         ends = []
         for session_id, entry in self.open.items():
-            if entry.abort_requested or now - entry.last_seen < self.config.idle_timeout_s:
+            if entry.abort_requested or now - entry.last_seen < self.options.idle_timeout_s:
                 continue
             entry.abort_requested = True
             info = '{"reason": "idle timeout"}'
@@ -205,7 +205,7 @@ class SessionBook:
 
     def _remember_closed(self, session_id: str, end_event_id: str) -> None:
         self.closed[session_id] = end_event_id
-        while len(self.closed) > self.config.closed_memory:
+        while len(self.closed) > self.options.closed_memory:
             self.closed.popitem(last=False)
 
     def _dead_letter(self, partition: int, offset: int, key: bytes | None, value: bytes | None,

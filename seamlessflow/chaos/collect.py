@@ -24,8 +24,8 @@ from seamlessflow.trainer.options import TrainerOptions
 
 
 def rules_for(settings: Settings) -> Rules:
-    config = AssemblerOptions.from_settings(settings)
-    return Rules(config.max_tokens_per_session, config.selection is Selection.LONGEST, config.keep_aborted)
+    options = AssemblerOptions.from_settings(settings)
+    return Rules(options.max_tokens_per_session, options.selection is Selection.LONGEST, options.keep_aborted)
 
 
 def step_log(settings: Settings, trainer: TrainerOptions | None = None) -> list[dict] | None:

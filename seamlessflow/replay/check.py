@@ -74,9 +74,9 @@ def differences(rebuilt: Trajectory, stored: Trajectory) -> list[str]:
     return out
 
 
-def rebuild(sessions: list[SessionEvents], config: AssemblerOptions, codec: Codec) -> list[Trajectory]:
+def rebuild(sessions: list[SessionEvents], options: AssemblerOptions, codec: Codec) -> list[Trajectory]:
     """Trajectories the assembler would publish for these sessions."""
-    book = SessionBook(config, codec, source_topic="replay-check")
+    book = SessionBook(options, codec, source_topic="replay-check")
     out = []
     for session in sessions:
         for record in session.records:
@@ -84,7 +84,7 @@ def rebuild(sessions: list[SessionEvents], config: AssemblerOptions, codec: Code
     return out
 
 
-def check(sessions: list[SessionEvents], stored: Iterable[Record], config: AssemblerOptions,
+def check(sessions: list[SessionEvents], stored: Iterable[Record], options: AssemblerOptions,
           codec: Codec) -> CheckReport:
     report = CheckReport()
     checkable = []
@@ -101,7 +101,7 @@ def check(sessions: list[SessionEvents], stored: Iterable[Record], config: Assem
         if isinstance(record.message, Trajectory) and record.message.session_id in ids:
             by_id.setdefault(record.message.event_id, []).append(record)
     report.sessions_checked = len(checkable)
-    rebuilt = {t.event_id: t for t in rebuild(checkable, config, codec)}
+    rebuilt = {t.event_id: t for t in rebuild(checkable, options, codec)}
     for trajectory_id, mine in rebuilt.items():
         copies = by_id.pop(trajectory_id, [])
         if not copies:

@@ -88,10 +88,10 @@ class AgentsThread:
 class ProxyThread:
     """The real proxy service on its own event loop in a thread."""
 
-    def __init__(self, settings: Settings, config: ProxyOptions, keys: TeamKeys):
+    def __init__(self, settings: Settings, options: ProxyOptions, keys: TeamKeys):
         self.loop = asyncio.new_event_loop()
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
-        self.service: ProxyService = self._run(ProxyService(settings, config=config, team_keys=keys).start())
+        self.service: ProxyService = self._run(ProxyService(settings, config=options, team_keys=keys).start())
         self._run(self.service.wait_listening())
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:
@@ -105,8 +105,8 @@ class ProxyThread:
 class TrainerThread:
     """The trainer's loop in a thread; stopping sets the flag SIGTERM sets in the process."""
 
-    def __init__(self, settings: Settings, config: TrainerOptions):
-        self.trainer = Trainer(settings, config)
+    def __init__(self, settings: Settings, options: TrainerOptions):
+        self.trainer = Trainer(settings, options)
         self.thread = threading.Thread(target=self.trainer.run, daemon=True)
         self.thread.start()
 
@@ -125,8 +125,8 @@ def rollout_process(config_path: Path, resource_id: str, log_path: Path) -> subp
 def discovering_proxy(settings: Settings, tmp_path: Path) -> tuple[ProxyOptions, TeamKeys]:
     """A proxy that finds its engines on the status topic and obeys the control topic, with one team key
     (`key-default`) for the settings' team."""
-    config = ProxyOptions.model_validate({"port": 0, "engines": [], "served_model": "tiny", "heartbeat_s": 0.5})
-    return config, TeamKeys(tmp_path / "teams.json", {settings.team: "key-default"})
+    options = ProxyOptions.model_validate({"port": 0, "engines": [], "served_model": "tiny", "heartbeat_s": 0.5})
+    return options, TeamKeys(tmp_path / "teams.json", {settings.team: "key-default"})
 
 
 class InProcessStack:
@@ -138,8 +138,8 @@ class InProcessStack:
     def add(self, stop: Callable[[], object], stage: Stage) -> None:
         self._stops.append((stage, stop))
 
-    def proxy(self, settings: Settings, config: ProxyOptions, keys: TeamKeys) -> ProxyService:
-        running = ProxyThread(settings, config, keys)
+    def proxy(self, settings: Settings, options: ProxyOptions, keys: TeamKeys) -> ProxyService:
+        running = ProxyThread(settings, options, keys)
         self.add(running.stop, Stage.PROXY)
         return running.service
 
@@ -159,8 +159,8 @@ class InProcessStack:
         self.add(running.close, Stage.CALLERS)
         return running
 
-    def trainer(self, settings: Settings, config: TrainerOptions) -> Trainer:
-        running = TrainerThread(settings, config)
+    def trainer(self, settings: Settings, options: TrainerOptions) -> Trainer:
+        running = TrainerThread(settings, options)
         self.add(running.stop, Stage.TRAINER)
         return running.trainer
 

@@ -42,10 +42,10 @@ def tracking_options(settings: Settings) -> TrackingOptions:
 class MetricsSink:
     def __init__(self, settings: Settings, trackers: Trackers | None = None):
         self.settings = settings
-        self.config = tracking_options(settings)
-        self.trackers = trackers or Trackers.open(self.config, default_logdir(settings),
+        self.options = tracking_options(settings)
+        self.trackers = trackers or Trackers.open(self.options, default_logdir(settings),
                                                   f"{settings.team}/{settings.run}")
-        group = f"{settings.topic_prefix}.{self.config.group}.{settings.team}.{settings.run}"
+        group = f"{settings.topic_prefix}.{self.options.group}.{settings.team}.{settings.run}"
         self.follower = Follower(settings, group)
         self.maker = PointMaker.for_settings(settings)  # a team's adapter trainer: curves of its own
         self.written = 0
@@ -69,7 +69,7 @@ class MetricsSink:
         try:
             while not stop.is_set():
                 self.step()
-                if time.monotonic() - last_flush >= self.config.flush_s:
+                if time.monotonic() - last_flush >= self.options.flush_s:
                     self.flush()
                     last_flush = time.monotonic()
         finally:

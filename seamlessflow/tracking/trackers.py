@@ -101,16 +101,16 @@ class Trackers:
         self.problems = list(problems or [])
 
     @classmethod
-    def open(cls, config: TrackingOptions, default_logdir: Path, run_name: str) -> Trackers:
+    def open(cls, options: TrackingOptions, default_logdir: Path, run_name: str) -> Trackers:
         opened: list[Tracker] = []
         problems: list[str] = []
         wanted: list[tuple[str, Any]] = []
-        if config.tensorboard:
-            wanted.append(("tensorboard", lambda: TensorBoardTracker(Path(config.logdir or default_logdir))))
-        if config.wandb is not None:
-            wanted.append(("wandb", lambda: WandbTracker(dict(config.wandb or {}), run_name)))
-        if config.mlflow is not None:
-            wanted.append(("mlflow", lambda: MlflowTracker(dict(config.mlflow or {}), run_name)))
+        if options.tensorboard:
+            wanted.append(("tensorboard", lambda: TensorBoardTracker(Path(options.logdir or default_logdir))))
+        if options.wandb is not None:
+            wanted.append(("wandb", lambda: WandbTracker(dict(options.wandb or {}), run_name)))
+        if options.mlflow is not None:
+            wanted.append(("mlflow", lambda: MlflowTracker(dict(options.mlflow or {}), run_name)))
         for name, make in wanted:
             try:
                 opened.append(make())
