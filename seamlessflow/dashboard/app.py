@@ -182,9 +182,9 @@ async def serve(dashboard: Dashboard, host: str, port: int, stop: threading.Even
 def run_dashboard(settings: Settings, stop: threading.Event, host: str | None = None, port: int | None = None,
                   tokenizer: str | None = None, announce: Callable[[str], None] = print) -> None:
     """The dashboard against the stack `settings` point at, until `stop` is set (the service and the CLI)."""
-    config = DashboardOptions.from_settings(settings)
-    host, port = host or config.host, port or config.port
-    dashboard = Dashboard(settings, decode=model_decoder(settings, tokenizer or config.tokenizer))
+    options = DashboardOptions.from_settings(settings)
+    host, port = host or options.host, port or options.port
+    dashboard = Dashboard(settings, decode=model_decoder(settings, tokenizer or options.tokenizer))
     announce(f"dashboard: http://{host}:{port}/  (team {settings.team}, run {settings.run}, "
              f"Kafka {settings.kafka_bootstrap})")
     asyncio.run(serve(dashboard, host, port, stop))

@@ -26,9 +26,9 @@ def agent(proxy: ProxyService, session_id: str | None = None, key: str = "key-al
 
 async def own_proxy(settings: Settings, stub: StubEngine, tmp_path: Path) -> ProxyService:
     """A proxy the test stops itself (the factory's are stopped at teardown, and a service stops once)."""
-    config = ProxyOptions.model_validate({"port": 0, "engines": [{"id": "e0", "url": stub.url}],
-                                          "listen_control": False, "discover_engines": False})
-    return await ProxyService(settings, config=config, team_keys=TeamKeys(tmp_path / "t.json", KEYS)).start()
+    options = ProxyOptions.model_validate({"port": 0, "engines": [{"id": "e0", "url": stub.url}],
+                                           "listen_control": False, "discover_engines": False})
+    return await ProxyService(settings, config=options, team_keys=TeamKeys(tmp_path / "t.json", KEYS)).start()
 
 
 def assembled(recorded: list[TokenIO]) -> list[list[int]]:
