@@ -42,6 +42,19 @@ def pytest_itemcollected(item):
     is collected, before xdist reads the marks into the node ids. Without xdist the marks do nothing."""
     group = "vllm-engine" if "vllm_engine" in item.fixturenames else item.nodeid.split("::")[0]
     item.add_marker(pytest.mark.xdist_group(group))
+    engine_start_room(item)
+
+
+# Whichever test first asks for a shared engine pays its start (106 s seen at load 20 on 2 cores, 70 s for the long
+# context one): 3x that plus the test's own ~20 s. The default timeout (pyproject.toml) could not hold it.
+ENGINE_TEST_TIMEOUT_S = 390
+
+
+def engine_start_room(item):
+    limit = item.get_closest_marker("timeout")  # a test's own mark, else its module's: kept when it is longer
+    if {"vllm_engine", "long_context_engine"} & set(item.fixturenames) and (
+            limit is None or limit.args[0] < ENGINE_TEST_TIMEOUT_S):
+        item.add_marker(pytest.mark.timeout(ENGINE_TEST_TIMEOUT_S))
 
 
 @pytest.fixture(scope="session")

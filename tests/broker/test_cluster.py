@@ -46,6 +46,7 @@ def test_declared_topics_have_three_replicas_and_two_in_sync(cluster):
     assert config["min.insync.replicas"].value == "2"
 
 
+@pytest.mark.timeout(270)
 def test_killing_the_session_events_leader_loses_and_duplicates_nothing(cluster, codec, tmp_path):
     settings = cluster.client_settings.with_overrides(topic_prefix=f"t{uuid.uuid4().hex[:8]}", data_dir=tmp_path / "d")
     ensure_topics(settings)
@@ -87,6 +88,7 @@ def test_killing_the_session_events_leader_loses_and_duplicates_nothing(cluster,
         cluster.start()  # the killed node rejoins for any later test
 
 
+@pytest.mark.timeout(360)
 def test_the_trainer_trains_every_trajectory_once_through_a_broker_kill(cluster, codec, tiny_model_dir, tmp_path):
     """kill -9 of the broker leading the trajectories partition while the trainer works: the step log (the
     trainer's own view) holds every acknowledged trajectory exactly once, versions only rise, and the

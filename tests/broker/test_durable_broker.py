@@ -28,6 +28,7 @@ def sf(data_dir, port, *args):
     return done.stdout
 
 
+@pytest.mark.timeout(180)
 @pytest.mark.slow
 def test_acknowledged_records_survive_down_up_and_kill_9(tmp_path, codec):
     port = free_port_block(2)
@@ -56,6 +57,7 @@ def test_acknowledged_records_survive_down_up_and_kill_9(tmp_path, codec):
         sf(tmp_path, port, "down")
 
 
+@pytest.mark.timeout(150)
 @pytest.mark.slow
 def test_assembled_trajectories_replay_bit_exact_after_down_and_up(tmp_path, codec):
     """The loop's records outlive the stack: sessions assembled by the real assembler before `down` are

@@ -23,6 +23,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(420)]
 TARGETS = ("proxy", "assembler", "trainer", "engine-0")
 
 
+@pytest.mark.timeout(540)
 def test_short_seeded_chaos_run_passes_the_audit(settings):
     stack = with_stack_defaults(settings.with_overrides(
         proxy={"port": free_port()}, trainer={"batch_threshold": 1, "heartbeat_s": 1.0}, stop_grace_s=15))

@@ -22,6 +22,7 @@ def get_or_empty(url: str) -> str:
         return ""
 
 
+@pytest.mark.timeout(150)
 @pytest.mark.slow
 def test_up_prints_the_dashboard_url_and_services_serve_metrics(tmp_path):
     port, web, metrics = free_port_block(2), free_port(), free_port_block(2)

@@ -31,6 +31,7 @@ def sf(data_dir, port, *args, timeout=120):
     return subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
 
 
+@pytest.mark.timeout(150)
 @pytest.mark.slow
 def test_up_status_restart_down_leaves_no_process(tmp_path):
     port = free_port_block(2)
@@ -68,6 +69,7 @@ def test_down_with_nothing_running_is_harmless(tmp_path):
     assert "nothing is running" in sf(tmp_path, port, "down").stdout
 
 
+@pytest.mark.timeout(150)
 @pytest.mark.slow
 def test_down_in_the_middle_of_the_start_stops_every_process_engines_included(tmp_path, vllm_model_dir):
     """`down` while `up` still waits for the engines: nothing of the stack is left, not even a vLLM engine
@@ -115,6 +117,7 @@ def stack_roles(run) -> Counter:
     return Counter(r for pid, r in roles.items() if r and roles.get(procs[pid].ppid()) != r)
 
 
+@pytest.mark.timeout(450)
 @pytest.mark.slow
 def test_up_after_the_supervisor_was_killed_runs_one_of_each_service(tmp_path):
     """Issue #43: kill -9 of the supervisor of a training stack, then `up --detach` again, used to start a

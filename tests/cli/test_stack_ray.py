@@ -41,6 +41,7 @@ def test_up_on_an_unreachable_ray_address_is_one_line_naming_it_and_starts_nothi
     assert not (tmp_path / "driver" / "kafka").exists()  # no broker was prepared, let alone started
 
 
+@pytest.mark.timeout(420)
 @pytest.mark.slow
 @NAMESPACES
 def test_up_on_ray_places_a_small_stack_on_named_nodes_and_down_leaves_no_process(tmp_path):

@@ -82,6 +82,7 @@ async def test_client_requested_token_ids_match_the_event(vllm_engine, proxy_fac
     ]
 
 
+@pytest.mark.timeout(540)
 async def test_weight_update_mid_generation_gives_two_versions(
     vllm_engine, vllm_model_dir, proxy_factory, settings, codec, tmp_path
 ):

@@ -58,6 +58,7 @@ async def calls(proxy: ProxyService, settings, codec, round_: str) -> dict[str, 
     return events
 
 
+@pytest.mark.timeout(180)
 async def test_an_adapters_new_version_goes_live_and_labels_its_tokens_exactly(settings, codec, tmp_path):
     model = build_random_tiny_model(tmp_path / "model")
     teams: dict[str, dict] = {"green": {}}

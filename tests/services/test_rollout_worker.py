@@ -76,6 +76,7 @@ def logprobs(engine_url: str) -> list[float]:
     return [entry["logprob"] for entry in reply["choices"][0]["logprobs"]["content"]]
 
 
+@pytest.mark.timeout(240)
 def test_pause_load_resume_changes_logprobs_and_reports_the_version(worker, module_settings, model_dir, tmp_path):
     _, watcher, url = worker
     settings, codec = module_settings, watcher.codec
@@ -98,6 +99,7 @@ def test_pause_load_resume_changes_logprobs_and_reports_the_version(worker, modu
     assert logprobs(url) == after  # deterministic at temperature 0: the change is the weights
 
 
+@pytest.mark.timeout(240)
 def test_stale_epoch_is_ignored(worker, module_settings):
     _, watcher, url = worker
     stale = send_command(module_settings, watcher.codec, RID, 1, "pause")
@@ -106,6 +108,7 @@ def test_stale_epoch_is_ignored(worker, module_settings):
     assert httpx.get(url + "/is_paused").json()["is_paused"] is False
 
 
+@pytest.mark.timeout(240)
 def test_a_command_it_cannot_carry_out_is_rejected_with_a_reason(worker, module_settings):
     _, watcher, _ = worker
     incomplete = send_command(module_settings, watcher.codec, RID, 4, "load_weights")  # no weight_version
@@ -113,6 +116,7 @@ def test_a_command_it_cannot_carry_out_is_rejected_with_a_reason(worker, module_
     assert (ack.outcome, ack.reason) == ("rejected", "load_weights needs a weight_version")
 
 
+@pytest.mark.timeout(480)
 def test_engine_crash_is_detected_and_restarted_with_the_loaded_version(worker):
     _, watcher, url = worker
     expected = logprobs(url)
@@ -126,6 +130,7 @@ def test_engine_crash_is_detected_and_restarted_with_the_loaded_version(worker):
     assert logprobs(url) == expected
 
 
+@pytest.mark.timeout(570)
 def test_set_active_train_releases_the_engine_and_rollout_takes_it_back(worker, module_settings):
     _, watcher, url = worker
     codec = watcher.codec

@@ -50,6 +50,7 @@ def kill_9(node: subprocess.Popen) -> None:
     node.wait(timeout=30)
 
 
+@pytest.mark.timeout(330)
 def test_each_node_uploads_its_part_and_the_group_resumes_from_the_store_on_empty_disks(settings, codec,
                                                                                          tiny_model_dir, tmp_path):
     with object_store() as s3:

@@ -65,6 +65,7 @@ def committed(settings, group_id: str, topic: str) -> int:
     return future.result(timeout=30).topic_partitions[0].offset
 
 
+@pytest.mark.timeout(270)
 def test_two_rank_group_publishes_once_commits_once_and_survives_kill_9_of_a_rank(settings, codec, tiny_model_dir,
                                                                                    tmp_path):
     settings = settings.with_overrides(

@@ -36,6 +36,7 @@ def store():
         yield s3
 
 
+@pytest.mark.timeout(150)
 def test_a_trainer_restarted_without_its_work_dir_resumes_from_the_object_store(settings, codec, tiny_model_dir,
                                                                                 store, tmp_path):
     uri = store.make_bucket("checkpoints") + "/run-1"

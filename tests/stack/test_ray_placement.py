@@ -71,6 +71,7 @@ def http_service(name: str, port: int, node: str) -> ServiceSpec:
                        resources=Resources(node=node), restart=RestartPolicy(max_restarts=3, max_backoff_s=1))
 
 
+@pytest.mark.timeout(300)
 def test_services_run_on_the_nodes_their_resources_name(cluster, placement):
     ports = {name: free_port_block(1) for name in ("node_a", "node_b", "node_c")}
     for node, port in ports.items():
@@ -89,6 +90,7 @@ def test_services_run_on_the_nodes_their_resources_name(cluster, placement):
         cluster.node("node_b").ip
 
 
+@pytest.mark.timeout(300)
 def test_a_killed_service_process_is_restarted_by_its_actor(cluster, placement):
     port = free_port_block(1)
     placement.start(http_service("probe-restart", port, "node_c"))
@@ -108,6 +110,7 @@ def test_a_killed_service_process_is_restarted_by_its_actor(cluster, placement):
                       30, "the stopped service to be gone")
 
 
+@pytest.mark.timeout(300)
 def test_a_fenced_exit_on_a_node_ray_counts_is_started_again(cluster, placement, tmp_path):
     """Exit code 3 (fenced) with no replacement by Ray (its node alive): the broker aborted a transaction left
     open too long, so the actor starts the process again. (On a node Ray lost, it does not: tests/e2e/test_ray_loop.)"""
@@ -129,6 +132,7 @@ def _answers(ip: str, port: int) -> bool:
         return False
 
 
+@pytest.mark.timeout(300)
 def test_replicas_are_placed_as_copies(cluster, placement):
     spec = ServiceSpec("sleeper", [sys.executable, "-c", "import time; time.sleep(600)"], role="agents",
                        resources=Resources(custom={"node_b": 0.1}), replicas=2)
@@ -138,6 +142,7 @@ def test_replicas_are_placed_as_copies(cluster, placement):
     assert {placement.states[n].node_ip for n in ("sleeper-r0", "sleeper-r1")} == {cluster.node("node_b").ip}
 
 
+@pytest.mark.timeout(300)
 def test_a_request_no_node_can_give_is_an_error_before_anything_starts(cluster, placement):
     impossible = ServiceSpec("rollout-gpu", [sys.executable, "-c", "pass"], role="rollout",
                              resources=Resources(cpus=1, gpus=1, custom={"h100": 1}))
@@ -151,6 +156,7 @@ def test_a_request_no_node_can_give_is_an_error_before_anything_starts(cluster, 
     assert stop_actors(placement.namespace) == []  # nothing was started
 
 
+@pytest.mark.timeout(300)
 def test_where_the_cluster_adds_nodes_such_a_request_waits_for_one_and_is_removed_when_none_joins(cluster, placement):
     """`cluster.autoscaler` (`node_wait_s`): the request waits as a pending demand (Ray's autoscaler would add a
     node: tests/stack/test_ray_autoscaler.py); this cluster adds none, so after `node_wait_s` its actor is
@@ -199,6 +205,7 @@ def test_an_unreachable_address_is_one_line_naming_it(tmp_path):
     assert time.monotonic() - started < 10
 
 
+@pytest.mark.timeout(300)
 def test_a_service_that_cannot_start_fails_its_start_at_once(cluster, placement):
     broken = ServiceSpec("broken", ["/no/such/program"], ready=listening("127.0.0.1", 1), ready_timeout_s=600,
                          resources=Resources(node="node_b"))

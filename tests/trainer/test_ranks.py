@@ -30,6 +30,7 @@ def run_step(ranks: int, model_dir, out: Path, stages: tuple[int, ...]) -> dict:
     return torch.load(out)
 
 
+@pytest.mark.timeout(150)
 @pytest.mark.slow
 def test_two_ranks_and_one_rank_train_the_same_batch_to_the_same_weights(tiny_model_dir, tmp_path):
     """Under ZeRO-1 and ZeRO-3 (each stage from the same start weights, all in one launch per world size)."""
@@ -62,6 +63,7 @@ def test_a_lone_process_is_one_rank(monkeypatch):
     assert launched_ranks() == 4
 
 
+@pytest.mark.timeout(270)
 @pytest.mark.slow
 def test_tree_and_flat_steps_give_the_same_update_on_two_ranks(tiny_model_dir, tmp_path):
     """Under 2 ranks and ZeRO-1 and -3 (one launch): GRPO groups on one system prompt and multi-turn sessions

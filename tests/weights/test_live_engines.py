@@ -34,6 +34,7 @@ class DiesMidway(ModuleSource):
             yield pair
 
 
+@pytest.mark.timeout(300)
 def test_engines_take_versions_through_the_transfer_engine_and_a_failing_one_leaves_routing(tmp_path):
     from transformers import AutoModelForCausalLM
 

@@ -30,6 +30,7 @@ from seamlessflow.weights.http_files import WeightsServer
 pytestmark = pytest.mark.slow
 
 
+@pytest.mark.timeout(360)
 def test_a_worker_on_another_host_takes_versions_over_http_and_the_transfer_group(second_host, tmp_path,
                                                                                    monkeypatch):
     from transformers import AutoModelForCausalLM

@@ -122,6 +122,7 @@ def inflight_tokens(proxy: ProxyService) -> int:
     return max((tokens_read(run) for run in proxy.server.gate.active), default=0)
 
 
+@pytest.mark.timeout(750)
 async def test_calls_straddling_a_live_update_record_each_token_with_its_weights_version(settings, codec, tmp_path,
                                                                                           monkeypatch):
     from transformers import AutoModelForCausalLM

@@ -34,6 +34,7 @@ pytestmark = pytest.mark.slow
 RID = "r0"
 
 
+@pytest.mark.timeout(780)
 def test_trainer_versions_go_through_the_transfer_group_before_they_are_announced(settings, codec, tmp_path):
     model_dir = build_random_tiny_model(tmp_path / "model")
     env = {**LEAN_ENGINE_ENV, "VLLM_LOGGING_LEVEL": "WARNING", **plugin_env(tmp_path / "plugin")}

@@ -38,6 +38,7 @@ def announced(settings, codec, version: int) -> WeightVersion:
     return found
 
 
+@pytest.mark.timeout(300)
 def test_a_worker_without_the_trainers_directory_loads_its_versions_over_http(settings, codec, second_host,
                                                                               tmp_path):
     host_a, host_b = tmp_path / "host-a", tmp_path / "host-b"
