@@ -34,6 +34,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 TIMEOUT_MARK = "from pytest-timeout"  # pytest-timeout's failure message: "Timeout (>120.0s) from pytest-timeout."
 PASSED, FAILED, HUNG, SKIPPED = "passed", "failed", "hung", "skipped"
+XDIST_GROUP = re.compile(r"@[^@\]]*$")
 
 
 @dataclass(frozen=True)
@@ -57,7 +58,8 @@ def parse_junit(text: str, nodeids: Iterable[str] = ()) -> list[Outcome]:
     by_key = {junit_key(nodeid): nodeid for nodeid in nodeids}
     outcomes = []
     for case in ET.fromstring(text).iter("testcase"):
-        key = f"{case.get('classname', '')}::{case.get('name', '')}"
+        name = XDIST_GROUP.sub("", case.get("name", ""))  # `--dist loadgroup` names a test "name@group"
+        key = f"{case.get('classname', '')}::{name}"
         bad = [child for child in case if child.tag in ("failure", "error")]
         said = " ".join(f"{child.get('message', '')} {child.text or ''}" for child in bad)
         if bad:
@@ -135,6 +137,9 @@ def test_environment(times_file: Path) -> dict[str, str]:
     env.pop("PYTHONDONTWRITEBYTECODE", None)
     env["PYTHONPYCACHEPREFIX"] = str(ROOT / ".venv" / "pycache")
     env["SEAMLESSFLOW_TEST_TIMES"] = str(times_file)
+    # this checkout's code first, in the processes the tests start too: the same as the venv's editable install
+    # here, and the hunted code in a `git worktree` run with another checkout's venv
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     return env
 
 

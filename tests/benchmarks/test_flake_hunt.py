@@ -42,6 +42,8 @@ def test_junit_xml_is_read_into_outcomes_by_node_id():
     assert outcomes[1].message == "assert 1 == 2"
     assert outcomes[2].message == "Failed: Timeout (>120.0s) from pytest-timeout."
     assert parse_junit(JUNIT)[4].test == "tests.x.test_x.TestK::test_p[1-a]"  # no ids collected: junit's name
+    grouped = JUNIT.replace('name="test_ok"', 'name="test_ok@tests/x/test_x.py"').replace("[2-b]", "[2-b]@vllm")
+    assert [o.test for o in parse_junit(grouped, IDS)] == IDS[:7]  # xdist's --dist loadgroup suffix
 
 
 def test_a_killed_run_names_the_first_collected_test_it_did_not_finish():
