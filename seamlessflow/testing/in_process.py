@@ -91,7 +91,7 @@ class ProxyThread:
     def __init__(self, settings: Settings, options: ProxyOptions, keys: TeamKeys):
         self.loop = asyncio.new_event_loop()
         threading.Thread(target=self.loop.run_forever, daemon=True).start()
-        self.service: ProxyService = self._run(ProxyService(settings, config=options, team_keys=keys).start())
+        self.service: ProxyService = self._run(ProxyService(settings, options, team_keys=keys).start())
         self._run(self.service.wait_listening())
 
     def _run(self, coro: Coroutine[Any, Any, T]) -> T:

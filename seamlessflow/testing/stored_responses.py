@@ -28,7 +28,7 @@ async def own_proxy(settings: Settings, stub: StubEngine, tmp_path: Path) -> Pro
     """A proxy the test stops itself (the factory's are stopped at teardown, and a service stops once)."""
     options = ProxyOptions.model_validate({"port": 0, "engines": [{"id": "e0", "url": stub.url}],
                                            "listen_control": False, "discover_engines": False})
-    return await ProxyService(settings, config=options, team_keys=TeamKeys(tmp_path / "t.json", KEYS)).start()
+    return await ProxyService(settings, options, team_keys=TeamKeys(tmp_path / "t.json", KEYS)).start()
 
 
 def assembled(recorded: list[TokenIO]) -> list[list[int]]:
