@@ -100,8 +100,8 @@ HEADER = ("test", "passed", "failed", "hung", "skipped", "min s", "median s", "m
 
 
 def cells(row: Row) -> list[str]:
-    times = [f"{t:.1f}" for t in (min(row.seconds), statistics.median(row.seconds), max(row.seconds))] \
-        if row.seconds else ["-"] * 3
+    times = [f"{t:.2f}" if t < 10 else f"{t:.1f}" for t in
+             (min(row.seconds), statistics.median(row.seconds), max(row.seconds))] if row.seconds else ["-"] * 3
     return [row.test, *(str(row.counts[status]) for status in (PASSED, FAILED, HUNG, SKIPPED)), *times]
 
 
@@ -117,6 +117,7 @@ def print_table(rows: Sequence[Row], title: str) -> None:
     from rich.table import Table
 
     table = Table(*HEADER, title=title, title_justify="left")
+    table.columns[0].overflow = "fold"  # whole node ids, to paste into the next run
     for column in table.columns[1:]:
         column.justify = "right"
     for row in rows:

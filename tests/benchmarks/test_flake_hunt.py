@@ -55,13 +55,16 @@ def test_a_killed_run_names_the_first_collected_test_it_did_not_finish():
 
 def test_runs_are_tallied_per_test_and_printed_as_markdown():
     runs = [Outcome("a", PASSED, 2.0), Outcome("b", SKIPPED, 0.0), Outcome("a", FAILED, 4.0),
-            Outcome("a", PASSED, 3.0), Outcome("a", HUNG, 120.0), Outcome("b", SKIPPED, 0.0)]
+            Outcome("a", PASSED, 3.0), Outcome("a", HUNG, 120.0), Outcome("b", SKIPPED, 0.0),
+            Outcome("c", PASSED, 0.014)]
     rows = tally(runs)
     assert [(row.test, row.counts) for row in rows] == [
-        ("a", {PASSED: 2, FAILED: 1, HUNG: 1, SKIPPED: 0}), ("b", {PASSED: 0, FAILED: 0, HUNG: 0, SKIPPED: 2})]
+        ("a", {PASSED: 2, FAILED: 1, HUNG: 1, SKIPPED: 0}), ("b", {PASSED: 0, FAILED: 0, HUNG: 0, SKIPPED: 2}),
+        ("c", {PASSED: 1, FAILED: 0, HUNG: 0, SKIPPED: 0})]
     assert markdown(rows).splitlines() == [
         "| test | passed | failed | hung | skipped | min s | median s | max s |",
         "| --- | --- | --- | --- | --- | --- | --- | --- |",
-        "| a | 2 | 1 | 1 | 0 | 2.0 | 3.5 | 120.0 |",
+        "| a | 2 | 1 | 1 | 0 | 2.00 | 3.50 | 120.0 |",
         "| b | 0 | 0 | 0 | 2 | - | - | - |",
+        "| c | 1 | 0 | 0 | 0 | 0.01 | 0.01 | 0.01 |",
     ]
