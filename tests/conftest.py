@@ -148,7 +148,7 @@ async def proxy_factory(settings, tmp_path):
         config = ProxyOptions.model_validate(
             {"port": 0, "engines": listed, "heartbeat_s": 1, "health_interval_s": 0.2, **options}
         )
-        service = await ProxyService(settings, config=config, team_keys=TeamKeys(tmp_path / "teams.json", KEYS)).start()
+        service = await ProxyService(settings, config, team_keys=TeamKeys(tmp_path / "teams.json", KEYS)).start()
         services.append(service)
         await service.wait_listening()
         return service

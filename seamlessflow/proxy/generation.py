@@ -21,9 +21,12 @@ import orjson
 
 from seamlessflow.core.routing import Profile
 from seamlessflow.core.sampling import upstream_sampling
+from seamlessflow.proxy.calls import Call
 from seamlessflow.proxy.capture import CallCapture, ChoiceCapture, UpstreamFormatError, read_chunk
 from seamlessflow.proxy.errors import ProxyError, explain_window
+from seamlessflow.proxy.metrics import ProxyMetrics
 from seamlessflow.proxy.options import ProxyOptions
+from seamlessflow.proxy.recording import CallResult, Recorder
 from seamlessflow.proxy.requests import CallRequest
 from seamlessflow.proxy.routing import Engine, EngineTable
 from seamlessflow.proxy.shaping import Shaper
@@ -130,7 +133,7 @@ class CallRun:
         http: aiohttp.ClientSession,
         engines: EngineTable,
         gate: PauseGate,
-        config: ProxyOptions,
+        options: ProxyOptions,
         shaper_id: str,
         emit: Callable[[list[dict]], Awaitable[None]] | None = None,
         on_continuation: Callable[[], None] | None = None,
@@ -139,13 +142,13 @@ class CallRun:
     ) -> None:
         self.request = request
         self.adapter = adapter  # the team's LoRA adapter (`proxy.teams.<team>.lora`): the upstream model; None: base
-        self.upstream_model = adapter or config.served_model
+        self.upstream_model = adapter or options.served_model
         self.session_id = session_id
         self.profile = profile  # routing profile of the session when the call started
         self.http = http
         self.engines = engines
         self.gate = gate
-        self.config = config
+        self.options = options
         self.emit = emit
         self.on_continuation = on_continuation or (lambda: None)
         self.capture = CallCapture(request.n, request.num_prompts)
@@ -172,13 +175,14 @@ class CallRun:
         failures: list[str] = []
         excluded: set[str] = set()
         while not self.capture.finished:
-            await self.gate.wait_open(self.config.pause_timeout_s)
+            await self.gate.wait_open(self.options.pause_timeout_s)
             engine = (self.engines.pick(self.session_id, frozenset(excluded), self.profile)
                       or self.engines.pick(self.session_id, profile=self.profile))
             if engine is None and (self._any_tokens() or self.engines.any_held):
                 engine = await self._wait_for_engine()  # cut off, or its engine is taking weights: wait
             if engine is None:
-                raise ProxyError(503, "no healthy inference engine is available", retry_after=self.config.retry_after_s)
+                raise ProxyError(503, "no healthy inference engine is available",
+                                 retry_after=self.options.retry_after_s)
             if self.t_dispatch is None:
                 self.t_dispatch = time.monotonic()
             outcome = await self._run_on(engine)
@@ -186,13 +190,13 @@ class CallRun:
                 continue
             failures.append(outcome)
             excluded.add(engine.url)
-            if len(failures) >= self.config.max_attempts:
+            if len(failures) >= self.options.max_attempts:
                 raise _final_error(failures)
         self.t_end = time.monotonic()
         return self.capture
 
     async def _wait_for_engine(self) -> Engine | None:
-        deadline = time.monotonic() + self.config.pause_timeout_s
+        deadline = time.monotonic() + self.options.pause_timeout_s
         while time.monotonic() < deadline:
             await asyncio.sleep(0.2)
             engine = self.engines.pick(self.session_id, profile=self.profile)
@@ -229,7 +233,7 @@ class CallRun:
         self.engine_url = engine.url
         self.gate.enter(self)
         timeout = aiohttp.ClientTimeout(
-            total=None, sock_connect=self.config.connect_timeout_s, sock_read=self.config.read_timeout_s
+            total=None, sock_connect=self.options.connect_timeout_s, sock_read=self.options.read_timeout_s
         )
         try:
             async with self.http.post(engine.url + PATHS[kind], data=orjson.dumps(body), headers=JSON_BODY,
@@ -377,6 +381,60 @@ class CallRun:
         dispatch = self.t_dispatch or end
         first = self.t_first_token or end
         return (dispatch - self.t_start) * 1000, (first - self.t_start) * 1000, (end - self.t_start) * 1000
+
+
+class Generation:
+    """The generation layer: a call run on the engines (routing, pause and continue, the engine client), then
+    handed to recording. It owns the HTTP client every request to an engine goes through."""
+
+    def __init__(self, options: ProxyOptions, engines: EngineTable, gate: PauseGate, metrics: ProxyMetrics,
+                 recorder: Recorder):
+        self.options, self.engines, self.gate, self.metrics, self.recorder = options, engines, gate, metrics, recorder
+        self.http: aiohttp.ClientSession | None = None
+
+    def open(self) -> None:
+        self.http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
+                                          auto_decompress=False)
+
+    async def close(self) -> None:
+        if self.http is not None:
+            await self.http.close()
+
+    async def serve(self, call: Call) -> None:
+        """Runs the call (its chunks to its door as they come, where it streams), then records it."""
+        who, request = call.who, call.request
+        assert self.http is not None and who is not None  # opened before the app serves; settled by the gate
+        adapter = self.options.adapter_of(who.team)
+        run = CallRun(request, who.session_id, self.http, self.engines, self.gate, self.options,
+                      shaper_id=f"{'chatcmpl' if request.kind == 'chat' else 'cmpl'}-{call.reply.reply_id}",
+                      on_continuation=self.metrics.continuations.inc, profile=call.profile, adapter=adapter)
+        call.capture = run.capture
+        run.emit = call.reply.open(run.shaper, who.session_id)
+        capture = await run.run()
+        await self.recorder.record(CallResult(who, capture, tuple(run.engine_ids), run.timings_ms(), adapter,
+                                              request.sampled))
+        call.recorded = True
+
+    async def models(self, session_id: str) -> tuple[int, object]:
+        """The models an engine of the session lists (`GET /v1/models`): its status and body."""
+        engine = self.engines.pick(session_id)
+        if engine is None:
+            raise ProxyError(503, "no healthy inference engine is available", retry_after=self.options.retry_after_s)
+        assert self.http is not None  # opened before the app serves
+        try:
+            async with self.http.get(engine.url + "/v1/models", timeout=aiohttp.ClientTimeout(total=10)) as response:
+                return response.status, await response.json(content_type=None)
+        except (TimeoutError, aiohttp.ClientError, ValueError):
+            raise ProxyError(502, "the inference engine did not list its models") from None
+
+    async def healthy(self, url: str, timeout: aiohttp.ClientTimeout) -> bool:
+        """Whether the engine at `url` answers its health check."""
+        assert self.http is not None  # the health loop starts once the server is up
+        try:
+            async with self.http.get(url + "/health", timeout=timeout) as response:
+                return response.status == 200
+        except (TimeoutError, aiohttp.ClientError, ConnectionError):
+            return False
 
 
 async def _read_to_end(response: aiohttp.ClientResponse) -> None:

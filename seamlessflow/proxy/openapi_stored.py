@@ -158,7 +158,7 @@ def compact_operation(door_operation: dict, in_path: bool) -> dict:
 
 
 def socket_operation(session_param: dict | None) -> dict[str, Any]:
-    """`GET /v1/responses`: the Responses API's WebSocket mode (`responses_socket.py`), as a `get` to merge in."""
+    """`GET /v1/responses`: the Responses API's WebSocket mode (`socket_door.py`), as a `get` to merge in."""
     return {"get": {
         "operationId": f"responses_websocket{'_in_session' if session_param else ''}",
         "summary": "a WebSocket: `response.create` events in, each answered with the streamed POST's events",

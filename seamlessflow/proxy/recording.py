@@ -3,39 +3,32 @@
 One path for every front door (Chat Completions, Completions, Responses, Messages): each hands over a
 `CallResult` (what the engine saw and generated, whatever API the agent spoke) and gets the published events
 back, or a 503 when Kafka did not confirm them. Only acknowledged records become prompt-delta bases
-(`deltas.py`) and count in the session's statistics.
+(`deltas.py`) and count in the session's statistics (the gatekeeper's). A session's end follows its calls here.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hashlib
+import json
 import logging
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from seamlessflow.avro import CodecError
+from seamlessflow.core.episodes import EpisodeStatus
 from seamlessflow.core.sampling import TRUNCATION, Sampled
-from seamlessflow.messages import TokenIO, now_ms
+from seamlessflow.messages import EpisodeEnd, TokenIO, now_ms
+from seamlessflow.proxy.calls import CallIdentity
 from seamlessflow.proxy.capture import CallCapture, ChoiceCapture
 from seamlessflow.proxy.deltas import PromptBases, token_sequence
 from seamlessflow.proxy.errors import ProxyError
 from seamlessflow.proxy.metrics import ProxyMetrics
 from seamlessflow.proxy.publisher import EventPublisher, PublishFailed
-from seamlessflow.proxy.sessions import SessionTable
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True)
-class CallIdentity:
-    """Whose call it is: the session it belongs to, the team that owns the session, and the call's own id."""
-
-    session_id: str
-    team: str
-    call_id: str  # the request's key in its session: a client's retries of one request share it
-    attempt: int = 0  # the client's count of its retries of this request
 
 
 @dataclass(frozen=True)
@@ -53,10 +46,10 @@ class CallResult:
 class Recorder:
     """Publishes calls' token events (and episode ends) keyed by session, so their order on the topic holds."""
 
-    def __init__(self, publisher: EventPublisher, topic: str, run: str, sessions: SessionTable, bases: PromptBases,
-                 metrics: ProxyMetrics, delivery_timeout_s: float, retry_after_s: int, prompt_deltas: bool):
+    def __init__(self, publisher: EventPublisher, topic: str, run: str, bases: PromptBases, metrics: ProxyMetrics,
+                 delivery_timeout_s: float, retry_after_s: int, prompt_deltas: bool):
         self.publisher, self.topic, self.run = publisher, topic, run
-        self.sessions, self.bases, self.metrics = sessions, bases, metrics
+        self.bases, self.metrics = bases, metrics
         self.delivery_timeout_s, self.retry_after_s = delivery_timeout_s, retry_after_s
         self.prompt_deltas = prompt_deltas
 
@@ -69,10 +62,21 @@ class Recorder:
         if self.prompt_deltas:
             for event, sequence in pairs:
                 self.bases.remember(result.who.session_id, event.event_id, sequence)
-        state = self.sessions.get(result.who.session_id)
-        if state is not None:
-            state.recorded(len(events), result.capture)
+        self.metrics.tokens.labels("prompt").inc(result.capture.prompt_tokens)
+        self.metrics.tokens.labels("completion").inc(result.capture.completion_tokens)
         return events
+
+    async def end(self, session_id: str, team: str, reward: float, status: EpisodeStatus, info: dict[str, Any],
+                  num_calls: int, group_id: str | None, task_id: str | None, call_rewards: dict[str, float]) -> None:
+        """Publishes the session's `EpisodeEnd` after its calls' events (same key: the topic keeps their order);
+        its prompt-delta bases are forgotten."""
+        event = EpisodeEnd(
+            event_id=f"{session_id}.end", session_id=session_id, team=team, run=self.run, reward=reward,
+            status=status, info_json=json.dumps(info), num_calls=num_calls, created_at_ms=now_ms(),
+            group_id=group_id, task_id=task_id, call_rewards=call_rewards,
+        )
+        await self.publish([event], session_id)
+        self.bases.forget(session_id)
 
     def _event(self, result: CallResult, choice: ChoiceCapture) -> tuple[TokenIO, np.ndarray]:
         sequence, n_prompt = token_sequence(choice.prompt_ids, choice.completion_ids), len(choice.prompt_ids)

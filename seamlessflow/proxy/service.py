@@ -30,26 +30,26 @@ log = logging.getLogger(__name__)
 
 
 class ProxyService:
-    def __init__(self, settings: Settings, config: ProxyOptions | None = None,
+    def __init__(self, settings: Settings, options: ProxyOptions | None = None,
                  team_keys: TeamKeys | None = None) -> None:
         self.settings = settings
-        self.server = ProxyServer(settings, config=config, team_keys=team_keys)
-        self.config = self.server.config
+        self.server = ProxyServer(settings, options=options, team_keys=team_keys)
+        self.options = self.server.options
         topics = Topics(settings)
         self.status_topic = topics.status
         self.commands = CommandHandler(
-            self.config.id, self.server.gate, self.server.engines, self._publish_ack,
-            settings.team, settings.run, drain_timeout_s=self.config.pause_timeout_s,
+            self.options.id, self.server.gate, self.server.engines, self._publish_ack,
+            settings.team, settings.run, drain_timeout_s=self.options.pause_timeout_s,
             generation=settings.generation,
         )
-        wanted = ([topics.control] if self.config.listen_control else []) + (
-            [topics.status] if self.config.discover_engines else []
+        wanted = ([topics.control] if self.options.listen_control else []) + (
+            [topics.status] if self.options.discover_engines else []
         )
-        self.dead_letters = DeadLetters(settings, self.server.codec, f"proxy:{self.config.id}", self._send_dead_letter)
+        self.dead_letters = DeadLetters(settings, self.server.codec, f"proxy:{self.options.id}", self._send_dead_letter)
         self.listener = ControlListener(settings, self.server.codec, wanted, self.commands.on_message,
                                         self.dead_letters, self.commands.protocol.addressed, topics.control,
                                         self.commands.on_history) if wanted else None
-        self.heartbeat = Heartbeat(self.server.publisher.publish, self.status_topic, self.config.heartbeat_s,
+        self.heartbeat = Heartbeat(self.server.publisher.publish, self.status_topic, self.options.heartbeat_s,
                                    self._status)
         self._tasks: list[asyncio.Task] = []
         self._loop: asyncio.AbstractEventLoop | None = None
@@ -93,7 +93,7 @@ class ProxyService:
             log.error("%d events were not delivered at shutdown", left)
 
     async def _publish_ack(self, ack: CommandAck) -> None:
-        await self.server.publisher.publish(self.status_topic, f"{self.config.id}/ack", ack)
+        await self.server.publisher.publish(self.status_topic, f"{self.options.id}/ack", ack)
 
     def _send_dead_letter(self, topic: str, key: str | None, letter: DeadLetter) -> None:
         """Called on the listener's thread: the letter is published from the event loop, failures logged."""
@@ -114,21 +114,13 @@ class ProxyService:
         future.add_done_callback(report)
 
     async def _health_loop(self) -> None:
-        timeout = aiohttp.ClientTimeout(total=max(1.0, self.config.health_interval_s))
+        timeout = aiohttp.ClientTimeout(total=max(1.0, self.options.health_interval_s))
         while True:
             engines = list(self.server.engines)
-            results = await asyncio.gather(*(self._check(e.url, timeout) for e in engines))
+            results = await asyncio.gather(*(self.server.generation.healthy(e.url, timeout) for e in engines))
             for engine, ok in zip(engines, results, strict=True):
                 self.server.engines.health_result(engine, ok)
-            await asyncio.sleep(self.config.health_interval_s)
-
-    async def _check(self, url: str, timeout: aiohttp.ClientTimeout) -> bool:
-        try:
-            # the health loop starts after start_http(): the session is open
-            async with self.server.http.get(url + "/health", timeout=timeout) as response:  # type: ignore[union-attr]
-                return response.status == 200
-        except (TimeoutError, aiohttp.ClientError, ConnectionError):
-            return False
+            await asyncio.sleep(self.options.health_interval_s)
 
     def _status(self) -> ResourceStatus:
         server = self.server
@@ -136,7 +128,7 @@ class ProxyService:
         figures = {"inflight": server.admission.running, "queued": server.admission.waiting,
                    "engines_routable": server.engines.routable_count, "sessions": len(server.sessions)}
         return resource_status(
-            self.config.id,
+            self.options.id,
             ResourceKind.PROXY,
             ResourceState.PAUSED if server.gate.paused else ResourceState.ACTIVE,
             ResourceKind.PROXY,

@@ -17,22 +17,22 @@ from seamlessflow.proxy import ProxyOptions, ProxyService
 from seamlessflow.service_main import run_until_signal
 
 
-async def serve(settings: Settings, config: ProxyOptions, stop: threading.Event) -> None:
-    service = await ProxyService(settings, config=config).start()
+async def serve(settings: Settings, options: ProxyOptions, stop: threading.Event) -> None:
+    service = await ProxyService(settings, options).start()
     print(f"proxy listening on {service.base_url}", flush=True)
     while not stop.is_set():  # the signal handler sets it between two turns of the loop
         await asyncio.sleep(0.2)
     await service.stop()
 
 
-def run(settings: Settings, config: ProxyOptions, stop: threading.Event) -> None:
+def run(settings: Settings, options: ProxyOptions, stop: threading.Event) -> None:
     """Serves on the event loop `proxy.event_loop` names (uvloop by default: less CPU per call)."""
-    loop_factory = uvloop.new_event_loop if config.event_loop == "uvloop" else None
+    loop_factory = uvloop.new_event_loop if options.event_loop == "uvloop" else None
     with asyncio.Runner(loop_factory=loop_factory) as runner:
-        runner.run(serve(settings, config, stop))
+        runner.run(serve(settings, options, stop))
 
 
-def proxy_config(settings: Settings, args: argparse.Namespace) -> ProxyOptions:
+def proxy_options(settings: Settings, args: argparse.Namespace) -> ProxyOptions:
     """The `proxy:` section under this process's flags; worker INDEX of `proxy.workers` is resource <id>-INDEX."""
     overrides: dict[str, object] = {k: v for k, v in {"host": args.host, "port": args.port}.items() if v is not None}
     if args.worker is not None:
@@ -51,7 +51,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main() -> None:
     run_until_signal(
         "services.proxy",
-        lambda settings, stop, args: run(settings, proxy_config(settings, args), stop),
+        lambda settings, stop, args: run(settings, proxy_options(settings, args), stop),
         add_arguments=add_arguments,
     )
 

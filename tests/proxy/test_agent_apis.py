@@ -375,7 +375,7 @@ async def test_unrecordable_calls_never_look_like_a_success_on_the_new_doors(stu
         listen_control=False,
         discover_engines=False,
     )
-    proxy = await ProxyService(dead_kafka, config=config, team_keys=TeamKeys(tmp_path / "t.json", KEYS)).start()
+    proxy = await ProxyService(dead_kafka, config, team_keys=TeamKeys(tmp_path / "t.json", KEYS)).start()
     responses = {"model": "m", "input": "q", "max_output_tokens": 2}
     messages = {"model": "m", "max_tokens": 2, "messages": [{"role": "user", "content": "q"}]}
     try:

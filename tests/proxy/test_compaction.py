@@ -10,8 +10,8 @@ import openai
 import pytest
 
 from seamlessflow.messages import TokenIO
-from seamlessflow.proxy.compaction import COMPACT_MAX_TOKENS, COMPACT_PROMPT
-from seamlessflow.proxy.responses_api import SUMMARY_PREFIX, compacted_summary, compaction_content
+from seamlessflow.proxy.compact_door import COMPACT_MAX_TOKENS, COMPACT_PROMPT
+from seamlessflow.proxy.items import SUMMARY_PREFIX, compacted_summary, compaction_content
 from seamlessflow.testing.proxy_harness import session_events
 from seamlessflow.testing.stored_responses import agent
 

@@ -59,7 +59,7 @@ class ThreadedProxy:
         self.engine = self._run(StubEngine(StubBehaviour(max_tokens_cap=4)).start())
         config = ProxyOptions(engines=[{"id": "e0", "url": self.engine.url}], **CONFIG)
         self.proxy = self._run(
-            ProxyService(self.settings, config=config, team_keys=TeamKeys(self.tmp_path / "t.json", KEYS)).start()
+            ProxyService(self.settings, config, team_keys=TeamKeys(self.tmp_path / "t.json", KEYS)).start()
         )
         self.root = self.proxy.base_url.removesuffix("/v1")
         return self
@@ -136,7 +136,7 @@ def test_every_operation_fuzzed_from_the_openapi_document(threaded_proxy, settin
     """Each operation gets its own share of examples, so none is left out by chance (a union of all of them
     once drew no `GET /metrics` in 300)."""
     config = SchemathesisConfig.from_dict({"generation": {"with-security-parameters": False}})  # keys: AUTH below
-    schema = schemathesis.openapi.from_dict(openapi_document(threaded_proxy.proxy.config), config=config)
+    schema = schemathesis.openapi.from_dict(openapi_document(threaded_proxy.proxy.options), config=config)
     operations = [op.ok() for op in schema.get_all_operations()]
     ledger = Ledger()
     seen = set()

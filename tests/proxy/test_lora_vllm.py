@@ -64,7 +64,7 @@ async def engine_answer(engine: VllmServer, model: str) -> dict:
 async def start_proxy(engine: VllmServer, teams: dict, settings: Settings, tmp_path: Path) -> ProxyService:
     config = ProxyOptions.model_validate({"port": 0, "engines": [{"id": "e0", "url": engine.url}], "heartbeat_s": 1,
                                           "served_model": "tiny", "teams": teams})
-    proxy = await ProxyService(settings, config=config, team_keys=TeamKeys(tmp_path / "teams.json", KEYS)).start()
+    proxy = await ProxyService(settings, config, team_keys=TeamKeys(tmp_path / "teams.json", KEYS)).start()
     await proxy.wait_listening()
     return proxy
 
@@ -73,7 +73,7 @@ async def test_each_teams_calls_are_served_by_its_adapter_and_recorded_naming_it
                                                                                    tmp_path):
     engine, teams, _, _ = lora_stand
     proxy = await start_proxy(engine, teams, settings, tmp_path)
-    config = proxy.config
+    config = proxy.options
     try:
         for team, key in KEYS.items():
             agent = openai.AsyncOpenAI(base_url=proxy.session_url(f"s-{team}"), api_key=key, max_retries=0)

@@ -20,7 +20,7 @@ def _documented(document: dict) -> set[tuple[str, str]]:
 
 def test_every_registered_route_is_documented_and_nothing_else(settings):
     config = ProxyOptions(port=0, listen_control=False, discover_engines=False)
-    server = ProxyServer(settings, config=config)
+    server = ProxyServer(settings, config)
     try:
         assert _routes(server.app()) == _documented(openapi_document(config))
     finally:
@@ -36,4 +36,4 @@ def test_limits_come_from_the_configuration():
 async def test_the_proxy_serves_its_document_without_a_key(proxy):
     async with httpx.AsyncClient() as http:
         response = await http.get(proxy.base_url.removesuffix("/v1") + "/openapi.json")
-    assert response.status_code == 200 and response.json() == openapi_document(proxy.config)
+    assert response.status_code == 200 and response.json() == openapi_document(proxy.options)

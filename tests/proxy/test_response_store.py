@@ -1,11 +1,11 @@
-"""ResponseStore on the real broker: a bounded cache that reads through to the topic once it evicted, a second
+"""TopicStore on the real broker: a bounded cache that reads through to the topic once it evicted, a second
 store (another worker) that finds what the first wrote by catching up, and deletes seen by both."""
 
 from __future__ import annotations
 
 from seamlessflow.messages import StoredResponse
 from seamlessflow.proxy.publisher import EventPublisher
-from seamlessflow.proxy.response_store import ResponseStore, StoredCache, size_of
+from seamlessflow.proxy.topic_store import StoredCache, TopicStore, size_of
 from seamlessflow.topics import Topics
 
 
@@ -29,8 +29,8 @@ async def test_a_store_reads_through_after_evicting_and_another_store_catches_up
     publisher = EventPublisher(settings, codec)
     publisher.start()
     topic = Topics(settings).responses
-    small = ResponseStore(settings, codec, publisher, topic, 2 * size_of(stored("resp_a")), 5.0, 10.0)
-    other = ResponseStore(settings, codec, publisher, topic, 1 << 20, 5.0, 10.0)
+    small = TopicStore(settings, codec, publisher, topic, 2 * size_of(stored("resp_a")), 5.0, 10.0)
+    other = TopicStore(settings, codec, publisher, topic, 1 << 20, 5.0, 10.0)
     small.start()
     other.start()
     try:

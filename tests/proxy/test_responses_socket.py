@@ -1,4 +1,4 @@
-"""The Responses API's WebSocket mode (`responses_socket.py`) in front of a StubEngine (a fake engine): each
+"""The Responses API's WebSocket mode (`socket_door.py`) in front of a StubEngine (a fake engine): each
 `response.create` is served as a streamed `POST /v1/responses` is (the same events, recording and stored
 responses), `previous_response_id` chains turns on one connection (also with `store: false`, and after a
 `generate: false` warmup), bad frames get `error` events and the connection goes on, an upgrade without the team

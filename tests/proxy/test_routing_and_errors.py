@@ -129,7 +129,7 @@ async def test_unrecordable_events_make_the_call_a_retryable_503(stub, settings,
         listen_control=False,
         discover_engines=False,
     )
-    proxy = await ProxyService(dead_kafka, config=config, team_keys=TeamKeys(tmp_path / "t.json", KEYS)).start()
+    proxy = await ProxyService(dead_kafka, config, team_keys=TeamKeys(tmp_path / "t.json", KEYS)).start()
     try:
         async with httpx.AsyncClient() as http:
             plain = await http.post(proxy.base_url + "/chat/completions", json=CHAT, headers=AUTH)

@@ -51,7 +51,7 @@ async def test_a_call_that_sets_no_temperature_is_sampled_and_recorded_at_one(pr
 async def test_a_refused_setting_is_a_400_naming_it_and_nothing_is_recorded(stub, settings, codec, tmp_path):
     strict = settings.with_overrides(rollout={"sampling": {"truncation": "refuse"}})
     config = ProxyOptions.model_validate({"port": 0, "engines": [{"id": "e0", "url": stub.url}]})
-    proxy = await ProxyService(strict, config=config, team_keys=TeamKeys(tmp_path / "teams.json", KEYS)).start()
+    proxy = await ProxyService(strict, config, team_keys=TeamKeys(tmp_path / "teams.json", KEYS)).start()
     try:
         await proxy.wait_listening()
         with pytest.raises(openai.BadRequestError, match="rollout.sampling.truncation") as refused:

@@ -23,7 +23,7 @@ class HeldPublisher:
 
 
 async def test_heartbeat_loop_stops_when_cancelled_as_its_delivery_lands(settings):
-    service = ProxyService(settings, config=ProxyOptions.model_validate({"port": 0, "engines": [], "heartbeat_s": 1}))
+    service = ProxyService(settings, options=ProxyOptions.model_validate({"port": 0, "engines": [], "heartbeat_s": 1}))
     publisher = HeldPublisher()
     service.heartbeat.send = publisher.publish
     task = asyncio.create_task(service.heartbeat.run_async())

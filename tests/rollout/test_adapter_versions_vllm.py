@@ -72,7 +72,7 @@ async def test_an_adapters_new_version_goes_live_and_labels_its_tokens_exactly(s
     assert [a.name for a in options.lora_adapters] == ["red-lora", "blue-lora"]
     config = ProxyOptions.model_validate({"port": 0, "heartbeat_s": 1, "health_interval_s": 0.2, "engines": [],
                                           "served_model": "tiny", "teams": teams})
-    proxy = await ProxyService(settings, config=config, team_keys=TeamKeys(tmp_path / "teams.json", KEYS)).start()
+    proxy = await ProxyService(settings, config, team_keys=TeamKeys(tmp_path / "teams.json", KEYS)).start()
     fence = ProxyFence(lambda: [proxy.server.fence_url])
     worker = RolloutWorker("r0", options, model, tmp_path / "logs", fence=fence)
     try:

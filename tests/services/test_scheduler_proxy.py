@@ -23,7 +23,7 @@ async def test_real_proxy_is_paused_around_engine_loads_and_labels_the_new_versi
     options = SchedulerOptions(policy="disaggregated", tick_s=0.2, min_dwell_s=0)
     running = ServiceThread(SchedulerService(settings, options, ManagerOptions(enabled=False), codec))
     try:
-        await asyncio.to_thread(wait_until, lambda: proxy.config.id in running.service.view.proxies, [engine])
+        await asyncio.to_thread(wait_until, lambda: proxy.options.id in running.service.view.proxies, [engine])
         publish_weights(settings, codec, 1)
         await asyncio.to_thread(wait_until, lambda: engine.weight_version == 1 and running.service.proxy_sync.update
                                 is None and running.service.proxy_sync.labelled_version == 1, [engine])
@@ -33,7 +33,7 @@ async def test_real_proxy_is_paused_around_engine_loads_and_labels_the_new_versi
         engine.close()
     commands = [(c.resource_id, c.command) for c in read_messages(settings, Topics(settings).control, codec)
                 if isinstance(c, ControlCommand)]
-    pid = proxy.config.id
+    pid = proxy.options.id
     assert commands == [(pid, "pause"), ("r0", "pause"), ("r0", "load_weights"), ("r0", "resume"), (pid, "resume")]
     acks = [(a.command, a.outcome) for a in read_messages(settings, Topics(settings).status, codec)
             if isinstance(a, CommandAck) and a.resource_id == pid]

@@ -133,7 +133,7 @@ async def test_calls_straddling_a_live_update_record_each_token_with_its_weights
     engine = start_engine(model_dir, tmp_path, "e")
     config = ProxyOptions.model_validate({"port": 0, "engines": [{"id": "e", "url": engine.url}], "heartbeat_s": 1,
                                           "listen_control": False, "discover_engines": False})
-    proxy = await ProxyService(settings, config=config, team_keys=TeamKeys(tmp_path / "t.json", {"alpha": KEY})).start()
+    proxy = await ProxyService(settings, config, team_keys=TeamKeys(tmp_path / "t.json", {"alpha": KEY})).start()
     fence = ProxyFence(lambda: [proxy.server.fence_url])
     broadcaster = PolicyBroadcaster(model, gloo_init_info("127.0.0.1", bucket_bytes=64 << 10, timeout_s=60),
                                     transfer_client, source_for=lambda url: ModuleSource(model), fence=fence)

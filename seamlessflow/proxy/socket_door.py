@@ -1,8 +1,9 @@
 """The Responses API's WebSocket mode: `GET /v1/responses` (and `/sessions/{id}/v1/responses`) upgraded.
 
-The client sends `{"type": "response.create", ...}` text frames, each the body of a `POST /v1/responses`; each is
-served by the same path as a streamed POST (`ProxyServer.serve_call`: the same session, recording, stored
-responses and token ids), and its events are the same Responses events, each one JSON text frame, in order.
+A door like the others: the client sends `{"type": "response.create", ...}` text frames, each the body of a
+`POST /v1/responses`; each becomes a `Call` handed to the gatekeeper as a streamed POST's is (the same session,
+recording, stored responses and token ids), and its events are the same Responses events, each one JSON text
+frame, in order.
 Calls run one at a time, in the order they came (the API's rule for one connection); a frame is read while one
 runs, so a bad frame (not JSON, an unknown type) gets its `error` event at once and nothing else is disturbed.
 A request the HTTP route would refuse gets the same error as an `error` event with its HTTP status (the
@@ -21,25 +22,23 @@ import asyncio
 import contextlib
 import json
 import logging
-import uuid
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass, field
+from typing import Any
 
 import aiohttp
 import orjson
 from aiohttp import WSMsgType, web
 
+from seamlessflow.proxy.calls import Call, CallIdentity, Recent
 from seamlessflow.proxy.capture import CallCapture
-from seamlessflow.proxy.doors import DOOR
+from seamlessflow.proxy.doors import DOOR, PROFILE_HEADER, Delivery, attempt_of, session_named
 from seamlessflow.proxy.errors import ProxyError, error_body
+from seamlessflow.proxy.gatekeeper import Gatekeeper
 from seamlessflow.proxy.generation import ClientGone, UpstreamRejected
-from seamlessflow.proxy.recording import CallIdentity
-from seamlessflow.proxy.responses_api import ResponseEvents, ResponsesDoor
+from seamlessflow.proxy.options import ProxyOptions
+from seamlessflow.proxy.responses_door import ResponseEvents, ResponsesDoor
 from seamlessflow.proxy.shaping import Shaper
-from seamlessflow.proxy.stored_responses import Recent
-
-if TYPE_CHECKING:
-    from seamlessflow.proxy.server import ProxyServer
+from seamlessflow.proxy.state import ResponseState
 
 log = logging.getLogger(__name__)
 CREATE = "response.create"
@@ -64,14 +63,6 @@ class SocketStream:
         await self.write(data)  # the connection stays open for the next call
 
 
-@dataclass
-class SocketCall:
-    """What a call on a WebSocket brings to `serve_call`: where its events go, and its connection's last response."""
-
-    stream: SocketStream
-    recent: Recent
-
-
 async def send(ws: web.WebSocketResponse, lock: asyncio.Lock, text: str) -> None:
     try:
         async with lock:
@@ -88,19 +79,23 @@ def error_event(status: int, body: Any) -> str:
                          "error": error if isinstance(error, dict) else {"message": str(body)}}).decode()
 
 
-class ResponsesSockets:
+@dataclass
+class SocketDoor:
     """The upgrade route; one `_Connection` per WebSocket."""
 
-    def __init__(self, server: ProxyServer):
-        self.server = server
-        self.door = ResponsesDoor()
-        self.opened = self.creates = self.chained = 0  # connections; `response.create`s; those naming a previous
+    gatekeeper: Gatekeeper
+    state: ResponseState
+    options: ProxyOptions
+    door: ResponsesDoor = field(default_factory=ResponsesDoor)
+    opened: int = 0  # connections
+    creates: int = 0  # `response.create`s
+    chained: int = 0  # those naming a previous response
 
     async def open(self, request: web.Request) -> web.StreamResponse:
         request[DOOR] = self.door  # errors before the upgrade answer as the HTTP route's do
-        team = self.server._team(request)  # the team key in Authorization, checked before the upgrade
-        self.server._session_id(request)  # a bad session id is a 400 here, not an error on every call
-        ws = web.WebSocketResponse(max_msg_size=self.server.config.max_body_bytes)
+        team = self.gatekeeper.team(self.door.api_key(request), self.door.key_header)  # checked before the upgrade
+        self.gatekeeper.session_named(session_named(request))  # a bad session id is a 400 here, not on every call
+        ws = web.WebSocketResponse(max_msg_size=self.options.max_body_bytes)
         if not ws.can_prepare(request).ok:
             raise ProxyError(400, "GET /v1/responses is the Responses API's WebSocket: send a WebSocket upgrade "
                                   "(or POST /v1/responses)")
@@ -111,13 +106,13 @@ class ResponsesSockets:
 
 
 class _Connection:
-    def __init__(self, sockets: ResponsesSockets, request: web.Request, ws: web.WebSocketResponse, team: str):
+    def __init__(self, sockets: SocketDoor, request: web.Request, ws: web.WebSocketResponse, team: str):
         self.sockets, self.request, self.ws, self.team = sockets, request, ws, team
-        self.server, self.door = sockets.server, sockets.door
+        self.door, self.gatekeeper = sockets.door, sockets.gatekeeper
+        self.session_id = session_named(request)
         self.lock = asyncio.Lock()
         self.recent = Recent()
         self.queue: asyncio.Queue[tuple[bytes, dict]] = asyncio.Queue()
-
     async def run(self) -> None:
         worker = asyncio.create_task(self._work())
         try:
@@ -158,14 +153,13 @@ class _Connection:
                 return
 
     async def _create(self, raw: bytes, body: dict) -> None:
-        stream = SocketStream(self.ws, self.lock)
         try:
             if body.pop("generate", True) is False:
-                await self._warmup(body)
+                await self._warmup(raw, body)
                 return
-            result = await self.server.serve_call(self.request, self.door, self.team,
-                                                  self.server._session_id(self.request), raw, body,
-                                                  SocketCall(stream, self.recent))
+            stream = SocketStream(self.ws, self.lock)
+            delivery = Delivery(self.door, lambda headers: stream)
+            result = await delivery.serve(self._call(raw, body, delivery), self.gatekeeper)
             if result is not self.ws and isinstance(result, web.Response) and isinstance(result.body, bytes):
                 await self._error(result.status, json.loads(result.body))  # refused before it streamed
         except ProxyError as exc:
@@ -178,19 +172,25 @@ class _Connection:
             log.exception("unexpected error on a Responses WebSocket")
             await self._error(500, error_body(500, "internal proxy error"))
 
-    async def _warmup(self, body: dict) -> None:
+    def _call(self, raw: bytes, body: dict, delivery: Delivery) -> Call:
+        """A frame's call, as a POST's: its key is its frame's digest, not the upgrade's headers."""
+        return Call(self.door.parse(body, self.sockets.options.max_n), delivery, self.team, self.session_id, raw,
+                    self.request.path, attempt=attempt_of(self.request),
+                    declared_profile=self.request.headers.get(PROFILE_HEADER), recent=self.recent)
+
+    async def _warmup(self, raw: bytes, body: dict) -> None:
         """`generate: false`: the request checked and continued as a call would be, then kept as the connection's
         last response with no output; nothing reaches an engine or Kafka."""
-        call = self.door.parse(body, self.server.config.max_n)
-        session_id, generated = self.server._session_id(self.request)
-        session_id = await self.server.stored.continue_from(call, self.team, session_id, generated, self.recent)
-        self.server._claim(session_id, self.team)
-        reply_id = uuid.uuid4().hex
-        events = ResponseEvents(Shaper(call, CallCapture(1), f"resp_{reply_id}"), reply_id)
+        delivery = Delivery(self.door, None)
+        call = self._call(raw, body, delivery)
+        continued = await self.sockets.state.continue_call(call)
+        session_id = self.gatekeeper.session_of(call.session_id, continued)
+        self.gatekeeper.claim(session_id, self.team)
+        events = ResponseEvents(Shaper(call.request, CallCapture(1), f"resp_{delivery.reply_id}"), delivery.reply_id)
         tail = events.finish()
         assert events.response is not None  # finish() made it
-        who = CallIdentity(session_id, self.team, reply_id)
-        self.recent.remember(await self.server.stored.record(call, who, None, events.response, self.recent))
+        who = CallIdentity(session_id, self.team, delivery.reply_id)
+        self.recent.remember(self.sockets.state.record(call, who, events.response))
         await SocketStream(self.ws, self.lock).write(tail)
 
     async def _error(self, status: int, body: Any) -> None:

@@ -1,7 +1,7 @@
 """`POST /v1/responses/compact`: the conversation so far (`input`, after a `previous_response_id`'s stored one)
 summarised by the policy model itself, answered in the API's shape: every user message, then one `compaction`
 item. Sent back as the next call's input, the item becomes a user message holding the summary
-(`responses_api.compacted_summary`).
+(`items.compacted_summary`).
 
 Why the model writes the summary through the ordinary call path: it is a generation of the policy like any
 other, so it is recorded (prompt and completion ids, versions) in the session, and the engine's own template
@@ -20,8 +20,9 @@ from typing import Any
 
 from seamlessflow.proxy.doors import EventShape
 from seamlessflow.proxy.errors import ProxyError
+from seamlessflow.proxy.items import compaction_content
 from seamlessflow.proxy.requests import CallRequest
-from seamlessflow.proxy.responses_api import ResponsesDoor, compaction_content
+from seamlessflow.proxy.responses_door import ResponsesDoor
 from seamlessflow.proxy.shaping import Shaper
 
 COMPACT_PROMPT = ("Summarise the conversation above for whoever continues it: the task, what was done and "

@@ -2,8 +2,9 @@
 
 Instructions, message items, `function_call` and `function_call_output` items and function tools map one to
 one onto chat messages and tools; the engine renders them with the model's chat template and reports the
-prompt ids it used, which is what gets recorded. Response state (`store`, `previous_response_id`, the
-`/v1/responses/{id}` routes) is kept on Kafka by `stored_responses.py`; here a request only names it.
+prompt ids it used, which is what gets recorded. Response state (`store`, `previous_response_id`) is kept on
+Kafka by `state.py` and read back through `stored_door.py`; here a request only names it (items' chat form is
+`items.py`).
 Anything with no chat form (images, files, item references) gets a 400 that says so rather than being
 dropped. Built-in tools (`web_search`, ...) are not offered to the model: no one behind the proxy runs them,
 and Codex sends one with every call; the tools of a `namespace` tool are offered as plain function tools.
@@ -12,15 +13,14 @@ Reasoning items carry nothing the engine can take back and are skipped. Errors k
 
 from __future__ import annotations
 
-import base64
 from typing import Any
 
 from seamlessflow.proxy.doors import EventShape, OpenAIDoor, sse_event
 from seamlessflow.proxy.errors import ProxyError
+from seamlessflow.proxy.items import conversation_of, input_messages, stores
 from seamlessflow.proxy.requests import CallRequest, parse_call
 from seamlessflow.proxy.shaping import Shaper
 
-TEXT_PARTS = ("input_text", "output_text", "text", "refusal")
 SAMPLING = {"temperature": "temperature", "top_p": "top_p", "max_output_tokens": "max_tokens",
             "parallel_tool_calls": "parallel_tool_calls"}
 # built-in tools OpenAI's servers run: no chat form and no one to run them here, so not offered to the model
@@ -131,92 +131,8 @@ def chat_body(body: Any) -> dict:
     return chat
 
 
-def conversation_of(body: dict) -> str | None:
-    """The conversation a request names (`"conv_..."` or `{"id": "conv_..."}`), if it names one well."""
-    value = body.get("conversation")
-    value = value.get("id") if isinstance(value, dict) else value
-    return value if isinstance(value, str) and value else None
-
-
-def stores(body: dict) -> bool:
-    """Whether the response is kept (`store`, true unless the client says false, as the API's default)."""
-    return body.get("store") is not False
-
-
 def bad(field: str) -> Any:
     raise ProxyError(400, f"'{field}' must be a list of objects", field)
-
-
-def input_messages(value: Any) -> list[dict]:
-    if isinstance(value, str):
-        return [{"role": "user", "content": value}]
-    if not isinstance(value, list) or not value or not all(isinstance(item, dict) for item in value):
-        raise ProxyError(400, "'input' must be a string or a non-empty list of input items", "input")
-    messages: list[dict] = []
-    for item in value:
-        kind = item.get("type", "message")
-        if kind == "message":
-            role = {"developer": "system"}.get(item.get("role"), item.get("role"))
-            if role not in ("system", "user", "assistant"):
-                raise ProxyError(400, "message items need a role of user, assistant, system or developer", "input")
-            messages.append({"role": role, "content": text_of(item.get("content"))})
-        elif kind == "function_call":
-            call = {
-                "id": item.get("call_id"),
-                "type": "function",
-                "function": {"name": item.get("name"), "arguments": item.get("arguments") or "{}"},
-            }
-            last = messages[-1] if messages else None
-            if last is not None and last["role"] == "assistant":
-                last.setdefault("tool_calls", []).append(call)
-            else:
-                messages.append({"role": "assistant", "content": None, "tool_calls": [call]})
-        elif kind == "function_call_output":
-            messages.append(
-                {"role": "tool", "tool_call_id": item.get("call_id"), "content": text_of(item.get("output"))}
-            )
-        elif kind == "compaction":
-            messages.append({"role": "user", "content": compacted_summary(item)})
-        elif kind != "reasoning":
-            raise ProxyError(
-                400, f"input items of type {kind!r} are not supported through the trajectory proxy", "input"
-            )
-    return messages
-
-
-# `POST /v1/responses/compact` (compaction.py) answers with a `compaction` item; sent back as input, the model sees
-# its summary as a user message after this prefix. The item's `encrypted_content` is not encrypted (nothing the
-# proxy keeps is secret from the team): the summary, base64 after a mark that says the proxy made it.
-SUMMARY_PREFIX = "A summary of the conversation so far (its earlier turns were compacted):\n"
-COMPACTION_MARK = "seamlessflow.summary.v1:"
-
-
-def compaction_content(summary: str) -> str:
-    return COMPACTION_MARK + base64.b64encode(summary.encode()).decode()
-
-
-def compacted_summary(item: dict) -> str:
-    content = item.get("encrypted_content")
-    if not isinstance(content, str) or not content.startswith(COMPACTION_MARK):
-        raise ProxyError(400, "a compaction item must be one this proxy's /v1/responses/compact made", "input")
-    try:
-        return SUMMARY_PREFIX + base64.b64decode(content.removeprefix(COMPACTION_MARK), validate=True).decode()
-    except (ValueError, UnicodeDecodeError):
-        raise ProxyError(400, "a compaction item's content is damaged", "input") from None
-
-
-def text_of(content: Any) -> str:
-    if isinstance(content, str):
-        return content
-    if not isinstance(content, list):
-        raise ProxyError(400, "message content must be a string or a list of text parts", "input")
-    texts = []
-    for part in content:
-        if not isinstance(part, dict) or part.get("type") not in TEXT_PARTS:
-            kind = part.get("type") if isinstance(part, dict) else type(part).__name__
-            raise ProxyError(400, f"content parts of type {kind!r} are not supported (text only)", "input")
-        texts.append(part.get("text") or part.get("refusal") or "")
-    return "\n".join(texts)
 
 
 def chat_tools(tools: Any) -> list[dict]:

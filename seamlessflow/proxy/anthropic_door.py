@@ -250,6 +250,7 @@ class MessageEvents:
         self.index = -1
         self.choice: dict = {}
         self.called = False  # a tool_use block was sent
+        self.response: dict | None = None  # the Messages API keeps no reply: nothing is stored
 
     def chunk(self, chunk: dict) -> bytes:
         out = self._start()

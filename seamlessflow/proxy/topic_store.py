@@ -1,4 +1,5 @@
-"""Stored responses (`store: true`) on the compacted responses topic, readable by any proxy worker.
+"""A compacted Kafka topic as a keyed store any proxy worker reads: the stored responses (`store: true`) on the
+responses topic, and the Conversations API's conversations on theirs (`state.py` and `conversations.py` use it).
 
 Why on Kafka: a client chains `previous_response_id` through whichever worker the kernel hands its connection
 to, and expects its responses to outlive a proxy restart; the data plane is already Kafka, so the state is a
@@ -20,8 +21,8 @@ compacted topic keyed by response id, with no database beside it and no client p
   the price of the bound).
 - A delete is a tombstone; the follower drops the id from every worker's cache.
 
-The same store keeps Conversations API conversations (`StoredConversation`) on their own topic: a store is
-one topic, one record type and the field that keys it (`kind`, `key`).
+A store is one topic, one record type and the field that keys it (`kind`, `key`): `StoredResponse` by response
+id, `StoredConversation` by conversation id.
 """
 
 from __future__ import annotations
@@ -100,7 +101,7 @@ class _Sync:
     marks: dict[int, int]
 
 
-class ResponseStore:
+class TopicStore:
     def __init__(self, settings: Settings, codec: Codec, publisher: EventPublisher, topic: str, cache_bytes: int,
                  wait_s: float, delivery_timeout_s: float, kind: type = StoredResponse, key: str = "response_id"):
         self.settings, self.codec, self.publisher, self.topic = settings, codec, publisher, topic
@@ -233,7 +234,7 @@ class ResponseStore:
                 if records or feed.read_to != before:  # an end-of-partition event moves read_to alone
                     self._hand_over(records, dict(feed.read_to))
         except Exception:  # noqa: BLE001 - a dead follower must be visible: reads then wait and answer 503
-            log.exception("stored-responses follower stopped")
+            log.exception("the follower of %s stopped", self.topic)
         finally:
             if feed is not None:
                 feed.close()
@@ -249,7 +250,7 @@ class ResponseStore:
             try:
                 return TableFeed(self.settings, self.topic, self.codec, name=f"proxy-{self.topic}", timeout_s=3.0)
             except TableUnavailable as exc:
-                log.warning("stored responses: %s not readable yet: %s", self.topic, exc)
+                log.warning("%s not readable yet: %s", self.topic, exc)
         return None
 
     def _hand_over(self, records: list[Record], read_to: dict[int, int]) -> None:
