@@ -19,7 +19,7 @@ from seamlessflow.topics import Topics
 from seamlessflow.trainer.loop import Trainer
 from seamlessflow.trainer.options import TrainerOptions
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]  # a trainer process: ~60 s alone, 2x under load
 
 
 def test_adapter_trainer_trains_its_team_only_and_publishes_a_peft_version(settings, codec, tiny_model_dir, tmp_path):

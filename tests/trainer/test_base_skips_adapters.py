@@ -17,7 +17,7 @@ from seamlessflow.topics import Topics
 from seamlessflow.trainer.loop import Trainer
 from seamlessflow.trainer.options import TrainerOptions
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]  # a trainer process: ~60 s alone, 2x under load
 
 
 def test_the_base_trainer_skips_an_adapters_trajectories(settings, codec, tiny_model_dir):
