@@ -34,8 +34,8 @@ from seamlessflow.kafka.io import read_topic
 from seamlessflow.kafka.positions import CommittedOffsets, OffsetLookup
 from seamlessflow.messages import EpisodeEnd, TokenIO, Trajectory, WeightVersion
 from seamlessflow.proxy import ProxyOptions
-from seamlessflow.stack.placement import Placement
-from seamlessflow.stack.placements import placement_for, recorded
+from seamlessflow.stack.placement_choice import placement_for, recorded
+from seamlessflow.stack.placement_protocol import Placement
 from seamlessflow.stack.services import enabled, start_stack
 from seamlessflow.stack.supervisor import ServiceSpec, Supervisor
 from seamlessflow.topics import Topics

@@ -7,7 +7,7 @@ from rich.console import Console
 
 from seamlessflow.cli.context import pass_settings, placement_errors
 from seamlessflow.config import Settings
-from seamlessflow.stack.placements import recorded
+from seamlessflow.stack.placement_choice import recorded
 from seamlessflow.stack.services import with_stack_defaults
 from seamlessflow.stack.supervisor import ServiceSpec
 

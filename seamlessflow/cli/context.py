@@ -10,7 +10,7 @@ from typing import Any, TypeVar
 import click
 
 from seamlessflow.config import Settings
-from seamlessflow.stack.placement import PlacementError
+from seamlessflow.stack.placement_protocol import PlacementError
 
 pass_settings = click.make_pass_decorator(Settings)
 F = TypeVar("F", bound=Callable[..., Any])

@@ -1,7 +1,7 @@
 """`seamlessflow up`, `down`, `status` and `scale`: the one-command stack, on this machine or on a Ray cluster
 (`up --ray ADDRESS`, or `cluster: {engine: ray}`).
 
-Whichever placement runs the stack (`stack.placements`), `down`, `status` and `scale` find it by what its run
+Whichever placement runs the stack (`stack.placement_choice`), `down`, `status` and `scale` find it by what its run
 directory recorded. On Ray the services are detached actors, so the stack outlives the `up` that started it: with
 --detach `up` returns once every service is ready, in the foreground it follows them until Ctrl-C or SIGTERM.
 """
@@ -30,8 +30,8 @@ from seamlessflow.scheduler.options import SchedulerOptions
 from seamlessflow.stack.adoption import take_over
 from seamlessflow.stack.options import ClusterOptions
 from seamlessflow.stack.paths import config_path, log_dir, run_dir
-from seamlessflow.stack.placement import Placement
-from seamlessflow.stack.placements import placement_for, recorded
+from seamlessflow.stack.placement_choice import placement_for, recorded
+from seamlessflow.stack.placement_protocol import Placement
 from seamlessflow.stack.processes import STACK_ENV
 from seamlessflow.stack.scale import AdviceActor, parse_change, reconcile, scale_stack
 from seamlessflow.stack.scale_edits import split_role

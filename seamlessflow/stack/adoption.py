@@ -25,7 +25,7 @@ import yaml
 
 from seamlessflow.config import Settings
 from seamlessflow.stack.paths import config_path, run_dir
-from seamlessflow.stack.placement import Recorded
+from seamlessflow.stack.placement_protocol import Recorded
 from seamlessflow.stack.processes import stack_processes
 
 

@@ -14,7 +14,7 @@ import dataclasses
 import sys
 from typing import Any
 
-from seamlessflow.stack.placement import PlacementError, resource_words
+from seamlessflow.stack.placement_protocol import PlacementError, resource_words
 from seamlessflow.stack.supervisor import ServiceSpec
 
 NODE_RANK_ENV = "SEAMLESSFLOW_TRAINER__NODE_RANK"

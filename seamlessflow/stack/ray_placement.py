@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from seamlessflow.stack import ray_gang
-from seamlessflow.stack.placement import PlacementError, resource_words
+from seamlessflow.stack.placement_protocol import PlacementError, resource_words
 from seamlessflow.stack.resources import Resources
 from seamlessflow.stack.supervisor import NoNodeJoined, ServiceSpec, ServiceState, StartupFailed, await_ready
 

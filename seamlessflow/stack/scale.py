@@ -47,7 +47,7 @@ import yaml
 from seamlessflow.config import Settings
 from seamlessflow.stack.metrics_urls import add_metrics_port, drop_metrics_port
 from seamlessflow.stack.paths import config_path
-from seamlessflow.stack.placement import Placement, PlacementError
+from seamlessflow.stack.placement_protocol import Placement, PlacementError
 from seamlessflow.stack.scale_edits import SCALABLE, scale_assemblers, scale_pool, split_role
 from seamlessflow.stack.supervisor import NoNodeJoined, ServiceSpec, ServiceState, StartupFailed, Supervisor
 
@@ -101,7 +101,7 @@ def scale_stack(settings: Settings, count: int, say: Callable[[str], None], role
     """Adds `count` services of `role` (`rollout`, `assembler`, `agents[:<team>-<pool>]`) to the stack running
     from this data directory (or removes `-count`: the newest, or the engines `named`), through the placement
     that runs it. Returns each one's state."""
-    from seamlessflow.stack.placements import LocalRecord, recorded
+    from seamlessflow.stack.placement_choice import LocalRecord, recorded
 
     split_role(role)
     if named and (role != "rollout" or count > 0):
@@ -276,7 +276,7 @@ def read_settings(effective: Path) -> Settings:
 def wanted_services(settings: Settings, roles: list[str]) -> dict[str, Callable[[], ServiceSpec]]:
     """The services of `roles` the config names, as `up` starts them (replicas expanded), each by name with
     what builds its spec (an engine's builds its readiness check: only for one that is started)."""
-    from seamlessflow.stack.placement import expand_replicas
+    from seamlessflow.stack.placement_protocol import expand_replicas
     from seamlessflow.stack.services import SERVICES, app_services, rollout_service_name
 
     wanted: dict[str, Callable[[], ServiceSpec]] = {}

@@ -23,7 +23,7 @@ from seamlessflow.service_metrics import PORT_ENV
 from seamlessflow.stack.metrics_urls import OWN_METRICS, metrics_file, write_urls
 from seamlessflow.stack.options import AgentPoolOptions, ClusterOptions, MetricsOptions
 from seamlessflow.stack.paths import config_path
-from seamlessflow.stack.placement import Placement, expand_replicas
+from seamlessflow.stack.placement_protocol import Placement, expand_replicas
 from seamlessflow.stack.resources import RestartPolicy, requested
 from seamlessflow.stack.supervisor import Awaiting, ServiceSpec
 from seamlessflow.stack.watch import engines_up
@@ -298,7 +298,7 @@ def prepare_model(settings: Settings, log: Callable[[str], None]) -> None:
 
 
 def start_stack(settings: Settings, placement: Placement, log: Callable[[str], None] = print) -> None:
-    """Starts the stack through `placement`, whichever it is (the local supervisor or Ray: `placements`). Every
+    """Starts the stack through `placement`, whichever it is (the local supervisor or Ray: `placement_choice`). Every
     spec is built, and checked by the placement, before anything starts."""
     settings.dump_yaml(config_path(settings))
     brokers = broker_services(settings)

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from seamlessflow.config import Settings
 from seamlessflow.kafka.admin import brokers
-from seamlessflow.stack.placements import recorded
+from seamlessflow.stack.placement_choice import recorded
 from seamlessflow.stack.processes import pid_alive
 from seamlessflow.stack.rows import resource_rows, trainer_version
 

@@ -22,7 +22,7 @@ from seamlessflow.proxy import ProxyOptions
 from seamlessflow.rollout.options import RolloutOptions
 from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
 from seamlessflow.stack.options import ClusterOptions
-from seamlessflow.stack.placement import expand_replicas
+from seamlessflow.stack.placement_protocol import expand_replicas
 from seamlessflow.stack.ray_placement import PlacementError, check_feasible, pack_at_once
 from seamlessflow.stack.ray_settings import for_the_cluster
 from seamlessflow.stack.services import app_services

@@ -24,7 +24,7 @@ from seamlessflow.cli.main import cli
 from seamlessflow.config import Settings
 from seamlessflow.ports import free_port_block
 from seamlessflow.rollout.options import RolloutOptions
-from seamlessflow.stack.placement import expand_replicas
+from seamlessflow.stack.placement_protocol import expand_replicas
 from seamlessflow.stack.ray_placement import PlacementError, check_feasible, pack_at_once
 from seamlessflow.stack.services import app_services
 from seamlessflow.testing.ray_cluster import REPO, small_stack_config

@@ -10,7 +10,7 @@ import time
 from seamlessflow.config import Settings
 from seamlessflow.stack.adoption import take_over
 from seamlessflow.stack.paths import config_path
-from seamlessflow.stack.placements import recorded
+from seamlessflow.stack.placement_choice import recorded
 from seamlessflow.stack.processes import pid_alive, stack_processes
 from seamlessflow.stack.status import supervisor_words
 from seamlessflow.stack.supervisor import read_state

@@ -15,7 +15,7 @@ import pytest
 
 from seamlessflow.exit_codes import FENCED_EXIT_CODE
 from seamlessflow.ports import free_port, free_port_block
-from seamlessflow.stack.placement import expand_replicas
+from seamlessflow.stack.placement_protocol import expand_replicas
 from seamlessflow.stack.processes import pid_alive
 from seamlessflow.stack.ray_placement import PENDING, PlacementError, RayPlacement, actor_states, stop_actors
 from seamlessflow.stack.resources import Resources, RestartPolicy

@@ -7,7 +7,7 @@ import yaml
 from seamlessflow.config import Settings
 from seamlessflow.service_metrics import PORT_ENV
 from seamlessflow.stack.metrics_urls import listed_urls, write_urls
-from seamlessflow.stack.placement import PlacementError
+from seamlessflow.stack.placement_protocol import PlacementError
 from seamlessflow.stack.scale import (
     AdviceActor,
     added_engines,

@@ -23,7 +23,7 @@ from seamlessflow.ports import free_port_block
 from seamlessflow.service_metrics import PORT_ENV
 from seamlessflow.stack.metrics_urls import listed_urls, write_urls
 from seamlessflow.stack.paths import config_path, log_dir, run_dir
-from seamlessflow.stack.placement import PlacementError, expand_replicas
+from seamlessflow.stack.placement_protocol import PlacementError, expand_replicas
 from seamlessflow.stack.processes import pid_alive
 from seamlessflow.stack.scale import AdviceActor, reconcile, scale_stack
 from seamlessflow.stack.services import SERVICES, app_services, metrics_ports

@@ -9,8 +9,8 @@ from click.testing import CliRunner
 
 from seamlessflow.cli.main import cli
 from seamlessflow.config import Settings
-from seamlessflow.stack.placement import PlacementError
-from seamlessflow.stack.placements import LocalRecord, RayRecord, placement_for, recorded
+from seamlessflow.stack.placement_choice import LocalRecord, RayRecord, placement_for, recorded
+from seamlessflow.stack.placement_protocol import PlacementError
 from seamlessflow.stack.processes import pid_alive, stack_processes
 from seamlessflow.stack.supervisor import Supervisor, read_state
 from seamlessflow.testing.waiting import wait_until

@@ -18,7 +18,7 @@ from typing import Any
 from seamlessflow.config import Settings
 from seamlessflow.stack.options import ClusterOptions
 from seamlessflow.stack.paths import config_path, log_dir, run_dir
-from seamlessflow.stack.placement import Placement, PlacementError, Recorded
+from seamlessflow.stack.placement_protocol import Placement, PlacementError, Recorded
 from seamlessflow.stack.processes import Adopted, pid_alive, stack_processes, stop_tree
 from seamlessflow.stack.ray_placement import RayPlacement, actor_states, connect, namespace_for, stop_actors
 from seamlessflow.stack.ray_settings import for_the_cluster

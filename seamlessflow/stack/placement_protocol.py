@@ -5,7 +5,7 @@ The local placement is the `Supervisor` (this machine, the embedded default, unc
 (`ray_placement.py`) places the same specs on a Ray cluster. Both start specs in the order given, each awaited
 by its readiness check before the next; both record every service's state, pid, host/node and restarts in the
 run directory's `state.json`. A `Recorded` stack is that file read from another process (`status`, `down`,
-`scale`, the chaos run's faults): local pids, or a Ray namespace. `placements.py` picks one of each.
+`scale`, the chaos run's faults): local pids, or a Ray namespace. `placement_choice.py` picks one of each.
 """
 
 from __future__ import annotations
