@@ -3,7 +3,7 @@
 Why: agent pools are the environment pools, and an environment step is user code that may be slow, hang
 or crash. Run inline, a blocking step inside an `async def` agent stalls every coroutine on that loop, and a
 hung step holds its session forever. `Environment.step` runs the step in a sandboxed child process
-(seamlessflow/sandbox.py) with a deadline and a memory limit and turns a hang or a crash into an
+(seamlessflow/child_call.py) with a deadline and a memory limit and turns a hang or a crash into an
 exception the agent handles like any tool error (or lets it end the session as failed); `astep` awaits the
 same call from a thread, so the event loop keeps serving the other sessions meanwhile. `fn` must be a
 module-level function (it is pickled to the child).
@@ -16,7 +16,7 @@ from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from seamlessflow.sandbox import CRASHED, OK, TIMED_OUT, Limits, call_in_child, start_forkserver
+from seamlessflow.child_call import CRASHED, OK, TIMED_OUT, Limits, call_in_child, start_forkserver
 
 
 class EnvironmentStepError(RuntimeError):

@@ -2,7 +2,7 @@
 
 Stateless and off the GPU path: it holds no engine and no session, so pools scale by starting workers on
 any host, and a slow or broken verifier delays only the trajectories it scores. Each trajectory whose
-request names this pool's verifier is scored in a sandboxed child (sandbox.py), at most `concurrency` at a
+request names this pool's verifier is scored in a sandboxed child (verifier_call.py), at most `concurrency` at a
 time. A verifier that raises or kills its process is tried again up to `max_attempts` times; one that hangs
 is killed at `timeout_s` and not retried (a hang is usually deterministic, and retrying multiplies the
 wait). Then the trajectory is published once to `trajectories`: scored, or `unscorable` with the reason
@@ -36,7 +36,7 @@ from seamlessflow.kafka.records import resource_status
 from seamlessflow.messages import ResourceStatus, Trajectory
 from seamlessflow.rewards.options import RewardOptions
 from seamlessflow.rewards.request import ScoreRequest, request_of, scored, unscorable
-from seamlessflow.rewards.sandbox import OK, TIMED_OUT, Limits, Verdict, run_verifier, start_forkserver
+from seamlessflow.rewards.verifier_call import OK, TIMED_OUT, Limits, Verdict, run_verifier, start_forkserver
 from seamlessflow.topics import Topics
 
 log = logging.getLogger(__name__)

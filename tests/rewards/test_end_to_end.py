@@ -20,7 +20,7 @@ from seamlessflow.core.prefix_tree import Call
 from seamlessflow.kafka.io import read_messages
 from seamlessflow.messages import DeadLetter
 from seamlessflow.rewards.request import REQUEST_KEY
-from seamlessflow.rewards.sandbox import start_forkserver
+from seamlessflow.rewards.verifier_call import start_forkserver
 from seamlessflow.rewards.worker import RewardWorker
 from seamlessflow.testing.assembler_harness import AssemblerProcess, episode_end, publish, token_io, wait_for
 from seamlessflow.testing.core_configs import batch_config

@@ -10,7 +10,7 @@ import time
 from seamlessflow.kafka.io import read_messages
 from seamlessflow.messages import DeadLetter
 from seamlessflow.rewards.request import REQUEST_KEY
-from seamlessflow.rewards.sandbox import start_forkserver
+from seamlessflow.rewards.verifier_call import start_forkserver
 from seamlessflow.rewards.worker import RewardWorker
 from seamlessflow.testing.reward_worker_harness import REF, Running, options, publish, unscored, wait_for_outputs
 from seamlessflow.topics import Topics

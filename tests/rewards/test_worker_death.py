@@ -16,7 +16,7 @@ from confluent_kafka import Consumer, TopicPartition
 
 from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.io import read_messages, read_topic
-from seamlessflow.rewards.sandbox import start_forkserver
+from seamlessflow.rewards.verifier_call import start_forkserver
 from seamlessflow.rewards.worker import RewardWorker, reward_group
 from seamlessflow.testing.reward_worker_harness import REF, Running, options, publish, unscored, wait_for_outputs
 from seamlessflow.topics import Topics

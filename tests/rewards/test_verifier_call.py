@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from seamlessflow.rewards import ScoreRequest
-from seamlessflow.rewards.sandbox import CRASHED, OK, RAISED, TIMED_OUT, Limits, run_verifier, start_forkserver
+from seamlessflow.rewards.verifier_call import CRASHED, OK, RAISED, TIMED_OUT, Limits, run_verifier, start_forkserver
 
 REF = "seamlessflow.testing.verifiers:exact"
 
