@@ -35,6 +35,9 @@ if TYPE_CHECKING:
     from seamlessflow.rollout.options import RolloutOptions
 
 SERVICES = ("assembler", "tracking", "dashboard", "rollout", "proxy", "trainer", "scheduler", "agents", "eval")
+# the package under services/ of a role whose config name is shorter: `eval` (its section, its `services:` key)
+# runs `services.evaluation`, the service of `seamlessflow.evaluation`
+PACKAGES = {"eval": "evaluation"}
 STACK_DEFAULTS = Path(__file__).resolve().parents[2] / "infra" / "stack-defaults.yaml"
 
 
@@ -80,8 +83,9 @@ def broker_services(settings: Settings) -> list[ServiceSpec]:
 
 def python_service(settings: Settings, name: str, *args: str, module: str | None = None,
                    ready: Awaiting | None = None, timeout_s: float = 120) -> ServiceSpec:
-    argv = [sys.executable, "-m", f"services.{module or name}", "--config", str(config_path(settings)), *args]
-    return ServiceSpec(name, argv, {"PYTHONUNBUFFERED": "1"}, ready, timeout_s, role=module or name)
+    role = module or name
+    argv = [sys.executable, "-m", f"services.{PACKAGES.get(role, role)}", "--config", str(config_path(settings)), *args]
+    return ServiceSpec(name, argv, {"PYTHONUNBUFFERED": "1"}, ready, timeout_s, role=role)
 
 
 def enabled(settings: Settings, service: str, default: bool = False) -> bool:

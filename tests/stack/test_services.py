@@ -3,6 +3,7 @@
 import json
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 
 import pytest
 from pydantic import ValidationError
@@ -15,6 +16,8 @@ from seamlessflow.service_metrics import PORT_ENV
 from seamlessflow.stack.services import app_services, issue_keys, metrics_ports, with_stack_defaults
 from seamlessflow.teams import TeamKeys
 
+ROOT = Path(__file__).resolve().parents[2]
+
 
 def test_the_default_stack_runs_the_whole_loop_in_order(tmp_path):
     settings = with_stack_defaults(Settings(data_dir=tmp_path))
@@ -23,6 +26,16 @@ def test_the_default_stack_runs_the_whole_loop_in_order(tmp_path):
                      "agents-default-demo", "eval"]
     rollout = next(s for s in app_services(settings) if s.name == "rollout-1")
     assert rollout.ready is not None  # agents wait until the engines serve
+
+
+def test_every_service_runs_a_package_of_services(tmp_path):
+    """The stack's `eval` (its config name) runs `services.evaluation`, the package named like its library."""
+    specs = app_services(with_stack_defaults(Settings(data_dir=tmp_path)))
+    for spec in specs:
+        module = next(arg for arg in spec.argv if arg.startswith("services."))
+        assert (ROOT / module.replace(".", "/") / "__main__.py").is_file(), spec.name
+    evaluation = next(spec for spec in specs if spec.name == "eval")
+    assert (evaluation.role, evaluation.argv[1:3]) == ("eval", ["-m", "services.evaluation"])
 
 
 def test_the_engines_a_config_names_replace_the_defaults_two(tmp_path):

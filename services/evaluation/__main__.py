@@ -1,4 +1,4 @@
-"""Runs the eval service: `python -m services.eval --config PATH` (seamlessflow.evaluation.service).
+"""Runs the stack's `eval` service (seamlessflow.evaluation.service): `python -m services.evaluation --config PATH`.
 
 Stops cleanly on SIGTERM/SIGINT (after the pass in progress).
 """
@@ -8,7 +8,7 @@ from seamlessflow.service_main import run_until_signal
 
 
 def main() -> None:
-    run_until_signal("services.eval", lambda settings, stop, _: run_service(settings, stop))
+    run_until_signal("services.evaluation", lambda settings, stop, _: run_service(settings, stop))
 
 
 if __name__ == "__main__":
