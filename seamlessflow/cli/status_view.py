@@ -40,7 +40,7 @@ def adapter_trainer_teams(settings: Settings) -> dict[str, str]:
     the settings: `TrainerOptions.for_adapter`); {} otherwise, or when the settings do not say."""
     from pydantic import ValidationError
 
-    from seamlessflow.trainer.teams import adapter_trainers
+    from seamlessflow.trainer.adapter_trainers import adapter_trainers
 
     try:
         return {t.resource_id: t.team for t in adapter_trainers(settings)}

@@ -40,7 +40,7 @@ from seamlessflow.messages import EvalResult, new_id, now_ms
 from seamlessflow.scheduler.options import ManagerOptions
 from seamlessflow.tasks.eval_sets import eval_set
 from seamlessflow.topics import Topics
-from seamlessflow.trainer.teams import adapter_trainers
+from seamlessflow.trainer.adapter_trainers import adapter_trainers
 from seamlessflow.user_code import load_function
 
 log = logging.getLogger("seamlessflow.evaluation")

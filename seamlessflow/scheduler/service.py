@@ -61,7 +61,7 @@ from seamlessflow.scheduler.reading import records_until
 from seamlessflow.scheduler.train_turns import TrainTurns
 from seamlessflow.scheduler.view import ClusterView
 from seamlessflow.topics import Topics
-from seamlessflow.trainer.teams import adapter_trainers
+from seamlessflow.trainer.adapter_trainers import adapter_trainers
 
 log = logging.getLogger("seamlessflow.scheduler")
 

@@ -4,7 +4,7 @@ trainers to (`train` holds a turn, `idle` waits: `core.scheduler.plan`'s `roles`
 
 Where each contender's parts come from:
 
-- its weight: its team's `trainer.teams.<team>.share_weight` (`trainer.teams.adapter_trainers`);
+- its weight: its team's `trainer.teams.<team>.share_weight` (`trainer.adapter_trainers`);
 - `ready`, a batch of its team's rollouts waits: the trainer's own `steps_ready` figure (batches judged and not
   yet trained) when it reports a whole one, else the scheduler's backlog of its adapter (its team's trajectories
   since its newest version, less what no trainer will train: `ClusterView.backlog`) at a step's batch or more. A
@@ -19,7 +19,7 @@ from seamlessflow.core.resources import Tag
 from seamlessflow.core.train_share import Contender, TrainShare
 from seamlessflow.scheduler.options import TrainShareOptions
 from seamlessflow.scheduler.view import ClusterView
-from seamlessflow.trainer.teams import AdapterTrainer
+from seamlessflow.trainer.adapter_trainers import AdapterTrainer
 
 
 class TrainTurns:

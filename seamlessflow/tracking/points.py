@@ -17,7 +17,7 @@ Teams' adapters: in a stack that trains them (`trainer.target: adapters`) each t
 and versions, so each gets curves of its own, its tags naming the team after the group: `train/<team>/reward_mean`,
 `train/<team>/version`, `eval/<team>/accuracy`, `throughput/<team>/steps_per_min`, `pipeline/<team>/buffered`
 (TensorBoard shows a team's figures side by side in each group, and a filter such as `reward_mean` shows every
-team's). Which trainer is whose comes from the settings (`trainer.teams.adapter_trainers`): a heartbeat by the
+team's). Which trainer is whose comes from the settings (`trainer.adapter_trainers`): a heartbeat by the
 trainer's resource id, a version by its trainer (else its `adapter`), an eval by its `team`. The base's tags stay
 `train/<figure>`, as in a stack that trains the base. The rollout throughput and the scheduler's backlog are the
 stack's, plotted with each team's steps.
@@ -37,7 +37,7 @@ from seamlessflow.messages import ResourceStatus, WeightVersion
 
 if TYPE_CHECKING:
     from seamlessflow.config import Settings
-    from seamlessflow.trainer.teams import AdapterTrainer
+    from seamlessflow.trainer.adapter_trainers import AdapterTrainer
 
 log = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ class PointMaker:
         """The run's maker; in an adapters stack it knows each team's adapter trainer from the settings."""
         from pydantic import ValidationError
 
-        from seamlessflow.trainer.teams import adapter_trainers
+        from seamlessflow.trainer.adapter_trainers import adapter_trainers
 
         try:
             trainers = adapter_trainers(settings)

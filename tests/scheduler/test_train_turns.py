@@ -16,7 +16,7 @@ from seamlessflow.scheduler.view import ClusterView
 from seamlessflow.testing.in_process import ServiceThread
 from seamlessflow.testing.scheduler_fakes import FakeResource, trajectory, wait_until
 from seamlessflow.topics import Topics
-from seamlessflow.trainer.teams import AdapterTrainer, adapter_trainers
+from seamlessflow.trainer.adapter_trainers import AdapterTrainer, adapter_trainers
 
 pytestmark = pytest.mark.timeout(180)
 TEAMS = {team: {"lora": {"name": f"{team}-lora", "path": f"/adapters/{team}", "rank": 4}} for team in ("r", "b")}

@@ -98,7 +98,7 @@ def test_only_the_newest_versions_steps_are_remembered(monkeypatch):
 
 def adapter_maker(**options):
     """An adapters stack's maker: red and blue each train their adapter (`trainer-0-red`, `red-lora`, ...)."""
-    from seamlessflow.trainer.teams import AdapterTrainer
+    from seamlessflow.trainer.adapter_trainers import AdapterTrainer
 
     trainers = [AdapterTrainer(team, f"{team}-lora", f"trainer-0-{team}") for team in ("red", "blue")]
     maker = PointMaker.with_trainers("default", "default", trainers)
