@@ -18,7 +18,7 @@ class EvalOptions(SectionOptions):
     SECTION = "eval"
 
     enabled: bool = True
-    """Read by nothing: `services.eval` says whether `up` runs the eval (kept so configs validate)."""
+    """Read by nothing: `eval` in the `services:` map says whether `up` runs the eval (kept so configs validate)."""
     eval_every: int = Field(10, ge=1)
     """Weight versions (of what the engines serve) between two eval passes."""
     count: int = Field(64, ge=1)
