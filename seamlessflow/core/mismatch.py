@@ -35,6 +35,12 @@ class Drift:
     def sums(self) -> list[float]:
         return [self.tokens, self.abs_sum, self.kl_sum, self.far]
 
+    @classmethod
+    def of(cls, sums: list[float], abs_max: float) -> Drift:
+        """The drift whose `sums` (added over micro-batches and ranks) and maximum these are."""
+        tokens, abs_sum, kl_sum, far = sums
+        return cls(tokens, abs_sum, kl_sum, far, abs_max)
+
     def figures(self, prefix: str) -> dict[str, float]:
         n = max(self.tokens, 1.0)
         return {f"{prefix}_abs_mean": self.abs_sum / n, f"{prefix}_abs_max": self.abs_max,

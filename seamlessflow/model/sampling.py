@@ -34,7 +34,7 @@ class SamplingOptions(BaseModel):
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
-    temperature: float | None = Field(None, ge=0)
+    temperature: float | None = Field(default=None, ge=0)
     """Every call's sampling temperature; null: each call's own (1.0 when it sets none). Either way it is recorded
     on the call's tokens and the trainer divides its logits by it, so the two distributions are the same."""
     truncation: AgentSetting = AgentSetting.OVERRIDE

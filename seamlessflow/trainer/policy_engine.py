@@ -366,7 +366,7 @@ class PolicyEngine:
             step_time_s=time.perf_counter() - start, positions=int(positions), flat_positions=int(flat_positions),
             positions_largest_rank=largest_rank, masked_tokens=share.masked_tokens,
             dual_clip_fraction=dual / max(tokens, 1),
-            mismatch=Drift(*drifts[:4], own_max), stale=Drift(*drifts[4:], stale_max),
+            mismatch=Drift.of(drifts[:4], own_max), stale=Drift.of(drifts[4:], stale_max),
         )
 
     @staticmethod
