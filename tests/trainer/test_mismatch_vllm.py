@@ -67,8 +67,20 @@ async def as_before(engine) -> list[TokenIO]:
     return out  # logprob_space "raw" by default: the trainer reads them at temperature 1, as it did
 
 
+async def serving_the_model(engine, model_dir) -> None:
+    """The session's engine is shared and other tests load weights of their own into it: it serves the model's own
+    again, without KV cached under other weights (the prompts here are like theirs)."""
+    async with httpx.AsyncClient(timeout=120) as http:
+        swap = await http.post(engine.url + "/collective_rpc",
+                               json={"method": "reload_weights", "kwargs": {"weights_path": str(model_dir)}})
+        assert swap.status_code == 200, swap.text
+        reset = await http.post(engine.url + "/reset_prefix_cache", params={"reset_running_requests": "true"})
+        assert reset.status_code == 200, reset.text
+
+
 async def test_the_trainer_matches_the_engine_on_an_agents_tempered_nucleus_samples(
         vllm_engine, vllm_model_dir, proxy_factory, settings, codec):
+    await serving_the_model(vllm_engine, vllm_model_dir)
     proxy = await proxy_factory([vllm_engine])
     records = await through_the_proxy(proxy, settings, codec)
     assert len(records) == SESSIONS and all(r.temperature == approx(0.6) and r.top_p == 1.0 for r in records)
