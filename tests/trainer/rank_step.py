@@ -45,7 +45,7 @@ def step(model_dir: str, config: dict, groups: list[KeptGroup], memory: MemoryCo
     params = dict(engine.module.named_parameters())
     with deepspeed.zero.GatheredParameters(list(params.values()), enabled=engine.engine.zero_optimization_stage() == 3):
         weights = {name: p.detach().clone() for name, p in params.items()}  # dtype kept: checked
-    result = {"weights": weights, "metrics": vars(metrics), "world": engine.ranks.world}
+    result = {"weights": weights, "metrics": metrics.figures(), "world": engine.ranks.world}  # plain floats: torch.load
     engine.engine.destroy()
     del engine
     gc.collect()
