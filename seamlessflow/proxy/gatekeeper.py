@@ -88,16 +88,15 @@ class Gatekeeper:
         finally:
             session.call_finished()
 
-    def session_of(self, named: str | None, continued: Continued | None) -> str:
+    def session_of(self, session_id: str | None, continued: Continued | None) -> str:
         """The session a call belongs to: its stored response's or conversation's where it continues one (a
         client that named another gets a 400), else the one the client named, else a new one."""
-        owner = continued.session_id if continued else None
-        if owner is None:
-            return named or uuid.uuid4().hex
-        if named is not None and named != owner:
-            assert continued is not None
-            raise ProxyError(400, f"{continued.named} belongs to another session than '{named}'", continued.param)
-        return owner
+        if continued is None or continued.session_id is None:
+            return session_id or uuid.uuid4().hex
+        if session_id is not None and session_id != continued.session_id:
+            raise ProxyError(400, f"{continued.named} belongs to another session than '{session_id}'",
+                             continued.param)
+        return continued.session_id
 
     def claim(self, session_id: str, team: str, known_from_start: bool = True) -> SessionState:
         """The session's state, made for `team` if new; 403 when another team's."""
