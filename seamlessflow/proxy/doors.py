@@ -188,9 +188,12 @@ class ClientStream:
             raise ClientGone() from exc
 
     async def close(self, data: bytes = b"") -> None:
-        await self.write(data)
+        """The last events and the stream's end in one send."""
         try:
-            await self.response.write_eof()
+            if not self.started:
+                self.started = True
+                await self.response.prepare(self.request)
+            await self.response.write_eof(data)
         except (ConnectionError, aiohttp.ClientConnectionResetError):
             pass
 
@@ -269,7 +272,7 @@ class CallRoute:
         self.door, self.gatekeeper = door, gatekeeper
         self.max_body_bytes, self.max_n = options.max_body_bytes, options.max_n
 
-    async def __call__(self, request: web.Request) -> web.StreamResponse:
+    async def handle(self, request: web.Request) -> web.StreamResponse:
         door = self.door
         request[DOOR] = door  # errors answer in the door's API shape
         team = self.gatekeeper.team(door.api_key(request), door.key_header)  # before the body is read
@@ -296,7 +299,7 @@ def errors_middleware(metrics: ProxyMetrics, door_of: Callable[[web.Request], Fr
             response = await handler(request)
         except ProxyError as exc:
             if exc.status == 429:
-                metrics.rejected.labels("quota" if isinstance(exc, QuotaExceeded) else "backpressure").inc()
+                metrics.labelled(metrics.rejected, "quota" if isinstance(exc, QuotaExceeded) else "backpressure").inc()
             response = (request.get(DOOR) or door_of(request)).error(exc, {})
         except UpstreamRejected as exc:
             response = (request.get(DOOR) or door_of(request)).rejected(exc.status, exc.body, {})
@@ -308,8 +311,8 @@ def errors_middleware(metrics: ProxyMetrics, door_of: Callable[[web.Request], Fr
         except Exception:  # noqa: BLE001 - an unexpected bug must still answer in OpenAI's shape
             log.exception("unexpected error on %s", request.path)
             response = (request.get(DOOR) or door_of(request)).error(ProxyError(500, "internal proxy error"))
-        metrics.requests.labels(route, str(response.status)).inc()
-        metrics.latency.labels(route).observe(time.monotonic() - started)
+        metrics.labelled(metrics.requests, route, str(response.status)).inc()
+        metrics.labelled(metrics.latency, route).observe(time.monotonic() - started)
         return response
 
     return errors

@@ -77,7 +77,9 @@ class Gatekeeper:
         call.profile = session.profile
         session.call_started()
         try:
-            async with self.quotas.hold(team, session_id), self.admission.slot():
+            self.quotas.enter(team, session_id)
+            try:
+                await self.admission.enter()
                 try:
                     await self.state.serve(call)
                 finally:  # the tokens generated, also by a call that failed or whose agent left
@@ -85,6 +87,9 @@ class Gatekeeper:
                         self.quotas.charge(team, call.capture.completion_tokens)
                         if call.recorded:
                             session.recorded(len(call.capture.choices), call.capture)
+                    self.admission.leave()
+            finally:
+                self.quotas.leave(team, session_id)
         finally:
             session.call_finished()
 
