@@ -12,20 +12,17 @@ waits up to `pause_timeout_s` for some engine to take it. The agent sees one res
 from __future__ import annotations
 
 import asyncio
-import functools
 import json
 import time
 from collections.abc import Awaitable, Callable
 
 import aiohttp
 import orjson
-from yarl import URL
 
 from seamlessflow.core.routing import Profile
 from seamlessflow.core.sampling import upstream_sampling
 from seamlessflow.proxy.calls import Call
-from seamlessflow.proxy.capture import CallCapture, ChoiceCapture, UpstreamFormatError, read_pieces
-from seamlessflow.proxy.engine_client import EngineClient, EngineResponse, EngineUnreachable
+from seamlessflow.proxy.capture import CallCapture, ChoiceCapture, UpstreamFormatError, read_chunk
 from seamlessflow.proxy.errors import ProxyError, explain_window
 from seamlessflow.proxy.metrics import ProxyMetrics
 from seamlessflow.proxy.options import ProxyOptions
@@ -36,6 +33,7 @@ from seamlessflow.proxy.shaping import Shaper
 from seamlessflow.proxy.sse import SSESplitter
 
 PATHS = {"chat": "/v1/chat/completions", "completions": "/v1/completions"}
+JSON_BODY = {"Content-Type": "application/json"}  # bodies go out as orjson bytes, not through stdlib json
 END_OF_BODY_S = 1.0  # how long a stream's end is awaited after its `[DONE]`
 SAMPLING_KEYS = (
     "temperature", "top_p", "top_k", "min_p", "presence_penalty", "frequency_penalty", "repetition_penalty",
@@ -132,7 +130,7 @@ class CallRun:
         self,
         request: CallRequest,
         session_id: str,
-        client: EngineClient,
+        http: aiohttp.ClientSession,
         engines: EngineTable,
         gate: PauseGate,
         options: ProxyOptions,
@@ -147,7 +145,7 @@ class CallRun:
         self.upstream_model = adapter or options.served_model
         self.session_id = session_id
         self.profile = profile  # routing profile of the session when the call started
-        self.client = client
+        self.http = http
         self.engines = engines
         self.gate = gate
         self.options = options
@@ -161,7 +159,7 @@ class CallRun:
         self.t_dispatch: float | None = None
         self.t_first_token: float | None = None
         self.t_end: float | None = None
-        self._response: EngineResponse | None = None
+        self._response: aiohttp.ClientResponse | None = None
         self._cut = False
         self.engine_url: str | None = None  # the engine streaming this call now
 
@@ -234,25 +232,27 @@ class CallRun:
         self._cut = False
         self.engine_url = engine.url
         self.gate.enter(self)
+        timeout = aiohttp.ClientTimeout(
+            total=None, sock_connect=self.options.connect_timeout_s, sock_read=self.options.read_timeout_s
+        )
         try:
-            response = self._response = await self.client.post(_endpoint(engine.url, kind), orjson.dumps(body))
-            try:
+            async with self.http.post(engine.url + PATHS[kind], data=orjson.dumps(body), headers=JSON_BODY,
+                                      timeout=timeout) as response:
+                self._response = response
                 if self._cut:
                     return "cut"
                 if response.status != 200:
                     return await self._upstream_status(engine, response)
                 await self._read_events(engine, kind, response, choice_index)
-            finally:
-                response.release()
             return "cut" if self._cut else "done"
         except ClientGone:
             raise
-        except (TimeoutError, ConnectionError) as exc:
+        except (TimeoutError, aiohttp.ClientError, ConnectionError) as exc:
             if self._cut:
                 return "cut"
-            if isinstance(exc, TimeoutError):
+            if isinstance(exc, (asyncio.TimeoutError, aiohttp.ServerTimeoutError)):
                 return "timeout"
-            if isinstance(exc, EngineUnreachable):
+            if isinstance(exc, aiohttp.ClientConnectorError):
                 self.engines.mark_down(engine)
                 return "unreachable"
             return "dropped"  # the stream broke mid-way: continue from the tokens kept
@@ -264,14 +264,14 @@ class CallRun:
             self.gate.leave(self)
 
     async def _read_events(
-        self, engine: Engine, kind: str, response: EngineResponse, choice_index: int | None
+        self, engine: Engine, kind: str, response: aiohttp.ClientResponse, choice_index: int | None
     ) -> None:
         """Absorbs the events of each network read, then shows the agent what they hold in one write: under load
         a read holds several events, and one write (one send) per event was a visible share of a call's CPU."""
         splitter = SSESplitter()
-        while piece := await response.read_any():
+        async for piece in response.content.iter_any():
             if await self._take_read(engine, kind, splitter.feed(piece), choice_index):
-                if not self._cut and not response.at_eof():
+                if not self._cut and not response.content.at_eof():
                     await _read_to_end(response)
                 return
         await self._take_read(engine, kind, splitter.close(), choice_index)
@@ -300,9 +300,9 @@ class CallRun:
             chunk = orjson.loads(data)
         except orjson.JSONDecodeError as exc:
             raise UpstreamFormatError(f"engine sent a line that is not JSON: {data[:80]!r}") from exc
-        pieces = read_pieces(chunk, kind)
+        head, pieces = read_chunk(chunk, kind)
         if choice_index is None:
-            self.capture.absorb_head_of(chunk)
+            self.capture.absorb_head(head)
         version = engine.version_of(self.adapter)  # an adapter's call: that adapter's version on this engine
         for piece in pieces:
             if choice_index is not None:
@@ -317,7 +317,7 @@ class CallRun:
             if chunk_shown is not None:
                 shown.append(chunk_shown)
 
-    async def _upstream_status(self, engine: Engine, response: EngineResponse) -> str:
+    async def _upstream_status(self, engine: Engine, response: aiohttp.ClientResponse) -> str:
         text = await response.text()
         if response.status >= 500:
             return "engine_error"
@@ -390,24 +390,22 @@ class Generation:
     def __init__(self, options: ProxyOptions, engines: EngineTable, gate: PauseGate, metrics: ProxyMetrics,
                  recorder: Recorder):
         self.options, self.engines, self.gate, self.metrics, self.recorder = options, engines, gate, metrics, recorder
-        self.client = EngineClient(options.connect_timeout_s, options.read_timeout_s)  # the calls' streams
-        self.http: aiohttp.ClientSession | None = None  # the rest: `/v1/models`, health checks
+        self.http: aiohttp.ClientSession | None = None
 
     def open(self) -> None:
         self.http = aiohttp.ClientSession(connector=aiohttp.TCPConnector(limit=0, ttl_dns_cache=300),
                                           auto_decompress=False)
 
     async def close(self) -> None:
-        self.client.close()
         if self.http is not None:
             await self.http.close()
 
     async def serve(self, call: Call) -> None:
         """Runs the call (its chunks to its door as they come, where it streams), then records it."""
         who, request = call.who, call.request
-        assert who is not None  # settled by the gate
+        assert self.http is not None and who is not None  # opened before the app serves; settled by the gate
         adapter = self.options.adapter_of(who.team)
-        run = CallRun(request, who.session_id, self.client, self.engines, self.gate, self.options,
+        run = CallRun(request, who.session_id, self.http, self.engines, self.gate, self.options,
                       shaper_id=f"{'chatcmpl' if request.kind == 'chat' else 'cmpl'}-{call.reply.reply_id}",
                       on_continuation=self.metrics.continuations.inc, profile=call.profile, adapter=adapter)
         call.capture = run.capture
@@ -439,21 +437,14 @@ class Generation:
             return False
 
 
-@functools.cache
-def _endpoint(engine_url: str, kind: str) -> URL:
-    """An engine's route for `kind`, parsed once rather than at every request (a handful of engines, two kinds)."""
-    return URL(engine_url + PATHS[kind])
-
-
-async def _read_to_end(response: EngineResponse) -> None:
-    """The rest of a stream after `[DONE]` (its last chunk may come in a read of its own), so its connection is
-    kept for the next call: a new connection a call took 12% of the proxy's CPU in one profile. An engine that
-    does not end the body soon costs its connection, never the call: its tokens are all in."""
+async def _read_to_end(response: aiohttp.ClientResponse) -> None:
+    """The rest of a stream after `[DONE]` (its last chunk may come in a read of its own). aiohttp closes a
+    connection released mid-body, and a new connection a call took 12% of the proxy's CPU in one profile. An
+    engine that does not end the body soon costs its connection, never the call: its tokens are all in."""
     try:
         async with asyncio.timeout(END_OF_BODY_S):
-            while await response.read_any():
-                pass
-    except (TimeoutError, ConnectionError):
+            await response.content.read()
+    except (TimeoutError, aiohttp.ClientError, ConnectionError):
         pass
 
 
