@@ -33,6 +33,13 @@ did so for minutes after a broker kill at load 15). So the commit is made again 
 transaction's timeout), so it ended one way or the other. One that still has not leaves the producer unusable:
 `Fenced`, and the process is replaced, whose `init_transactions` settles the transaction.
 
+`send_offsets_to_transaction` is bounded here, not by librdkafka: when the group coordinator's broker has just
+died, it can block past its own timeout, for good (librdkafka 2.16; confluentinc/librdkafka#5456, #5511: a
+coordinator request's timeout is never checked, and one waiting on a dead cached coordinator is woken only by
+another broker's state change). A trainer's checkpoint commit right after a broker kill hung so, for 300 s and
+more, between publishing a version and naming its checkpoint. It runs in a thread of its own, waited for up to
+the commit's patience; one that never returns is the same case as a commit that never ends (`Fenced`).
+
 Every record a role writes names the writing process in a header (`WRITER_HEADER`, `host:pid`), so an audit
 (or a test) sees on the topic which process wrote what.
 """
@@ -42,6 +49,7 @@ from __future__ import annotations
 import logging
 import os
 import socket
+import threading
 import time
 from collections.abc import Callable
 from typing import Any, TypeVar
@@ -71,6 +79,7 @@ WRITER_HEADER = "sf-writer"
 # Kafka's default is 60 s.
 TRANSACTION_TIMEOUT_MS = 30000
 COMMIT_PATIENCE_S = 2 * TRANSACTION_TIMEOUT_MS / 1000  # how long a commit that timed out is resumed
+BOUNDED_GRACE_S = 5.0  # how long past its own timeout a `bounded` call is waited for
 
 
 class Fenced(RuntimeError):
@@ -91,6 +100,29 @@ class TransactionAborted(DeliveryFailed):
 
 class StillInProgress(DeliveryFailed):
     """A transactional call timed out and goes on in librdkafka: only the same call may resume it."""
+
+
+def bounded(call: Callable[[float], T], timeout_s: float, grace_s: float) -> T:
+    """`call(timeout_s)` in a thread of its own, waited for up to `timeout_s` + `grace_s`; `StillInProgress` if it
+    has not returned by then (the thread is left to it: a daemon, it holds no exit back)."""
+    done = threading.Event()
+    outcome: list[Any] = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, call(timeout_s)))
+        except BaseException as exc:  # noqa: BLE001 - handed to the caller's thread as it is
+            outcome.append((False, exc))
+        done.set()
+
+    threading.Thread(target=run, name="bounded-kafka-call", daemon=True).start()
+    if not done.wait(timeout_s + grace_s):
+        raise StillInProgress(f"a call did not return within {timeout_s + grace_s:.0f} s (its timeout "
+                              f"{timeout_s:.0f} s): librdkafka#5456")
+    returned, value = outcome[0]
+    if not returned:
+        raise value
+    return value
 
 
 def transactional_id(settings: Settings, role: str) -> str:
@@ -134,7 +166,8 @@ class RoleWriter(MessageProducer):
         patience_s = max(timeout_s, COMMIT_PATIENCE_S)
         if offsets:
             self._begin()
-            self._resumed(lambda s: self._producer.send_offsets_to_transaction(offsets, group_metadata, s),
+            send = self._producer.send_offsets_to_transaction
+            self._resumed(lambda s: bounded(lambda t: send(offsets, group_metadata, t), s, BOUNDED_GRACE_S),
                           patience_s)
         if self._open:
             try:

@@ -6,17 +6,18 @@ tests/services/test_single_writers.py."""
 from __future__ import annotations
 
 import dataclasses
+import threading
 import time
 import uuid
 
 import pytest
-from confluent_kafka import KafkaError, KafkaException
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from seamlessflow.kafka import fencing
 from seamlessflow.kafka.admin import ensure_topics
 from seamlessflow.kafka.clients import consumer_config
 from seamlessflow.kafka.dead_letters import DeadLetters
-from seamlessflow.kafka.fencing import WRITER_HEADER, Fenced, RoleWriter, transactional_id
+from seamlessflow.kafka.fencing import WRITER_HEADER, Fenced, RoleWriter, bounded, transactional_id
 from seamlessflow.kafka.group import GroupMember
 from seamlessflow.kafka.io import MessageProducer, read_topic
 from seamlessflow.kafka.positions import CommittedOffsets
@@ -149,3 +150,48 @@ def test_a_commit_that_times_out_is_resumed_never_aborted_and_one_that_never_end
             writer.commit(timeout_s=0.1)
     assert producer.aborts == 0
 
+
+class OffsetsNeverSent:
+    """librdkafka's producer right after the group coordinator's broker died: `send_offsets_to_transaction` blocks
+    past its own timeout, for good (confluentinc/librdkafka#5456, #5511; reproduced on a 3-broker cluster by
+    killing the group's coordinator just before a commit with offsets). Here until the test lets it go."""
+
+    def __init__(self):
+        self.release, self.calls = threading.Event(), 0
+
+    def begin_transaction(self):
+        pass
+
+    def send_offsets_to_transaction(self, offsets, group_metadata, timeout_s):
+        self.calls += 1
+        self.release.wait()
+
+
+def test_offsets_sent_into_a_transaction_that_never_return_fence_the_writer_within_the_patience(settings, codec,
+                                                                                              monkeypatch):
+    """The trainer hung after a broker kill between publishing a version and naming its checkpoint (the test of
+    tests/broker/test_cluster.py, 300 s and more): its checkpoint's offsets were sent to the new transaction while
+    the group's coordinator was the broker just killed. Now the call is waited for up to the commit's patience;
+    one that does not return fences the writer (the process is replaced), and every later call says so."""
+    monkeypatch.setattr(fencing, "COMMIT_PATIENCE_S", 1.0)
+    monkeypatch.setattr(fencing, "BOUNDED_GRACE_S", 0.5)
+    writer = RoleWriter(settings, codec, "trainer")
+    producer = OffsetsNeverSent()
+    writer._producer = producer
+    started = time.monotonic()
+    try:
+        with pytest.raises(Fenced, match="neither committed nor failed"):
+            writer.commit(timeout_s=0.1, offsets=[TopicPartition("t", 0, 5)], group_metadata=object())
+        assert time.monotonic() - started < 5  # the patience (1 s) and the grace, not for good
+        with pytest.raises(Fenced):
+            writer.commit(offsets=[TopicPartition("t", 0, 6)], group_metadata=object())
+        assert producer.calls == 1  # the stuck producer is not called again
+    finally:
+        producer.release.set()
+    assert bounded(lambda timeout_s: timeout_s * 2, 1.5, 0.1) == 3.0  # a call that returns: its value
+
+    def refused(_timeout_s):
+        raise KafkaException(KafkaError(KafkaError._FENCED))
+
+    with pytest.raises(KafkaException):  # and one that raises: its error, in the caller's thread
+        bounded(refused, 1.0, 0.1)
