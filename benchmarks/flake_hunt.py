@@ -8,7 +8,8 @@ keeps ~1.8 of its 2 cores busy), and prints one row per test: passes, failures, 
 max of its duration (setup + call + teardown, pytest's junit xml). A hang is a test pytest-timeout stopped, or a
 run still going at `--timeout` seconds: then pytest gets SIGINT (it writes its junit xml for what finished),
 its process group is killed, and the test it was in (the first collected one the xml lacks) counts as hung.
-Each run's output is kept in a folder printed at the end (removed when every run passed).
+Each run's output, and a failed run's pytest temporary folder (`--basetemp`: the logs of the services its tests
+started), are kept in a folder printed at the end (removed when every run passed).
 
 Anything after `--` goes to pytest as is (`-- -x -k name`). `--markdown` prints the table for the benchmarks page.
 """
@@ -186,8 +187,9 @@ def kill_group(proc: subprocess.Popen, grace_s: float = 30) -> None:
 def run_once(index: int, targets: Sequence[str], extra: Sequence[str], nodeids: Sequence[str], work: Path,
              env: dict[str, str], timeout_s: float) -> tuple[list[Outcome], int | None, float]:
     """One fresh pytest; its outcomes, its exit code (None: killed at the timeout) and its wall seconds."""
-    xml, log = work / f"run-{index}.xml", work / f"run-{index}.log"
-    argv = [python(), "-m", "pytest", "-p", "no:cacheprovider", "-q", "-ra", f"--junitxml={xml}", *targets, *extra]
+    xml, log, tmp = work / f"run-{index}.xml", work / f"run-{index}.log", work / f"run-{index}-tmp"
+    argv = [python(), "-m", "pytest", "-p", "no:cacheprovider", "-q", "-ra", f"--junitxml={xml}", f"--basetemp={tmp}",
+            *targets, *extra]
     began = time.monotonic()
     with log.open("wb") as out:
         proc = subprocess.Popen(argv, cwd=ROOT, env=env, stdout=out, stderr=subprocess.STDOUT,
@@ -203,6 +205,8 @@ def run_once(index: int, targets: Sequence[str], extra: Sequence[str], nodeids: 
     if code is None and (test := hung_in(nodeids, outcomes)) is not None:
         lasted = wall - sum(o.seconds for o in outcomes)
         outcomes.append(Outcome(test, HUNG, lasted, f"the run was killed at {timeout_s:.0f} s"))
+    if code == 0:
+        shutil.rmtree(tmp, ignore_errors=True)  # a failed run's stays: its services' logs (engines, brokers, ...)
     return outcomes, code, wall
 
 
@@ -210,8 +214,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     extra = argv[argv.index("--") + 1:] if "--" in argv else []
     parser = argparse.ArgumentParser(
-        description="Run tests N times, each in a fresh pytest as `make test` runs it, optionally beside a CPU "
-                    "burner, and print per test: passes, failures, hangs and min/median/max duration.",
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Example: python benchmarks/flake_hunt.py --runs 4 --burn 2 tests/core/test_batching.py "
                "'tests/broker/test_cluster.py::test_name' -- -x   (after --: passed to pytest)")
     parser.add_argument("targets", nargs="+", help="test files or node ids, as pytest takes them")
