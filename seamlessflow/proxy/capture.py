@@ -17,7 +17,7 @@ class UpstreamFormatError(ValueError):
     """An engine chunk the proxy cannot read (a different server, or a vLLM without return_token_ids)."""
 
 
-@dataclass(slots=True)
+@dataclass
 class Piece:
     index: int
     text: str = ""
@@ -31,7 +31,7 @@ class Piece:
     prompt_ids: list[int] | None = None  # completions: per-choice prompt ids (first chunk)
 
 
-@dataclass(slots=True)
+@dataclass
 class ChunkHead:
     id: str | None
     created: int | None
@@ -40,34 +40,27 @@ class ChunkHead:
 
 
 def read_chunk(chunk: Any, kind: str) -> tuple[ChunkHead, list[Piece]]:
-    pieces = read_pieces(chunk, kind)
-    return ChunkHead(chunk.get("id"), chunk.get("created"), chunk.get("model"), chunk.get("prompt_token_ids")), pieces
-
-
-def read_pieces(chunk: Any, kind: str) -> list[Piece]:
-    """The chunk's pieces, one per choice it mentions (its head is `CallCapture.absorb_head_of`'s)."""
     if not isinstance(chunk, dict):
         raise UpstreamFormatError("engine chunk is not a JSON object")
     if "error" in chunk and "choices" not in chunk:
         raise UpstreamFormatError(f"engine error mid-stream: {chunk['error']}")
+    head = ChunkHead(chunk.get("id"), chunk.get("created"), chunk.get("model"), chunk.get("prompt_token_ids"))
     read = _chat_piece if kind == "chat" else _completion_piece
-    return [read(choice) for choice in chunk.get("choices") or ()]
+    return head, [read(choice) for choice in chunk.get("choices") or ()]
 
 
 def _chat_piece(choice: dict) -> Piece:
     delta = choice.get("delta") or {}
-    logprobs = choice.get("logprobs")
-    entries = (logprobs.get("content") if logprobs else None) or []
-    return Piece(  # by position: a piece is made for every event of every call
-        choice.get("index", 0),
-        delta.get("content") or "",
-        delta,
-        choice.get("token_ids") or [],  # the parsed event's own list: nothing else holds it
-        [_finite(e.get("logprob")) for e in entries],
-        entries,
-        None,
-        choice.get("finish_reason"),
-        choice.get("stop_reason"),
+    entries = (choice.get("logprobs") or {}).get("content") or []
+    return Piece(
+        index=choice.get("index", 0),
+        text=delta.get("content") or "",
+        delta=delta,
+        token_ids=list(choice.get("token_ids") or ()),
+        logprobs=[_finite(e.get("logprob")) for e in entries],
+        chat_logprobs=entries,
+        finish_reason=choice.get("finish_reason"),
+        stop_reason=choice.get("stop_reason"),
     )
 
 
@@ -76,7 +69,7 @@ def _completion_piece(choice: dict) -> Piece:
     return Piece(
         index=choice.get("index", 0),
         text=choice.get("text") or "",
-        token_ids=choice.get("token_ids") or [],
+        token_ids=list(choice.get("token_ids") or ()),
         logprobs=[_finite(v) for v in (logprobs or {}).get("token_logprobs") or ()],
         completion_logprobs=logprobs,
         finish_reason=choice.get("finish_reason"),
@@ -93,11 +86,10 @@ def _finite(value: Any) -> float:
     """The engine's logprob, or NaN for one it did not give as a finite number: null, -inf (sent as -9999.0),
     anything not a number. Never 0.0 (probability 1, which a ratio would trust): a NaN is masked out of the loss
     and counted (`TokenIO.invalid_logprobs`, `Trajectory.masked_tokens`)."""
-    if type(value) is not float:  # a float is what an engine sends: the check below is its whole cost
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            return INVALID_LOGPROB
-        value = float(value)
-    return value if MINUS_INF_AS_SENT < value < math.inf else INVALID_LOGPROB  # NaN compares False
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return INVALID_LOGPROB
+    value = float(value)
+    return value if math.isfinite(value) and value > MINUS_INF_AS_SENT else INVALID_LOGPROB
 
 
 @dataclass
@@ -126,17 +118,13 @@ class ChoiceCapture:
 
     def absorb(self, piece: Piece, version: int) -> None:
         ids = piece.token_ids
-        count = len(ids)
         logprobs = piece.logprobs
-        if len(logprobs) != count:
-            logprobs = [INVALID_LOGPROB] * count
-            self.invalid_logprobs += count
-        else:
-            self.invalid_logprobs += sum(1 for value in logprobs if value != value)  # NaN is not itself
-        if count:
-            self.completion_ids += ids
-            self.logprobs += logprobs
-            self.versions += [version] * count
+        if len(logprobs) != len(ids):
+            logprobs = [INVALID_LOGPROB] * len(ids)
+        self.invalid_logprobs += sum(1 for value in logprobs if math.isnan(value))
+        self.completion_ids.extend(ids)
+        self.logprobs.extend(logprobs)
+        self.versions.extend([version] * len(ids))
         if piece.prompt_ids is not None and not self.prompt_ids:
             self.prompt_ids = list(piece.prompt_ids)
         if piece.finish_reason is not None:
@@ -147,17 +135,15 @@ class ChoiceCapture:
     def _absorb_shown(self, piece: Piece) -> None:
         if piece.text:
             self.text_parts.append(piece.text)
-        delta = piece.delta
-        if delta:
-            if delta.get("role"):
-                self.role = delta["role"]
-            reasoning = delta.get("reasoning_content") or delta.get("reasoning")
-            if reasoning:
-                self.reasoning_parts.append(reasoning)
-            for call in delta.get("tool_calls") or ():
-                merge_tool_call(self.tool_calls, call)
-        if piece.chat_logprobs:
-            self.chat_logprobs += piece.chat_logprobs
+        delta = piece.delta or {}
+        if delta.get("role"):
+            self.role = delta["role"]
+        reasoning = delta.get("reasoning_content") or delta.get("reasoning")
+        if reasoning:
+            self.reasoning_parts.append(reasoning)
+        for call in delta.get("tool_calls") or ():
+            merge_tool_call(self.tool_calls, call)
+        self.chat_logprobs.extend(piece.chat_logprobs)
         if piece.completion_logprobs:
             for key, values in piece.completion_logprobs.items():
                 if isinstance(values, list):
@@ -204,21 +190,6 @@ class CallCapture:
         self.response_id = self.response_id or head.id
         self.created = self.created or head.created
         self.model = self.model or head.model
-
-    def absorb_head_of(self, chunk: dict) -> None:
-        """`absorb_head` of a chunk's own fields, with nothing made: a call's every event passes here, and once
-        its first event told them, the rest is three comparisons."""
-        if self.prompt_ids is None and (prompt_ids := chunk.get("prompt_token_ids")) is not None:
-            self.prompt_ids = list(prompt_ids)
-            for choice in self.choices:
-                if not choice.prompt_ids:
-                    choice.prompt_ids = list(prompt_ids)
-        if not self.response_id:
-            self.response_id = chunk.get("id")
-        if not self.created:
-            self.created = chunk.get("created")
-        if not self.model:
-            self.model = chunk.get("model")
 
     def choice(self, index: int) -> ChoiceCapture:
         if not 0 <= index < len(self.choices):

@@ -33,8 +33,6 @@ class PromptBases:
     def base_for(self, session_id: str, prompt: np.ndarray) -> tuple[str, int] | None:
         """(event id, shared ids) of the kept sequence sharing the longest prefix with `prompt`, if long enough."""
         best: tuple[str, int] | None = None
-        if len(prompt) < MIN_SHARED_TOKENS:
-            return None  # no base could be long enough
         for event_id, sequence in self._sessions.get(session_id, ()):
             shared = shared_prefix(sequence, prompt)
             if shared >= MIN_SHARED_TOKENS and (best is None or shared > best[1]):

@@ -188,12 +188,9 @@ class ClientStream:
             raise ClientGone() from exc
 
     async def close(self, data: bytes = b"") -> None:
-        """The last events and the stream's end in one send."""
+        await self.write(data)
         try:
-            if not self.started:
-                self.started = True
-                await self.response.prepare(self.request)
-            await self.response.write_eof(data)
+            await self.response.write_eof()
         except (ConnectionError, aiohttp.ClientConnectionResetError):
             pass
 
@@ -272,7 +269,7 @@ class CallRoute:
         self.door, self.gatekeeper = door, gatekeeper
         self.max_body_bytes, self.max_n = options.max_body_bytes, options.max_n
 
-    async def handle(self, request: web.Request) -> web.StreamResponse:
+    async def __call__(self, request: web.Request) -> web.StreamResponse:
         door = self.door
         request[DOOR] = door  # errors answer in the door's API shape
         team = self.gatekeeper.team(door.api_key(request), door.key_header)  # before the body is read
@@ -299,7 +296,7 @@ def errors_middleware(metrics: ProxyMetrics, door_of: Callable[[web.Request], Fr
             response = await handler(request)
         except ProxyError as exc:
             if exc.status == 429:
-                metrics.labelled(metrics.rejected, "quota" if isinstance(exc, QuotaExceeded) else "backpressure").inc()
+                metrics.rejected.labels("quota" if isinstance(exc, QuotaExceeded) else "backpressure").inc()
             response = (request.get(DOOR) or door_of(request)).error(exc, {})
         except UpstreamRejected as exc:
             response = (request.get(DOOR) or door_of(request)).rejected(exc.status, exc.body, {})
@@ -311,8 +308,8 @@ def errors_middleware(metrics: ProxyMetrics, door_of: Callable[[web.Request], Fr
         except Exception:  # noqa: BLE001 - an unexpected bug must still answer in OpenAI's shape
             log.exception("unexpected error on %s", request.path)
             response = (request.get(DOOR) or door_of(request)).error(ProxyError(500, "internal proxy error"))
-        metrics.labelled(metrics.requests, route, str(response.status)).inc()
-        metrics.labelled(metrics.latency, route).observe(time.monotonic() - started)
+        metrics.requests.labels(route, str(response.status)).inc()
+        metrics.latency.labels(route).observe(time.monotonic() - started)
         return response
 
     return errors

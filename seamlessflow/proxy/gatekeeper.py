@@ -77,9 +77,7 @@ class Gatekeeper:
         call.profile = session.profile
         session.call_started()
         try:
-            self.quotas.enter(team, session_id)
-            try:
-                await self.admission.enter()
+            async with self.quotas.hold(team, session_id), self.admission.slot():
                 try:
                     await self.state.serve(call)
                 finally:  # the tokens generated, also by a call that failed or whose agent left
@@ -87,9 +85,6 @@ class Gatekeeper:
                         self.quotas.charge(team, call.capture.completion_tokens)
                         if call.recorded:
                             session.recorded(len(call.capture.choices), call.capture)
-                    self.admission.leave()
-            finally:
-                self.quotas.leave(team, session_id)
         finally:
             session.call_finished()
 

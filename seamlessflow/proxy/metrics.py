@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from prometheus_client.metrics import MetricWrapperBase
 
 LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
@@ -61,17 +58,6 @@ class ProxyMetrics:
         self.team_sessions = Gauge(
             "seamlessflow_proxy_team_sessions", "The team's sessions with a call in flight", ["team"], registry=r
         )
-
-        self._children: dict[tuple[int, tuple[str, ...]], Any] = {}
-
-    def labelled(self, metric: MetricWrapperBase, *values: str) -> Any:
-        """`metric.labels(*values)`, kept once made: on a call's path the lookup (a lock, a tuple of strings)
-        cost more than the count itself. A child appears on `/metrics` when first used, as with `labels`."""
-        key = (id(metric), values)
-        child = self._children.get(key)
-        if child is None:
-            child = self._children[key] = metric.labels(*values)
-        return child
 
     def exposition(self) -> bytes:
         return generate_latest(self.registry)

@@ -15,7 +15,8 @@ calls it serves.
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import AsyncIterator, Callable, Mapping
+from contextlib import asynccontextmanager
 
 from seamlessflow.core.token_rate import TokenBucket, retry_after
 from seamlessflow.proxy.errors import ProxyError
@@ -45,31 +46,29 @@ class Quotas:
                         for team, q in self.teams.items() if q.tokens_per_s is not None}
         self.generating: dict[str, dict[str, int]] = {}  # team -> session id -> its calls in flight
 
-    def enter(self, team: str, session_id: str) -> None:
-        """A call of `team`'s session goes in flight (`leave` when it is done); raises `QuotaExceeded` when it may
-        not start."""
+    @asynccontextmanager
+    async def hold(self, team: str, session_id: str) -> AsyncIterator[None]:
+        """Held while a call of `team`'s session is in flight; raises `QuotaExceeded` when it may not start."""
         self.check(team, session_id)
-        sessions = self.generating.get(team)
-        if sessions is None:
-            sessions = self.generating[team] = {}
+        sessions = self.generating.setdefault(team, {})
         sessions[session_id] = sessions.get(session_id, 0) + 1
-        self.metrics.labelled(self.metrics.team_admitted, team).inc()
-        self.metrics.labelled(self.metrics.team_sessions, team).set(len(sessions))
-
-    def leave(self, team: str, session_id: str) -> None:
-        sessions = self.generating[team]
-        sessions[session_id] -= 1
-        if sessions[session_id] <= 0:
-            del sessions[session_id]
-        self.metrics.labelled(self.metrics.team_sessions, team).set(len(sessions))
-        if not sessions:
-            self.generating.pop(team, None)
+        self.metrics.team_admitted.labels(team).inc()
+        self.metrics.team_sessions.labels(team).set(len(sessions))
+        try:
+            yield
+        finally:
+            sessions[session_id] -= 1
+            if sessions[session_id] <= 0:
+                del sessions[session_id]
+            self.metrics.team_sessions.labels(team).set(len(sessions))
+            if not sessions:
+                self.generating.pop(team, None)
 
     def check(self, team: str, session_id: str) -> None:
         quota = self.teams.get(team)
         if quota is None:
             return
-        sessions = self.generating.get(team) or {}
+        sessions = self.generating.get(team, {})
         if quota.max_sessions is not None and session_id not in sessions and len(sessions) >= quota.max_sessions:
             self._refuse(team, "sessions", f"team {team!r} has {len(sessions)} sessions generating, its quota "
                                            f"(proxy.teams.{team}.max_sessions); retry when one is done",
@@ -84,11 +83,11 @@ class Quotas:
         """A call of `team` ended having generated `tokens` (whether or not it succeeded)."""
         if tokens <= 0:
             return
-        self.metrics.labelled(self.metrics.team_tokens, team).inc(tokens)
+        self.metrics.team_tokens.labels(team).inc(tokens)
         bucket = self.buckets.get(team)
         if bucket is not None:
             bucket.charge(tokens, self.clock())
 
     def _refuse(self, team: str, quota: str, message: str, retry_after_s: int) -> None:
-        self.metrics.labelled(self.metrics.team_refused, team, quota).inc()
+        self.metrics.team_refused.labels(team, quota).inc()
         raise QuotaExceeded(team, quota, message, retry_after_s)

@@ -62,8 +62,8 @@ class Recorder:
         if self.prompt_deltas:
             for event, sequence in pairs:
                 self.bases.remember(result.who.session_id, event.event_id, sequence)
-        self.metrics.labelled(self.metrics.tokens, "prompt").inc(result.capture.prompt_tokens)
-        self.metrics.labelled(self.metrics.tokens, "completion").inc(result.capture.completion_tokens)
+        self.metrics.tokens.labels("prompt").inc(result.capture.prompt_tokens)
+        self.metrics.tokens.labels("completion").inc(result.capture.completion_tokens)
         return events
 
     async def end(self, session_id: str, team: str, reward: float, status: EpisodeStatus, info: dict[str, Any],
@@ -112,7 +112,7 @@ class Recorder:
             invalid_logprobs=choice.invalid_logprobs,
         )
         if choice.invalid_logprobs:
-            self.metrics.labelled(self.metrics.invalid_logprobs, who.team).inc(choice.invalid_logprobs)
+            self.metrics.invalid_logprobs.labels(who.team).inc(choice.invalid_logprobs)
         return event, sequence
 
     async def publish(self, events: list, key: str) -> None:
@@ -122,12 +122,12 @@ class Recorder:
             async with asyncio.timeout(self.delivery_timeout_s):
                 await (futures[0] if len(futures) == 1 else asyncio.gather(*futures))  # most calls: one choice
         except (TimeoutError, PublishFailed, CodecError) as exc:
-            self.metrics.labelled(self.metrics.events, "failed").inc(len(events))
+            self.metrics.events.labels("failed").inc(len(events))
             log.error("events for session %s not recorded: %s", key, exc)
             raise ProxyError(
                 503, "the call's token events could not be recorded; retry", retry_after=self.retry_after_s
             ) from None
-        self.metrics.labelled(self.metrics.events, "produced").inc(len(events))
+        self.metrics.events.labels("produced").inc(len(events))
 
 
 def event_id(call_id: str, choice: int, n_prompt: int, sequence: np.ndarray) -> str:

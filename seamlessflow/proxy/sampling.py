@@ -30,7 +30,7 @@ class SamplingGate:
         except SamplingRefused as refused:
             raise ProxyError(400, str(refused), refused.setting) from None
         for setting in call.sampled.overridden:
-            self.metrics.labelled(self.metrics.sampling_overridden, team, setting).inc()
+            self.metrics.sampling_overridden.labels(team, setting).inc()
             if (team, setting) not in self._told:
                 self._told.add((team, setting))
                 log.warning("team %s: calls set %r, which rollout.sampling overrides; they are served as the rule "

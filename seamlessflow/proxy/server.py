@@ -117,7 +117,7 @@ class ProxyServer:
         stored = StoredDoor(self.gatekeeper, self.stored, self.stored.conversations)
         for prefix in ("", "/sessions/{session_id}"):
             for path, door in DOORS.items():
-                app.router.add_post(prefix + path, CallRoute(door, self.gatekeeper, self.options).handle)
+                app.router.add_post(prefix + path, CallRoute(door, self.gatekeeper, self.options))
             app.router.add_get(prefix + "/v1/models", self._models)
             app.router.add_get(prefix + "/v1/responses", self.sockets.open)  # the Responses API's WebSocket mode
             stored.add_routes(app, prefix)

@@ -41,11 +41,7 @@ class Shaper:
     # -- streaming ------------------------------------------------------------------------------------
     def chunk(self, pieces: list[Piece], from_kind: str) -> dict | None:
         """The client's chunk for one upstream chunk, or None when nothing in it is for the client."""
-        choices = []
-        for piece in pieces:
-            shown = self._choice_chunk(piece, from_kind)
-            if shown is not None:
-                choices.append(shown)
+        choices = [c for c in (self._choice_chunk(p, from_kind) for p in pieces) if c is not None]
         if not choices:
             return None
         if self.request.kind == "chat":
@@ -59,14 +55,11 @@ class Shaper:
         return out
 
     def _choice_chunk(self, piece: Piece, from_kind: str) -> dict | None:
-        request = self.request
-        wants_ids, wants_lp = request.wants_token_ids, request.wants_logprobs
-        if request.kind == "chat":
+        wants_ids, wants_lp = self.request.wants_token_ids, self.request.wants_logprobs
+        if self.request.kind == "chat":
             delta = piece.delta if from_kind == "chat" else ({"content": piece.text} if piece.text else {})
-            if not (
-                (delta and _shows(delta)) or piece.finish_reason or (wants_ids and piece.token_ids)
-                or (wants_lp and piece.logprobs)
-            ):
+            shown = bool(delta and any(v not in (None, "", []) or k == "role" for k, v in delta.items()))
+            if not (shown or piece.finish_reason or (wants_ids and piece.token_ids) or (wants_lp and piece.logprobs)):
                 return None
             out: dict[str, Any] = {"index": piece.index, "delta": delta or {}, "logprobs": None}
             if wants_lp:
@@ -144,14 +137,6 @@ class Shaper:
             out["prompt_token_ids"] = choice.prompt_ids
             out["token_ids"] = choice.completion_ids
         return out
-
-
-def _shows(delta: dict) -> bool:
-    """Whether a chat delta holds something for the client: a role, or any field not empty."""
-    for key, value in delta.items():
-        if key == "role" or (value is not None and value != "" and value != []):
-            return True
-    return False
 
 
 def chat_entries(logprobs: dict | None) -> list[dict]:

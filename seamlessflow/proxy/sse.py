@@ -16,9 +16,9 @@ class SSESplitter:
         self._rest = b""
 
     def feed(self, piece: bytes) -> list[bytes]:
-        lines = (self._rest + piece if self._rest else piece).split(b"\n")
+        lines = (self._rest + piece).split(b"\n")
         self._rest = lines.pop()
-        return [line[5:].strip() for line in lines if line[:5] == b"data:"]
+        return [line[5:].strip() for line in lines if line.startswith(b"data:")]
 
     def close(self) -> list[bytes]:
         """The last line, when the stream ended without a newline after it."""
