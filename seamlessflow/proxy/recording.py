@@ -19,7 +19,7 @@ import numpy as np
 
 from seamlessflow.avro import CodecError
 from seamlessflow.core.episodes import EpisodeStatus
-from seamlessflow.core.sampling import TRUNCATION, Sampled
+from seamlessflow.core.sampling import Sampled
 from seamlessflow.messages import EpisodeEnd, TokenIO, now_ms
 from seamlessflow.proxy.calls import CallIdentity
 from seamlessflow.proxy.capture import CallCapture, ChoiceCapture
@@ -83,6 +83,7 @@ class Recorder:
         who = result.who
         base = self.bases.base_for(who.session_id, sequence[:n_prompt]) if self.prompt_deltas else None
         queue_ms, first_ms, total_ms = result.timings_ms
+        sent = result.sampled.upstream()
         event = TokenIO(
             event_id=event_id(who.call_id, choice.index, n_prompt, sequence),
             session_id=who.session_id,
@@ -105,9 +106,9 @@ class Recorder:
             attempt=who.attempt,
             adapter=result.adapter,
             temperature=result.sampled.temperature,
-            top_p=float(TRUNCATION["top_p"]),  # the rule sends every truncation off (`core.sampling`)
-            top_k=int(TRUNCATION["top_k"]),
-            min_p=float(TRUNCATION["min_p"]),
+            top_p=sent["top_p"],  # what the engine was sent (`core.sampling`: every truncation off)
+            top_k=sent["top_k"],
+            min_p=sent["min_p"],
             logprob_space=result.sampled.logprob_space.value,
             invalid_logprobs=choice.invalid_logprobs,
         )

@@ -47,3 +47,9 @@ def test_nan_and_greedy_tokens_are_masked_counted_and_given_finite_stand_ins():
     assert seen.logprobs == (0.0, 0.0, -0.5, -0.2) and seen.temperatures == (1.0, 0.7, 0.7, 1.0)
     plain = TrajectorySample("p", "g", "t", (1, 2), (0, 1), (0.0, -0.3), (-1, 0), 0.0)
     assert behaviour_of(plain).masked == 0 and behaviour_of(plain).temperatures is None
+
+
+def test_an_infinite_logprob_of_an_older_record_is_masked_too():
+    sample = TrajectorySample("o", "g", "t", (1, 2, 3), (0, 1, 1), (0.0, -math.inf, -0.5), (-1, 0, 0), 1.0)
+    seen = behaviour_of(sample)
+    assert seen.masked == 1 and seen.loss_mask == (0, 0, 1) and seen.logprobs == (0.0, 0.0, -0.5)
