@@ -55,7 +55,7 @@ down: install
 # after one process holding them all ran out of memory on 24 GB, when the shared "tiny" test model had silently
 # become 272 M parameters (fixed; tests/testing/test_models.py guards it). Measured again at 2026-12-06: all of
 # them in one process peaked at 1.8 GB resident; one process spares seven pytest starts, each with its own
-# session broker and test models (benchmarks/README.md, "The test suite").
+# session broker and test models (docs/performance/test-suite.md).
 # Most run beside the main suite, not after it (E2E, the restart file first): they mostly wait on
 # processes (brokers, engines, trainers), and one after the other they took 41 min on 2 cores where CI allows 90
 # and we aim for 30; they write to E2E_LOG, printed whole when both are done so the two outputs never interleave.
@@ -64,7 +64,7 @@ down: install
 # names of its own); under load a raylet can miss the 30 s Ray gives it to register, so the test clusters start
 # a node up to 5 times (seamlessflow/testing/ray_cluster.py). Tried twice before and taken back while the suite
 # spent 4 300+ CPU-s (the machine was full either way); with the test engines' cores forked (3 300-3 500 CPU-s)
-# the whole took 1 874 s against 2 056 s with the Ray loop after (benchmarks/README.md, "The test suite").
+# the whole took 1 874 s against 2 056 s with the Ray loop after (docs/performance/test-suite.md).
 # Lint (ruff, mypy) runs beside them too, into LINT_LOG: ~1.5 min of CPU that no test waits on.
 # The rest runs on PYTEST_WORKERS pytest-xdist workers (0: one process): most tests wait on processes
 # (brokers, engines, trainers) more than they compute, and one process kept ~0.85 of the 2 cores busy. A

@@ -1,7 +1,7 @@
 """Where the trainer's resident memory grows: its step loop taken apart, each part's RSS slope side by side.
 
 The full-stack soak shows the trainer growing ~0.15 MiB/s (~47 KB a step) outside Python's heap
-(`benchmarks/README.md`, soak). This script runs the trainer's own per-step work on the tests' random tiny
+(`docs/performance/soak.md`). This script runs the trainer's own per-step work on the tests' random tiny
 model (one DeepSpeed rank, gloo, the default CPU config), in one fresh process per variant, adding one part
 at a time as the trainer does it each step with `publish_every: 1`, `checkpoint_every: 1`:
 - `step`: `PolicyEngine.train_step` on a new batch of varied lengths (as the topic brings them);

@@ -6,7 +6,7 @@ size every step (the batch's lengths vary), so after a few steps most of them co
 where blocks of changing sizes can fragment memory that glibc does not give back. Setting the threshold
 explicitly turns that adjustment off (mallopt(3)): large tensors are mapped and unmapped each time.
 
-Measured on the trainer's step alone (`benchmarks/trainer_rss.py`, `benchmarks/README.md`): fixed at 128 KiB
+Measured on the trainer's step alone (`benchmarks/trainer_rss.py`, `docs/performance/soak.md`): fixed at 128 KiB
 its resident memory is ~40 MiB lower and flatter, but a CPU step is slower (every large tensor is a fresh
 mapping, page faults included), so it is not the default. `SEAMLESSFLOW_MALLOC_MMAP_THRESHOLD=131072` (bytes)
 sets it for every service started with it (`service_main`); unset or `off` leaves glibc's dynamic threshold.

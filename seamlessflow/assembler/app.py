@@ -12,7 +12,7 @@ Why not a Faust stream job (what the first version was): measured on the same 8-
 per-record path (a `wait_first` with two new asyncio tasks per record in the fetcher, then the conductor,
 channel and stream) cost ~170 µs of CPU per record, twice the assembler's own work per call, and held a
 worker at 2–4k calls per CPU-second; batches from librdkafka carry no per-record framework cost
-(`benchmarks/README.md`). The group membership, rebalances and commits Faust gave are the Kafka layer's
+(`docs/performance/assembler.md`). The group membership, rebalances and commits Faust gave are the Kafka layer's
 `Subscriber`, as for every other consumer of the project.
 """
 

@@ -1,7 +1,7 @@
 """The broker JVM's class archive (AppCDS): Kafka's classes parsed and verified once, at install, then mapped.
 
 Why: a broker's start is mostly loading and verifying Kafka's classes. Measured on 2 cores with Kafka 4.3 and
-Java 17 (`benchmarks/bench_broker.py --class-archive`; `benchmarks/README.md`, "Embedded broker"), mapping them
+Java 17 (`benchmarks/bench_broker.py --class-archive`; `docs/performance/broker.md`), mapping them
 from an archive took a broker's life (format, start, stop) from 8.1 to 5.0 CPU-s with `up`'s JVM options and
 from 4.9 to 2.7 with the test suite's C1-only ones, and it answered 1.7-3.4 s sooner; the test suite starts
 about thirty brokers and every `up` one or three. `python -m seamlessflow.broker.warmup` (run by `make

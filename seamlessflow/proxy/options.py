@@ -108,7 +108,7 @@ class ProxyOptions(SectionOptions):
     """Processes `up` starts on host:port (SO_REUSEPORT), resources <id>-<i>."""
     event_loop: Literal["uvloop", "asyncio"] = "uvloop"
     """The proxy process's event loop: uvloop (vLLM's own dependency, so always installed) spends less CPU per call
-    than asyncio's (benchmarks/README.md, Proxy overhead); `asyncio` is the standard library's."""
+    than asyncio's (docs/performance/proxy.md); `asyncio` is the standard library's."""
     engines: list[EngineOptions] = Field(default_factory=list)
     """Engines to route to besides those discovered on the status topic."""
     routing: RoutingOptions = Field(default_factory=RoutingOptions)

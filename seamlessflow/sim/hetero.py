@@ -11,7 +11,7 @@ The reference scenario, chosen to be rollout-bound (the only regime where routin
   cap 16,384, the simulator's long-CoT default). Each declares its profile.
 
 With fewer trainers the step is bound by training (12N FLOPs over every prompt and response token) and
-the gain shrinks; `benchmarks/README.md` gives the sweep. Every run also reports how busy each pool was.
+the gain shrinks; `docs/performance/scheduler.md` gives the sweep. Every run also reports how busy each pool was.
 """
 
 from __future__ import annotations

@@ -232,7 +232,7 @@ def _start_node(node: RayNode, head: str | None, port: int, node_dir: Path | Non
     # keeps what it runs until it is healed, as a machine behind a partition would (`cut_node_from_head`)
     # the head's health checks of a node: every second, each given 3 s, 5 missed in a row count it dead (Ray's
     # defaults: every 3 s, 10 s each): measured, a node killed is dead for Ray after 9 s, not 16, and one cut off
-    # after 20 s, not 65, time the test's loop spent running on at full speed (benchmarks/README.md)
+    # after 20 s, not 65, time the test's loop spent running on at full speed (docs/performance/ray.md)
     env = {**os.environ, "PYTHONPATH": str(REPO), "RAY_USAGE_STATS_ENABLED": "0",
            "RAY_gcs_rpc_server_reconnect_timeout_s": "1800",
            "RAY_health_check_period_ms": "1000", "RAY_health_check_timeout_ms": "3000"}

@@ -10,7 +10,7 @@ takes a tree batch as it takes a flat one.
 
 Attention goes chain by chain (`trainer.tree_attention`: each branch reads its ancestors' keys and values,
 computed once), not through a dense [N, N] tree mask, which made attention quadratic in the whole tree
-(benchmarks/README.md, "Tree vs flat"); it needs sdpa attention, and a model with other attention trains
+(docs/performance/trainer.md, "Tree vs flat"); it needs sdpa attention, and a model with other attention trains
 flat.
 """
 

@@ -62,7 +62,7 @@ async def test_streaming_chat_with_usage_ends_with_done(proxy, settings, codec):
 
 async def test_calls_reuse_one_engine_connection(proxy, stub):
     """The proxy reads each engine stream to its end: aiohttp closes a connection released mid-body, and a new
-    connection per call took 12% of the proxy's CPU in one profile (benchmarks/README.md)."""
+    connection per call took 12% of the proxy's CPU in one profile (docs/performance/proxy.md)."""
     stub.behaviour.end_delay_s = 0.05  # the body's end arrives after `[DONE]`, in a read of its own
     for stream in (False, True) * 3:
         reply = await client(proxy, "reuse").chat.completions.create(

@@ -2,7 +2,7 @@
 
 The hour-long soak's question in a few minutes: the 10-minute soak's trainer grew ~0.1 MiB/s because it
 read every trajectory as it came and held each judged group until its step, and a trainer slower than the
-agents never catches up (`benchmarks/README.md`, soak). Here a warmed-up trainer process (one DeepSpeed rank
+agents never catches up (`docs/performance/soak.md`). Here a warmed-up trainer process (one DeepSpeed rank
 on the tiny model) is handed a backlog of 24 000 trajectories at once, far more than it trains in the
 test's time. It must hold only a few polls' records (its heartbeat's `pending_samples`), and its
 resident memory must not grow by what holding the backlog costs (~170 MiB for these samples; the bound

@@ -2,7 +2,7 @@
 
 Why a test: the trainer holds back by pausing its consumer, and librdkafka throws its fetch queue away at each
 pause and fetches it again at each resume. At librdkafka's default bound (64 MiB) that churn grew the trainer's
-native memory ~0.1 MiB/s in the soak (`benchmarks/README.md`, soak), a growth no Python tracing sees and the
+native memory ~0.1 MiB/s in the soak (`docs/performance/soak.md`), a growth no Python tracing sees and the
 short soak's single quiet partition never shows. Here a backlog several times the bound waits on the topic and
 the source reads one record every 0.2 s, as a trainer behind its agents does, so librdkafka fills its queue
 as far as it is let; librdkafka's own statistics (`SEAMLESSFLOW_KAFKA_STATS_S`, `seamlessflow/kafka/stats.py`)
