@@ -49,7 +49,6 @@ from typing import TYPE_CHECKING
 
 from seamlessflow.config import Settings
 from seamlessflow.core.batching import BatchBuilder, Counters
-from seamlessflow.core.evaluation import is_eval_group
 from seamlessflow.core.mixing import source_figures
 from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
 from seamlessflow.kafka.codecs import codec_for
@@ -78,6 +77,7 @@ from seamlessflow.trainer.follower import Follower, Order, OrderKind
 from seamlessflow.trainer.mismatch_watch import MismatchWatch
 from seamlessflow.trainer.model import zero_stage
 from seamlessflow.trainer.options import TrainerOptions
+from seamlessflow.trainer.own_samples import OwnSamples
 from seamlessflow.trainer.policy_engine import PolicyEngine, StepMetrics
 from seamlessflow.trainer.samples import sample_from_record
 from seamlessflow.trainer.source import Incoming, TrajectorySource
@@ -118,10 +118,8 @@ class Trainer:
                                     settings.generation)
         self.team_adapter = self.options.team_adapter(settings)  # None: it trains the base
         self.engine = engine or PolicyEngine.from_options(self.options, self.team_adapter)
-        self.other_teams_skipped = 0  # an adapter's trainer: trajectories of other teams, finished untrained
-        # the policy whose samples it trains: its adapter's name, or None (the base: records before `adapter` too)
-        self.policy = self.team_adapter.name if self.team_adapter is not None else None
-        self.other_adapters_skipped = 0  # trajectories another policy sampled (`Trajectory.adapter`), untrained
+        adapter = self.team_adapter  # its samples only (`own_samples`): the adapter's team's, or the base's
+        self.own = OwnSamples(adapter.name if adapter else None, self.options.adapter if adapter else None)
         self.ranks = self.engine.ranks
         if not self.ranks.leader:
             raise ValueError(f"rank {self.ranks.rank} is a follower: it runs `Follower`, not the trainer loop")
@@ -270,13 +268,7 @@ class Trainer:
             self._rebuild_after_revoke()
         now = time.time()
         for item in records:
-            if is_eval_group(item.trajectory.group_id):  # an evaluation pass's session: measured, never trained
-                self.source.done(item.partition, item.offset)
-            elif self.team_adapter is not None and item.trajectory.team != self.options.adapter:
-                self.other_teams_skipped += 1  # another team's adapter wrote it: its own trainer trains it
-                self.source.done(item.partition, item.offset)
-            elif item.trajectory.adapter != self.policy:  # the base never learns from an adapter's samples, nor
-                self.other_adapters_skipped += 1  # an adapter from the base's or another adapter's
+            if self.own.passes_over(item.trajectory):
                 self.source.done(item.partition, item.offset)
             elif self.builder.add(sample_from_record(item.trajectory), now):
                 self._offsets_by_id[item.trajectory.event_id] = (item.partition, item.offset)
@@ -477,9 +469,7 @@ class Trainer:
                    "checkpoint_time_s": self.checkpoint_time_s,
                    "busy_s": self.busy_s, "ranks": float(self.ranks.world),
                    "steps_ready": float(self.builder.steps_ready()), "read_up": float(self.source.read_up)}
-        if self.team_adapter is not None:
-            figures["other_teams_skipped"] = float(self.other_teams_skipped)
-        figures["other_adapters_skipped"] = float(self.other_adapters_skipped)
+        figures.update(self.own.figures())
         if self.transfer is not None:  # measured per version: the scheduler prices switches with it
             figures.update(
                 {"weight_update_s": self.transfer.update_s, "transfer_engines": float(len(self.transfer.pids))}

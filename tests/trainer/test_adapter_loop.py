@@ -53,8 +53,8 @@ def test_adapter_trainer_trains_its_team_only_and_publishes_a_peft_version(setti
     tensors = load_file(f"{directory}/adapter_model.safetensors")
     assert set(tensors) == set(load_file(f"{adapter}/adapter_model.safetensors"))
     assert all(k.endswith((".lora_A.weight", ".lora_B.weight")) for k in tensors)
-    assert trainer.last_metrics.sequences == 2 and trainer.other_teams_skipped == 2
-    assert trainer.other_adapters_skipped == 2  # red's the base sampled
+    assert trainer.last_metrics.sequences == 2 and trainer.own.skipped["other_teams_skipped"] == 2
+    assert trainer.own.skipped["other_adapters_skipped"] == 2  # red's the base sampled
     assert trainer.builder.counters.groups_kept == 1  # blue's and the base's never reached the batch builder
 
     beats = [s for s in wait_for(settings, codec, topics.status,

@@ -42,7 +42,7 @@ def test_the_base_trainer_skips_an_adapters_trajectories(settings, codec, tiny_m
         trainer.stopping = True
         thread.join(timeout=120)
 
-    assert trainer.last_metrics.sequences == 2 and trainer.other_adapters_skipped == 2
+    assert trainer.last_metrics.sequences == 2 and trainer.own.skipped["other_adapters_skipped"] == 2
     assert trainer.builder.counters.groups_kept == 1  # red's never reached the batch builder
     [step] = [line for line in trainer.steps_log.read_text().splitlines() if line.strip()]
     assert '"gb0/0"' in step and '"ga0/0"' not in step
