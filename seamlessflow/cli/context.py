@@ -4,8 +4,10 @@ as one line."""
 from __future__ import annotations
 
 import contextlib
+import os
+import sys
 from collections.abc import Callable, Iterator
-from typing import Any, TypeVar
+from typing import Any, TextIO, TypeVar
 
 import click
 
@@ -46,3 +48,24 @@ def placement_errors() -> Iterator[None]:
         yield
     except PlacementError as exc:
         raise click.ClickException(str(exc)) from None
+
+
+@contextlib.contextmanager
+def data_only_stdout() -> Iterator[TextIO]:
+    """The process's stdout kept for the data a command prints (`status --json | jq`), with file descriptor 1
+    pointed at stderr for the rest of the process. A Ray driver relays a dying raylet's backtrace to fd 1, even
+    after the command has returned (CI saw `status --json` end in one), and no library can break the JSON then."""
+    sys.stdout.flush()
+    if not _writes_to_fd_1(sys.stdout):  # an in-process runner's captured stream: nothing to guard
+        yield sys.stdout
+        return
+    with os.fdopen(os.dup(1), "w") as data:
+        os.dup2(2, 1)
+        yield data
+
+
+def _writes_to_fd_1(stream: TextIO) -> bool:
+    try:
+        return stream.fileno() == 1
+    except (AttributeError, OSError, ValueError):
+        return False

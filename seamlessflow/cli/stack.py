@@ -22,7 +22,7 @@ import click
 from rich.console import Console, Group
 from rich.live import Live
 
-from seamlessflow.cli.context import pass_settings, placement_errors
+from seamlessflow.cli.context import data_only_stdout, pass_settings, placement_errors
 from seamlessflow.cli.foreground import held_until_stopped
 from seamlessflow.cli.status_view import adapter_trainer_teams, render_status
 from seamlessflow.config import Settings
@@ -223,11 +223,11 @@ def down(settings: Settings) -> None:
 @pass_settings
 def status(settings: Settings, as_json: bool) -> None:
     """Services, their processes and restarts, and the broker."""
-    data = stack_status(settings)
     if as_json:
-        click.echo(json.dumps(data, indent=2))
+        with data_only_stdout() as out:
+            out.write(json.dumps(stack_status(settings), indent=2) + "\n")
     else:
-        Console().print(render_status(data, adapters=adapter_trainer_teams(settings)))
+        Console().print(render_status(stack_status(settings), adapters=adapter_trainer_teams(settings)))
 
 
 @click.command()
