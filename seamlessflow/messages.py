@@ -188,6 +188,13 @@ class Trajectory(Enumerated):
     # generated tokens without a valid behaviour logprob (NaN in `logprobs`, `TokenIO.invalid_logprobs`): the
     # trainer masks them out of the loss and counts them
     masked_tokens: Int32 = 0
+    # on-policy distillation (`seamlessflow.teacher`): per token, the teacher's log-probability of the token given
+    # exactly the tokens before it (vLLM prompt logprobs of these very ids, temperature 1) where generated, 0.0
+    # elsewhere, NaN where the teacher gave none; empty: not taught. `teacher` names the model, `teacher_version`
+    # its weight version (-1: unknown or not taught)
+    teacher_logprobs: PackedFloat32 = field(default_factory=list)
+    teacher: str | None = None
+    teacher_version: Int32 = -1
 
 
 @dataclass
