@@ -39,11 +39,15 @@ class TrajectorySample:
     # the temperature each token was sampled at (`Trajectory.temperatures`); empty: 1.0 everywhere. ``logprobs``
     # are of that distribution, so the trainer computes its own at the same temperature
     temperatures: tuple[float, ...] = ()
+    # the teacher's logprob of each generated token (`Trajectory.teacher_logprobs`, `core.distillation`); empty:
+    # not taught
+    teacher_logprobs: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         lengths = {len(self.tokens), len(self.loss_mask), len(self.logprobs), len(self.versions)}
-        if self.temperatures:
-            lengths.add(len(self.temperatures))
+        for optional in (self.temperatures, self.teacher_logprobs):
+            if optional:
+                lengths.add(len(optional))
         if len(lengths) != 1:
             raise ValueError(f"trajectory {self.trajectory_id}: per-token fields differ in length {lengths}")
 
@@ -126,6 +130,9 @@ class BatchConfig:
     dedup_window: int
     advantage: AdvantageRule  # how rewards become advantages (`core.turn_advantages`)
     discount: float  # return_to_go's discount per turn
+    # with a distilling objective a taught sample carries signal of its own: a group of one, or of equal rewards,
+    # is trained (`core.distillation`)
+    distills: bool = False
 
 
 @dataclass
@@ -288,7 +295,7 @@ class BatchBuilder:
             samples = [s for s, _ in kept]
             self.counters.stale_at_train += len(dropped)
             self._discarded.extend(dropped)
-            if dropped and (len(samples) < 2 or not self._has_signal(samples)):
+            if dropped and (len(samples) < self._smallest or not self._has_signal(samples)):
                 self.counters.groups_stale_at_train += 1
                 self._discarded.extend(samples)
             else:
@@ -299,7 +306,7 @@ class BatchBuilder:
         self.counters.stale_dropped += len(dropped)
         self._discarded.extend(dropped)
         samples = [s for s, _ in kept]
-        if len(samples) < 2:
+        if len(samples) < self._smallest:
             self.counters.groups_too_small += 1
             self._discarded.extend(samples)
         elif not self._has_signal(samples):
@@ -311,8 +318,16 @@ class BatchBuilder:
             self.counters.groups_kept += 1
             self._ready.append(KeptGroup(group.group_id, group.task_id, samples, [w for _, w in kept]))
 
+    @property
+    def _smallest(self) -> int:
+        """Samples a group needs: two for a group-relative advantage; one when a teacher gives the signal."""
+        return 1 if self.config.distills else 2
+
     def _has_signal(self, samples: list[TrajectorySample]) -> bool:
-        """Equal session rewards teach nothing under the session rule; with per-turn rules the turns may."""
+        """Equal session rewards teach nothing under the session rule; with per-turn rules the turns may; a
+        teacher's logprobs always may."""
+        if self.config.distills and any(s.teacher_logprobs for s in samples):
+            return True
         if self.config.advantage is AdvantageRule.SESSION:
             return not rewards_all_equal(samples)
         return has_signal([s.turns for s in samples], self.config.advantage, self.config.discount)

@@ -64,6 +64,16 @@ def distill_advantages(loss_mask: Sequence[int], behaviour: Sequence[float], tea
             for m, b, t in zip(loss_mask, behaviour, teacher, strict=True)]
 
 
+def reverse_kl(loss_mask: Sequence[int], behaviour: Sequence[float], teacher: Sequence[float]) -> tuple[float, int]:
+    """(sum over taught trained tokens of log pi_student - log pi_teacher, their count): the per-token reverse KL
+    estimate a step reports as `teacher_kl` (the Tinker cookbook's figure), falling as the student learns."""
+    if not teacher:
+        return 0.0, 0
+    pairs = [(b, t) for m, b, t in zip(loss_mask, behaviour, teacher, strict=True)
+             if m and math.isfinite(t) and math.isfinite(b)]
+    return sum(b - t for b, t in pairs), len(pairs)
+
+
 def _clamped(delta: float) -> float:
     return max(-LOG_RATIO_BOUND, min(LOG_RATIO_BOUND, delta))
 

@@ -12,6 +12,7 @@ from pydantic import ConfigDict, Field
 
 from seamlessflow.config import SectionOptions, Settings
 from seamlessflow.core.batching import TRAINABLE_STATUSES, BatchConfig, StalenessPolicy
+from seamlessflow.core.distillation import Objective, ObjectiveConfig
 from seamlessflow.core.episodes import TrajectoryStatus
 from seamlessflow.core.loss_config import PolicyLossConfig
 from seamlessflow.core.turn_advantages import AdvantageRule
@@ -103,6 +104,12 @@ class TrainerOptions(SectionOptions):
     """How rewards become advantages: session | return_to_go | per_turn_group (`core.turn_advantages`)."""
     discount: float = Field(default=1.0, ge=0.0, le=1.0)
     """For return_to_go: a reward k turns later counts discount ** k."""
+    # on-policy distillation (seamlessflow.core.distillation; the teacher: the `teacher` section)
+    objective: Objective = Objective.RL
+    """What the trainer learns from: `rl` (rewards), `distill` (a teacher's logprobs of the sampled tokens: the
+    advantage of a token is distill_coef * (log pi_teacher - log pi_student)) or `rl+distill` (their sum)."""
+    distill_coef: float = Field(default=1.0, gt=0)
+    """Weight of the distillation advantage (the Tinker cookbook's kl_penalty_coef)."""
     # memory (seamlessflow.trainer.policy_engine.MemoryConfig says what each does)
     max_tokens_per_micro_batch: int | None = None
     """Token positions per forward/backward; None: DeepSpeed's micro-batch size in sequences."""
@@ -239,7 +246,11 @@ class TrainerOptions(SectionOptions):
             dedup_window=self.dedup_window,
             advantage=self.advantages,
             discount=self.discount,
+            distills=self.objective_config().distills,
         )
+
+    def objective_config(self) -> ObjectiveConfig:
+        return ObjectiveConfig(self.objective, self.distill_coef)
 
     def loss_config(self) -> PolicyLossConfig:
         return PolicyLossConfig(self.clip_low, self.clip_high, self.kl_coef, self.tis_cap, self.ratio,

@@ -27,6 +27,7 @@ import torch
 
 from seamlessflow.core.batching import KeptGroup, TrajectorySample
 from seamlessflow.core.behaviour import behaviour_of
+from seamlessflow.core.distillation import ObjectiveConfig, distill_advantages, objective_advantages, reverse_kl
 from seamlessflow.core.losses import (
     PolicyLoss,
     PolicyLossConfig,
@@ -84,6 +85,8 @@ class StepMetrics:
     masked_tokens: int = 0  # generated tokens without a usable behaviour logprob, kept out of the loss
     mismatch: Drift = Drift()  # trainer vs recorded logprobs on tokens of the version it held (`core.mismatch`)
     stale: Drift = Drift()  # the same on tokens of older versions
+    teacher_kl: float = 0.0  # mean log pi_student - log pi_teacher over the step's taught tokens (distillation)
+    taught_tokens: int = 0  # trained tokens a teacher scored
 
     def figures(self) -> dict[str, float]:
         plain = {k: float(v) for k, v in vars(self).items() if not isinstance(v, Drift)}
@@ -135,19 +138,35 @@ class StepShare:
     token_advantages: list[list[float]] | None = None  # under a per-turn rule: one per token, beside `advantages`
     version: int = -1  # the policy version of the weights the step starts from (the mismatch monitor's "own")
     masked_tokens: int = 0  # the whole step's, like the batch figures
+    teacher_kl: tuple[float, int] = (0.0, 0)  # the whole step's reverse KL to the teacher: sum and tokens
 
 
 def step_advantages(groups: list[KeptGroup], scale_by_std: bool, rule: AdvantageRule = AdvantageRule.SESSION,
-                    discount: float = 1.0) -> tuple[list[float], list[list[float]] | None]:
+                    discount: float = 1.0,
+                    objective: ObjectiveConfig | None = None) -> tuple[list[float], list[list[float]] | None]:
     """A step's advantages, its samples in group order: one per sample (GRPO on the session reward) and, under
-    a per-turn rule (`core.turn_advantages`), one per token of each sample, which the loss then reads."""
+    a per-turn rule (`core.turn_advantages`) or a distilling objective (`core.distillation`), one per token of each
+    sample, which the loss then reads."""
     samples = [s for g in groups for s in g.samples]
     index = [i for i, g in enumerate(groups) for _ in g.samples]
     rewards = torch.tensor([s.reward for s in samples])
     per_sample = group_relative_advantages(rewards, torch.tensor(index), scale_by_std).tolist() if samples else []
-    if rule is AdvantageRule.SESSION:
-        return per_sample, None
-    return per_sample, token_advantages([s.turns for s in samples], index, rule, discount, scale_by_std)
+    per_token = None if rule is AdvantageRule.SESSION else \
+        token_advantages([s.turns for s in samples], index, rule, discount, scale_by_std)
+    if objective is None or not objective.distills:
+        return per_sample, per_token
+    seen = [behaviour_of(s) for s in samples]
+    distilled = [distill_advantages(b.loss_mask, b.logprobs, s.teacher_logprobs, objective.distill_coef)
+                 for s, b in zip(samples, seen, strict=True)]
+    lengths = [len(s.tokens) for s in samples]
+    return per_sample, objective_advantages(objective, per_sample, per_token, distilled, lengths)
+
+
+def step_teacher_kl(samples: list[TrajectorySample]) -> tuple[float, int]:
+    """The step's reverse KL to its teacher (`core.distillation.reverse_kl`) over every sample: sum and tokens."""
+    parts = [reverse_kl(b.loss_mask[1:], b.logprobs[1:], s.teacher_logprobs[1:])
+             for s, b in ((s, behaviour_of(s)) for s in samples)]
+    return sum(p[0] for p in parts), sum(p[1] for p in parts)
 
 
 def init_distributed() -> None:
@@ -220,11 +239,13 @@ class PolicyEngine:
         advantages: AdvantageRule = AdvantageRule.SESSION,
         discount: float = 1.0,
         adapter: TeamAdapter | None = None,
+        objective: ObjectiveConfig | None = None,
     ):
         self.loss_config = loss_config or TrainerOptions().loss_config()  # None: the `trainer:` section's
         self.scale_by_std = scale_by_std
         self.advantages = AdvantageRule(advantages)
         self.discount = discount
+        self.objective = objective or TrainerOptions().objective_config()
         memory = memory or TrainerOptions().memory_config()  # None: the `trainer:` section's defaults
         self.memory = memory
         preload_ops()  # under a lock that survives a killed build (see training/ops.py)
@@ -256,7 +277,8 @@ class PolicyEngine:
     def from_options(cls, options: TrainerOptions, adapter: TeamAdapter | None = None) -> PolicyEngine:
         """This rank's DeepSpeed engine (every rank builds one; its `ranks` tell the leader from a follower)."""
         return cls(options.model_path, options.deepspeed_dict(), options.loss_config(), options.scale_by_std,
-                   options.memory_config(), options.advantages, options.discount, adapter)
+                   options.memory_config(), options.advantages, options.discount, adapter,
+                   options.objective_config())
 
     def _load_reference(self, model_path: str | Path, ds_config: dict[str, Any]) -> torch.nn.Module:
         """The frozen start model for the KL term, in the training dtype; offloaded or sharded as asked."""
@@ -312,14 +334,16 @@ class PolicyEngine:
         samples = [s for g in groups for s in g.samples]
         weights = [w for g in groups for w in g.weights]
         rewards = torch.tensor([s.reward for s in samples])
-        advantages, per_token = step_advantages(groups, self.scale_by_std, self.advantages, self.discount)
+        advantages, per_token = step_advantages(groups, self.scale_by_std, self.advantages, self.discount,
+                                                self.objective)
         masked = [behaviour_of(s).masked for s in samples]
         normaliser = len(samples) if self.loss_config.ratio == "sequence" else \
             sum(max(s.trained_tokens - s.loss_mask[0] - m, 0) for s, m in zip(samples, masked, strict=True))
         reward_mean, reward_std = reward_stats(rewards.tolist())
         return [StepShare([samples[i] for i in chosen], [advantages[i] for i in chosen], [weights[i] for i in chosen],
                           normaliser, len(groups), len(samples), reward_mean, reward_std,
-                          [per_token[i] for i in chosen] if per_token is not None else None, version, sum(masked))
+                          [per_token[i] for i in chosen] if per_token is not None else None, version, sum(masked),
+                          step_teacher_kl(samples) if self.objective.distills else (0.0, 0))
                 for chosen in self.rank_shares(samples, ranks)]
 
     def rank_shares(self, samples: list[TrajectorySample], ranks: int) -> list[list[int]]:
@@ -367,6 +391,7 @@ class PolicyEngine:
             positions_largest_rank=largest_rank, masked_tokens=share.masked_tokens,
             dual_clip_fraction=dual / max(tokens, 1),
             mismatch=Drift.of(drifts[:4], own_max), stale=Drift.of(drifts[4:], stale_max),
+            teacher_kl=share.teacher_kl[0] / max(share.teacher_kl[1], 1), taught_tokens=share.teacher_kl[1],
         )
 
     @staticmethod

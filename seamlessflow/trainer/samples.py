@@ -25,6 +25,7 @@ def sample_from_record(record: Trajectory) -> TrajectorySample:
         turn_ends=tuple(record.turn_ends),
         turn_rewards=tuple(record.turn_rewards),
         temperatures=tuple(record.temperatures),
+        teacher_logprobs=tuple(record.teacher_logprobs),
     )
 
 

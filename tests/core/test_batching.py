@@ -1,5 +1,7 @@
 """Batch formation: de-dup, group completion, staleness, zero-variance skip, thresholds."""
 
+import dataclasses
+
 import pytest
 
 from seamlessflow.core.batching import (
@@ -266,3 +268,18 @@ def test_too_easy_tasks_are_the_newest_window_when_every_group_names_a_new_task(
             builder.add(sample(f"{tid}{n}", f"g{n}", 1.0, task=f"task-{n}"), 0)
         builder.poll(0, 0)
     assert list(builder.too_easy_tasks) == ["task-2", "task-3", "task-4"]
+
+
+def taught(tid, group, reward):
+    return dataclasses.replace(sample(tid, group, reward), teacher_logprobs=(0.0, -0.5, -0.25))
+
+
+def test_under_distillation_a_taught_group_of_one_or_of_equal_rewards_is_trained_and_an_untaught_one_is_not():
+    builder = BatchBuilder(batch_config(group_size=2, threshold=2, distills=True, group_timeout_s=1.0))
+    for tid, group, reward in [("a", "g1", 1.0), ("b", "g1", 1.0), ("c", "g2", 0.0)]:
+        builder.add(taught(tid, group, reward), 0)
+    builder.add(sample("d", "g3", 0.0), 0)
+    builder.add(sample("e", "g3", 0.0), 0)
+    result = builder.poll(0, now=5.0)  # g2 closed by its timeout with one sample
+    assert sorted(s.trajectory_id for g in result.batch for s in g.samples) == ["a", "b", "c"]
+    assert builder.counters.groups_skipped_equal == 1  # g3: equal rewards and no teacher
