@@ -10,6 +10,7 @@ from typing import Any
 from seamlessflow.agents.worker import POOL_HEADER
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
+from seamlessflow.core.passes import PUBLISHED_KEY, Published
 from seamlessflow.kafka.io import Headers, MessageProducer
 from seamlessflow.messages import Task, new_id, now_ms
 from seamlessflow.tasks.loader import load_tasks
@@ -26,11 +27,13 @@ def make_task(kind: str, prompt: str, payload: dict[str, Any], group_size: int =
 def file_tasks(path: str | Path, kind: str, group_size: int, team: str, run: str, passes: int = 1) -> list[Task]:
     """A JSONL task file (seamlessflow.tasks.load_tasks) as Task records: `passes` times over the file, each
     task once a pass, each its own group (a fresh group id: groups of two passes never merge in the trainer).
-    The payload is the line's other fields and its `answer`."""
+    The payload is the line's other fields, its `answer` and its pass (core.passes.Published: how `agent run`
+    tells the passes apart and knows when they are spent)."""
     records, lines = [], load_tasks(path)
     for index in range(passes):
+        published = {PUBLISHED_KEY: Published(index, passes, len(lines)).as_payload()}
         for task in lines:
-            payload = {**dict(task.extra), "answer": task.answer}
+            payload = {**dict(task.extra), **published, "answer": task.answer}
             task_id = f"{task.task_id}.p{index}"
             records.append(make_task(kind, task.prompt, payload, group_size, task_id, team, run,
                                      group_id=f"{run}.{task_id}.{new_id()[:8]}"))

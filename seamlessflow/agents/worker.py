@@ -78,6 +78,8 @@ class AgentWorker:
     def __init__(self, settings: Settings, codec: Codec, agent: Callable, team: str, key: str,
                  opts: AgentOptions | None = None):
         self.settings, self.codec, self.agent, self.team, self.key = settings, codec, agent, team, key
+        # told of each task whose sessions all ended (`agent run` prints its pool's reward per pass by it)
+        self.on_task_done: Callable[[Task, list[SessionOutcome]], None] | None = None
         self.opts = opts or AgentOptions.from_settings(settings)
         self.group = consumer_group(team, self.opts.pool)
         self.topics = Topics(settings)
@@ -228,6 +230,8 @@ class AgentWorker:
         if owed:
             self._republish(run.task, owed)
         self.stats.tasks_done += 1
+        if self.on_task_done is not None:
+            self.on_task_done(run.task, run.outcomes)
         return True
 
     def _republish(self, task: Task, owed: int) -> None:
