@@ -56,12 +56,16 @@ from seamlessflow.stack.watch import ResourceWatcher
                    "multi-node trainer, with --bootstrap-servers pointing at the cluster.")
 @click.option("--ray", "ray_address", metavar="HOST:PORT",
               help="Place the services on this Ray cluster (its head's GCS address) instead of this machine.")
+@click.option("--no-demo", is_flag=True, help="Leave the calculator demo out (its tasks, agent pool and eval): the "
+              "trainer trains on your own pools alone (`seamlessflow init`, then the command it prints).")
 @pass_settings
 def up(settings: Settings, detach: bool, wait_s: float, policy: str | None, only_broker: bool, brokers: int | None,
-       generation: str | None, only: tuple[str, ...], ray_address: str | None) -> None:
+       generation: str | None, only: tuple[str, ...], ray_address: str | None, no_demo: bool) -> None:
     """Start the stack: embedded broker (unless --bootstrap-servers), topics, and the RL loop's services."""
     settings = with_stack_defaults(settings).with_overrides(brokers=brokers,
                                                             generation=generation or new_generation())
+    if no_demo:
+        settings = without_demo(settings)
     if ray_address:
         settings = settings.with_overrides(cluster={"engine": "ray", "address": ray_address})
     if policy:
@@ -79,6 +83,13 @@ def up(settings: Settings, detach: bool, wait_s: float, policy: str | None, only
         _up_detached(settings, wait_s)
     else:
         _up_foreground(settings, adopt)
+
+
+def without_demo(settings: Settings) -> Settings:
+    """No task source publishing, no agent pool of the stack's own and no eval of the demo's set: what the
+    trainer trains on is what your own pools run."""
+    return settings.with_overrides(manager={"enabled": False}, agent_pools=[],
+                                   services={"agents": False, "eval": False})
 
 
 def new_generation() -> str:

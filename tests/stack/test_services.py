@@ -28,6 +28,20 @@ def test_the_default_stack_runs_the_whole_loop_in_order(tmp_path):
     assert rollout.ready is not None  # agents wait until the engines serve
 
 
+def test_up_without_the_demo_runs_the_loop_with_no_task_source_agent_pool_or_eval_of_its_own(tmp_path):
+    """`seamlessflow up --no-demo`: the trainer trains on what `init`'s pools run, and on nothing else."""
+    from seamlessflow.cli.stack import without_demo
+    from seamlessflow.scheduler.options import ManagerOptions
+
+    settings = without_demo(with_stack_defaults(Settings(data_dir=tmp_path)))
+    names = [spec.name for spec in app_services(settings)]
+    assert names == ["assembler", "tracking", "dashboard", "rollout-0", "rollout-1", "proxy", "trainer", "scheduler"]
+    assert not ManagerOptions.from_settings(settings).enabled
+    dumped = settings.dump_yaml(tmp_path / "config.yaml")  # as a detached `up` hands it to its supervisor
+    again = with_stack_defaults(Settings.load(dumped))
+    assert [spec.name for spec in app_services(again)] == names
+
+
 def test_every_service_runs_a_package_of_services(tmp_path):
     """The stack's `eval` (its config name) runs `services.evaluation`, the package named like its library."""
     specs = app_services(with_stack_defaults(Settings(data_dir=tmp_path)))
