@@ -46,7 +46,8 @@ log = logging.getLogger(__name__)
 MISMATCH_FIGURES = tuple(f"{kind}_{figure}" for kind in ("mismatch", "stale")
                          for figure in ("abs_mean", "abs_max", "kl", "share", "tokens")) + ("masked_tokens",)
 TRAIN_FIGURES = ("reward_mean", "reward_std", "loss", "kl_mean", "clip_fraction", "dual_clip_fraction",
-                 "logprob_abs_diff", "step_time_s", "tokens_trained", "sequences", "groups", *MISMATCH_FIGURES)
+                 "logprob_abs_diff", "step_time_s", "tokens_trained", "sequences", "groups", *MISMATCH_FIGURES,
+                 "teacher_kl", "taught_tokens")  # on-policy distillation: only for steps with taught tokens
 EVAL_FIELDS = ("accuracy", "mean_reward", "mean_length")
 
 
@@ -310,9 +311,11 @@ def train_figures(figures: Mapping[str, float]) -> dict[str, float]:
     step had tokens of that kind (with `mismatch_tokens` 0 the trainer says 0 for each: no measure, not a perfect
     one)."""
     empty = {kind for kind in ("mismatch", "stale") if figures.get(f"{kind}_tokens") == 0}
+    untaught = not figures.get("taught_tokens")
     return {name: float(figures[name]) for name in TRAIN_FIGURES
             if name in figures and math.isfinite(figures[name])
-            and not (name.split("_")[0] in empty and not name.endswith("_tokens"))}
+            and not (name.split("_")[0] in empty and not name.endswith("_tokens"))
+            and not (untaught and name in ("teacher_kl", "taught_tokens"))}
 
 
 def eval_points(result: EvalFigures, step: int, team: str | None = None) -> list[Point]:

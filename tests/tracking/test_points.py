@@ -215,3 +215,14 @@ def test_the_mismatch_figures_are_tracked_per_step_and_per_teams_trainer():
         for figure in ("abs_mean", "abs_max", "kl", "share", "tokens")}
     red = tags(adapter_maker().feed(with_mismatch(trainer_status(3, 0.1, 1000, resource_id="trainer-0-red"))))
     assert red[("train/red/mismatch_abs_mean", 3)] == 0.002 and red[("train/red/stale_kl", 3)] == 0.004
+
+
+def test_the_teachers_kl_is_tracked_for_steps_that_distilled_only():
+    maker = PointMaker("default", "default")
+    rl = trainer_status(1, 0.1, 1000)
+    rl.figures.update({"teacher_kl": 0.0, "taught_tokens": 0.0})  # an RL step says 0: no measure
+    taught = trainer_status(2, 0.2, 2000)
+    taught.figures.update({"teacher_kl": 0.35, "taught_tokens": 40.0})
+    out = tags(maker.feed(rl)) | tags(maker.feed(taught))
+    assert out[("train/teacher_kl", 2)] == 0.35 and out[("train/taught_tokens", 2)] == 40.0
+    assert ("train/teacher_kl", 1) not in out and ("train/taught_tokens", 1) not in out
