@@ -28,4 +28,7 @@ class TrackingOptions(SectionOptions):
     """Log to MLflow, e.g. {tracking_uri: file:///..., experiment: demo}; None: off."""
     group: str = "metrics-sink"
     """Its consumer group, named `<prefix>.<group>.<team>.<run>`."""
+    pools: bool = True
+    """Each agent pool's own reward and sessions a minute (`pool/<pool>/...`): the sink reads the session ends
+    on the session-events topic, calls included (false: it reads status, weights and eval only)."""
 

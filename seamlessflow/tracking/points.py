@@ -21,6 +21,9 @@ team's). Which trainer is whose comes from the settings (`trainer.adapter_traine
 trainer's resource id, a version by its trainer (else its `adapter`), an eval by its `team`. The base's tags stay
 `train/<figure>`, as in a stack that trains the base. The rollout throughput and the scheduler's backlog are the
 stack's, plotted with each team's steps.
+
+Agent pools: where session ends are read too, each pool's mean reward and sessions a minute are plotted per step
+(`pool/<pool>/...`, `tracking.pools`): a newcomer's own agent has its own curve beside the demo's.
 """
 
 from __future__ import annotations
@@ -33,7 +36,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from seamlessflow.messages import ResourceStatus, WeightVersion
+from seamlessflow.messages import EpisodeEnd, ResourceStatus, WeightVersion
+from seamlessflow.tracking.pools import PoolRewards
 
 if TYPE_CHECKING:
     from seamlessflow.config import Settings
@@ -125,6 +129,7 @@ class PointMaker:
     _rollout_rate: dict[str, float] = field(default_factory=dict)
     _buffered: float | None = None
     _stage: float | None = None  # the scheduler's task-mix stage (SRPO), plotted with each step
+    _pools: PoolRewards = field(default_factory=PoolRewards)  # each agent pool's own curve (tracking.pools)
 
     def __post_init__(self) -> None:
         for team in self.teams:  # from the start: each team's rollout throughput counts before its first step
@@ -188,6 +193,9 @@ class PointMaker:
             return []
         if isinstance(message, ResourceStatus):
             return self._status(message) + self._version_began(message)
+        if isinstance(message, EpisodeEnd):  # read where session-events are followed (the dashboard, tracking)
+            self._pools.end(message)
+            return []
         if isinstance(message, WeightVersion):  # says exactly which step a version holds
             lane = self._version_lane(message)
             if lane is None:
@@ -296,6 +304,8 @@ class PointMaker:
                 points.append(Point(lane.tag("throughput", "trained_tokens_per_s"), step,
                                     status.figures["tokens_trained"] / (wall - lane.last_step_time_s), wall))
         lane.last_step_time_s = wall
+        if lane.team is None:  # the base's policy: every pool's sessions
+            points += [Point(tag, step, value, wall) for tag, value in self._pools.points(step, wall)]
         return points
 
     def _sampling_lanes(self) -> list[Lane]:

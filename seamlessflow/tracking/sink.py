@@ -46,7 +46,8 @@ class MetricsSink:
         self.trackers = trackers or Trackers.open(self.options, default_logdir(settings),
                                                   f"{settings.team}/{settings.run}")
         group = f"{settings.topic_prefix}.{self.options.group}.{settings.team}.{settings.run}"
-        self.follower = Follower(settings, group)
+        names = ("status", "weights", "session-events") if self.options.pools else ("status", "weights")
+        self.follower = Follower(settings, group, names)
         self.maker = PointMaker.for_settings(settings)  # a team's adapter trainer: curves of its own
         self.written = 0
 

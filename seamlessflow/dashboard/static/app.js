@@ -59,6 +59,18 @@ function rewardSeries(curves, teams) {
                                                    colour: s.colour, points: movingMean(s.points, 10), line: true})));
 }
 
+// Each agent pool's own `pool/<pool>/<figure>` (tracking/pools.py), one colour per pool: a point per step and, a
+// step's few sessions of one pool making a noisy point, its moving mean of 10 steps.
+function poolSeries(curves, figure) {
+  const tags = Object.keys(curves).filter(t => t.startsWith("pool/") && t.endsWith(`/${figure}`)).sort();
+  return tags.flatMap((tag, i) => {
+    const pool = tag.slice("pool/".length, -(figure.length + 1)), colour = PALETTE[i % PALETTE.length];
+    return [{name: tag, label: pool, colour, points: curves[tag]},
+            {name: `${tag} (mean of 10)`, label: `${pool}, mean of 10`, colour, points: movingMean(curves[tag], 10),
+             line: true}];
+  });
+}
+
 // The train-inference mismatch, one colour per trainer: the base's (mismatch, stale dashed, the mismatch's KL) and
 // each team's adapter trainer's (mismatch, stale dashed). `mismatch`: tokens of the version the trainer held, ~0
 // when healthy; `stale`: older versions' tokens, grows with staleness.
@@ -93,6 +105,8 @@ async function refreshCurves() {
   lineChart(document.getElementById("chart-eval"),
             series(c, ["eval/accuracy", "eval/mean_reward"]).concat(teamSeries(c, teams, "eval", ["accuracy"])),
             {yMin: 0});
+  lineChart(document.getElementById("chart-pool-reward"), poolSeries(c, "reward_mean"), {yMin: 0});
+  lineChart(document.getElementById("chart-pool-sessions"), poolSeries(c, "sessions_per_min"), {yMin: 0});
   lineChart(document.getElementById("chart-throughput"),
             withTeams(c, teams, "throughput", ["rollout_tokens_per_s", "trained_tokens_per_s"]), {yMin: 0});
   lineChart(document.getElementById("chart-loss"), withTeams(c, teams, "train", ["loss", "kl_mean"]));
