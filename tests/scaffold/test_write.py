@@ -101,3 +101,19 @@ def test_the_agents_sdk_scaffold_scores_a_misbehaving_model_instead_of_failing_t
     assert reward == 0.0 and info["tool_calls"] == 0
     assert info["stopped"].startswith("ModelBehaviorError" if tool == "subtract" else "MaxTurnsExceeded"), info
     assert len(calls) == (1 if tool == "subtract" else 4) and calls[0]["tool_choice"]["function"]["name"] == "add"
+
+
+def test_the_tool_scaffolds_reward_gives_a_near_miss_partial_credit_and_no_number_nothing(tmp_path):
+    """A new agent's first answers are mostly wrong: a graded reward still tells a near miss from a wild one, so
+    the first groups carry signal (issue #64)."""
+    from seamlessflow.user_code import load_function
+
+    assert init(str(tmp_path), "--harness", "openai").exit_code == 0
+    reward = load_function(f"{tmp_path / 'reward.py'}:reward")
+    task = next(t for t in file_tasks(tmp_path / "tasks.jsonl", "p", 1, "default", "default")
+                if json.loads(t.payload_json)["answer"] == "267")
+    assert reward(task, "267") == reward(task, "The sum is 267.") == 1.0
+    assert reward(task, "1267") < 0.5  # not inside a longer number
+    near, far = reward(task, "266"), reward(task, "300")
+    assert 0.49 < near < 0.5 and 0 < far < near
+    assert reward(task, "") == reward(task, "no idea") == reward(task, "5000") == 0.0
