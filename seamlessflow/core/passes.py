@@ -31,6 +31,8 @@ class Published:
     def of(payload: dict[str, Any]) -> Published | None:
         """The task's pass, or None for a task published without one (a task source's, an older file's)."""
         entry = payload.get(PUBLISHED_KEY)
+        if not isinstance(entry, dict):
+            return None
         try:
             return Published(int(entry["pass"]), int(entry["passes"]), int(entry["tasks"]))
         except (TypeError, KeyError, ValueError):
