@@ -21,7 +21,9 @@ TRANSIENT = {KafkaError.NOT_LEADER_FOR_PARTITION, KafkaError.LEADER_NOT_AVAILABL
              KafkaError._TIMED_OUT, KafkaError.REQUEST_TIMED_OUT, KafkaError._TRANSPORT, KafkaError._WAIT_COORD,
              KafkaError.COORDINATOR_NOT_AVAILABLE, KafkaError.NOT_COORDINATOR, KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
              KafkaError.REBALANCE_IN_PROGRESS,
-             KafkaError._DESTROY_BROKER}  # a request in flight to a broker that just died (seen in chaos runs)
+             KafkaError._DESTROY_BROKER,  # a request in flight to a broker that just died (seen in chaos runs)
+             KafkaError._UNKNOWN_PARTITION}  # the client's metadata, refreshed mid-election, lacks a listed partition
+                                             # for a moment (a watermark query of the Ray loop's test, nodes killed)
 
 
 # a commit from a member the group no longer knows: the coordinator restarted or moved (a broker died) or the

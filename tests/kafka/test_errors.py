@@ -25,6 +25,12 @@ def test_a_request_to_a_broker_that_just_died_is_retried():
     assert retry_transient(call, time.monotonic() + 5, pause_s=0.01) == (0, 5)
 
 
+def test_a_partition_the_clients_metadata_lacks_for_a_moment_is_retried():
+    # listed a moment before, then missing from a metadata refresh while nodes were killed (CI, the Ray loop)
+    call = fails_then((0, 7), [KafkaError._UNKNOWN_PARTITION, KafkaError._UNKNOWN_PARTITION])
+    assert retry_transient(call, time.monotonic() + 5, pause_s=0.01) == (0, 7)
+
+
 def test_a_real_failure_is_raised_at_once():
     call = fails_then(None, [KafkaError.TOPIC_AUTHORIZATION_FAILED])
     with pytest.raises(KafkaException):
