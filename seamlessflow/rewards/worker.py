@@ -1,4 +1,5 @@
-"""The reward worker: a member of consumer group `<team>.reward.<pool>` on the `to-score` topic.
+"""The reward worker: a member of consumer group `<team>.reward.<pool>` on the `to-score` topic, in the scorers'
+shape (`kafka.pool_worker`, which teachers share).
 
 Stateless and off the GPU path: it holds no engine and no session, so pools scale by starting workers on
 any host, and a slow or broken verifier delays only the trajectories it scores. Each trajectory whose
@@ -20,24 +21,18 @@ the same guarantee), so it is trained at most once.
 from __future__ import annotations
 
 import logging
-import queue
-import threading
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
-from seamlessflow.core.resources import ResourceKind, ResourceState
-from seamlessflow.kafka.dead_letters import DeadLetters, letter_for
-from seamlessflow.kafka.group import Delivery, GroupMember, Settling
-from seamlessflow.kafka.heartbeat import Heartbeat, worker_resource_id
-from seamlessflow.kafka.io import MessageProducer
-from seamlessflow.kafka.records import resource_status
-from seamlessflow.messages import ResourceStatus, Trajectory
+from seamlessflow.core.resources import ResourceKind
+from seamlessflow.kafka.dead_letters import letter_for
+from seamlessflow.kafka.group import Delivery
+from seamlessflow.kafka.pool_worker import PoolWorker
+from seamlessflow.messages import Trajectory
 from seamlessflow.rewards.options import RewardOptions
 from seamlessflow.rewards.request import ScoreRequest, request_of, scored, unscorable
 from seamlessflow.rewards.verifier_call import OK, TIMED_OUT, Limits, Verdict, run_verifier, start_forkserver
-from seamlessflow.topics import Topics
 
 log = logging.getLogger(__name__)
 
@@ -55,107 +50,62 @@ class RewardStats:
     calls: dict[str, int] = field(default_factory=dict)  # verifier call outcome -> count
 
 
-class RewardWorker:
-    def __init__(self, settings: Settings, codec: Codec, reference: str, team: str,
-                 opts: RewardOptions | None = None):
-        self.settings, self.codec, self.reference, self.team = settings, codec, reference, team
-        self.opts = opts or RewardOptions.from_settings(settings)
-        self.group = reward_group(team, self.opts.pool)
-        self.resource_id = worker_resource_id(ResourceKind.REWARD, self.group)
-        self.topics = Topics(settings)
-        self.stats = RewardStats()
-        self._limits = Limits(self.opts.timeout_s, self.opts.memory_mb)
-        self._stop = threading.Event()
-        self._results: queue.Queue[tuple[Delivery, list[Verdict]]] = queue.Queue()
-        self._running = 0
+class RewardWorker(PoolWorker[ScoreRequest, list[Verdict]]):
+    kind = ResourceKind.REWARD
 
-    def stop(self) -> None:
-        self._stop.set()
+    def __init__(self, settings: Settings, codec: Codec, reference: str, team: str,
+                 options: RewardOptions | None = None):
+        options = options or RewardOptions.from_settings(settings)
+        super().__init__(settings, codec, reward_group(team, options.pool), "to-score", options, team, options.pool)
+        self.reference, self.reward_options = reference, options
+        self.stats = RewardStats()
+        self._limits = Limits(options.timeout_s, options.memory_mb)
 
     def run(self) -> RewardStats:
-        start_forkserver(self.reference)  # imports paid once, before any call is timed
-        self._producer = MessageProducer(self.settings, self.codec)
-        heartbeat = Heartbeat(self._producer.send, self.topics.status, self.opts.heartbeat_s,
-                              lambda: self._status(ResourceState.ACTIVE))
-        letters = DeadLetters(self.settings, self.codec, f"reward:{self.group}", self._producer.send)
-        settling = Settling(self._publish_finished, self.opts.revoke_grace_s)
-        self._member = GroupMember(self.settings, self.topics.to_score, self.group, letters, settling)
-        pool = ThreadPoolExecutor(self.opts.concurrency, thread_name_prefix=f"reward-{self.opts.pool}")
-        try:
-            while not self._stop.is_set():
-                self._publish_finished()
-                self._member.commit()
-                self._member.set_paused(self._running >= self.opts.concurrency)
-                heartbeat.beat()
-                delivery = self._member.poll(0.05 if self._running else self.opts.poll_s)
-                if delivery is not None:
-                    self._on_delivery(delivery, pool)
-        finally:
-            pool.shutdown(wait=False, cancel_futures=True)
-            self._member.settle()  # publish what is being scored (bounded) before leaving the group
-            self._member.close()  # unfinished records stay uncommitted: the group gives them to another worker
-            self.stats.settled = self._member.settled
-            heartbeat.publish(self._status(ResourceState.STOPPED))
-            self._producer.flush(10)
+        self.run_pool()
+        self.stats.settled = self.settled
         return self.stats
 
-    def _on_delivery(self, delivery: Delivery, pool: ThreadPoolExecutor) -> None:
-        request = request_of(delivery.message)
-        if request is None or request.verifier != self.opts.pool:
-            self.stats.skipped += 1
-            self._member.done(delivery.partition, delivery.offset)
-            return
-        self._running += 1
-        pool.submit(self._score, delivery, request)
+    def prepare(self) -> None:
+        start_forkserver(self.reference)  # imports paid once, before any call is timed
 
-    def _score(self, delivery: Delivery, request: ScoreRequest) -> None:
+    def job_of(self, delivery: Delivery) -> ScoreRequest | None:
+        request = request_of(delivery.message)
+        if request is None or request.verifier != self.reward_options.pool:
+            self.stats.skipped += 1
+            return None
+        return request
+
+    def work(self, job: ScoreRequest) -> list[Verdict]:
         verdicts: list[Verdict] = []
-        while len(verdicts) < self.opts.max_attempts:
-            verdict = run_verifier(self.reference, request, self._limits)
+        while len(verdicts) < self.reward_options.max_attempts:
+            verdict = run_verifier(self.reference, job, self._limits)
             verdicts.append(verdict)
             if verdict.outcome in (OK, TIMED_OUT):
                 break
-        self._results.put((delivery, verdicts))
+        return verdicts
 
-    def _publish_finished(self, wait_s: float = 0.0) -> None:
-        """Outputs are durable before their offsets are marked done (the loop's thread owns both clients)."""
-        while True:
-            try:
-                delivery, verdicts = self._results.get(timeout=wait_s) if wait_s else self._results.get_nowait()
-            except queue.Empty:
-                return
-            wait_s = 0.0
-            self._running -= 1
-            self._publish(delivery, verdicts)
-            self._member.done(delivery.partition, delivery.offset)
-
-    def _publish(self, delivery: Delivery, verdicts: list[Verdict]) -> None:
+    def publish(self, delivery: Delivery, result: list[Verdict]) -> None:
         trajectory: Trajectory = delivery.message
-        last = verdicts[-1]
-        for verdict in verdicts:
+        last = result[-1]
+        for verdict in result:
             self.stats.calls[verdict.outcome] = self.stats.calls.get(verdict.outcome, 0) + 1
-        info = {"worker": self.resource_id, "attempts": len(verdicts), "elapsed_s": round(last.elapsed_s, 3)}
+        info = {"worker": self.resource_id, "attempts": len(result), "elapsed_s": round(last.elapsed_s, 3)}
         if last.outcome == OK:
             out = scored(trajectory, last.reward, {**info, **({"info": last.info} if last.info else {})})
             self.stats.scored += 1
         else:
-            reason = (
-                f"{last.outcome} after {len(verdicts)} attempt(s): {last.error.splitlines()[0] if last.error else ''}"
-            )
+            first_line = last.error.splitlines()[0] if last.error else ""
+            reason = f"{last.outcome} after {len(result)} attempt(s): {first_line}"
             out = unscorable(trajectory, reason, info)
             letter = letter_for(f"reward:{self.group}", self.topics.to_score, delivery.partition, delivery.offset,
                                 delivery.key, delivery.value, f"unscorable: {reason}", self.settings.team,
                                 self.settings.run)
-            self._producer.send(self.topics.dead_letter, trajectory.group_id, letter)
+            self.producer.send(self.topics.dead_letter, trajectory.group_id, letter)
             self.stats.unscorable += 1
             log.warning("%s unscorable: %s", trajectory.event_id, reason)
-        self._producer.send(self.topics.trajectories, out.group_id, out)
-        self._producer.flush()
+        self.producer.send(self.topics.trajectories, out.group_id, out)
 
-    def _status(self, state: ResourceState) -> ResourceStatus:
-        figures = {"concurrency": float(self.opts.concurrency), "running": float(self._running),
-                   "scored": float(self.stats.scored), "unscorable": float(self.stats.unscorable),
-                   "skipped": float(self.stats.skipped),
-                   **{f"calls_{k}": float(v) for k, v in self.stats.calls.items()}}
-        return resource_status(self.resource_id, ResourceKind.REWARD, state, self.opts.pool, self.team,
-                               self.settings.run, capability_tags=["reward"], figures=figures)
+    def figures(self) -> dict[str, float]:
+        return {"scored": float(self.stats.scored), "unscorable": float(self.stats.unscorable),
+                "skipped": float(self.stats.skipped), **{f"calls_{k}": float(v) for k, v in self.stats.calls.items()}}
