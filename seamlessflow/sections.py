@@ -19,13 +19,14 @@ from seamlessflow.rewards.options import RewardOptions
 from seamlessflow.rollout.options import RolloutOptions
 from seamlessflow.scheduler.options import ManagerOptions, SchedulerOptions
 from seamlessflow.stack.options import AgentPoolOptions, ClusterOptions, MetricsOptions, ServicesOptions
+from seamlessflow.teacher.options import TeacherOptions
 from seamlessflow.tracking.options import TrackingOptions
 from seamlessflow.trainer.options import TrainerOptions
 
 MAPPING_SECTIONS: tuple[type[SectionOptions], ...] = (
     ServicesOptions, RolloutOptions, ProxyOptions, TrainerOptions, SchedulerOptions, ManagerOptions,
     AssemblerOptions, AgentOptions, RewardOptions, EvalOptions, TrackingOptions, DashboardOptions, MetricsOptions,
-    ClusterOptions,
+    ClusterOptions, TeacherOptions,
 )
 # section name -> the options class of one entry; `agent_pools` is a list of entries, the others one mapping
 SECTIONS: dict[str, type[BaseModel]] = {options.SECTION: options for options in MAPPING_SECTIONS}

@@ -26,11 +26,14 @@ from seamlessflow.assembler.book import SessionBook
 from seamlessflow.assembler.options import AssemblerOptions
 from seamlessflow.assembler.progress import PublishedMarks
 from seamlessflow.config import Settings
+from seamlessflow.core.evaluation import is_eval_group
 from seamlessflow.kafka.admin import ensure_topics
 from seamlessflow.kafka.codecs import codec_for
 from seamlessflow.kafka.io import KafkaException, MessageProducer, Record, transient
 from seamlessflow.kafka.subscriber import Subscriber
+from seamlessflow.messages import Trajectory
 from seamlessflow.rewards.request import pending_request
+from seamlessflow.teacher.options import TeacherOptions
 from seamlessflow.topics import Topics
 
 log = logging.getLogger("seamlessflow.assembler")
@@ -51,6 +54,7 @@ class Assembler:
         self.producer = MessageProducer(settings, self.codec)
         self.marks = PublishedMarks(settings, f"{self.group_id}.published", self.topics.session_events)
         self.source = Subscriber(settings, None, None, group_id=self.group_id, name="assembler")
+        self.teachers = set(TeacherOptions.from_settings(settings).teams)  # teams whose trajectories go to-teach
         self._committed: dict[int, int] = {}
 
     def run(self, stop: threading.Event) -> None:
@@ -72,11 +76,17 @@ class Assembler:
     def _on_record(self, record: Record) -> None:
         out = self.book.on_record(record.partition, record.offset, record.key, record.value)
         for trajectory in out.trajectories:
-            waits = pending_request(trajectory.info_json) is not None  # for a reward worker first
-            topic = self.topics.to_score if waits else self.topics.trajectories
-            self.producer.send(topic, trajectory.group_id, trajectory)
+            self.producer.send(self._next_topic(trajectory), trajectory.group_id, trajectory)
         for letter in out.dead_letters:
             self.producer.send(self.topics.dead_letter, _text(letter.key), letter)
+
+    def _next_topic(self, trajectory: Trajectory) -> str:
+        """A team's teacher first (its worker passes it on), then a reward worker when the session asked for a
+        score, else straight to the trainers. An evaluation pass is measured, never trained: never taught."""
+        if trajectory.team in self.teachers and not is_eval_group(trajectory.group_id):
+            return self.topics.to_teach
+        waits = pending_request(trajectory.info_json) is not None
+        return self.topics.to_score if waits else self.topics.trajectories
 
     def checkpoint(self, partitions: set[int] | None = None) -> bool:
         """Flush outputs, save how far they go, then commit past closed sessions only (of `partitions`, or

@@ -18,6 +18,7 @@ COMMANDS = {
     "topics": "seamlessflow.cli.topics:topics", "tail": "seamlessflow.cli.topics:tail",
     "model": "seamlessflow.cli.model:model_group", "team": "seamlessflow.cli.team:team",
     "agent": "seamlessflow.cli.agent:agent", "reward": "seamlessflow.cli.reward:reward",
+    "teacher": "seamlessflow.cli.teacher:teacher",
     "replay": "seamlessflow.cli.replay:replay", "timeline": "seamlessflow.cli.timeline:timeline",
     "evals": "seamlessflow.cli.evals:evals", "simulate": "seamlessflow.cli.simulate:simulate",
     "dashboard": "seamlessflow.cli.dashboard:dashboard", "chaos": "seamlessflow.cli.chaos:chaos",

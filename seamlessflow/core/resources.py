@@ -51,6 +51,7 @@ class ResourceKind(StrEnum):
     SCHEDULER = "scheduler"
     AGENT = "agent"
     REWARD = "reward"
+    TEACHER = "teacher"  # a teacher worker (on-policy distillation, `seamlessflow.teacher`)
 
 
 _S = ResourceState

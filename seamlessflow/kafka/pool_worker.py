@@ -107,7 +107,7 @@ class PoolWorker(ABC, Generic[Job, Result]):
             self._member.close()  # unfinished records stay uncommitted: the group gives them to another member
             self.settled = self._member.settled
             heartbeat.publish(self._status(ResourceState.STOPPED))
-            self.producer.flush(10)
+            self.producer.close(10)  # flushed, and librdkafka's threads let go (not left reconnecting)
 
     def _on_delivery(self, delivery: Delivery, pool: ThreadPoolExecutor) -> None:
         job = self.job_of(delivery)

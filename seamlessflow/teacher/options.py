@@ -1,0 +1,58 @@
+"""The teacher workers' options: the `teacher:` section of the settings (or SEAMLESSFLOW_TEACHER__*).
+
+Per team, because one team may distil from a model another team trained: `teams: {red: {url: ..., model: ...}}`.
+A team without an entry has no teacher: its trajectories go where they always went.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from seamlessflow.config import SectionOptions
+
+
+class TeacherSpec(BaseModel):
+    """One team's teacher: any vLLM-compatible endpoint (the stack's own engines, or one served elsewhere)."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    url: str
+    """The endpoint's base URL (`http://host:8000`): its /v1/completions gives prompt logprobs of token ids."""
+    model: str = ""
+    """The model name the endpoint serves it as; empty: the first one its /v1/models lists."""
+    name: str = ""
+    """The teacher's name on each trajectory (`Trajectory.teacher`); empty: `model` as served."""
+    version: int = -1
+    """The teacher's weight version on each trajectory (a checkpoint's step, say); -1: unknown."""
+    api_key: str | None = None
+    """Bearer token for the endpoint, if it asks for one."""
+
+
+class TeacherOptions(SectionOptions):
+    """Options of teacher workers, from the `teacher` section of the settings."""
+
+    model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
+
+    SECTION = "teacher"
+
+    teams: dict[str, TeacherSpec] = Field(default_factory=dict)
+    """Each team's teacher; the assembler sends those teams' trajectories to `to-teach` first."""
+    student_tokenizer: str = ""
+    """The student's tokenizer (an HF directory or name) a teacher must match; empty: the run's model."""
+    concurrency: int = Field(4, ge=1)
+    """Teacher requests at once per worker."""
+    timeout_s: float = Field(120.0, gt=0)
+    """One teacher request; a slower one counts as a failed attempt."""
+    max_attempts: int = Field(3, ge=1)
+    """Requests for one trajectory before it goes on untaught (with a dead letter saying why)."""
+    retry_wait_s: float = Field(1.0, ge=0)
+    """Wait before asking again after a failed request (doubled each time)."""
+    revoke_grace_s: float = Field(60.0, ge=0)
+    """On a rebalance, finish running requests this long before handing over."""
+    poll_s: float = 0.2
+    """Longest wait for new trajectories in one poll when no request is running."""
+    heartbeat_s: float = Field(5.0, gt=0)
+    """Period of the pool's status heartbeat (kind "teacher") in seconds."""
+
+    def teaches(self, team: str) -> bool:
+        return team in self.teams

@@ -1,0 +1,115 @@
+"""On-policy distillation end to end on the real broker and the session's real vLLM-CPU engine (`vllm_engine`,
+shared with other tests; here both student and teacher: a model scoring its own samples still shows exact
+alignment). Two live two-turn sessions go through the proxy, the assembler sends them `to-teach` (their team has
+a teacher), a teacher worker writes the teacher's logprob on every generated token, and a DeepSpeed trainer
+takes a distillation step from them. A teacher whose tokenizer differs from the student's is refused at start."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import math
+import time
+
+import httpx
+import openai
+import pytest
+import torch
+
+from seamlessflow.core.batching import KeptGroup
+from seamlessflow.core.distillation import Objective, ObjectiveConfig
+from seamlessflow.kafka.io import read_messages
+from seamlessflow.messages import Trajectory
+from seamlessflow.teacher.options import TeacherOptions, TeacherSpec
+from seamlessflow.teacher.worker import TeacherRefused, TeacherWorker
+from seamlessflow.testing.teacher_harness import assembler, direct_logprobs, other_tokenizer, teacher
+from seamlessflow.topics import Topics
+from seamlessflow.trainer.options import DEEPSPEED_CONFIGS
+from seamlessflow.trainer.policy_engine import PolicyEngine
+from seamlessflow.trainer.samples import sample_from_record
+
+TEAM, KEY, TOKENS = "alpha", "key-alpha", 16
+SAMPLING = {"temperature": 0.7}  # the student samples tempered: its logprobs and the teacher's (raw) then differ
+
+
+async def serving_the_model(engine, model_dir) -> None:
+    """Other tests load weights of their own into the shared engine: it serves the model's own again."""
+    async with httpx.AsyncClient(timeout=120) as http:
+        swap = await http.post(engine.url + "/collective_rpc",
+                               json={"method": "reload_weights", "kwargs": {"weights_path": str(model_dir)}})
+        assert swap.status_code == 200, swap.text
+        reset = await http.post(engine.url + "/reset_prefix_cache", params={"reset_running_requests": "true"})
+        assert reset.status_code == 200, reset.text
+
+
+async def two_turn_session(proxy, session_id: str, seed: int, reward: float) -> None:
+    client = openai.AsyncOpenAI(base_url=proxy.session_url(session_id), api_key=KEY, max_retries=0)
+    asked = [{"role": "user", "content": f"count to {seed + 3}"}]
+    first = await client.chat.completions.create(model="tiny", messages=asked, max_tokens=TOKENS, seed=seed,
+                                                 **SAMPLING)
+    asked += [{"role": "assistant", "content": first.choices[0].message.content or ""},
+              {"role": "user", "content": "and then?"}]  # user tokens between the turns: never taught
+    await client.chat.completions.create(model="tiny", messages=asked, max_tokens=TOKENS, seed=seed + 10, **SAMPLING)
+    async with httpx.AsyncClient(timeout=30, headers={"Authorization": f"Bearer {KEY}"}) as http:
+        end = await http.post(proxy.session_url(session_id).removesuffix("/v1") + "/end",
+                              json={"reward": reward, "status": "done", "group_id": "g", "task_id": "t"})
+        assert end.is_success, end.text
+
+
+def all_taught(settings, codec, timeout_s: float = 120) -> list[Trajectory]:
+    """The trajectories, once every one sent to-teach came out (a session may fork into several)."""
+    topics, deadline = Topics(settings), time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        sent = read_messages(settings, topics.to_teach, codec)
+        out = read_messages(settings, topics.trajectories, codec)
+        if len({t.session_id for t in sent}) == 2 and len(out) == len(sent):
+            return out
+        time.sleep(0.5)
+    raise AssertionError(f"{len(out)} of {len(sent)} trajectories taught")
+
+
+async def test_a_live_session_is_taught_on_every_generated_token_and_the_trainer_distils_from_it(
+        vllm_engine, vllm_model_dir, proxy_factory, settings, codec):
+    await serving_the_model(vllm_engine, vllm_model_dir)
+    taught = settings.with_overrides(teacher={"teams": {TEAM: {"url": vllm_engine.url, "name": "self", "version": 3}},
+                                              "student_tokenizer": str(vllm_model_dir), "poll_s": 0.1})
+    proxy = await proxy_factory([vllm_engine])
+    running = [assembler(taught), teacher(TeacherWorker(taught, codec, TEAM))]
+    try:
+        await two_turn_session(proxy, "d0", 0, 1.0)
+        await two_turn_session(proxy, "d1", 1, 0.0)
+        out = await asyncio.to_thread(all_taught, taught, codec)
+    finally:
+        results = [r.stop() for r in running]
+    assert results[1].taught == len(out) and results[1].untaught == 0, results
+
+    for t, direct in zip(out, direct_logprobs(vllm_model_dir, [list(t.tokens) for t in out]), strict=True):
+        assert (t.teacher, t.teacher_version, len(t.teacher_logprobs)) == ("self", 3, len(t.tokens))
+        generated = [i for i, m in enumerate(t.loss_mask) if m]
+        assert generated and all(t.teacher_logprobs[i] == 0.0 for i, m in enumerate(t.loss_mask) if not m)
+        gaps = [abs(t.teacher_logprobs[i] - direct[i]) for i in generated]
+        shifted = [abs(t.teacher_logprobs[i] - direct[i - 1]) for i in generated]  # one position off
+        assert max(gaps) < 0.02, gaps  # the teacher's logprob of each generated token given its exact prefix
+        assert max(shifted) > 0.1  # and the check tells an answer one position off
+
+    samples = [sample_from_record(t) for t in out]
+    engine = PolicyEngine(vllm_model_dir, json.loads((DEEPSPEED_CONFIGS / "cpu_zero1.json").read_text()),
+                          objective=ObjectiveConfig(Objective.DISTILL))
+    before = [p.detach().clone() for p in engine.module.parameters()]
+    metrics = engine.train_step([KeptGroup("g", "t", samples, [1.0] * len(samples))], version=0)
+    expected_kl = [b - t for s in samples for m, b, t in zip(s.loss_mask[1:], s.logprobs[1:],
+                                                              s.teacher_logprobs[1:], strict=True) if m]
+    assert metrics.taught_tokens == metrics.tokens_trained == len(expected_kl)
+    assert metrics.teacher_kl == pytest.approx(sum(expected_kl) / len(expected_kl), abs=1e-5)
+    assert sum(abs(k) for k in expected_kl) / len(expected_kl) > 0.05  # a real signal per token (tempered vs raw)
+    assert metrics.figures()["mismatch_abs_mean"] < 0.01  # and a student consistent with its engine
+    assert metrics.loss == pytest.approx(sum(expected_kl) / len(expected_kl), abs=0.02)  # -(mean advantage), ratio ~1
+    assert math.isfinite(metrics.loss)
+    assert any(not torch.equal(b, p) for b, p in zip(before, engine.module.parameters(), strict=True))
+
+
+def test_a_teacher_with_another_tokenizer_is_refused_at_start(vllm_engine, vllm_model_dir, settings, codec, tmp_path):
+    student = other_tokenizer(vllm_model_dir, tmp_path / "student")
+    options = TeacherOptions(teams={TEAM: TeacherSpec(url=vllm_engine.url)}, student_tokenizer=str(student))
+    with pytest.raises(TeacherRefused, match="tokenizer differs from the student's"):
+        TeacherWorker(settings, codec, TEAM, options).run()
