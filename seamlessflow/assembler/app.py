@@ -72,6 +72,7 @@ class Assembler:
         finally:
             self.source.close()
             self.producer.close()
+            self.marks.close()  # its side consumer too: an in-process assembler leaves no client reconnecting
 
     def _on_record(self, record: Record) -> None:
         out = self.book.on_record(record.partition, record.offset, record.key, record.value)
