@@ -32,7 +32,7 @@ def teacher_run(settings: Settings, team: str | None, concurrency: int | None, m
     worker = TeacherWorker(settings, codec_for(settings), team or settings.team, options)
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: worker.stop())
-    click.echo(f"teacher {worker.label} at {worker.spec.url} in group {worker.group}, "
+    click.echo(f"teacher {worker.label} at {worker.spec.url or worker.spec.engine} in group {worker.group}, "
                f"{options.concurrency} at a time", err=True)
     stats = worker.run()
     click.echo(f"taught {stats.taught}, untaught {stats.untaught}, skipped {stats.skipped}", err=True)

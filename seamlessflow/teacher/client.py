@@ -20,10 +20,11 @@ Scored = list[tuple[int, float] | None]
 
 
 class TeacherClient:
-    def __init__(self, spec: TeacherSpec, timeout_s: float):
+    def __init__(self, spec: TeacherSpec, timeout_s: float, url: str):
+        """``url``: the spec's, or its stack engine's as announced (`teacher/engines.py`)."""
         headers = {"Authorization": f"Bearer {spec.api_key}"} if spec.api_key else {}
-        self.spec = spec
-        self._http = httpx.Client(base_url=spec.url.rstrip("/"), timeout=timeout_s, headers=headers)
+        self.spec, self.url = spec, url
+        self._http = httpx.Client(base_url=url.rstrip("/"), timeout=timeout_s, headers=headers)
         self.model = spec.model
 
     def close(self) -> None:

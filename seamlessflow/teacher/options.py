@@ -6,18 +6,21 @@ A team without an entry has no teacher: its trajectories go where they always we
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from seamlessflow.config import SectionOptions
 
 
 class TeacherSpec(BaseModel):
-    """One team's teacher: any vLLM-compatible endpoint (the stack's own engines, or one served elsewhere)."""
+    """One team's teacher: one of the stack's own engines (`engine`) or any vLLM-compatible endpoint (`url`)."""
 
     model_config = ConfigDict(extra="forbid", use_attribute_docstrings=True)
 
-    url: str
-    """The endpoint's base URL (`http://host:8000`): its /v1/completions gives prompt logprobs of token ids."""
+    url: str | None = None
+    """An endpoint's base URL (`http://host:8000`): its /v1/completions gives prompt logprobs of token ids."""
+    engine: str | None = None
+    """Instead of `url`: a rollout worker of this stack (`rollout-0`), found by its heartbeat (`teacher/engines.py`);
+    with `model` an adapter's name, a team distils from the adapter another team trained."""
     model: str = ""
     """The model name the endpoint serves it as; empty: the first one its /v1/models lists."""
     name: str = ""
@@ -26,6 +29,13 @@ class TeacherSpec(BaseModel):
     """The teacher's weight version on each trajectory (a checkpoint's step, say); -1: unknown."""
     api_key: str | None = None
     """Bearer token for the endpoint, if it asks for one."""
+
+    @model_validator(mode="after")
+    def _one_place(self) -> TeacherSpec:
+        if (self.url is None) == (self.engine is None):
+            raise ValueError("a teacher is either at `url` (any vLLM-compatible endpoint) or one of the stack's "
+                             "`engine`s, exactly one of them")
+        return self
 
 
 class TeacherOptions(SectionOptions):

@@ -21,6 +21,8 @@ import logging
 import time
 from dataclasses import dataclass
 
+import httpx
+
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.core.resources import ResourceKind
@@ -37,6 +39,7 @@ from seamlessflow.messages import Trajectory
 from seamlessflow.model.choice import model_name_or_path
 from seamlessflow.rewards.request import pending_request
 from seamlessflow.teacher.client import TeacherClient, TeacherError
+from seamlessflow.teacher.engines import engine_url
 from seamlessflow.teacher.options import TeacherOptions
 
 log = logging.getLogger(__name__)
@@ -76,22 +79,41 @@ class TeacherWorker(PoolWorker[Trajectory, Lesson]):
         if team not in options.teams:
             raise TeacherRefused(f"team {team!r} has no teacher (teacher.teams names {sorted(options.teams)})")
         self.spec, self.teacher_options = options.teams[team], options
-        self.client = TeacherClient(self.spec, options.timeout_s)
         super().__init__(settings, codec, teacher_group(team), "to-teach", options, team,
-                         self.spec.name or self.spec.model or "teacher")
+                         self.spec.name or self.spec.model or self.spec.engine or "teacher")
+        self.client: TeacherClient | None = None
         self.stats = TeacherStats()
 
     def run(self) -> TeacherStats:
         try:
             self.run_pool()
         finally:
-            self.client.close()
+            if self.client is not None:
+                self.client.close()
         self.stats.settled = self.settled
         return self.stats
 
     def prepare(self) -> None:
+        self.client = self._connect(wait_s=60.0)
         self.label = self.spec.name or self.client.served_model()
         check_tokenizer(self.client, self.teacher_options.student_tokenizer or model_name_or_path(self.settings))
+
+    def _connect(self, wait_s: float) -> TeacherClient:
+        """A client of the configured endpoint, or of the stack engine's URL as its newest heartbeat names it."""
+        url = self.spec.url or engine_url(self.settings, self.codec, str(self.spec.engine), wait_s)
+        return TeacherClient(self.spec, self.teacher_options.timeout_s, url)
+
+    def _reconnect(self, client: TeacherClient) -> None:
+        """After a dropped connection to a stack engine: its URL again (a restarted engine may listen elsewhere)."""
+        if self.spec.engine is None:
+            return
+        fresh = self._connect(wait_s=0.0)
+        if fresh.url != client.url:
+            log.warning("teacher engine %s moved: %s -> %s", self.spec.engine, client.url, fresh.url)
+            fresh.model = client.model
+            self.client = fresh  # the old one goes with the calls still holding it
+        else:
+            fresh.close()
 
     def job_of(self, delivery: Delivery) -> Trajectory | None:
         trajectory: Trajectory = delivery.message
@@ -103,16 +125,26 @@ class TeacherWorker(PoolWorker[Trajectory, Lesson]):
     def work(self, job: Trajectory) -> Lesson:
         start, wait, error = time.monotonic(), self.teacher_options.retry_wait_s, ""
         for attempt in range(1, self.teacher_options.max_attempts + 1):
+            client = self.client
+            assert client is not None, "prepare() connects before any record is taken"
             try:
-                scored = self.client.score(list(job.tokens))
+                scored = client.score(list(job.tokens))
                 logprobs = aligned_teacher_logprobs(job.tokens, job.loss_mask, scored)
                 return Lesson(logprobs, attempt, time.monotonic() - start)
             except Exception as exc:  # a failure is a result: the trajectory goes on untaught
                 error = f"{type(exc).__name__}: {exc}"
+                if isinstance(exc, httpx.TransportError):
+                    self._reconnect_quietly(client)
                 if not _retryable(exc) or attempt == self.teacher_options.max_attempts or self._stop.wait(wait):
                     return Lesson(None, attempt, time.monotonic() - start, error)
                 wait *= 2
         raise AssertionError("unreachable: the last attempt returns")
+
+    def _reconnect_quietly(self, client: TeacherClient) -> None:
+        try:
+            self._reconnect(client)
+        except Exception as exc:  # no newer heartbeat yet: the next attempt tries the same URL
+            log.warning("teacher engine %s not found again: %s", self.spec.engine, exc)
 
     def publish(self, delivery: Delivery, result: Lesson) -> None:
         trajectory: Trajectory = delivery.message
@@ -152,6 +184,6 @@ def check_tokenizer(client: TeacherClient, student: str) -> None:
     encode = lambda text: list(tokenizer.encode(text, add_special_tokens=False))  # noqa: E731
     difference = tokenizer_difference(probes, encode, client.tokenize)
     if difference is not None:
-        raise TeacherRefused(f"teacher {client.spec.name or client.served_model()!r} at {client.spec.url} cannot "
+        raise TeacherRefused(f"teacher {client.spec.name or client.served_model()!r} at {client.url} cannot "
                              f"teach the student {student!r}: {difference}. On-policy distillation needs the "
                              "student's tokenizer (its logprobs are of the student's very token ids).")

@@ -18,7 +18,9 @@ import torch
 
 from seamlessflow.core.batching import KeptGroup
 from seamlessflow.core.distillation import Objective, ObjectiveConfig
-from seamlessflow.kafka.io import read_messages
+from seamlessflow.core.resources import ResourceKind, ResourceState
+from seamlessflow.kafka.io import MessageProducer, read_messages
+from seamlessflow.kafka.records import resource_status
 from seamlessflow.messages import Trajectory
 from seamlessflow.teacher.options import TeacherOptions, TeacherSpec
 from seamlessflow.teacher.worker import TeacherRefused, TeacherWorker
@@ -108,8 +110,16 @@ async def test_a_live_session_is_taught_on_every_generated_token_and_the_trainer
     assert any(not torch.equal(b, p) for b, p in zip(before, engine.module.parameters(), strict=True))
 
 
-def test_a_teacher_with_another_tokenizer_is_refused_at_start(vllm_engine, vllm_model_dir, settings, codec, tmp_path):
+def test_a_stack_engine_found_by_its_heartbeat_with_another_tokenizer_is_refused_at_start(
+        vllm_engine, vllm_model_dir, settings, codec, tmp_path):
+    """The teacher named as one of the stack's engines (`engine: rollout-7`), whose URL its heartbeat announces,
+    as a rollout worker's does; the student's tokenizer has two ids swapped."""
+    producer = MessageProducer(settings, codec)
+    producer.send(Topics(settings).status, "rollout-7", resource_status(
+        "rollout-7", ResourceKind.ROLLOUT, ResourceState.ACTIVE, "rollout", TEAM, settings.run,
+        engine_url=vllm_engine.url))
+    producer.close()
     student = other_tokenizer(vllm_model_dir, tmp_path / "student")
-    options = TeacherOptions(teams={TEAM: TeacherSpec(url=vllm_engine.url)}, student_tokenizer=str(student))
-    with pytest.raises(TeacherRefused, match="tokenizer differs from the student's"):
+    options = TeacherOptions(teams={TEAM: TeacherSpec(engine="rollout-7")}, student_tokenizer=str(student))
+    with pytest.raises(TeacherRefused, match=f"at {vllm_engine.url} cannot teach.*tokenizer differs from the stu"):
         TeacherWorker(settings, codec, TEAM, options).run()
