@@ -12,7 +12,7 @@ from seamlessflow.config import SectionOptions
 
 # Services whose copies are interchangeable members of one consumer group; the proxy and the engines have
 # their own counts (`proxy.workers`, `rollout.workers`), since each copy is a resource of its own there.
-REPLICABLE = ("assembler", "agents")
+REPLICABLE = ("assembler", "agents", "teacher")
 
 
 class ServicesOptions(SectionOptions):
@@ -40,6 +40,8 @@ class ServicesOptions(SectionOptions):
     """Run the agent workers of `agent_pools`."""
     eval: bool = False
     """Run the evaluation service (`eval:`)."""
+    teacher: bool = False
+    """Run the teacher workers of `teacher.teams` (`teacher.workers` per team), for on-policy distillation."""
 
 
 

@@ -1,6 +1,7 @@
 """More or fewer engines, assembler workers or agent workers for a running stack, without a restart:
 `seamlessflow scale rollout=+N` (or `-N`), `scale assembler=+N`, `scale agents=+N` (`agents:<team>-<pool>=+N`
-where there are several pools).
+where there are several pools), and `scale teacher=+N` (each taught team's teacher workers, a consumer group
+like the assembler's).
 
 Why it needs nothing but a new service: an engine announces itself on the status topic, where the proxies
 discover it and the scheduler takes it into its tables, and a starting rollout worker catches up to the newest
@@ -48,7 +49,7 @@ from seamlessflow.config import Settings
 from seamlessflow.stack.metrics_urls import add_metrics_port, drop_metrics_port
 from seamlessflow.stack.paths import config_path
 from seamlessflow.stack.placement_protocol import Placement, PlacementError
-from seamlessflow.stack.scale_edits import SCALABLE, scale_assemblers, scale_pool, split_role
+from seamlessflow.stack.scale_edits import SCALABLE, scale_assemblers, scale_pool, scale_teachers, split_role
 from seamlessflow.stack.supervisor import NoNodeJoined, ServiceSpec, ServiceState, StartupFailed, Supervisor
 
 ENGINE_ID = re.compile(r"rollout-(\d+)$")
@@ -249,6 +250,8 @@ def edit_role(effective: Path, role: str, count: int, named: tuple[str, ...] = (
     data = yaml.safe_load(effective.read_text()) or {}
     if base == "assembler":
         scale_assemblers(data, count)
+    elif base == "teacher":
+        scale_teachers(data, count)
     else:
         scale_pool(data, which, count, Settings.model_validate(data).team)
     effective.write_text(yaml.safe_dump(data, sort_keys=False))
@@ -300,7 +303,10 @@ def drain_grace_s(settings: Settings, role: str) -> float | None:
     worker finishes its running tasks for `agents.revoke_grace_s` first and then hands back the rest: it gets
     that and the stop grace, so it is not killed holding tasks (which would count as a worker's death)."""
     from seamlessflow.agents.options import AgentOptions
+    from seamlessflow.teacher.options import TeacherOptions
 
+    if role == "teacher":  # its running requests get their revoke grace too, then it commits and leaves
+        return TeacherOptions.from_settings(settings).revoke_grace_s + settings.stop_grace_s
     if role != "agents":
         return None
     return AgentOptions.from_settings(settings).revoke_grace_s + settings.stop_grace_s

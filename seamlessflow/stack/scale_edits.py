@@ -1,5 +1,6 @@
 """What `seamlessflow scale` changes in a stack's effective config for the roles that are counts: assembler
-workers (`assembler.workers`) and an agent pool's workers (`agent_pools[].workers`). Pure edits of the loaded
+workers (`assembler.workers`), an agent pool's workers (`agent_pools[].workers`) and each team's teacher workers
+(`teacher.workers`). Pure edits of the loaded
 YAML; the engines, which are entries of their own (`rollout.workers.<id>`), are `scale.edit_engines`'.
 
 Why a count in the config and not `cluster.resources.<name>.replicas`: the copies `expand_replicas` makes are
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 from typing import Any
 
-SCALABLE = ("rollout", "assembler", "agents")
+SCALABLE = ("rollout", "assembler", "agents", "teacher")
 DEFAULT_POOL = "default"  # `AgentPoolOptions.pool`'s default
 
 
@@ -20,7 +21,8 @@ def split_role(role: str) -> tuple[str, str | None]:
     """`agents:red-default` -> ("agents", "red-default"); `assembler` -> ("assembler", None)."""
     base, _, which = role.partition(":")
     if base not in SCALABLE or (which and base != "agents") or (not which and role.endswith(":")):
-        raise ValueError(f"{role!r}: scale rollout, assembler or agents (agents:<team>-<pool> for one pool)")
+        raise ValueError(f"{role!r}: scale rollout, assembler or agents (agents:<team>-<pool> for one pool), "
+                         "or teacher (every team's teacher workers)")
     return base, which or None
 
 
@@ -37,6 +39,14 @@ def scale_assemblers(data: dict[str, Any], count: int) -> int:
     section = data.get("assembler") or {}
     section["workers"] = with_count(int(section.get("workers", 1)), count, "assembler workers")
     data["assembler"] = section
+    return int(section["workers"])
+
+
+def scale_teachers(data: dict[str, Any], count: int) -> int:
+    """Adds `count` teacher workers for each team with a teacher (`-count`: removes); returns the count per team."""
+    section = data.get("teacher") or {}
+    section["workers"] = with_count(int(section.get("workers", 1)), count, "teacher workers of each team")
+    data["teacher"] = section
     return int(section["workers"])
 
 

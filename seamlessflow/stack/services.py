@@ -34,7 +34,8 @@ if TYPE_CHECKING:
     from seamlessflow.proxy import ProxyOptions
     from seamlessflow.rollout.options import RolloutOptions
 
-SERVICES = ("assembler", "tracking", "dashboard", "rollout", "proxy", "trainer", "scheduler", "agents", "eval")
+SERVICES = ("assembler", "tracking", "dashboard", "rollout", "proxy", "trainer", "scheduler", "agents", "eval",
+            "teacher")
 # the package under services/ of a role whose config name is shorter: `eval` (its section, its `services:` key)
 # runs `services.evaluation`, the service of `seamlessflow.evaluation`
 PACKAGES = {"eval": "evaluation"}
@@ -124,6 +125,8 @@ def app_services(settings: Settings) -> list[ServiceSpec]:
         specs += agent_pool_services(settings, pool)
     if enabled(settings, "eval"):
         specs.append(python_service(settings, "eval"))
+    if enabled(settings, "teacher"):
+        specs += teacher_services(settings)
     return with_requests(settings, specs, rollout)
 
 
@@ -181,6 +184,16 @@ def assembler_services(settings: Settings) -> list[ServiceSpec]:
 
     workers = AssemblerOptions.from_settings(settings).workers
     return [python_service(settings, name, module="assembler") for name in copies("assembler", workers)]
+
+
+def teacher_services(settings: Settings) -> list[ServiceSpec]:
+    """`teacher.workers` members of each taught team's consumer group (`<team>.teacher`), named
+    `teacher-<team>[-i]`; none for a stack without `teacher.teams`."""
+    from seamlessflow.teacher.options import TeacherOptions
+
+    options = TeacherOptions.from_settings(settings)
+    return [python_service(settings, name, "--team", team, module="teacher")
+            for team in options.teams for name in copies(f"teacher-{team}", options.workers)]
 
 
 def copies(name: str, count: int) -> list[str]:

@@ -49,6 +49,8 @@ class TeacherOptions(SectionOptions):
     """Each team's teacher; the assembler sends those teams' trajectories to `to-teach` first."""
     student_tokenizer: str = ""
     """The student's tokenizer (an HF directory or name) a teacher must match; empty: the run's model."""
+    workers: int = Field(1, ge=1)
+    """Teacher workers `up` runs per team (`services.teacher`); `seamlessflow scale teacher=+N` changes it."""
     concurrency: int = Field(4, ge=1)
     """Teacher requests at once per worker."""
     timeout_s: float = Field(120.0, gt=0)

@@ -1,5 +1,6 @@
 """`scale rollout=+N`: which engines it adds and what each new one's spec copies; `scale assembler=+N` and
-`scale agents=+N`: the counts they change in the effective config and the services that makes."""
+`scale agents=+N` and `scale teacher=+N`: the counts they change in the effective config and the services that
+makes."""
 
 import pytest
 import yaml
@@ -18,7 +19,7 @@ from seamlessflow.stack.scale import (
     scale_engines,
     scale_stack,
 )
-from seamlessflow.stack.scale_edits import scale_assemblers, scale_pool, split_role
+from seamlessflow.stack.scale_edits import scale_assemblers, scale_pool, scale_teachers, split_role
 from seamlessflow.stack.supervisor import NoNodeJoined, ServiceSpec, ServiceState
 
 
@@ -221,3 +222,16 @@ def test_engines_no_node_joined_for_leave_the_config_and_the_state_and_the_advic
     assert list(yaml.safe_load(effective.read_text())["rollout"]["workers"]) == ["rollout-0"]
     assert list(placement.states) == ["rollout-0"] and placement.calls[-1] == ("write_state", "")
     assert actor.step([row], now_s=105.0) == 0 and len(placement.started) == 1  # within the settle time
+
+
+def test_scale_teacher_changes_every_taught_teams_worker_count(tmp_path):
+    assert scale_teachers({}, 1) == 2
+    with pytest.raises(ValueError, match="one stays"):
+        scale_teachers({"teacher": {"workers": 2}}, -2)
+    effective = tmp_path / "run" / "config.yaml"
+    effective.parent.mkdir()
+    effective.write_text(yaml.safe_dump({"data_dir": str(tmp_path), "services": {"teacher": True},
+                                         "teacher": {"teams": {"red": {"url": "http://t:8000"}}}}))
+    assert changed_services(effective, "teacher", 2) == ["teacher-red-1", "teacher-red-2"]
+    assert changed_services(effective, "teacher", -1) == ["teacher-red-2"]
+    assert yaml.safe_load(effective.read_text())["teacher"]["workers"] == 2

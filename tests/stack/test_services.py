@@ -227,3 +227,13 @@ def test_a_proxy_with_the_stacks_engines_is_ready_once_it_can_route_to_one(tmp_p
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_teacher_workers_are_members_of_each_taught_teams_group_and_none_without_a_teacher(tmp_path):
+    assert not [s for s in app_services(with_stack_defaults(Settings(data_dir=tmp_path))) if s.role == "teacher"]
+    teams = {"red": {"url": "http://t:8000"}, "blue": {"engine": "rollout-0", "model": "red"}}
+    settings = with_stack_defaults(Settings(data_dir=tmp_path, teacher={"teams": teams, "workers": 2}))
+    teachers = [spec for spec in app_services(settings) if spec.role == "teacher"]
+    assert [spec.name for spec in teachers] == ["teacher-red", "teacher-red-1", "teacher-blue", "teacher-blue-1"]
+    assert all(spec.argv[1:3] == ["-m", "services.teacher"] for spec in teachers)
+    assert [spec.argv[spec.argv.index("--team") + 1] for spec in teachers] == ["red", "red", "blue", "blue"]
