@@ -2,11 +2,13 @@
 shared with other tests; here both student and teacher: a model scoring its own samples still shows exact
 alignment). Two live two-turn sessions go through the proxy, the assembler sends them `to-teach` (their team has
 a teacher), a teacher worker writes the teacher's logprob on every generated token, and a DeepSpeed trainer
-takes a distillation step from them. A teacher whose tokenizer differs from the student's is refused at start."""
+takes a distillation step from them. A teacher whose tokenizer differs from the student's is refused at start; one
+that cannot score a trajectory lets it go on untaught, and one that asks for a reward goes to the reward workers."""
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import math
 import time
@@ -21,9 +23,10 @@ from seamlessflow.core.distillation import Objective, ObjectiveConfig
 from seamlessflow.core.resources import ResourceKind, ResourceState
 from seamlessflow.kafka.io import MessageProducer, read_messages
 from seamlessflow.kafka.records import resource_status
-from seamlessflow.messages import Trajectory
+from seamlessflow.messages import DeadLetter, Trajectory
 from seamlessflow.teacher.options import TeacherOptions, TeacherSpec
 from seamlessflow.teacher.worker import TeacherRefused, TeacherWorker
+from seamlessflow.testing.reward_worker_harness import unscored
 from seamlessflow.testing.teacher_harness import assembler, direct_logprobs, other_tokenizer, teacher
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.options import DEEPSPEED_CONFIGS
@@ -123,3 +126,34 @@ def test_a_stack_engine_found_by_its_heartbeat_with_another_tokenizer_is_refused
     options = TeacherOptions(teams={TEAM: TeacherSpec(engine="rollout-7")}, student_tokenizer=str(student))
     with pytest.raises(TeacherRefused, match=f"at {vllm_engine.url} cannot teach.*tokenizer differs from the stu"):
         TeacherWorker(settings, codec, TEAM, options).run()
+
+
+def test_a_trajectory_the_teacher_cannot_score_goes_on_untaught_and_one_asking_a_reward_goes_to_score(
+        vllm_engine, vllm_model_dir, settings, codec):
+    """Straight onto to-teach: one longer than the teacher's window (a 400, not retried) and one whose session
+    asked a reward worker for its score."""
+    asks = dataclasses.replace(unscored("s-asks", "42"), team=TEAM, tokens=[5, 6, 7], loss_mask=[0, 1, 1])
+    long = dataclasses.replace(unscored("s-long", "42"), team=TEAM, info_json="{}", tokens=[9] * 1100,
+                               loss_mask=[0] + [1] * 1099, logprobs=[0.0] * 1100, versions=[0] * 1100)
+    producer = MessageProducer(settings, codec)
+    for t in (asks, long):
+        producer.send(Topics(settings).to_teach, t.group_id, t)
+    producer.close()
+    options = TeacherOptions(teams={TEAM: TeacherSpec(url=vllm_engine.url)}, student_tokenizer=str(vllm_model_dir),
+                             poll_s=0.1, retry_wait_s=5.0)
+    worker = teacher(TeacherWorker(settings, codec, TEAM, options))
+    try:
+        topics, deadline = Topics(settings), time.monotonic() + 60
+        while time.monotonic() < deadline and not (read_messages(settings, topics.to_score, codec)
+                                                   and read_messages(settings, topics.trajectories, codec)):
+            time.sleep(0.5)
+    finally:
+        stats = worker.stop()
+    (scored,) = read_messages(settings, topics.to_score, codec)
+    (untaught,) = read_messages(settings, topics.trajectories, codec)
+    assert scored.session_id == "s-asks" and scored.teacher_logprobs[0] == 0.0 and scored.teacher  # its served name
+    assert all(math.isfinite(lp) and lp < 0 for lp in scored.teacher_logprobs[1:])
+    assert untaught.session_id == "s-long" and untaught.teacher_logprobs == [] and untaught.teacher is None
+    letters = [m for m in read_messages(settings, topics.dead_letter, codec) if isinstance(m, DeadLetter)]
+    assert len(letters) == 1 and "untaught after 1 attempt(s): TeacherError: HTTP 400" in letters[0].reason
+    assert (stats.taught, stats.untaught) == (1, 1)
