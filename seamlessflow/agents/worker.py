@@ -22,6 +22,7 @@ import logging
 import queue
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -46,6 +47,7 @@ from seamlessflow.topics import Topics
 
 log = logging.getLogger(__name__)
 POOL_HEADER = "seamlessflow-pool"  # set on retry records: only this consumer group runs them
+MAX_WAITING = 1000  # tasks held back by the gate before the worker stops fetching
 
 
 class WorkerFailed(RuntimeError):
@@ -80,6 +82,11 @@ class AgentWorker:
         self.settings, self.codec, self.agent, self.team, self.key = settings, codec, agent, team, key
         # told of each task whose sessions all ended (`agent run` prints its pool's reward per pass by it)
         self.on_task_done: Callable[[Task, list[SessionOutcome]], None] | None = None
+        # whether a task may start now (`agent run` paces a task file's passes by it); one that may not waits,
+        # uncommitted, while the worker goes on fetching (the tasks it waits for may be on other partitions), up
+        # to `MAX_WAITING` of them
+        self.gate: Callable[[Task], bool] | None = None
+        self._waiting: deque[Delivery] = deque()
         self.opts = opts or AgentOptions.from_settings(settings)
         self.group = consumer_group(team, self.opts.pool)
         self.topics = Topics(settings)
@@ -128,7 +135,9 @@ class AgentWorker:
             while not self._stop.is_set() and self._fatal is None:
                 self._drain(0)
                 member.commit()
-                member.set_paused(self._sessions_in_flight >= self.opts.concurrency)
+                self._release_waiting()
+                member.set_paused(self._sessions_in_flight >= self.opts.concurrency
+                                  or len(self._waiting) >= MAX_WAITING)
                 heartbeat.beat()
                 delivery = member.poll(0.05 if self._sessions_in_flight else self.opts.poll_s)
                 if delivery is not None:
@@ -155,6 +164,25 @@ class AgentWorker:
             self.stats.tasks_skipped += 1
             self._member_done(delivery.partition, delivery.offset)
             return
+        if self.gate is not None and not self.gate(task):
+            self._waiting.append(delivery)
+            return
+        self._start(delivery)
+
+    def _release_waiting(self) -> None:
+        """Starts the waiting tasks the gate now lets through, in the order they came."""
+        if not self._waiting:
+            return
+        still: deque[Delivery] = deque()
+        for delivery in self._waiting:
+            if self.gate is None or self.gate(delivery.message):
+                self._start(delivery)
+            else:
+                still.append(delivery)
+        self._waiting = still
+
+    def _start(self, delivery: Delivery) -> None:
+        task = delivery.message
         deaths = self._journal.deliver(task.event_id)
         if deaths:
             self.stats.worker_deaths_seen += 1
@@ -291,6 +319,7 @@ class AgentWorker:
     def _hand_back(self, partitions: set[int]) -> None:
         """The partitions moved to another worker: their held tasks are its now, and no one died."""
         self._settling_failed = False  # that settle is over: the next one waits again
+        self._waiting = deque(d for d in self._waiting if d.partition not in partitions)
         handed_back = [e for e, run in self._held.items() if run.partition in partitions]
         for event_id in handed_back:
             del self._held[event_id]

@@ -2,21 +2,17 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import signal
-from collections.abc import Callable
 
 import click
 import yaml
 
 from seamlessflow.agents import WorkerFailed
-from seamlessflow.agents.episode import ABORTED, SessionOutcome
 from seamlessflow.agents.start import NoTeamKey, agent_worker
+from seamlessflow.cli.agent_passes import PassReport, ServedVersion
 from seamlessflow.cli.context import pass_settings
 from seamlessflow.config import Settings
-from seamlessflow.core.passes import PassTally, Published
-from seamlessflow.messages import Task
 from seamlessflow.stack.paths import config_path
 
 
@@ -36,16 +32,20 @@ def agent() -> None:
 @click.option("--kind", "kinds", multiple=True, help="Only tasks of this kind (repeatable).")
 @click.option("--keep-running", is_flag=True, help="Keep waiting for tasks once the passes that `tasks publish "
               "--passes` published are spent (default: say so and stop).")
+@click.option("--pace-patience-s", type=float, default=120.0, show_default=True,
+              help="A published pass starts once the one before ended and the policy moved past the version it "
+                   "ended on, or this long after it ended.")
 @pass_settings
 def agent_run(settings: Settings, reference: str, team: str | None, pool: str | None, concurrency: int | None,
               key: str | None, proxy_url: str | None, max_attempts: int | None, kinds: tuple[str, ...],
-              keep_running: bool) -> None:
+              keep_running: bool, pace_patience_s: float) -> None:
     """Run MODULE:FUNCTION (or path/file.py:FUNCTION) for every task of the pool until SIGTERM, or until the
     passes of a published task file are spent.
 
     FUNCTION(task, client) returns a reward or (reward, info) or raises. A plain `def` receives an
     `openai.OpenAI` client; an `async def` receives an `openai.AsyncOpenAI` one. Tasks published with `tasks
-    publish` name their pass: each pass's mean reward is printed as it ends.
+    publish` name their pass: each pass's mean reward is printed as it ends, and a pass starts once the policy
+    was updated after the one before it (the passes are the pool's learning curve, not ten runs of one policy).
     """
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
@@ -54,7 +54,9 @@ def agent_run(settings: Settings, reference: str, team: str | None, pool: str | 
                               kinds=list(kinds) or None)
     except NoTeamKey as exc:
         raise click.UsageError(str(exc)) from exc
-    worker.on_task_done = PassReport(worker.stop if not keep_running else None).task_done
+    report = PassReport(worker.stop if not keep_running else None, ServedVersion(worker.opts.proxy_url),
+                        patience_s=pace_patience_s)
+    worker.on_task_done, worker.gate = report.task_done, report.may_start
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: worker.stop())
     click.echo(f"agent {reference} in pool {worker.group}, {worker.opts.concurrency} at a time, "
@@ -65,29 +67,6 @@ def agent_run(settings: Settings, reference: str, team: str | None, pool: str | 
         raise click.ClickException(f"stopped, uncommitted tasks left for other workers: {exc}") from exc
     click.echo(f"tasks done {stats.tasks_done}, skipped {stats.tasks_skipped}, sessions {stats.sessions}, "
                f"retries {stats.retries_published}, dead letters {stats.dead_letters}", err=True)
-
-
-class PassReport:
-    """Prints each pass's mean reward as it ends and, once every published pass has, the first and the last
-    (then calls `spent`: the run ends instead of waiting in silence for tasks no one will publish)."""
-
-    def __init__(self, spent: Callable[[], None] | None, echo: Callable[[str], None] = click.echo):
-        self.tally, self.spent, self.echo = PassTally(), spent, echo
-
-    def task_done(self, task: Task, outcomes: list[SessionOutcome]) -> None:
-        published = Published.of(json.loads(task.payload_json))
-        if published is None:  # not from a task file (a task source's): no passes to tell
-            return
-        rewards = [o.reward for o in outcomes if o.status != ABORTED]  # an aborted session runs again
-        for end in self.tally.add(task.task_id, published, task.group_size, rewards):
-            self.echo(f"pass {end.index + 1}/{end.passes}: mean reward {end.mean_reward:.3f} over "
-                      f"{end.sessions} sessions")
-        if self.tally.spent:
-            first, last = self.tally.first_and_last()
-            self.echo(f"the {last.passes} published passes are spent: mean reward {first.mean_reward:.3f} in the "
-                      f"first, {last.mean_reward:.3f} in the last; `seamlessflow tasks publish` again for more")
-            if self.spent is not None:
-                self.spent()
 
 
 def running_proxy_url(settings: Settings) -> str | None:

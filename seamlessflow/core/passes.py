@@ -91,3 +91,37 @@ class PassTally:
         """The first and the last pass (call once `spent`)."""
         assert self.total, "no pass published"
         return self.end_of(0), self.end_of(self.total - 1)
+
+
+@dataclass
+class PassPace:
+    """When a pass may start: once the one before it ended and the policy moved past the version it ended on,
+    or `patience_s` after it ended (a policy that does not move holds nobody up for long).
+
+    Why: `tasks publish --passes N` publishes every pass at once, and an agent pool runs them as fast as it can:
+    on two cores all ten passes of a scaffold ran on the first weights before the trainer's first step, so the
+    per-pass rewards could not show the policy learning. One pass per policy update makes each pass's mean
+    reward a point on the pool's own learning curve."""
+
+    tally: PassTally
+    patience_s: float = 120.0
+    ended: dict[int, tuple[int, float]] = field(default_factory=dict)  # pass -> (version, time) when it ended
+    started: set[int] = field(default_factory=set)
+
+    def note_ends(self, ends: list[PassEnd], version: int, now_s: float) -> None:
+        for end in ends:
+            self.ended.setdefault(end.index, (version, now_s))
+
+    def may_start(self, index: int, version: int, now_s: float) -> bool:
+        """Whether a task of pass `index` may start now, the policy being at `version`."""
+        if index == 0 or index in self.started:
+            return self._start(index)
+        before = self.ended.get(index - 1)
+        if before is None:
+            return False
+        ended_on, ended_at = before
+        return self._start(index) if version > ended_on or now_s - ended_at >= self.patience_s else False
+
+    def _start(self, index: int) -> bool:
+        self.started.add(index)
+        return True

@@ -137,3 +137,25 @@ def test_a_task_published_for_another_team_is_not_run(settings, codec):
         running.stop()
     assert sorted(e["body"]["task_id"] for e in proxy.accepted()) == ["t-default", "t-red"]
     assert committed(settings, "red.default") == end_offsets(settings)  # the skipped one is committed too
+
+
+def test_a_task_the_gate_holds_waits_uncommitted_while_the_others_run(settings, codec):
+    """`agent run` paces a task file's passes with the gate: a held task is not run, its offset not committed, and
+    the tasks the gate lets through run meanwhile (they may sit on other partitions, behind it in no order)."""
+    import threading
+
+    tasks = [make_task("demo", f"q{i}", {"reward": 0.5}, group_size=1, task_id=f"t{i}") for i in range(4)]
+    opened = threading.Event()
+    with EndProxyStandIn() as proxy:
+        gated = worker(settings, codec, agent_fns.reward_from_payload, proxy)
+        gated.gate = lambda task: task.task_id != "t0" or opened.is_set()
+        running = AgentsThread(gated)
+        publish_tasks(settings, codec, tasks)
+        wait_until(lambda: gated.stats.tasks_done == 3)
+        assert sorted(e["body"]["task_id"] for e in proxy.accepted()) == ["t1", "t2", "t3"]
+        assert committed(settings, "red.default") != end_offsets(settings)  # t0's offset is held
+        opened.set()
+        wait_until(lambda: gated.stats.tasks_done == 4)
+        wait_until(lambda: committed(settings, "red.default") == end_offsets(settings))
+        running.stop()
+    assert sorted(e["body"]["task_id"] for e in proxy.accepted()) == ["t0", "t1", "t2", "t3"]
