@@ -340,10 +340,14 @@ class PolicyEngine:
         normaliser = len(samples) if self.loss_config.ratio == "sequence" else \
             sum(max(s.trained_tokens - s.loss_mask[0] - m, 0) for s, m in zip(samples, masked, strict=True))
         reward_mean, reward_std = reward_stats(rewards.tolist())
+        taught = step_teacher_kl(samples) if self.objective.distills else (0.0, 0)
+        if self.objective.distills and samples and not taught[1]:
+            log.warning("trainer.objective is %s but no token of this step was taught: does its team have a teacher "
+                        "(teacher.teams) and are its teacher workers running?", self.objective.objective)
         return [StepShare([samples[i] for i in chosen], [advantages[i] for i in chosen], [weights[i] for i in chosen],
                           normaliser, len(groups), len(samples), reward_mean, reward_std,
                           [per_token[i] for i in chosen] if per_token is not None else None, version, sum(masked),
-                          step_teacher_kl(samples) if self.objective.distills else (0.0, 0))
+                          taught)
                 for chosen in self.rank_shares(samples, ranks)]
 
     def rank_shares(self, samples: list[TrajectorySample], ranks: int) -> list[list[int]]:
