@@ -67,7 +67,7 @@ class Lesson:
 class TeacherStats:
     taught: int = 0
     untaught: int = 0
-    skipped: int = 0  # another team's trajectories, or ones already taught
+    skipped: int = 0  # another team's trajectories
     settled: int = 0
 
 
@@ -117,7 +117,7 @@ class TeacherWorker(PoolWorker[Trajectory, Lesson]):
 
     def job_of(self, delivery: Delivery) -> Trajectory | None:
         trajectory: Trajectory = delivery.message
-        if trajectory.team != self.team or trajectory.teacher_logprobs:
+        if trajectory.team != self.team:  # that team's own teacher group takes it
             self.stats.skipped += 1
             return None
         return trajectory
