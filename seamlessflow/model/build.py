@@ -18,10 +18,12 @@ from pathlib import Path
 import torch
 from transformers import PreTrainedTokenizerFast, Qwen2Config, Qwen2ForCausalLM
 
+from seamlessflow.model import practice
 from seamlessflow.model.spec import FULL, SMALL, TinyModelSpec, spec_hash
 from seamlessflow.model.tokenizer import CHAT_TEMPLATE, local_english_text, train_tokenizer
 from seamlessflow.model.warmstart import (
     answer_text,
+    exact_share,
     measure_accuracy,
     offered_tools,
     restates,
@@ -44,6 +46,7 @@ class BuildResult:
     greedy_accuracy: float
     sampled_accuracy: float
     sampled_mean_reward: float
+    scaffold_accuracy: dict[str, float]  # teacher-forced greedy exact on held-out scaffold turns, by turn
 
 
 def build_tiny_model(
@@ -94,6 +97,8 @@ def untrained(spec: TinyModelSpec, seed: int) -> tuple[list[ArithmeticTask], Pre
     torch.manual_seed(seed)
     train_tasks = generate_tasks(seed, spec.corpus_tasks, spec.max_operand, prefix="train")
     texts = corpus_text(train_tasks, spec.restate_fraction, spec.tool_fraction)
+    texts += practice.corpus_lines(practice.practice_turns(seed, spec.scaffold_turns)
+                                   + practice.echo_turns(seed, spec.scaffold_echo))
     tokenizer = train_tokenizer(texts + (local_english_text() if spec.english_text else []), spec.vocab_size)
     return train_tasks, tokenizer, Qwen2ForCausalLM(qwen2_config(spec, tokenizer))
 
@@ -102,6 +107,8 @@ def _build(out: Path, spec: TinyModelSpec, seed: int, wanted: str, log: Callable
     train_tasks, tokenizer, model = untrained(spec, seed)
     eval_tasks = generate_tasks(seed + EVAL_SEED_OFFSET, spec.eval_tasks, spec.max_operand, prefix="eval")
     log(f"building tiny model {wanted}: {sum(p.numel() for p in model.parameters()):,} parameters")
+    turns = [practice.turn_ids(tokenizer, t) for t in practice.practice_turns(seed, spec.scaffold_turns)]
+    echoes = [practice.turn_ids(tokenizer, t) for t in practice.echo_turns(seed, spec.scaffold_echo)]
 
     warm_start(
         model,
@@ -117,6 +124,10 @@ def _build(out: Path, spec: TinyModelSpec, seed: int, wanted: str, log: Callable
         restate_fraction=spec.restate_fraction,
         tool_fraction=spec.tool_fraction,
         copy_fraction=spec.copy_fraction,
+        practice=turns,
+        echoes=echoes,
+        practice_every=spec.scaffold_every,
+        practice_batch_size=spec.scaffold_batch_size,
         log=log,
     )
     tools = offered_tools(spec.tool_fraction)
@@ -127,6 +138,9 @@ def _build(out: Path, spec: TinyModelSpec, seed: int, wanted: str, log: Callable
         f"warm-start accuracy on {greedy.count} held-out tasks: greedy {greedy.exact:.0%}, "
         f"sampled {sampled.exact:.0%} (mean reward {sampled.mean_reward:.2f})"
     )
+    scaffold = scaffold_accuracy(model, tokenizer, spec, seed)
+    if scaffold:
+        log(f"scaffold turns, teacher-forced greedy exact: {', '.join(f'{k} {v:.0%}' for k, v in scaffold.items())}")
     record = {
         "spec_hash": wanted,
         "seed": seed,
@@ -134,9 +148,21 @@ def _build(out: Path, spec: TinyModelSpec, seed: int, wanted: str, log: Callable
         "greedy_accuracy": greedy.exact,
         "sampled_accuracy": sampled.exact,
         "sampled_mean_reward": sampled.mean_reward,
+        "scaffold_accuracy": scaffold,
     }
     _save_atomically(out, model, tokenizer, record)
     return record
+
+
+def scaffold_accuracy(model: Qwen2ForCausalLM, tokenizer: PreTrainedTokenizerFast, spec: TinyModelSpec,
+                      seed: int) -> dict[str, float]:
+    """Greedy exact on 48 held-out turns of each kind: the forced call's arguments, the answer after its result."""
+    if not spec.scaffold_turns:
+        return {}
+    turns = practice.practice_turns(seed + EVAL_SEED_OFFSET, 96, wrong_call_fraction=0.0)
+    kinds = {"call": [t for t in turns if len(t.messages) == 2], "answer": [t for t in turns if len(t.messages) > 2]}
+    return {kind: exact_share(model, [practice.turn_ids(tokenizer, t) for t in chosen], tokenizer.pad_token_id)
+            for kind, chosen in kinds.items()}
 
 
 def corpus_text(tasks: list[ArithmeticTask], restate_fraction: float = 0.0, tool_fraction: float = 0.0) -> list[str]:
@@ -198,4 +224,5 @@ def _result(out: Path, record: dict, was_cached: bool) -> BuildResult:
         greedy_accuracy=record["greedy_accuracy"],
         sampled_accuracy=record["sampled_accuracy"],
         sampled_mean_reward=record["sampled_mean_reward"],
+        scaffold_accuracy=record.get("scaffold_accuracy", {}),
     )

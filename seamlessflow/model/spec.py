@@ -40,6 +40,10 @@ class TinyModelSpec:
     tool_fraction: float = 0.0  # share of warm-start answers that call the calculator (tasks.calculator)
     english_text: bool = False  # the tokenizer also learns from local English and code (model.tokenizer)
     copy_fraction: float = 0.0  # extra examples asking for the calculator in other words (warmstart.copy_example_ids)
+    scaffold_turns: int = 0  # practice turns of `init`'s tool-loop scaffolds (model.practice); 0: none
+    scaffold_every: int = 5  # every n-th warm-start step is a batch of them, on top of `train_steps`
+    scaffold_batch_size: int = 32
+    scaffold_echo: int = 0  # short answer-after-the-tool turns mixed into the demo's batches (practice.echo_turns)
 
 
 FULL = TinyModelSpec(
@@ -67,6 +71,13 @@ FULL = TinyModelSpec(
     # skill did not form in 800 steps (sampled exact 0 %, measured on both vocabularies): practise it on prompts
     # the agent never sends, so the demo's own prompts keep greedy decoding adding in its head
     copy_fraction=0.25,
+    # a newcomer's first own agent (`seamlessflow init`, a tool-loop harness) scored 0.0 on every session without
+    # it: 200 batches of the scaffolds' two turns (the forced call's JSON arguments, the answer after the tool's
+    # result), one step in five, on top of the demo's 800 (warmstart.warm_start)
+    scaffold_turns=6000,
+    # answering with the tool's result did not form from those alone (greedy 2 % on held-out turns): short turns
+    # that teach it join the demo's examples (a sixth of them), at no extra step
+    scaffold_echo=5000,
 )
 
 SMALL = TinyModelSpec(

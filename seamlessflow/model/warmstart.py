@@ -141,8 +141,14 @@ def teacher_forced_accuracy(
     Greedy decoding writes the right answer exactly when, on the gold path, every answer token
     (and the closing <|im_end|>) is the argmax: that is checkable without decoding step by step.
     """
+    return exact_share(model, [example_ids(tokenizer, task, tools=tools) for task in tasks], tokenizer.pad_token_id)
+
+
+@torch.no_grad()
+def exact_share(model: PreTrainedModel, examples: Sequence[tuple[list[int], list[int]]], pad_id: int) -> float:
+    """The share of examples whose every answer token is the argmax on the gold path (teacher_forced_accuracy)."""
     model.eval()
-    batch = collate([example_ids(tokenizer, task, tools=tools) for task in tasks], tokenizer.pad_token_id)
+    batch = collate(examples, pad_id)
     logits, gold = answer_logits(model, batch)
     model.train()
     scored = batch["labels"][:, 1:] != IGNORE_INDEX
@@ -216,29 +222,52 @@ def warm_start(
     restate_fraction: float = 0.0,
     tool_fraction: float = 0.0,
     copy_fraction: float = 0.0,
+    practice: Sequence[tuple[list[int], list[int]]] = (),
+    echoes: Sequence[tuple[list[int], list[int]]] = (),
+    practice_every: int = 0,
+    practice_batch_size: int = 32,
     log: Callable[[str], None] = print,
 ) -> float:
-    """Train until greedy accuracy reaches `stop_at_accuracy` or `steps` run out."""
+    """Train until greedy accuracy reaches `stop_at_accuracy` or `steps` run out.
+
+    With `practice` (the scaffolds' turns, model.practice) every `practice_every`-th step is a batch of those
+    instead, on top of the `steps` demo batches: batches of their own, since padding the demo's short prompts
+    to a practice turn's length would triple a demo step's cost. `echoes` (short turns, about the demo's length)
+    join the demo's examples."""
     rng = random.Random(seed)
     tools = offered_tools(tool_fraction)
     examples = [example_ids(tokenizer, task, restates(task, restate_fraction), uses_tool(task, tool_fraction), tools)
                 for task in train_tasks]
     copies = train_tasks[: int(len(train_tasks) * copy_fraction)]
     examples += [copy_example_ids(tokenizer, task, tools) for task in copies]
+    examples += echoes
     optimizer = torch.optim.AdamW(model.parameters(), lr=learning_rate, weight_decay=0.0)
     model.train()
     accuracy = 0.0
-    for step in range(1, steps + 1):
+    practising = bool(practice) and practice_every > 1
+    total = steps + (steps // (practice_every - 1) if practising else 0)
+    demo_steps = 0
+    for step in range(1, total + 1):
         for group in optimizer.param_groups:
-            group["lr"] = learning_rate_at(step, steps, learning_rate, warmup=max(1, steps // 20))
-        batch = collate(rng.sample(examples, batch_size), tokenizer.pad_token_id)
-        loss = answer_loss(model, batch)
-        loss.backward()
-        optimizer.step()
-        optimizer.zero_grad(set_to_none=True)
-        if step % eval_every == 0 or step == steps:
+            group["lr"] = learning_rate_at(step, total, learning_rate, warmup=max(1, total // 20))
+        if practising and step % practice_every == 0:
+            loss = train_step(model, optimizer, collate(rng.sample(practice, practice_batch_size),
+                                                        tokenizer.pad_token_id))
+            continue
+        demo_steps += 1
+        loss = train_step(model, optimizer, collate(rng.sample(examples, batch_size), tokenizer.pad_token_id))
+        if demo_steps % eval_every == 0 or demo_steps == steps:
             accuracy = teacher_forced_accuracy(model, tokenizer, eval_tasks, tools)
-            log(f"step {step}: loss {loss.item():.3f}, greedy exact {accuracy:.0%}")
+            log(f"step {step}: loss {loss:.3f}, greedy exact {accuracy:.0%}")
             if accuracy >= stop_at_accuracy:
                 break
     return accuracy
+
+
+def train_step(model: PreTrainedModel, optimizer: torch.optim.Optimizer, batch: dict[str, torch.Tensor]) -> float:
+    """One optimiser step on the batch's answer tokens; the loss before it."""
+    loss = answer_loss(model, batch)
+    loss.backward()
+    optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    return loss.item()
