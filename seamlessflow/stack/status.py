@@ -18,7 +18,7 @@ def stack_status(settings: Settings, resources: list[dict] | None = None) -> dic
     announced = (state.get("info") or {}).get("bootstrap_servers") if state.get("placement") else None
     bootstrap = announced or settings.kafka_bootstrap
     client = settings.with_overrides(bootstrap_servers=bootstrap)
-    cluster = brokers(client, 1.0)
+    cluster = brokers(client, 10.0)
     reachable = bool(cluster)
     if resources is None:
         resources = resource_rows(client, timeout_s=5.0) if reachable else []

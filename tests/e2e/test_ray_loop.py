@@ -149,13 +149,13 @@ def _placed_and_trained(config: Path, tmp_path: Path, ips: dict[str, str]) -> di
 def _an_engine_node_lost_and_back(cluster, config: Path, tmp_path: Path) -> None:
     """kill -9 of node_c (Ray's processes and everything they started): the loop trains on with rollout-0;
     node_c back, Ray restarts rollout-1's actor there and the engine catches up to the newest version."""
-    before = _status(config)["trainer_version"]
+    before = _trainer_version(config)
     killed_at = time.monotonic()
     cluster.kill_node("node_c")
     _until_engines_load(config, tmp_path, {"rollout-0": "node_b"}, before + 1)
     print(f"node_c killed: a newer version trained and served by rollout-0 {time.monotonic() - killed_at:.1f} s later")
     cluster.start_node("node_c")
-    newest = _status(config)["trainer_version"]
+    newest = _trainer_version(config)
     _until_engines_load(config, tmp_path, ENGINES, newest)
     print(f"node_c killed and back: rollout-1 serving v{newest} again {time.monotonic() - killed_at:.1f} s after")
 
@@ -240,7 +240,7 @@ def _a_node_joins_and_an_engine_is_added(cluster, config: Path, tmp_path: Path) 
     added_at = time.monotonic()
     scaled = sf(config, "scale", "rollout=+1", timeout=1200)
     assert scaled.returncode == 0 and "rollout-2" in scaled.stdout, scaled.stdout + scaled.stderr + _logs(tmp_path)
-    newest = _status(config)["trainer_version"]
+    newest = _trainer_version(config)
     status = _until_engines_load(config, tmp_path, {"rollout-2": "node_f"}, newest)
     print(f"scale rollout=+1: rollout-2 on node_f serving v{newest} {time.monotonic() - added_at:.1f} s later")
     services = {s["name"]: s for s in status["services"]}
@@ -289,6 +289,14 @@ def _versions(settings: Settings) -> list[WeightVersion]:
 
 def _status(config: Path) -> dict:
     return json.loads(sf(config, "status", "--json", timeout=120).stdout)
+
+
+def _trainer_version(config: Path) -> int:
+    """The trainer's newest version as `status --json` shows it; between a trainer's replacement and its first
+    heartbeat there is none to show, so this waits for one."""
+    shown = wait_until(lambda: (v := _status(config)["trainer_version"]) is not None and [v], 300,
+                       "a trainer's version in `status --json`", every_s=5)
+    return shown[0]
 
 
 def _until_engines_load(config: Path, tmp_path: Path, engines: dict[str, str], version: int) -> dict:
