@@ -46,8 +46,10 @@ def resource_row(status: ResourceStatus, now_s: float) -> dict:
 
 
 def trainer_version(rows: list[dict]) -> int | None:
-    """The newest version a trainer reports (None without a trainer row)."""
-    versions = [row["weight_version"] for row in rows if row["kind"] == ResourceKind.TRAINER]
+    """The newest version a trainer reports (None without a trainer row that names one: a starting trainer's
+    heartbeat may not yet)."""
+    versions = [row["weight_version"] for row in rows
+                if row["kind"] == ResourceKind.TRAINER and row["weight_version"] is not None]
     return max(versions) if versions else None
 
 

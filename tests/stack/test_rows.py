@@ -28,3 +28,10 @@ def test_latest_status_per_resource(settings, codec):
     assert r1["figures"] == {} and r1["heartbeat_age_s"] > 0
     assert r1["hardware_tags"] == ["compute", "h100"] and rows[0]["hardware_tags"] == []
     assert trainer_version(rows) == 3
+
+
+def test_a_trainer_row_that_names_no_version_yet_is_no_version():
+    rows = [{"kind": "trainer", "weight_version": None}, {"kind": "trainer", "weight_version": 4},
+            {"kind": "rollout", "weight_version": 9}]
+    assert trainer_version(rows) == 4
+    assert trainer_version(rows[:1]) is None
