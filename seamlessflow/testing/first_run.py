@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import re
+import resource
 import shutil
 import subprocess
 import sys
@@ -48,9 +49,27 @@ def seamlessflow_env(broker_port: int | None) -> dict[str, str]:
     return env
 
 
+def stack_cpu_s(run_dir: Path) -> float:
+    """CPU seconds of the stack's processes still running (and of the children they reaped)."""
+    import psutil
+
+    from seamlessflow.stack.processes import stack_processes
+
+    total = 0.0
+    for proc in stack_processes(run_dir):
+        try:
+            times = proc.cpu_times()
+            total += times.user + times.system + times.children_user + times.children_system
+        except (psutil.Error, OSError):  # gone meanwhile: not counted
+            continue
+    return total
+
+
 def run_first(workdir: Path, model: Path, harnesses: list[str], demo: bool = True, broker_port: int | None = None,
-              timeout_s: float = 1200, log: Callable[[str], None] = print) -> list[PoolRun]:
-    """Up, init, the printed commands side by side until their passes are spent, down (always)."""
+              timeout_s: float = 1200, log: Callable[[str], None] = print,
+              cpu: dict[str, float] | None = None) -> list[PoolRun]:
+    """Up, init, the printed commands side by side until their passes are spent, down (always). `cpu` gets the
+    stack's CPU seconds (`stack_cpu_s`, just before `down`) and those of the commands (agents included)."""
     env = seamlessflow_env(broker_port)
     shutil.copytree(model, workdir / ".seamlessflow" / "models" / "tiny", dirs_exist_ok=True)
 
@@ -59,6 +78,7 @@ def run_first(workdir: Path, model: Path, harnesses: list[str], demo: bool = Tru
                               timeout=timeout)
 
     started = time.monotonic()
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
     up = sf("up", "--detach", *([] if demo else ["--no-demo"]))
     try:
         if up.returncode != 0:
@@ -79,6 +99,10 @@ def run_first(workdir: Path, model: Path, harnesses: list[str], demo: bool = Tru
             log(f"{pool.harness}: {pool.means} on versions {pool.versions} in {pool.seconds:.0f} s; {pool.spent_line}")
         return pools
     finally:
+        if cpu is not None:
+            cpu["stack_cpu_s"] = stack_cpu_s(workdir / ".seamlessflow" / "run")
+            after = resource.getrusage(resource.RUSAGE_CHILDREN)
+            cpu["commands_cpu_s"] = after.ru_utime + after.ru_stime - children.ru_utime - children.ru_stime
         sf("down", timeout=300)
 
 
