@@ -20,7 +20,8 @@ def admin_client(settings: Settings) -> AdminClient:
 def brokers(settings: Settings, timeout_s: float = 2.0) -> list[dict]:
     """Every broker the cluster reports, with the active controller marked; [] when unreachable: at once when
     nothing listens at any bootstrap address, else after `timeout_s` (a listening broker that is slow to answer
-    on a loaded machine is given the time: `status` said "unreachable" after 1 s in CI's Ray loop)."""
+    on a loaded machine is given the time: with 1 s, `status` called a live broker unreachable under load, in a
+    run of the Ray loop's test)."""
     if not any(_port_open(address) for address in settings.kafka_bootstrap.split(",")):
         return []
     try:
