@@ -26,7 +26,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
-LOG_RATIO_BOUND = 20.0  # as `core.losses.LOG_RATIO_BOUND` (this module imports no torch)
+from seamlessflow.core.loss_config import LOG_RATIO_BOUND
 
 
 class Objective(StrEnum):

@@ -6,6 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
+LOG_RATIO_BOUND = 20.0  # verl's: e^20 is far beyond any clip, and exp of it is finite in fp32 and bf16
+
 
 @dataclass(frozen=True)
 class PolicyLossConfig:

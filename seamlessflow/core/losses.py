@@ -26,7 +26,7 @@ import torch
 import torch.nn.functional as F
 from torch.utils.checkpoint import checkpoint
 
-from seamlessflow.core.loss_config import PolicyLossConfig
+from seamlessflow.core.loss_config import LOG_RATIO_BOUND, PolicyLossConfig
 
 
 def token_logprobs(
@@ -235,7 +235,6 @@ def _behaviour_weight(log_weight: torch.Tensor, tis_cap: float | None) -> torch.
     return torch.exp(log_weight).clamp(max=tis_cap)
 
 
-LOG_RATIO_BOUND = 20.0  # verl's: e^20 is far beyond any clip, and exp of it is finite in fp32 and bf16
 
 
 def _log_ratio(numerator: torch.Tensor, denominator: torch.Tensor) -> torch.Tensor:
