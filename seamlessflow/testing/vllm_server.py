@@ -129,3 +129,16 @@ class VllmServer:
             except subprocess.TimeoutExpired:
                 self.proc.kill()
                 self.proc.wait()
+
+
+async def serving_the_model(engine: VllmServer, model_dir: Path) -> None:
+    """The session's engine is shared and other tests load weights of their own into it: it serves the model's own
+    again, without KV cached under other weights."""
+    import httpx
+
+    async with httpx.AsyncClient(timeout=120) as http:
+        swap = await http.post(engine.url + "/collective_rpc",
+                               json={"method": "reload_weights", "kwargs": {"weights_path": str(model_dir)}})
+        assert swap.status_code == 200, swap.text
+        reset = await http.post(engine.url + "/reset_prefix_cache", params={"reset_running_requests": "true"})
+        assert reset.status_code == 200, reset.text

@@ -28,6 +28,7 @@ from seamlessflow.teacher.options import TeacherOptions, TeacherSpec
 from seamlessflow.teacher.worker import TeacherRefused, TeacherWorker
 from seamlessflow.testing.reward_worker_harness import unscored
 from seamlessflow.testing.teacher_harness import assembler, direct_logprobs, other_tokenizer, teacher
+from seamlessflow.testing.vllm_server import serving_the_model
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.options import DEEPSPEED_CONFIGS
 from seamlessflow.trainer.policy_engine import PolicyEngine
@@ -35,16 +36,6 @@ from seamlessflow.trainer.samples import sample_from_record
 
 TEAM, KEY, TOKENS = "alpha", "key-alpha", 16
 SAMPLING = {"temperature": 0.7}  # the student samples tempered: its logprobs and the teacher's (raw) then differ
-
-
-async def serving_the_model(engine, model_dir) -> None:
-    """Other tests load weights of their own into the shared engine: it serves the model's own again."""
-    async with httpx.AsyncClient(timeout=120) as http:
-        swap = await http.post(engine.url + "/collective_rpc",
-                               json={"method": "reload_weights", "kwargs": {"weights_path": str(model_dir)}})
-        assert swap.status_code == 200, swap.text
-        reset = await http.post(engine.url + "/reset_prefix_cache", params={"reset_running_requests": "true"})
-        assert reset.status_code == 200, reset.text
 
 
 async def two_turn_session(proxy, session_id: str, seed: int, reward: float) -> None:

@@ -19,6 +19,7 @@ from seamlessflow.core.batching import KeptGroup, TrajectorySample
 from seamlessflow.core.episodes import EpisodeStatus, TrajectoryStatus
 from seamlessflow.kafka.io import read_messages
 from seamlessflow.messages import EpisodeEnd, TokenIO, now_ms
+from seamlessflow.testing.vllm_server import serving_the_model
 from seamlessflow.topics import Topics
 from seamlessflow.trainer.options import DEEPSPEED_CONFIGS
 from seamlessflow.trainer.policy_engine import PolicyEngine
@@ -65,17 +66,6 @@ async def as_before(engine) -> list[TokenIO]:
                                choice["token_ids"], [e["logprob"] for e in choice["logprobs"]["content"]],
                                [0] * len(choice["token_ids"]), "length", 0.0, 0.0, 0.0, now_ms()))
     return out  # logprob_space "raw" by default: the trainer reads them at temperature 1, as it did
-
-
-async def serving_the_model(engine, model_dir) -> None:
-    """The session's engine is shared and other tests load weights of their own into it: it serves the model's own
-    again, without KV cached under other weights (the prompts here are like theirs)."""
-    async with httpx.AsyncClient(timeout=120) as http:
-        swap = await http.post(engine.url + "/collective_rpc",
-                               json={"method": "reload_weights", "kwargs": {"weights_path": str(model_dir)}})
-        assert swap.status_code == 200, swap.text
-        reset = await http.post(engine.url + "/reset_prefix_cache", params={"reset_running_requests": "true"})
-        assert reset.status_code == 200, reset.text
 
 
 async def test_the_trainer_matches_the_engine_on_an_agents_tempered_nucleus_samples(
