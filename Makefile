@@ -70,7 +70,8 @@ down: install
 # (brokers, engines, trainers) more than they compute, and one process kept ~0.85 of the 2 cores busy. A
 # file's tests stay on one worker and all tests of the shared vLLM engine share one (tests/conftest.py).
 # Every pytest run appends each file's summed test durations to TEST_TIMES (tests/conftest.py); the ten
-# slowest files across the runs are printed at the end, also when a run failed (the target still fails).
+# slowest files across the runs are printed at the end, also when a run failed (the target still fails), and after
+# them every failed test with its message: CI shows only the output's end, where `-ra`'s summary is not.
 # The chaos run joins them (2026-12-06): with the end-to-end files in one process their lane ended 3.7 min before
 # the main suite's, and the chaos run is the main suite's longest single test but the Ray ones.
 E2E_LAST := tests/e2e/test_ray_loop.py

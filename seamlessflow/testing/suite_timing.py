@@ -42,6 +42,7 @@ class FileTime:
     began: float = 0.0  # when its first test began and its last ended (epoch seconds; 0: not recorded): with
     ended: float = 0.0  # `worker`, the main suite's timeline, to see what ran last and on which worker
     worker: str = ""  # the xdist worker that ran it ("" without xdist)
+    failures: tuple[str, ...] = ()  # "node id (phase): the crash's message", one per failed phase
 
 
 CPU = "cpu_s"  # the user property each phase's report carries its CPU seconds in (xdist sends it to the controller)
@@ -86,6 +87,7 @@ class FileTimes:
         self.cpu: dict[str, float] = defaultdict(float)
         self.tests: dict[str, set[str]] = defaultdict(set)
         self.spans: dict[str, tuple[float, float, str]] = {}
+        self.failures: dict[str, list[str]] = defaultdict(list)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         file = report.nodeid.split("::")[0] or report.location[0]  # the latter for a file outside the rootdir
@@ -95,15 +97,26 @@ class FileTimes:
         began, ended, _ = self.spans.get(file, (report.start, report.stop, ""))
         worker = getattr(getattr(getattr(report, "node", None), "gateway", None), "id", "")  # xdist's (controller)
         self.spans[file] = (min(began, report.start), max(ended, report.stop), worker)
+        if report.failed:
+            self.failures[file].append(f"{report.nodeid} ({report.when}): {crash_message(report)}")
 
     def pytest_sessionfinish(self) -> None:
         if not self.seconds:
             return
         rows = [FileTime(file, len(self.tests[file]), round(seconds, 3), round(self.cpu[file], 3),
-                         *self.spans[file]) for file, seconds in self.seconds.items()]
+                         *self.spans[file], tuple(self.failures[file])) for file, seconds in self.seconds.items()]
         self.path.parent.mkdir(parents=True, exist_ok=True)
         with self.path.open("a") as out:
             out.writelines(json.dumps(asdict(row)) + "\n" for row in rows)
+
+
+def crash_message(report: pytest.TestReport, limit: int = 300) -> str:
+    """The crash's one line (pytest's `E ...` line, or the last line of the report), cut to `limit`."""
+    crash = getattr(getattr(report, "longrepr", None), "reprcrash", None)
+    text = getattr(crash, "message", "") or next(
+        (line for line in reversed(report.longreprtext.splitlines()) if line.strip()), "")
+    line = " ".join(text.split())
+    return line if len(line) <= limit else line[:limit - 3] + "..."
 
 
 def register(config: pytest.Config) -> None:
@@ -124,7 +137,7 @@ def aggregate(lines: Iterable[str]) -> list[FileTime]:
     tests: dict[str, int] = defaultdict(int)
     for line in lines:
         if line.strip():
-            row = FileTime(**json.loads(line))  # a run's lines; began/ended/worker are not summed
+            row = FileTime(**json.loads(line))  # a run's lines; began/ended/worker/failures are not summed
             seconds[row.file] += row.seconds
             cpu[row.file] += row.cpu_seconds
             tests[row.file] += row.tests
@@ -159,6 +172,15 @@ def last_to_end(lines: Iterable[str], count: int = 8) -> str:
     return "\n".join(out)
 
 
+def failures(lines: Iterable[str]) -> str:
+    """Every failed phase of every run, printed last: CI shows the end of the output, and `-ra`'s summary of the
+    main suite comes before the end-to-end files' output and the tables."""
+    failed = [failure for line in lines if line.strip() for failure in json.loads(line).get("failures", ())]
+    if not failed:
+        return ""
+    return "\n".join([f"The {len(failed)} failed test phases of these runs:"] + [f"  FAILED {f}" for f in failed])
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description="Print the slowest test files from the suite's timing lines.")
     parser.add_argument("file", type=Path, help=f"the JSON-lines file that {ENV} named")
@@ -169,6 +191,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table(rows, args.top) if rows else f"no test timings in {args.file}")
     if tail := last_to_end(lines) if rows else "":
         print(tail)
+    if failed := failures(lines):
+        print(failed)
     return 0
 
 

@@ -9,11 +9,11 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
-from seamlessflow.testing.suite_timing import ENV, FileTime, FileTimes, aggregate, last_to_end, main, table
+from seamlessflow.testing.suite_timing import ENV, FileTime, FileTimes, aggregate, failures, last_to_end, main, table
 
 
 def report(nodeid: str, duration: float) -> SimpleNamespace:
-    return SimpleNamespace(nodeid=nodeid, duration=duration, start=100.0, stop=100.0 + duration)
+    return SimpleNamespace(nodeid=nodeid, duration=duration, start=100.0, stop=100.0 + duration, failed=False)
 
 
 def test_the_plugin_sums_every_phase_of_every_test_of_a_file(tmp_path):
@@ -67,18 +67,24 @@ def test_under_xdist_only_the_controller_writes_and_each_test_counts_once_with_i
     child = ("import subprocess\nimport sys\n\n\ndef test_it():\n"
              f"    subprocess.run([sys.executable, '-c', {spin + 'test_it()'!r}], check=True)\n")
     (suite / "test_three.py").write_text(child)
+    (suite / "test_four.py").write_text("def test_it():\n    assert 1 + 1 == 3, 'the sum is off'\n")
     times = tmp_path / "times.jsonl"
     # xdist alone of the installed plugins: loading them all took most of this test's time
     env = {**os.environ, ENV: str(times), "PYTEST_DISABLE_PLUGIN_AUTOLOAD": "1"}
     argv = [sys.executable, "-m", "pytest", "-p", "xdist.plugin", "-n", "1", "-q", "-p", "no:cacheprovider", str(suite)]
     done = subprocess.run(argv, cwd=suite, env=env, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.returncode == 1, done.stdout + done.stderr  # test_four fails
     lines = times.read_text().splitlines()
-    assert len(lines) == 3, lines  # one line per file, from one process
+    assert len(lines) == 4, lines  # one line per file, from one process
     rows = {row.file: row for row in aggregate(lines)}
-    assert {file: row.tests for file, row in rows.items()} == {"test_one.py": 3, "test_two.py": 1, "test_three.py": 1}
+    assert {file: row.tests for file, row in rows.items()} == {"test_one.py": 3, "test_two.py": 1, "test_three.py": 1,
+                                                               "test_four.py": 1}
     assert 0.5 <= rows["test_two.py"].cpu_seconds < 5, rows  # a worker's CPU reaches the controller
     assert 0.5 <= rows["test_three.py"].cpu_seconds < 5, rows  # and a process the test started and waited for
     spans = [FileTime(**json.loads(line)) for line in lines]
     assert all(row.worker == "gw0" and 0 < row.began <= row.ended for row in spans), spans  # the timeline's
     assert "test_three.py" in last_to_end(lines) and "gw0" in last_to_end(lines)
+    # the failure, with its message, printed last (CI shows the output's end), as the worker reported it
+    assert failures(lines).splitlines() == ["The 1 failed test phases of these runs:",
+                                            "  FAILED test_four.py::test_it (call): AssertionError: the sum is off "
+                                            "assert (1 + 1) == 3"]
