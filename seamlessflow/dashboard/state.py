@@ -15,13 +15,13 @@ import time
 from collections import OrderedDict, deque
 from collections.abc import Callable, Sequence
 
-from seamlessflow.core.timeline import bubble_ratio, time_by_kind
+from seamlessflow.core.accounting import ACCOUNTS, account
 from seamlessflow.dashboard.curve import Curve
 from seamlessflow.kafka.io import Record
 from seamlessflow.messages import CommandAck, EpisodeEnd, ResourceStatus, TokenIO
 from seamlessflow.replay.select import SessionEvents
 from seamlessflow.replay.turns import session_json
-from seamlessflow.scheduler.role_intervals import intervals_from_records, role_switches, timeline_sample
+from seamlessflow.scheduler.role_intervals import device_timeline, role_switches, timeline_sample
 from seamlessflow.stack.rows import resource_row
 from seamlessflow.tracking.follow import Incoming
 from seamlessflow.tracking.points import EvalFigures, Point, PointMaker
@@ -119,14 +119,16 @@ class DashboardState:
     def timeline_json(self) -> dict:
         with self._lock:
             history = list(self.history)
-        intervals = intervals_from_records(history)
+        intervals = device_timeline(history)  # each device once (core.accounting)
+        books = account(intervals) if intervals else None
         return {
             "intervals": [
                 {"resource": i.resource_id, "start": round(i.start, 3), "end": round(i.end, 3), "kind": i.kind}
                 for i in intervals
             ],
-            "bubble_ratio": round(bubble_ratio(intervals), 4) if intervals else None,
-            "seconds_by_kind": {k: round(v, 2) for k, v in time_by_kind(intervals).items()},
+            "bubble_ratio": round(books.bubble, 4) if books else None,
+            "seconds_by_kind": {k: round(v, 2) for k, v in books.seconds.items()} if books else {},
+            "accounts": ACCOUNTS,  # kind -> the account's name, in the order shown
             "switches": [
                 {"t": round(t, 3), "resource": r, "from": a, "to": b} for t, r, a, b in role_switches(history)
             ],

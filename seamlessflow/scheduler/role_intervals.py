@@ -1,13 +1,14 @@
 """Role intervals from recorded statuses: what `seamlessflow timeline` draws (with seamlessflow.sim.timeline_plot).
 
 Every heartbeat is a sample of (active tag, state) at its `created_at_ms`; a resource is taken to stay as
-its last heartbeat said until the next one. Kinds follow the simulator's: `rollout`/`train` (useful work),
-`switch` (state switching), `sync` (paused, e.g. around a weight load, and the measured duration of every
-acknowledged `load_weights`), `idle` (starting, idle tag, or a rollout resource whose `requests_running`
-figure, vLLM's sampled at the heartbeat, is 0), `failed` (failed or stopped, including the scheduler's
-verdict on a silent resource). Only the schedulable kinds are drawn (not proxy, scheduler or agents).
-A trainer reports `busy_s`, its cumulative seconds in optimizer steps and publishing: between two of its
-heartbeats only that much is `train`, the rest `idle` (waiting for a batch is a bubble too).
+its last heartbeat said until the next one. Kinds are `core.accounting`'s: `rollout`/`train` (useful work),
+`switch` (state switching), `sync` (paused, e.g. around a weight load, starting, and the measured duration of
+every acknowledged `load_weights`), `wait-load` (a rollout resource whose `requests_running` figure, vLLM's
+sampled at the heartbeat, is 0), `held` (the idle tag), `lent` (a rollout engine in the `train` role),
+`failed` (failed or stopped, including the scheduler's verdict on a silent resource). Only the schedulable
+kinds are drawn (not proxy, scheduler or agents). A trainer reports `busy_s`, its cumulative seconds in
+optimizer steps and publishing: between two of its heartbeats only that much is `train`, the rest
+`wait-data` (waiting for a batch is a bubble too). `device_timeline` counts each device once.
 
 Caveat: the status topic is compacted; once the broker compacts it, only the latest record per resource
 remains and older history is gone. Draw timelines from runs whose status topic was not compacted yet.
@@ -21,6 +22,7 @@ import sys
 from collections import defaultdict
 from collections.abc import Iterable
 
+from seamlessflow.core.accounting import LENT, device_intervals
 from seamlessflow.core.control import CommandKind, Outcome
 from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
 from seamlessflow.core.timeline import Interval
@@ -41,19 +43,20 @@ def timeline_sample(status: ResourceStatus) -> ResourceStatus:
 
 
 def kind_of(status: ResourceStatus) -> str:
-    """The interval kind (`core.timeline`) a heartbeat stands for."""
+    """The lane kind (`core.accounting`) a heartbeat stands for: a rollout engine in the `train` role is `lent`
+    (its device is the trainer's then: `device_timeline`)."""
     if status.state in (ResourceState.FAILED, ResourceState.STOPPED):
         return "failed"
     if status.state is ResourceState.SWITCHING:
         return "switch"
-    if status.state is ResourceState.PAUSED:
+    if status.state in (ResourceState.PAUSED, ResourceState.STARTING):  # a weight load; starting: loading its model
         return "sync"
     if status.state is not ResourceState.ACTIVE or status.active_tag not in (Tag.ROLLOUT, Tag.TRAIN):
-        return "idle"
+        return "held"
+    if status.active_tag == Tag.TRAIN:
+        return "train" if status.kind is ResourceKind.TRAINER else LENT
     running = status.figures.get("requests_running", status.figures.get("running"))
-    if status.active_tag == Tag.ROLLOUT and running is not None and running <= 0:
-        return "idle"
-    return Tag(status.active_tag).value
+    return "wait-load" if running is not None and running <= 0 else "rollout"
 
 
 def intervals_from_records(
@@ -85,6 +88,16 @@ def intervals_from_records(
     return out
 
 
+def device_timeline(messages: Iterable[object], origin_ms: float | None = None) -> list[Interval]:
+    """`intervals_from_records` per device (`core.accounting.device_intervals`): an engine lent to the trainer
+    shows what the trainer did then, and the trainer is no device of its own where engines are lent to it."""
+    items = list(messages)
+    trainers = {m.resource_id for m in items if isinstance(m, ResourceStatus) and m.kind is ResourceKind.TRAINER}
+    lanes = intervals_from_records(items, origin_ms=origin_ms)
+    return device_intervals([i for i in lanes if i.resource_id not in trainers],
+                            [i for i in lanes if i.resource_id in trainers])
+
+
 def clip(intervals: Iterable[Interval], start: float, end: float) -> list[Interval]:
     """The parts of `intervals` inside [start, end], e.g. a benchmark's steady state without start-up."""
     out = []
@@ -103,7 +116,7 @@ def _between(rid: str, sample: tuple[float, str, float | None],
         pieces = [Interval(rid, t, t_next, kind)]
     else:
         worked = min(max(busy_next - busy, 0.0), t_next - t)
-        pieces = [Interval(rid, t, t + worked, "train"), Interval(rid, t + worked, t_next, "idle")]
+        pieces = [Interval(rid, t, t + worked, "train"), Interval(rid, t + worked, t_next, "wait-data")]
     return [piece for piece in pieces if piece.end > piece.start]
 
 

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from seamlessflow.core.accounting import ACCOUNTS
 from seamlessflow.core.timeline import Interval, bubble_ratio
 
 if TYPE_CHECKING:
@@ -21,6 +22,9 @@ COLOURS = {
     "train": "#ff7f0e",
     "switch": "#7f7f7f",
     "sync": "#9467bd",
+    "wait-data": "#c6dbef",
+    "wait-load": "#c7e9c0",
+    "held": "#e6e6e6",
     "idle": "#f2f2f2",
     "failed": "#d62728",
 }
@@ -45,7 +49,7 @@ def draw_timelines(panels: Sequence[tuple[str, Sequence[Interval]]], path: str |
     for ax, (title, intervals) in zip(axes[:, 0], panels, strict=True):
         _draw_panel(ax, intervals, title)
     seen = {i.kind for _, ivs in panels for i in ivs}
-    handles = [Patch(color=colour, label=kind) for kind, colour in COLOURS.items() if kind in seen]
+    handles = [Patch(color=colour, label=ACCOUNTS.get(kind, kind)) for kind, colour in COLOURS.items() if kind in seen]
     axes[0, 0].legend(handles=handles, loc="upper right", fontsize=8, ncols=len(handles))
     axes[-1, 0].set_xlabel("time (s)")
     out = Path(path)

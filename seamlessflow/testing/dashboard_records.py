@@ -33,12 +33,16 @@ def sessions(at_ms: int) -> list:
 
 
 def switching_rollout(at_ms: int) -> list[ResourceStatus]:
-    """rollout-1 (tags rollout, train) generating, then lent to the trainer, then back."""
+    """rollout-1 (tags rollout, train) generating, then lent to trainer-1, which trains on it 3-6 s, then back."""
     roles = ["rollout"] * 3 + ["train"] * 3 + ["rollout"] * 3
-    return [ResourceStatus(new_id(), "rollout-1", ResourceKind.ROLLOUT, ["rollout", "train"], role,
-                           ResourceState.ACTIVE, 1, {"tokens_per_s": 50.0, "requests_running": 2.0}, "default",
-                           "default", at_ms + 1000 * i)
-            for i, role in enumerate(roles)]
+    engine = [ResourceStatus(new_id(), "rollout-1", ResourceKind.ROLLOUT, ["rollout", "train"], role,
+                             ResourceState.ACTIVE, 1, {"tokens_per_s": 50.0, "requests_running": 2.0}, "default",
+                             "default", at_ms + 1000 * i)
+              for i, role in enumerate(roles)]
+    trainer = [ResourceStatus(new_id(), "trainer-1", ResourceKind.TRAINER, ["train"], "train", ResourceState.ACTIVE,
+                              1, {"busy_s": float(min(max(i - 3, 0), 3))}, "default", "default", at_ms + 1000 * i)
+               for i in range(len(roles))]
+    return engine + trainer
 
 
 def publish_sessions_and_switches(settings: Settings, codec: Codec) -> None:

@@ -21,9 +21,11 @@ def ack(rid: str, t: float, command: str, duration_s: float, outcome: str = "ok"
 
 
 def two_resource_run() -> list:
-    """r0 generates throughout but loads weights during [5, 6]; r1 generates, switches, trains, then idles.
+    """r0 generates throughout but loads weights during [5, 6]; r1 generates, switches, is lent to trainer-0,
+    which trains 5-9 s on it, then is held in the idle role.
 
-    Busy time: r0 9 s (10 minus the 1 s sync), r1 8 s (4 rollout + 4 train) of 2 x 10 s: bubble 3/20 = 15 %.
+    Per device (r0, r1; the trainer is none of its own): busy r0 9 s (10 minus the 1 s sync), r1 8 s (4 rollout
+    + 4 train) of 2 x 10 s: bubble 3/20 = 15 %.
     """
     flex = ("rollout", "train")
     return [
@@ -31,5 +33,7 @@ def two_resource_run() -> list:
         status("r1", 0, "rollout", tags=flex), status("r1", 4, "train", "switching", tags=flex),
         status("r1", 5, "train", tags=flex), status("r1", 9, "idle", tags=flex), status("r1", 10, "idle", tags=flex),
         ack("r0", 6, "load_weights", 1.0),
+        *(status("trainer-0", t, "train", kind="trainer", tags=("train",), busy_s=busy)
+          for t, busy in ((0, 0.0), (5, 0.0), (9, 4.0), (10, 4.0))),
         status("proxy", 3, "proxy", kind="proxy"),  # not a scheduled resource: not drawn
     ]

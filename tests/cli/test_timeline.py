@@ -23,11 +23,13 @@ def test_timeline_draws_png_and_prints_bubble_ratio(settings, codec, tmp_path):
     png = tmp_path / "timeline.png"
     result = CliRunner().invoke(timeline, ["--out", str(png)], obj=settings)
     assert result.exit_code == 0, result.output
-    assert "bubble ratio: 15.0% over 2 resources, 2 role switches" in result.output
+    assert "bubble ratio: 15.0% over 2 devices, 2 role switches" in result.output
+    assert "waiting for data" not in result.output and "held by the policy" in result.output  # r1's idle role
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     result = CliRunner().invoke(timeline, ["--out", str(png), "--json"], obj=settings)
     figures = json.loads(result.output)
     assert figures["bubble_ratio"] == 0.15 and figures["seconds_by_kind"]["train"] == 4.0
+    assert figures["accounts"]["generating"] == 13.0 and figures["accounts"]["loading weights"] == 1.0
 
 
 def test_timeline_without_records_says_so(settings, tmp_path):

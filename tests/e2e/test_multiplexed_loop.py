@@ -92,11 +92,11 @@ def test_multiplexed_loop_trains_updates_engines_and_loses_no_session(settings, 
     assert len(tasks) == m.published and all(len(s) == GROUP_SIZE for s in sessions.values()), sessions
     assert m.lost == 0
     kinds = {(i.resource_id, i.kind) for i in intervals_from_records(read_messages(settings, topics.status, codec))}
-    assert ("rollout-1", "train") in kinds and ("rollout-0", "rollout") in kinds
+    assert ("rollout-1", "lent") in kinds and ("rollout-0", "rollout") in kinds
 
 
 def _lent_to_training(settings, codec) -> bool:
-    return any(s.resource_id == "rollout-1" and kind_of(s) == "train"
+    return any(s.resource_id == "rollout-1" and kind_of(s) == "lent"
                for s in read_messages(settings, Topics(settings).status, codec) if isinstance(s, ResourceStatus))
 
 

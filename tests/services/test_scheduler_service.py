@@ -79,7 +79,7 @@ def test_batch_ready_preempts_flexible_resource_then_weight_update_returns_it(se
     kinds = {
         (i.resource_id, i.kind) for i in intervals_from_records(read_messages(settings, Topics(settings).status, codec))
     }
-    assert {("r1", "rollout"), ("r1", "train"), ("r0", "rollout"), ("r0", "sync")} <= kinds
+    assert {("r1", "rollout"), ("r1", "lent"), ("r0", "rollout"), ("r0", "sync")} <= kinds  # r1 lent to train
 
 
 def test_silent_resource_is_marked_failed_and_its_role_reassigned(settings, codec, fakes):

@@ -153,9 +153,13 @@ async function refreshTimeline() {
   timelineChart(document.getElementById("timeline"), data.intervals);
   document.getElementById("bubble").textContent = data.bubble_ratio === null ? "" :
     `bubble ratio ${(100 * data.bubble_ratio).toFixed(1)} % · ${data.switches.length} role switches`;
+  // every device-second in one account: its name and share of the whole (core.accounting)
   const legend = document.getElementById("timeline-legend");
-  legend.innerHTML = Object.entries(KIND_COLOURS).map(([k, c]) =>
-    `<span><i style="background:${c}"></i>${k}</span>`).join("");
+  const total = Object.values(data.seconds_by_kind).reduce((a, b) => a + b, 0);
+  legend.innerHTML = Object.entries(KIND_COLOURS).map(([k, c]) => {
+    const share = total > 0 ? ` ${(100 * (data.seconds_by_kind[k] || 0) / total).toFixed(1)} %` : "";
+    return `<span><i style="background:${c}"></i>${(data.accounts || {})[k] || k}${share}</span>`;
+  }).join("");
 }
 
 async function refreshSessions() {

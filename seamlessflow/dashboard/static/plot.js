@@ -3,8 +3,9 @@
 
 const SVG_NS = "http://www.w3.org/2000/svg";
 const PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#17becf"];
+// core.accounting's kinds: the useful two, the overheads, the waits (pale) and the dead
 const KIND_COLOURS = {rollout: "#2ca02c", train: "#1f77b4", switch: "#ff7f0e", sync: "#9467bd",
-                      idle: "#d9d9d9", failed: "#d62728"};
+                      "wait-data": "#c6dbef", "wait-load": "#c7e9c0", held: "#d9d9d9", failed: "#d62728"};
 
 function el(name, attrs, parent) {
   const node = document.createElementNS(SVG_NS, name);
