@@ -17,7 +17,12 @@ class AgentOptions(SectionOptions):
     pool: str = "default"
     """Pool name: workers of one team and pool share its tasks (consumer group `<team>.<pool>`)."""
     concurrency: int = Field(4, ge=1)
-    """Sessions run at the same time by one worker."""
+    """Sessions run at the same time by one worker (where `max_concurrency` is set: the first limit)."""
+    max_concurrency: int | None = Field(None, ge=1)
+    """Let the limit follow the engines' load up to this (`core.sessions_in_flight`): up while an engine has
+    room, down when every engine queues, halved when the trainer falls behind; None: fixed at `concurrency`."""
+    min_concurrency: int = Field(1, ge=1)
+    """The adapted limit's floor."""
     max_attempts: int = Field(3, ge=1)
     """Runs of a failing session before it ends as "failed"."""
     kinds: list[str] = Field(default_factory=list)

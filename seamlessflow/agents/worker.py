@@ -3,16 +3,16 @@
 Every team's pools run the tasks published for the run's team (`settings.team`: shared by the teams); a task
 published for one team (`manager.sources[].team`) is run by that team's pools only.
 
-For each task it runs `group_size` sessions of the user's agent (see episode.py), at most `concurrency` at
-a time. A task's offset is committed only after the proxy accepted the end of every one of its sessions
-(and any retry record was durably published), so a worker that dies loses nothing: the group hands its
-uncommitted tasks to another worker. A session whose agent raised is ended as `aborted` and its task is
-republished with `attempt + 1` (only the sessions still owed, same group id), addressed by a record header
-to this pool alone, so other teams sharing the topic do not run it twice; on the last attempt the session
-ends as `failed`. A task whose agent killed the worker process comes back uncommitted; the delivery
-journal (deliveries.py) counts those deaths into its attempt, so after `max_attempts` its sessions end
-`failed` without running the agent again. Delivery is at-least-once: a task whose partition moves mid-run
-may run again.
+For each task it runs `group_size` sessions of the user's agent (see episode.py), at most `concurrency` at a
+time, or a limit that follows the engines' load up to `max_concurrency` (flight.py). A task's offset is
+committed only after the proxy accepted the end of every one of its sessions (and any retry record was durably
+published), so a worker that dies loses nothing: the group hands its uncommitted tasks to another worker. A
+session whose agent raised is ended as `aborted` and its task is republished with `attempt + 1` (only the
+sessions still owed, same group id), addressed by a record header to this pool alone, so other teams sharing
+the topic do not run it twice; on the last attempt the session ends as `failed`. A task whose agent killed the
+worker process comes back uncommitted; the delivery journal (deliveries.py) counts those deaths into its
+attempt, so after `max_attempts` its sessions end `failed` without running the agent again. Delivery is at-
+least-once: a task whose partition moves mid-run may run again.
 """
 
 from __future__ import annotations
@@ -32,11 +32,13 @@ import httpx
 
 from seamlessflow.agents.deliveries import DeliveryJournal
 from seamlessflow.agents.episode import ABORTED, FAILED, SessionOutcome, end_session, run_session
+from seamlessflow.agents.flight import FlightControl
 from seamlessflow.agents.options import AgentOptions, consumer_group
 from seamlessflow.agents.proxy import EndRejected, ProxyClient
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.core.resources import ResourceKind, ResourceState
+from seamlessflow.core.sessions_in_flight import FlightBounds
 from seamlessflow.kafka.dead_letters import DeadLetters
 from seamlessflow.kafka.group import Delivery, GroupMember, Settling
 from seamlessflow.kafka.heartbeat import Heartbeat, worker_resource_id
@@ -96,6 +98,7 @@ class AgentWorker:
         self._joined = threading.Event()
         self._done: queue.Queue[tuple[TaskRun, SessionOutcome]] = queue.Queue()
         self._sessions_in_flight = 0
+        self._flight: FlightControl | None = None  # where `max_concurrency` is set: opened in `run`
         self._fatal: BaseException | None = None
         self._settling_failed = False
         self.resource_id = worker_resource_id(ResourceKind.AGENT, self.group)
@@ -122,8 +125,12 @@ class AgentWorker:
         self._producer = MessageProducer(self.settings, self.codec)
         self._dead_letters = DeadLetters(self.settings, self.codec, f"agent:{self.group}", self._produce_letter)
         self._proxy = ProxyClient(self.opts.proxy_url, self.key)
-        self._http = httpx.Client(limits=httpx.Limits(max_connections=self.opts.concurrency * 2))
-        self._pool = ThreadPoolExecutor(self.opts.concurrency, thread_name_prefix=f"agent-{self.group}")
+        most = max(self.opts.concurrency, self.opts.max_concurrency or 0)
+        if self.opts.max_concurrency:
+            bounds = FlightBounds(min(self.opts.min_concurrency, self.opts.max_concurrency), self.opts.max_concurrency)
+            self._flight = FlightControl(self.settings, self.codec, bounds, self.opts.concurrency, self.group)
+        self._http = httpx.Client(limits=httpx.Limits(max_connections=most * 2))
+        self._pool = ThreadPoolExecutor(most, thread_name_prefix=f"agent-{self.group}")
         # fire and forget (try_send: never blocks), never on the task-commit path
         heartbeat = Heartbeat(self._producer.try_send, self.topics.status, self.opts.heartbeat_s,
                               lambda: self._status(ResourceState.ACTIVE))
@@ -136,8 +143,7 @@ class AgentWorker:
                 self._drain(0)
                 member.commit()
                 self._release_waiting()
-                member.set_paused(self._sessions_in_flight >= self.opts.concurrency
-                                  or len(self._waiting) >= MAX_WAITING)
+                member.set_paused(self._sessions_in_flight >= self._limit() or len(self._waiting) >= MAX_WAITING)
                 heartbeat.beat()
                 delivery = member.poll(0.05 if self._sessions_in_flight else self.opts.poll_s)
                 if delivery is not None:
@@ -146,6 +152,8 @@ class AgentWorker:
         finally:
             self._pool.shutdown(wait=False, cancel_futures=True)
             member.close()
+            if self._flight is not None:
+                self._flight.close()
             heartbeat.publish(self._status(ResourceState.FAILED if self._fatal is not None else ResourceState.STOPPED))
             self._producer.close(10)
             self._journal.forget(*self._held)  # handed back in order: not the tasks' fault
@@ -279,10 +287,14 @@ class AgentWorker:
         self._producer.send_and_wait(topic, key, letter)  # durable before the task's offset may be committed
         self.stats.dead_letters += 1
 
+    def _limit(self) -> int:
+        return self._flight.update() if self._flight is not None else self.opts.concurrency
+
     def _status(self, state: ResourceState) -> ResourceStatus:
         """For operators (is the pool alive, how many sessions run, how many ended failed): agent workers hold
         no engine and take no commands, so the scheduler does not track them."""
-        figures = {"concurrency": self.opts.concurrency, "sessions_in_flight": self._sessions_in_flight,
+        limit = self._flight.limit if self._flight is not None else self.opts.concurrency
+        figures = {"concurrency": limit, "sessions_in_flight": self._sessions_in_flight,
                    "tasks_done": self.stats.tasks_done, "tasks_skipped": self.stats.tasks_skipped,
                    "retries_published": self.stats.retries_published, "dead_letters": self.stats.dead_letters,
                    "worker_deaths_seen": self.stats.worker_deaths_seen,
@@ -296,6 +308,7 @@ class AgentWorker:
             self.settings.run,
             capability_tags=[ResourceKind.AGENT],
             figures=figures,
+            note=f"sessions in flight {limit}: {self._flight.decision.reason}" if self._flight is not None else None,
         )
 
     # -- offsets and group membership -----------------------------------------------------------

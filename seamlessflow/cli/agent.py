@@ -25,7 +25,8 @@ def agent() -> None:
 @click.argument("reference", metavar="MODULE:FUNCTION")
 @click.option("--team", help="Team the pool belongs to (default: settings.team).")
 @click.option("--pool", help="Pool name; workers with the same team and pool share the tasks.")
-@click.option("--concurrency", type=int, help="Sessions this worker runs at once.")
+@click.option("--concurrency", type=int, help="Sessions this worker runs at once (with --max-concurrency: at first).")
+@click.option("--max-concurrency", type=int, help="Let the sessions in flight follow the engines' load up to this.")
 @click.option("--key", help="The team's API key (default: <data-dir>/<team>.key).")
 @click.option("--proxy-url", help="Proxy root URL, e.g. http://127.0.0.1:8000.")
 @click.option("--max-attempts", type=int, help="Runs of a failing session before it ends as failed.")
@@ -37,8 +38,8 @@ def agent() -> None:
                    "ended on, or this long after it ended.")
 @pass_settings
 def agent_run(settings: Settings, reference: str, team: str | None, pool: str | None, concurrency: int | None,
-              key: str | None, proxy_url: str | None, max_attempts: int | None, kinds: tuple[str, ...],
-              keep_running: bool, pace_patience_s: float) -> None:
+              max_concurrency: int | None, key: str | None, proxy_url: str | None, max_attempts: int | None,
+              kinds: tuple[str, ...], keep_running: bool, pace_patience_s: float) -> None:
     """Run MODULE:FUNCTION (or path/file.py:FUNCTION) for every task of the pool until SIGTERM, or until the
     passes of a published task file are spent.
 
@@ -50,7 +51,8 @@ def agent_run(settings: Settings, reference: str, team: str | None, pool: str | 
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s %(message)s")
     try:
         worker = agent_worker(settings, reference, team, key, pool=pool, concurrency=concurrency,
-                              proxy_url=proxy_url or running_proxy_url(settings), max_attempts=max_attempts,
+                              max_concurrency=max_concurrency, proxy_url=proxy_url or running_proxy_url(settings),
+                              max_attempts=max_attempts,
                               kinds=list(kinds) or None)
     except NoTeamKey as exc:
         raise click.UsageError(str(exc)) from exc
@@ -59,7 +61,8 @@ def agent_run(settings: Settings, reference: str, team: str | None, pool: str | 
     worker.on_task_done, worker.gate = report.task_done, report.may_start
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: worker.stop())
-    click.echo(f"agent {reference} in pool {worker.group}, {worker.opts.concurrency} at a time, "
+    most = f" (up to {worker.opts.max_concurrency} as the engines' load allows)" if worker.opts.max_concurrency else ""
+    click.echo(f"agent {reference} in pool {worker.group}, {worker.opts.concurrency} at a time{most}, "
                f"proxy {worker.opts.proxy_url}", err=True)
     try:
         stats = worker.run()

@@ -71,7 +71,9 @@ class AgentPoolOptions(BaseModel):
     pool: str = "default"
     """Pool name: the workers of one team and pool share its tasks (consumer group `<team>.<pool>`)."""
     concurrency: int = Field(4, ge=1)
-    """Sessions the worker runs at once."""
+    """Sessions the worker runs at once (with `max_concurrency`: at first)."""
+    max_concurrency: int | None = Field(None, ge=1)
+    """Let the sessions in flight follow the engines' load up to this (`agents.max_concurrency`); None: fixed."""
     workers: int = Field(1, ge=1)
     """Worker processes of the pool (`agents-<team>-<pool>`, then `-1`, `-2`, ...), one consumer group;
     `seamlessflow scale agents=+N` changes it on a running stack."""

@@ -291,6 +291,8 @@ def agent_pool_services(settings: Settings, entry: dict) -> list[ServiceSpec]:
     pool = AgentPoolOptions.model_validate(entry)
     team = pool.team or settings.team
     args = [pool.function, "--team", team, "--pool", pool.pool, "--concurrency", str(pool.concurrency)]
+    if pool.max_concurrency:
+        args += ["--max-concurrency", str(pool.max_concurrency)]
     return [python_service(settings, name, *args, module="agents")
             for name in copies(f"agents-{team}-{pool.pool}", pool.workers)]
 
