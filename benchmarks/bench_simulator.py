@@ -107,6 +107,9 @@ def main() -> None:
         f"target multiplexed >= 2.0x colocated: {speedup:.2f}x {'met' if speedup >= 2.0 else 'MISSED'}; "
         f"target bubble <= 5%: {multiplexed.bubble_ratio:.1%} {'met' if multiplexed.bubble_ratio <= 0.05 else 'MISSED'}"
     )
+    for name, result in headline.items():
+        print(f"{name}: every GPU-second (core.accounting)")
+        print("\n".join(result.accounts().lines()))
     png = draw_timelines([(f"{n} ({r.throughput:,.0f} tok/s)", r.intervals) for n, r in headline.items()],
                          OUT / "simulator_64.png")
 

@@ -29,7 +29,7 @@ from seamlessflow.core.autoscale import Autoscaler, CapacitySignals, ScaleDecisi
 from seamlessflow.core.resources import Tag
 from seamlessflow.core.timeline import BUSY_KINDS, Interval, time_by_kind
 from seamlessflow.sim.commanding import engine_protocol
-from seamlessflow.sim.result import SimResult
+from seamlessflow.sim.result import WAITING, SimResult
 from seamlessflow.sim.simulated_engine import Rollout, SimEngine
 from seamlessflow.sim.simulator import Simulator
 from seamlessflow.sim.workload import Arrivals
@@ -167,7 +167,7 @@ class ElasticSimulator(Simulator):
     def _on_ready(self, engine: SimEngine) -> None:
         if self.starting.pop(engine.id, None) is None:
             return  # cancelled while it loaded
-        self.intervals.append(Interval(engine.id, self.lives[engine.id][0], self.now, "start"))
+        self.intervals.append(Interval(engine.id, self.lives[engine.id][0], self.now, "sync"))
         engine.role, engine.last_t = Tag.ROLLOUT, self.now
         engine.load_version(self.version)  # a new engine loads the newest weights as it starts
         self.engines.append(engine)
@@ -183,7 +183,7 @@ class ElasticSimulator(Simulator):
         if self.starting:
             engine_id = next(reversed(self.starting))
             del self.starting[engine_id]
-            self.intervals.append(Interval(engine_id, self.lives[engine_id][0], self.now, "start"))
+            self.intervals.append(Interval(engine_id, self.lives[engine_id][0], self.now, "sync"))
             self.lives[engine_id][1] = self.now
             return
         self._drain(min((e for e in pool if not e.draining), key=lambda e: (len(e.running), e.id)))
@@ -226,9 +226,9 @@ class ElasticSimulator(Simulator):
         held = sum((self.now if to < 0 else to) - since for since, to in self.lives.values())
         by_kind = time_by_kind(self.intervals)
         busy = sum(by_kind.get(kind, 0.0) for kind in BUSY_KINDS)
-        overhead = sum(by_kind.get(kind, 0.0) for kind in ("switch", "sync", "start"))
+        overhead = sum(by_kind.get(kind, 0.0) for kind in ("switch", "sync"))  # an engine starting loads weights
         sim = replace(result, bubble_ratio=max(0.0, 1.0 - busy / held) if held else 0.0,
-                      idle_ratio=by_kind.get("idle", 0.0) / held if held else 0.0,
+                      idle_ratio=sum(by_kind.get(kind, 0.0) for kind in WAITING) / held if held else 0.0,
                       overhead_ratio=overhead / held if held else 0.0)
         slots = sum(self._slot_samples) / len(self._slot_samples) if self._slot_samples else 0.0
         return ElasticResult(sim, held / 3600.0, self._peak, held / self.now if self.now else 0.0, slots,

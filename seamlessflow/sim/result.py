@@ -5,7 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from seamlessflow.core.accounting import Accounting, account
 from seamlessflow.core.timeline import Interval, bubble_ratio, exclusive_share, time_by_kind
+
+WAITING = ("wait-data", "wait-load", "held")  # the accounts (`core.accounting`) `idle_ratio` sums
 
 
 class FinishedRun(Protocol):
@@ -28,7 +31,8 @@ class FinishedRun(Protocol):
 class SimResult:
     """Throughput is trained tokens (prompt + response) per second of simulated wall time, over the whole
     run from a cold start. `bubble_ratio` counts idle, switching and weight-loading resource-time as
-    bubble; `idle_ratio` and `overhead_ratio` split it. Staleness is, per trained trajectory, the trainer's
+    bubble; `idle_ratio` (waiting for data or load, held by the policy) and `overhead_ratio` split it;
+    `accounts()` gives every account (`core.accounting`). Staleness is, per trained trajectory, the trainer's
     version minus the version of the weights that generated its first tokens. `rollout_share` is the
     share of wall time in which only rollout work happened (the synchronous rollout phase)."""
 
@@ -59,11 +63,14 @@ class SimResult:
             batch_size=sim.batch_size, seconds=sim.now, trained_tokens=sim.trained_tokens,
             throughput=sim.trained_tokens / sim.now if sim.now > 0 else 0.0,
             bubble_ratio=bubble_ratio(intervals, [e.id for e in sim.engines]),
-            idle_ratio=by_kind.get("idle", 0.0) / live if live else 0.0,
+            idle_ratio=sum(by_kind.get(kind, 0.0) for kind in WAITING) / live if live else 0.0,
             overhead_ratio=(by_kind.get("switch", 0.0) + by_kind.get("sync", 0.0)) / live if live else 0.0,
             staleness_mean=sum(staleness) / len(staleness), staleness_max=max(staleness),
             rollout_share=exclusive_share(intervals, "rollout"), intervals=intervals,
         )
+
+    def accounts(self) -> Accounting:
+        return account(self.intervals)
 
     def summary(self) -> dict[str, float | int | str]:
         """JSON-ready figures (no intervals)."""

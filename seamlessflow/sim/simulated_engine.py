@@ -105,16 +105,18 @@ class SimEngine:
         return self.cost.decode_step_s(len(self.running), self.kv_tokens)
 
     def kind(self) -> str:
-        """What the timeline shows for this engine now."""
+        """What the timeline shows for this engine now: its account (`core.accounting`), as the live loop's."""
         if not self.alive:
             return "failed"
         if self.op_until is not None:
             return "switch" if self.pending_role is not None else "sync"
         if self.training:
             return "train"
-        if self.generating and self.running:
-            return "rollout"
-        return "idle"
+        if self.generating:
+            return "rollout" if self.running else "wait-load"
+        if self.paused:
+            return "sync"  # paused around a weight load
+        return "wait-data" if self.role == Tag.TRAIN else "held"  # lent to a trainer with no batch; the idle role
 
     # decode
 

@@ -67,3 +67,11 @@ def test_colocated_uses_every_gpu_for_training_whatever_the_mix():
 def test_a_mix_that_leaves_nothing_to_train_is_refused():
     with pytest.raises(ValueError, match="able to train"):
         Simulator("multiplexed", gpus=8, mix=0.0)
+
+
+def test_every_gpu_second_is_in_an_account_and_the_bubble_is_the_accounts():
+    result = simulate("multiplexed", gpus=8, mix=0.5, steps=3, seed=0)
+    books = result.accounts()
+    assert books.devices == 8 and books.bubble == pytest.approx(result.bubble_ratio, abs=1e-9)
+    assert books.seconds["wait-data"] > 0  # flexible GPUs on `train` waiting for a batch
+    assert sum(books.seconds.values()) == pytest.approx(8 * result.seconds, rel=1e-6)
