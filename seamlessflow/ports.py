@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 import random
 import socket
+from pathlib import Path
 
 # Set by a placement that puts services on other hosts (Ray's `ServiceHost`): the address of this service's
 # node that the other nodes reach. Unset on the one-machine default.
@@ -42,13 +43,26 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def free_port_block(count: int, low: int = 20000, high: int = 60000) -> int:
-    """The first of `count` consecutive ports that are free now (brokers and controllers take a block)."""
+def free_port_block(count: int, low: int = 20000, high: int | None = None) -> int:
+    """The first of `count` consecutive ports that are free now (brokers and controllers take a block), by default
+    above Ray's worker ports (10002-19999) and below the OS's ephemeral range (`high`: its first port). Why: the
+    kernel hands ephemeral ports to every outgoing connection, so a port found free there may be some client's by
+    the time the server binds it (a service's /metrics then never came up in a CI run: `test_dashboard_up`)."""
+    high = high if high is not None else ephemeral_range()[0]
     for _ in range(200):
         base = random.randrange(low, high - count)
         if all(_bindable(base + i) for i in range(count)):
             return base
     raise RuntimeError(f"no block of {count} free ports found")
+
+
+def ephemeral_range(path: str = "/proc/sys/net/ipv4/ip_local_port_range") -> tuple[int, int]:
+    """The ports the kernel picks for outgoing connections (Linux's default where it does not say)."""
+    try:
+        low, high = (int(part) for part in Path(path).read_text().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
 
 
 def _bindable(port: int) -> bool:

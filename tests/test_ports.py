@@ -25,3 +25,13 @@ def test_the_interface_of_an_address_is_found_and_an_address_not_here_has_none()
 
     assert interface_of("127.0.0.1") == "lo"
     assert interface_of("203.0.113.9") is None  # TEST-NET-3: never this host's
+
+
+def test_a_block_is_found_below_the_ephemeral_range_where_clients_take_their_ports(tmp_path):
+    from seamlessflow.ports import ephemeral_range, free_port_block
+
+    low, _ = ephemeral_range()
+    assert all(20000 <= free_port_block(4) <= low - 4 for _ in range(20))
+    weird = tmp_path / "range"
+    weird.write_text("not a range")
+    assert ephemeral_range(str(weird)) == (32768, 60999)

@@ -6,7 +6,7 @@ import urllib.request
 
 import pytest
 
-from seamlessflow.ports import free_port, free_port_block
+from seamlessflow.ports import free_port_block
 from seamlessflow.testing.cli import run_cli
 from seamlessflow.testing.waiting import wait_until
 
@@ -25,7 +25,7 @@ def get_or_empty(url: str) -> str:
 @pytest.mark.timeout(150)
 @pytest.mark.slow
 def test_up_prints_the_dashboard_url_and_services_serve_metrics(tmp_path):
-    port, web, metrics = free_port_block(2), free_port(), free_port_block(2)
+    port, web, metrics = free_port_block(2), free_port_block(1), free_port_block(2)
     extra = ["--only", "tracking", "--only", "dashboard"]
     env_config = tmp_path / "config.yaml"
     env_config.write_text(json.dumps({"dashboard": {"port": web}, "metrics": {"port": metrics}}))
@@ -38,8 +38,12 @@ def test_up_prints_the_dashboard_url_and_services_serve_metrics(tmp_path):
         urls = json.loads((tmp_path / "run" / "metrics.json").read_text())
         for name in ("tracking", "dashboard"):  # a service serves /metrics a moment after it started
             url = urls[name]
-            wait_until(lambda u=url: "process_cpu_seconds_total" in get_or_empty(u), what=f"{name}'s /metrics",
-                       every_s=0.3)
+            try:
+                wait_until(lambda u=url: "process_cpu_seconds_total" in get_or_empty(u), what=f"{name}'s /metrics",
+                           every_s=0.3)
+            except AssertionError as exc:  # say why: the service's own log (a port taken, a crash)
+                log = tmp_path / "logs" / f"{name}.log"
+                raise AssertionError(f"{exc}; {log}:\n{log.read_text()[-4000:] if log.exists() else 'none'}") from exc
         assert '<svg id="chart-reward"' in get(f"http://127.0.0.1:{web}/")
     finally:
         run_cli(tmp_path, port, "down")
