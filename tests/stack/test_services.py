@@ -237,3 +237,19 @@ def test_teacher_workers_are_members_of_each_taught_teams_group_and_none_without
     assert [spec.name for spec in teachers] == ["teacher-red", "teacher-red-1", "teacher-blue", "teacher-blue-1"]
     assert all(spec.argv[1:3] == ["-m", "services.teacher"] for spec in teachers)
     assert [spec.argv[spec.argv.index("--team") + 1] for spec in teachers] == ["red", "red", "blue", "blue"]
+
+
+def test_every_agent_pool_the_default_runs_starts_with_arguments_its_service_parses(tmp_path):
+    import argparse
+
+    from services.agents.__main__ import add_arguments
+
+    settings = with_stack_defaults(Settings(data_dir=tmp_path))
+    pools = [s for s in app_services(settings) if s.name.startswith("agents-")]
+    assert pools
+    for spec in pools:
+        parser = argparse.ArgumentParser()
+        parser.add_argument("--config")
+        add_arguments(parser)
+        args = parser.parse_args(spec.argv[3:])  # after `python -m services.agents`
+        assert (args.concurrency, args.max_concurrency) == (8, 32)  # the demo's: sessions follow the engines
