@@ -171,14 +171,12 @@ class SchedulerService:
         training = self.view.trainer_figure("training")
         outstanding = self.manager.outstanding if self.manager else 0
         update_s = self.view.trainer_figure("weight_update_s")  # measured per version (weights/transfer.py)
-        step_s = self.view.trainer_figure("step_time_s")  # its last optimizer step (summed over trainers)
         return PipelineState(
             queued_tasks=outstanding, in_flight=outstanding,
             buffered=int(buffered if buffered is not None else self.view.trajectories_since_version),
             batch_threshold=self.options.batch_threshold, current_version=self.view.current_version,
             training=bool(training), max_staleness=self.spec.max_staleness,
             trajectory_rate=self.view.trajectory_rate(self.clock()), weight_update_s=update_s or 0.0,
-            train_step_s=step_s or 0.0,
         )
 
     def tick(self) -> list[ControlCommand]:

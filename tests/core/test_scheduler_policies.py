@@ -123,22 +123,6 @@ def test_the_measured_weight_update_prices_the_switch_instead_of_the_constant():
                   weight_update_s=2.0) == [SetActive("f", "rollout"), LoadWeights("f", 1)]
 
 
-def test_a_step_shorter_than_a_switch_gets_no_flexible_resource_when_the_trainer_has_its_own():
-    trainer = res("trainer-0", "train", "train")
-    flex, steady = res("f", "rollout", "rollout", "train"), res("g", "rollout", "rollout")
-    # a 20 ms step against 5 s switches: the batch is ready, and the flexible resource keeps generating
-    assert decide("multiplexed", [trainer, steady, flex], buffered=4, train_step_s=0.02) == []
-    lent = res("f", "train", "rollout", "train", last_switch=50.0)
-    assert decide("multiplexed", [trainer, lent], buffered=4, train_step_s=0.02, training=True) == [
-        SetActive("f", "rollout")]  # and one lent before the step was measured comes back at once
-    # a step longer than a switch, not measured yet, or no trainer of its own: lent as before
-    for pipeline in ({"train_step_s": 30.0}, {}):
-        assert decide("multiplexed", [trainer, flex], buffered=4, **pipeline) == [SetActive("f", "train")]
-    assert decide("multiplexed", [steady, flex], buffered=4, train_step_s=0.02) == [SetActive("f", "train")]
-    failed = res("trainer-0", "train", "train", state=ResourceState.FAILED)
-    assert SetActive("f", "train") in decide("multiplexed", [failed, flex], buffered=4, train_step_s=0.02)
-
-
 def test_multiplexed_stays_on_train_when_rollout_only_resources_take_all_the_work():
     flex = [res("f", "train", "rollout", "train", last_switch=50.0)]
     assert decide("multiplexed", flex, buffered=0, queued_tasks=0, in_flight=3, current_version=1,

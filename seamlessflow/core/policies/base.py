@@ -58,7 +58,6 @@ class PipelineState:
     recently measured finished trajectories per second (0 when unknown), used to price a switch.
     `weight_update_s`: the trainer's recent measured seconds to put one version into the engines (pause,
     transfer, resume; 0 when not measured yet), which prices a switch instead of the configured constant.
-    `train_step_s`: the trainer's last optimizer step, measured (0 when not measured yet).
     """
 
     queued_tasks: int = 0
@@ -70,7 +69,6 @@ class PipelineState:
     max_staleness: int = 1
     trajectory_rate: float = 0.0
     weight_update_s: float = 0.0
-    train_step_s: float = 0.0
 
     @property
     def batch_ready(self) -> bool:

@@ -12,11 +12,6 @@ or when the pipeline has no work at all (it then waits for new tasks on rollout 
 no resource switches again before its minimum dwell time. So roles do not thrash when batches arrive at
 about the rate the trainer eats them.
 
-Where a trainer runs on a resource of its own (a `{train}`-only one: the CPU stack's trainer process) and its
-measured step (`train_step_s`) is shorter than one switch, no flexible resource is lent to it: the switch would
-cost more than the step it serves. Measured on the 2-core stack: a 20 ms step, and the flexible core held on
-`train` waiting for the next batch 47 % of its time (docs/performance/loop.md).
-
 Why a flexible resource waits on `train` when nothing is queued, although the trainer then waits for data
 (issue #65 asks it to leave whenever the wait exceeds a round trip of switches): under a staleness bound of 1
 the wait (~25 s a step in the simulator's 64-GPU run) is set by the bound and the long tail, and a round trip
@@ -31,24 +26,21 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from seamlessflow.core.policies.base import Command, PipelineState, SchedulerConfig, hold_role, switch_cost
-from seamlessflow.core.resources import Resource, ResourceState, Tag
+from seamlessflow.core.resources import Resource, Tag
 
 
 def multiplexed(
     resources: Sequence[Resource], pipeline: PipelineState, config: SchedulerConfig, now: float
 ) -> list[Command]:
-    own = any(r.can(Tag.TRAIN) and not r.flexible and r.state is not ResourceState.FAILED for r in resources)
     commands: list[Command] = []
     for resource in resources:
-        commands += hold_role(resource, _role(resource, pipeline, config, own), pipeline, config, now)
+        commands += hold_role(resource, _role(resource, pipeline, config), pipeline, config, now)
     return commands
 
 
-def _role(resource: Resource, pipeline: PipelineState, config: SchedulerConfig, trainer_of_its_own: bool) -> Tag:
+def _role(resource: Resource, pipeline: PipelineState, config: SchedulerConfig) -> Tag:
     if not resource.flexible:
         return Tag.ROLLOUT if resource.can(Tag.ROLLOUT) else Tag.TRAIN
-    if trainer_of_its_own and 0 < pipeline.train_step_s < switch_cost(pipeline, config):
-        return Tag.ROLLOUT  # a step shorter than a switch: lending the device costs more than the step it serves
     if pipeline.batch_ready:
         return Tag.TRAIN
     if resource.active == Tag.TRAIN and (pipeline.training or not _worth_leaving(pipeline, config)):
