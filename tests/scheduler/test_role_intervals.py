@@ -1,9 +1,9 @@
 import tracemalloc
 
 from seamlessflow.avro import Codec
+from seamlessflow.core.accounting import account
 from seamlessflow.core.timeline import Interval, bubble_ratio
 from seamlessflow.messages import ResourceStatus
-from seamlessflow.core.accounting import account
 from seamlessflow.scheduler.role_intervals import (
     clip,
     device_timeline,
