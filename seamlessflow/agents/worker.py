@@ -11,8 +11,8 @@ session whose agent raised is ended as `aborted` and its task is republished wit
 sessions still owed, same group id), addressed by a record header to this pool alone, so other teams sharing
 the topic do not run it twice; on the last attempt the session ends as `failed`. A task whose agent killed the
 worker process comes back uncommitted; the delivery journal (deliveries.py) counts those deaths into its
-attempt, so after `max_attempts` its sessions end `failed` without running the agent again. Delivery is at-
-least-once: a task whose partition moves mid-run may run again.
+attempt, so after `max_attempts` its sessions end `failed` without running the agent again. Delivery is
+at-least-once: a task whose partition moves mid-run may run again.
 """
 
 from __future__ import annotations

@@ -1,9 +1,10 @@
 """Role timelines as numbers: intervals of what each resource did, and the bubble ratio.
 
 Kinds: `rollout` and `train` are useful work; `switch` (changing role) and `sync` (loading weights) are
-overhead; `idle` is a resource with a role but nothing to do; `failed` is a dead resource. The bubble
-ratio is idle resource-time over total resource-time, where everything that is not useful work counts
-as idle (switch, sync, idle, and gaps nobody recorded); `failed` time is excluded from both sides.
+overhead; `wait-data`, `wait-load` and `held` are a resource with nothing to do, and why (`core.accounting`
+names every kind and counts each device once); `failed` is a dead resource. The bubble ratio is idle
+resource-time over total resource-time, where everything that is not useful work counts as idle (the
+overheads, the waits, and gaps nobody recorded); `failed` time is excluded from both sides.
 
 Why in the core: the simulator (`seamlessflow.sim`) and the real runs' timeline (`seamlessflow.scheduler.
 timeline`, from recorded statuses) measure with the same arithmetic; drawing is `seamlessflow.sim.timeline_plot`.
