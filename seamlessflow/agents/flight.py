@@ -13,11 +13,13 @@ import logging
 import time
 from collections.abc import Callable
 
+from confluent_kafka import KafkaException
+
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
 from seamlessflow.core.sessions_in_flight import EngineLoad, FlightBounds, FlightDecision, next_in_flight
-from seamlessflow.kafka.table_feed import TableFeed, TableUnavailable
+from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.messages import ResourceStatus, now_ms
 from seamlessflow.topics import Topics
 
@@ -29,9 +31,9 @@ class FlightControl:
                  every_s: float = 2.0, stale_s: float = 30.0, clock: Callable[[], float] = time.monotonic):
         self.settings, self.codec, self.bounds, self.name = settings, codec, bounds, name
         self.every_s, self.stale_s, self.clock = every_s, stale_s, clock
-        self.decision = FlightDecision(min(bounds.maximum, max(bounds.minimum, start)), "the configured start")
+        self.decision = FlightDecision(bounds.clamp(start), "the configured start")
         self._latest: dict[str, ResourceStatus] = {}
-        self._feed: TableFeed | None = None
+        self._feed: Subscriber | None = None
         self._decided_at = clock()
 
     @property
@@ -70,18 +72,22 @@ class FlightControl:
         oldest = now_ms() - self.stale_s * 1000
         return [s for s in self._latest.values() if s.kind is kind and s.created_at_ms >= oldest]
 
-    def _read(self, feed: TableFeed | None) -> None:
+    def _read(self, feed: Subscriber | None) -> None:
         if feed is None:
             return
-        for record in feed.poll(0.0):
-            status = record.message
+        for status in feed.messages(0.0):
             if isinstance(status, ResourceStatus) and status.run == self.settings.run:
                 self._latest[status.resource_id] = status
 
-    def _open(self) -> TableFeed | None:
+    def _open(self) -> Subscriber | None:
+        feed = Subscriber(self.settings, self.codec, None, name=f"flight-{self.name}")
         try:
-            self._feed = TableFeed(self.settings, Topics(self.settings).status, self.codec, name=f"flight-{self.name}",
-                                   timeout_s=2.0)
-        except TableUnavailable as exc:
-            log.warning("%s: sessions in flight stay at %d: %s", self.name, self.limit, exc)
-        return self._feed
+            if feed.follow(Topics(self.settings).status, timeout_s=2.0):
+                self._feed = feed
+                return feed
+            reason = "no status topic yet"
+        except KafkaException as exc:
+            reason = str(exc)
+        feed.close()
+        log.warning("%s: sessions in flight stay at %d: %s", self.name, self.limit, reason)
+        return None

@@ -25,10 +25,12 @@ print this split, with the same arithmetic.
 
 from __future__ import annotations
 
+import bisect
+import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from seamlessflow.core.timeline import BUSY_KINDS, Interval, span, time_by_kind
+from seamlessflow.core.timeline import Interval, span, time_by_kind
 
 LENT = "lent"  # a lane's kind only: an engine in the `train` role, whose device the trainer's state decides
 ACCOUNTS: dict[str, str] = {  # interval kind -> the account's name, as printed
@@ -41,7 +43,9 @@ ACCOUNTS: dict[str, str] = {  # interval kind -> the account's name, as printed
     "held": "held by the policy",
     "failed": "failed",
 }
-BUBBLE_KINDS = frozenset(ACCOUNTS) - BUSY_KINDS - {"failed"}
+OVERHEAD_KINDS = frozenset({"switch", "sync"})  # a resource changing role or weights
+WAITING_KINDS = frozenset({"wait-data", "wait-load", "held"})  # a resource with nothing to do, and why
+BUBBLE_KINDS = OVERHEAD_KINDS | WAITING_KINDS
 
 
 @dataclass(frozen=True)
@@ -82,9 +86,10 @@ def device_intervals(engines: Sequence[Interval], trainer: Sequence[Interval] = 
     if not any(interval.kind == LENT for interval in engines):
         return [*engines, *trainer]
     trained = overlay(trainer, "trainer")
+    ends = [t.end for t in trained]
     out: list[Interval] = []
     for interval in engines:
-        out += _as_trainer(interval, trained) if interval.kind == LENT else [interval]
+        out += _as_trainer(interval, trained, ends) if interval.kind == LENT else [interval]
     return out
 
 
@@ -124,10 +129,13 @@ def overlay(intervals: Sequence[Interval], resource_id: str) -> list[Interval]:
     return out
 
 
-def _as_trainer(lent: Interval, trainer: Sequence[Interval]) -> list[Interval]:
-    """The lent stretch as the trainer's timeline then; what none of it covers is `held`."""
+def _as_trainer(lent: Interval, trainer: Sequence[Interval], ends: Sequence[float]) -> list[Interval]:
+    """The lent stretch as the trainer's timeline then (`trainer` sorted and disjoint, as `overlay` gives it, `ends`
+    its ends: the first that overlaps is found by bisection, a dashboard redraws long histories); what none of it
+    covers is `held`."""
     pieces, cursor = [], lent.start
-    for t in (t for t in trainer if t.end > lent.start and t.start < lent.end):
+    first = bisect.bisect_right(ends, lent.start)
+    for t in itertools.takewhile(lambda t: t.start < lent.end, trainer[first:]):
         lo, hi = max(t.start, cursor), min(t.end, lent.end)
         if lo > cursor:
             pieces.append(Interval(lent.resource_id, cursor, lo, "held"))

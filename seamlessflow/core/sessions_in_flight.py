@@ -41,6 +41,9 @@ class FlightBounds:
         if not 1 <= self.minimum <= self.maximum:
             raise ValueError(f"sessions in flight bounds must be 1 <= minimum <= maximum, got {self}")
 
+    def clamp(self, limit: int) -> int:
+        return min(self.maximum, max(self.minimum, limit))
+
 
 @dataclass(frozen=True)
 class FlightDecision:
@@ -56,18 +59,14 @@ def next_in_flight(current: int, engines: Sequence[EngineLoad], steps_ready: flo
         lowered = max(bounds.minimum, math.floor(current * bounds.backoff))
         return FlightDecision(lowered, f"the trainer is behind ({steps_ready:g} batches ready)")
     if not engines:
-        return FlightDecision(_within(current, bounds), "no serving engine reports its load")
+        return FlightDecision(bounds.clamp(current), "no serving engine reports its load")
     full = sum(1 for e in engines if _full(e, bounds))
     if full == len(engines):
         return FlightDecision(max(bounds.minimum, current - bounds.step), "every engine queues or its KV cache is full")
     if any(e.waiting <= 0 and e.kv_usage < bounds.kv_high for e in engines):
         return FlightDecision(min(bounds.maximum, current + bounds.step), "an engine has room")
-    return FlightDecision(_within(current, bounds), "the engines are at capacity")
+    return FlightDecision(bounds.clamp(current), "the engines are at capacity")
 
 
 def _full(engine: EngineLoad, bounds: FlightBounds) -> bool:
     return engine.waiting > bounds.queue_per_engine or engine.kv_usage >= bounds.kv_high
-
-
-def _within(current: int, bounds: FlightBounds) -> int:
-    return min(bounds.maximum, max(bounds.minimum, current))

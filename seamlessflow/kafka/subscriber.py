@@ -53,12 +53,14 @@ class Subscriber:
 
     # -- assigned (no group) ---------------------------------------------------------------------
 
-    def follow(self, topic: str, start_offsets: dict[int, int] | None = None, timeout_s: float = 30.0) -> None:
-        """Adds every partition of `topic`, each from its start offset (default: the beginning)."""
+    def follow(self, topic: str, start_offsets: dict[int, int] | None = None, timeout_s: float = 30.0) -> list[int]:
+        """Adds every partition of `topic`, each from its start offset (default: the beginning); returns them
+        ([] for a topic not created yet)."""
         partitions = partitions_of(self._consumer, topic, timeout_s)
         starts = start_offsets or {}
         self._consumer.incremental_assign([TopicPartition(topic, p, starts.get(p, OFFSET_BEGINNING))
                                            for p in sorted(partitions)])
+        return sorted(partitions)
 
     def catch_up(self, topic: str, timeout_s: float = 30.0) -> list[Any]:
         """The usable messages on `topic` now (its history, up to the high watermarks); live reading of the

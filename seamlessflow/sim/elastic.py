@@ -25,11 +25,12 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field, replace
 
+from seamlessflow.core.accounting import OVERHEAD_KINDS, WAITING_KINDS
 from seamlessflow.core.autoscale import Autoscaler, CapacitySignals, ScaleDecision, ScalingLimits
 from seamlessflow.core.resources import Tag
 from seamlessflow.core.timeline import BUSY_KINDS, Interval, time_by_kind
 from seamlessflow.sim.commanding import engine_protocol
-from seamlessflow.sim.result import WAITING, SimResult
+from seamlessflow.sim.result import SimResult
 from seamlessflow.sim.simulated_engine import Rollout, SimEngine
 from seamlessflow.sim.simulator import Simulator
 from seamlessflow.sim.workload import Arrivals
@@ -226,9 +227,9 @@ class ElasticSimulator(Simulator):
         held = sum((self.now if to < 0 else to) - since for since, to in self.lives.values())
         by_kind = time_by_kind(self.intervals)
         busy = sum(by_kind.get(kind, 0.0) for kind in BUSY_KINDS)
-        overhead = sum(by_kind.get(kind, 0.0) for kind in ("switch", "sync"))  # an engine starting loads weights
+        overhead = sum(by_kind.get(kind, 0.0) for kind in OVERHEAD_KINDS)  # an engine starting loads weights
         sim = replace(result, bubble_ratio=max(0.0, 1.0 - busy / held) if held else 0.0,
-                      idle_ratio=sum(by_kind.get(kind, 0.0) for kind in WAITING) / held if held else 0.0,
+                      idle_ratio=sum(by_kind.get(kind, 0.0) for kind in WAITING_KINDS) / held if held else 0.0,
                       overhead_ratio=overhead / held if held else 0.0)
         slots = sum(self._slot_samples) / len(self._slot_samples) if self._slot_samples else 0.0
         return ElasticResult(sim, held / 3600.0, self._peak, held / self.now if self.now else 0.0, slots,

@@ -5,10 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from seamlessflow.core.accounting import Accounting, account
+from seamlessflow.core.accounting import OVERHEAD_KINDS, WAITING_KINDS, Accounting, account
 from seamlessflow.core.timeline import Interval, bubble_ratio, exclusive_share, time_by_kind
-
-WAITING = ("wait-data", "wait-load", "held")  # the accounts (`core.accounting`) `idle_ratio` sums
 
 
 class FinishedRun(Protocol):
@@ -63,8 +61,8 @@ class SimResult:
             batch_size=sim.batch_size, seconds=sim.now, trained_tokens=sim.trained_tokens,
             throughput=sim.trained_tokens / sim.now if sim.now > 0 else 0.0,
             bubble_ratio=bubble_ratio(intervals, [e.id for e in sim.engines]),
-            idle_ratio=sum(by_kind.get(kind, 0.0) for kind in WAITING) / live if live else 0.0,
-            overhead_ratio=(by_kind.get("switch", 0.0) + by_kind.get("sync", 0.0)) / live if live else 0.0,
+            idle_ratio=sum(by_kind.get(kind, 0.0) for kind in WAITING_KINDS) / live if live else 0.0,
+            overhead_ratio=sum(by_kind.get(kind, 0.0) for kind in OVERHEAD_KINDS) / live if live else 0.0,
             staleness_mean=sum(staleness) / len(staleness), staleness_max=max(staleness),
             rollout_share=exclusive_share(intervals, "rollout"), intervals=intervals,
         )

@@ -25,7 +25,6 @@ COLOURS = {
     "wait-data": "#c6dbef",
     "wait-load": "#c7e9c0",
     "held": "#e6e6e6",
-    "idle": "#f2f2f2",
     "failed": "#d62728",
 }
 

@@ -77,7 +77,9 @@ def test_a_worker_with_a_maximum_runs_at_the_adapted_limit_and_says_why(settings
                                end_timeout_s=1.0, revoke_grace_s=2.0)
         running = AgentsThread(AgentWorker(settings, codec, agent_fns.reward_from_payload, "red", KEY, options))
         try:
-            wait_until(lambda: running.worker._limit() == 5, timeout_s=60)  # up one a decision, every 2 s: ~6 s
+            # read, not decided here: the worker's own loop decides (its status feed is one thread's)
+            wait_until(lambda: running.worker._flight is not None and running.worker._flight.limit == 5,
+                       timeout_s=60)  # up one a decision, every 2 s: ~6 s
         finally:
             running.stop()
     beats = [r.message for r in read_topic(settings, Topics(settings).status, codec)

@@ -34,13 +34,6 @@ def test_a_lent_engine_takes_the_trainers_state_and_the_trainer_is_no_device_of_
     assert sum(books.shares().values()) == pytest.approx(1.0)
 
 
-def test_counted_per_lane_the_same_run_showed_a_third_lane_and_a_sleeping_engine_as_bubble():
-    engines, trainer = two_cores()
-    lanes = [*engines, *trainer]  # what the timeline counted before: 3 lanes, the lent engine's 6 s idle
-    assert bubble_ratio([i if i.kind != "lent" else Interval(i.resource_id, i.start, i.end, "held")
-                         for i in lanes]) == pytest.approx(1 - 14 / 30)
-
-
 def test_a_trainer_with_devices_of_its_own_is_one_and_unreported_lent_time_is_held():
     alone = [Interval("rollout-0", 0, 10, "rollout")]
     trainer = [Interval("trainer-0", 0, 4, "train"), Interval("trainer-0", 4, 10, "wait-data")]
@@ -72,3 +65,13 @@ def test_the_printed_lines_name_every_account_with_time_and_the_bubble():
     assert [line.split("  ")[1].strip() for line in lines[:-1]] == [
         "generating", "training", "switching", "waiting for data", "waiting for load"]
     assert lines[-1].split() == ["bubble", "30.0%", "(2", "devices", "x", "10", "s)"]
+
+
+def test_a_long_history_of_trainer_steps_cuts_each_lent_stretch_exactly():
+    trainer = [Interval("trainer-0", t, t + 1, "train" if t % 2 else "wait-data") for t in range(1000)]
+    lent = [Interval("rollout-1", 100.5, 103.5, "lent"), Interval("rollout-1", 998.0, 1002.0, "lent")]
+    devices = device_intervals(lent, trainer)
+    assert devices == [Interval("rollout-1", 100.5, 101, "wait-data"), Interval("rollout-1", 101, 102, "train"),
+                       Interval("rollout-1", 102, 103, "wait-data"), Interval("rollout-1", 103, 103.5, "train"),
+                       Interval("rollout-1", 998, 999, "wait-data"), Interval("rollout-1", 999, 1000, "train"),
+                       Interval("rollout-1", 1000, 1002, "held")]
