@@ -13,12 +13,11 @@ import logging
 import time
 from collections.abc import Callable
 
-from confluent_kafka import KafkaException
-
 from seamlessflow.avro import Codec
 from seamlessflow.config import Settings
 from seamlessflow.core.resources import ResourceKind, ResourceState, Tag
 from seamlessflow.core.sessions_in_flight import EngineLoad, FlightBounds, FlightDecision, next_in_flight
+from seamlessflow.kafka.io import KafkaException
 from seamlessflow.kafka.subscriber import Subscriber
 from seamlessflow.messages import ResourceStatus, now_ms
 from seamlessflow.topics import Topics
